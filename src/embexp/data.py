@@ -1,0 +1,80 @@
+"""Turn task examples into token features and padded batches (the only place that tokenises)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from embexp import EmbexpError
+from embexp.tasks.base import Example
+
+IGNORE = -100
+
+
+@dataclass
+class Encoder:
+    """Tokenises examples for one backbone; decoders get prompt/target ids, encoders text pairs."""
+
+    tokenizer: object
+    is_decoder: bool
+    max_source_tokens: int = 512
+    max_target_tokens: int = 128
+    chat_template: bool = False
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        tok = self.tokenizer
+        if self.chat_template:
+            if not getattr(tok, "chat_template", None):
+                raise EmbexpError("model.chat_template=true but the tokenizer has no chat template")
+            text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+            ids = tok(text, add_special_tokens=False)["input_ids"]
+        else:
+            ids = tok(prompt)["input_ids"]
+        n = self.max_source_tokens
+        if len(ids) > n:  # keep the leading BOS and the end of the prompt (where the question is)
+            keep_bos = tok.bos_token_id is not None and ids[0] == tok.bos_token_id
+            ids = ids[:1] + ids[len(ids) - n + 1:] if keep_bos else ids[len(ids) - n:]
+        return ids
+
+    def target_ids(self, target: str) -> list[int]:
+        ids = self.tokenizer(target, add_special_tokens=False)["input_ids"][: self.max_target_tokens]
+        return ids + [self.tokenizer.eos_token_id]
+
+    def train_features(self, ex: Example) -> dict:
+        if not self.is_decoder:
+            return self.encoder_features(ex)
+        p, t = self.prompt_ids(ex.prompt), self.target_ids(ex.target)
+        return {"input_ids": p + t, "labels": [IGNORE] * len(p) + t}
+
+    def encoder_features(self, ex: Example) -> dict:
+        enc = self.tokenizer(*ex.text, truncation=True, max_length=self.max_source_tokens)
+        out = {k: list(v) for k, v in enc.items() if k in ("input_ids", "token_type_ids")}
+        out["labels"] = ex.label
+        return out
+
+
+def pad(seqs: list[list[int]], value: int, left: bool = False) -> torch.Tensor:
+    n = max(len(s) for s in seqs)
+    rows = [([value] * (n - len(s)) + s) if left else (s + [value] * (n - len(s))) for s in seqs]
+    return torch.tensor(rows, dtype=torch.long)
+
+
+def collate(features: list[dict], pad_id: int, left: bool = False) -> dict[str, torch.Tensor]:
+    """Pad a list of feature dicts: input_ids with pad_id, labels with -100 (or stack scalars)."""
+    ids = [f["input_ids"] for f in features]
+    batch = {"input_ids": pad(ids, pad_id, left), "attention_mask": pad([[1] * len(s) for s in ids], 0, left)}
+    if "token_type_ids" in features[0]:
+        batch["token_type_ids"] = pad([f["token_type_ids"] for f in features], 0, left)
+    if "labels" in features[0]:
+        labels = [f["labels"] for f in features]
+        if isinstance(labels[0], list):
+            batch["labels"] = pad(labels, IGNORE, left)
+        else:
+            dtype = torch.float32 if any(isinstance(x, float) for x in labels) else torch.long
+            batch["labels"] = torch.tensor(labels, dtype=dtype)
+    return batch
+
+
+def n_tokens(batch: dict[str, torch.Tensor]) -> int:
+    return int(batch["attention_mask"].sum())

@@ -1,0 +1,138 @@
+"""Evaluation: batched greedy generation with the KV cache, log-likelihood scoring of choices,
+and encoder heads. Metrics come from the task; this module only produces predictions."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+from embexp.data import Encoder, collate, pad
+from embexp.tasks.base import Example
+
+
+def _batches(n: int, size: int, desc: str, progress: bool):
+    return tqdm(range(0, n, size), desc=desc, disable=not progress, leave=False, dynamic_ncols=True)
+
+
+@torch.no_grad()
+def generate(method, encoder: Encoder, prompts: Sequence[str], batch_size: int, max_new_tokens: int,
+             device, progress: bool = True) -> list[str]:
+    """Greedy continuations of `prompts` (left-padded batches, KV cache), special tokens dropped."""
+    tok = encoder.tokenizer
+    ids = [encoder.prompt_ids(p) for p in prompts]
+    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # similar lengths share a batch
+    out: list[str] = [""] * len(ids)
+    method.eval()
+    for s in _batches(len(order), batch_size, "generate", progress):
+        chunk = order[s:s + batch_size]
+        batch = {k: v.to(device) for k, v in collate([{"input_ids": ids[i]} for i in chunk], tok.pad_token_id, left=True).items()}
+        gen = method.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False, use_cache=True,
+                              pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+        new = gen[:, batch["input_ids"].shape[1]:]
+        for i, row in zip(chunk, new):
+            out[i] = tok.decode(row, skip_special_tokens=True)
+    return out
+
+
+def continuation_ids(encoder: Encoder, prompt: str, choice: str) -> tuple[list[int], list[int]]:
+    """(context ids, continuation ids) the way lm-eval splits them: encode context+choice and cut
+    at the length of the encoded context; with a chat template the choice is the reply."""
+    ctx = encoder.prompt_ids(prompt)
+    if encoder.chat_template:
+        return ctx, encoder.tokenizer(choice, add_special_tokens=False)["input_ids"]
+    full_enc = Encoder(encoder.tokenizer, True, max_source_tokens=10**9)
+    whole, ctx_full = full_enc.prompt_ids(prompt + choice), full_enc.prompt_ids(prompt)
+    return ctx, whole[len(ctx_full):]
+
+
+@torch.no_grad()
+def choice_logliks(method, encoder: Encoder, examples: Sequence[Example], batch_size: int, device,
+                   progress: bool = True) -> list[list[float]]:
+    """Summed log-probability of each choice's continuation given the prompt, per example."""
+    pairs = []  # (example index, context ids, continuation ids)
+    for i, ex in enumerate(examples):
+        for c in ex.choices:
+            ctx, cont = continuation_ids(encoder, ex.prompt, c)
+            pairs.append((i, ctx, cont))
+    scores: list[list[float]] = [[] for _ in examples]
+    pad_id = encoder.tokenizer.pad_token_id
+    method.eval()
+    for s in _batches(len(pairs), batch_size, "loglik", progress):
+        chunk = pairs[s:s + batch_size]
+        seqs = [ctx + cont for _, ctx, cont in chunk]
+        input_ids = pad(seqs, pad_id).to(device)
+        mask = pad([[1] * len(q) for q in seqs], 0).to(device)
+        logprobs = torch.log_softmax(method(input_ids=input_ids, attention_mask=mask).logits.float(), dim=-1)
+        for row, (i, ctx, cont) in enumerate(chunk):
+            pos = torch.arange(len(ctx) - 1, len(ctx) + len(cont) - 1, device=device)
+            tgt = torch.tensor(cont, device=device)
+            scores[i].append(float(logprobs[row, pos, tgt].sum()))
+    return scores
+
+
+@torch.no_grad()
+def head_predictions(method, encoder: Encoder, examples: Sequence[Example], batch_size: int, device,
+                     regression: bool, progress: bool = True) -> list:
+    feats = [encoder.encoder_features(ex) for ex in examples]
+    for f in feats:
+        f.pop("labels", None)
+    out = []
+    method.eval()
+    for s in _batches(len(feats), batch_size, "predict", progress):
+        batch = {k: v.to(device) for k, v in collate(feats[s:s + batch_size], encoder.tokenizer.pad_token_id).items()}
+        logits = method(**batch).logits.float()
+        out += logits[:, 0].tolist() if regression else logits.argmax(-1).tolist()
+    return out
+
+
+def parse_float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def evaluate(method, task, examples: list[Example], encoder: Encoder, batch_size: int, device,
+             progress: bool = True) -> tuple[dict, list[dict]]:
+    """Predict and score `examples`; returns (metrics, one prediction record per example)."""
+    records = [{"prompt": ex.prompt, "target": ex.target, "label": ex.label} if encoder.is_decoder
+               else {"text": list(ex.text), "label": ex.label} for ex in examples]
+    metrics: dict = {}
+    if not encoder.is_decoder:
+        preds = head_predictions(method, encoder, examples, batch_size, device, task.kind == "regression", progress)
+        gold = [ex.label for ex in examples]
+        metrics = task.score_regression(gold, preds) if task.kind == "regression" else task.score_labels(gold, preds)
+        for r, p in zip(records, preds):
+            r["prediction"] = p
+        return metrics, records
+
+    mode = task.cfg.eval_mode if task.cfg.eval_mode != "auto" else "both"
+    if mode not in ("generate", "loglik", "both"):
+        from embexp import EmbexpError
+
+        raise EmbexpError(f"unknown task.eval_mode '{mode}' (choose from: auto, generate, loglik, both)")
+    if task.kind != "classification":
+        mode = "generate"
+    if mode in ("generate", "both"):
+        hyps = generate(method, encoder, [ex.prompt for ex in examples], batch_size, task.cfg.max_new_tokens, device, progress)
+        for r, h in zip(records, hyps):
+            r["generation"] = h
+        if task.kind == "generation":
+            metrics.update(task.score_text([ex.target for ex in examples], hyps, examples))
+        elif task.kind == "regression":
+            metrics.update(task.score_regression([ex.label for ex in examples], [parse_float(h) for h in hyps]))
+        else:  # exact match of the generated text, no post-processing (the TinyTE protocol)
+            pred = [ex.choices.index(h) if h in ex.choices else -1 for ex, h in zip(examples, hyps)]
+            metrics.update({f"em_{k}": v for k, v in task.score_labels([ex.label for ex in examples], pred).items()})
+            for r, p in zip(records, pred):
+                r["em_pred"] = p
+    if mode in ("loglik", "both"):
+        scores = choice_logliks(method, encoder, examples, batch_size, device, progress)
+        pred = [max(range(len(s)), key=s.__getitem__) for s in scores]
+        metrics.update({f"ll_{k}": v for k, v in task.score_labels([ex.label for ex in examples], pred).items()})
+        for r, p, s in zip(records, pred, scores):
+            r["ll_pred"], r["ll_scores"] = p, s
+    return metrics, records

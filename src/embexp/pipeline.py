@@ -1,0 +1,39 @@
+"""Build the pieces of a run from a composed config: task, backbone, method, tokenised data.
+
+Shared by ``train`` and ``eval`` so a saved run is rebuilt exactly as it was trained.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+
+from embexp.data import Encoder
+from embexp.methods import build_method
+from embexp.models import load_backbone
+from embexp.tasks import build_task
+
+log = logging.getLogger("embexp")
+
+
+@dataclass
+class Components:
+    task: object
+    backbone: object
+    method: object
+    encoder: Encoder
+
+
+def build(cfg, device: torch.device) -> Components:
+    task = build_task(cfg.task)  # first: an unknown task fails before any model loads
+    backbone = load_backbone(cfg.model, num_labels=task.num_labels, device=device)
+    method = build_method(cfg.method, backbone)
+    encoder = Encoder(backbone.tokenizer, backbone.is_decoder, cfg.task.max_source_tokens,
+                      cfg.task.max_target_tokens, cfg.model.chat_template and backbone.is_decoder)
+    return Components(task, backbone, method, encoder)
+
+
+def count_params(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())

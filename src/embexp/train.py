@@ -1,0 +1,153 @@
+"""Train and evaluate one configuration: ``python -m embexp.train method=... model=... task=...``.
+
+Reads top to bottom: config -> backbone -> method -> data -> loop -> evaluation -> record.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import hydra
+import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import OmegaConf
+from safetensors.torch import save_file
+
+from embexp import EmbexpError, __version__, cli
+from embexp.config import register_core_schemas
+from embexp.evaluation import evaluate
+from embexp.pipeline import build, count_params
+from embexp.results import RunRecord, git_commit
+from embexp.training import Trainer, peak_memory
+
+register_core_schemas()
+import embexp.methods  # noqa: E402,F401  (register method schemas)
+import embexp.tasks  # noqa: E402,F401  (register task schemas)
+
+
+def make_accelerator(cfg) -> Accelerator:
+    mp = cfg.trainer.mixed_precision
+    if mp not in ("auto", "no", "bf16", "fp16"):
+        raise EmbexpError(f"unknown trainer.mixed_precision '{mp}' (choose from: auto, no, bf16, fp16)")
+    cuda = torch.cuda.is_available() and not cfg.trainer.cpu
+    if mp == "auto":
+        mp = "bf16" if cuda and torch.cuda.is_bf16_supported() else "no"
+    if cuda and cfg.trainer.tf32:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    return Accelerator(mixed_precision=mp, cpu=not cuda)
+
+
+def run(cfg, run_dir: Path) -> dict:
+    acc = make_accelerator(cfg)
+    cli.setup_logging(run_dir, acc.is_main_process)
+    import logging
+
+    log = logging.getLogger("embexp")
+    record = RunRecord(run_dir, acc.is_main_process)
+    record.start(cfg, resume=cfg.trainer.resume)
+    try:
+        set_seed(cfg.seed)
+        # backbone + method
+        c = build(cfg, acc.device)
+        method, task = c.method, c.task
+        log.info("run %s: method=%s model=%s task=%s seed=%d", run_dir, cfg.method.name, cfg.model.name, task.display_name, cfg.seed)
+        # data
+        train_ex = task.examples("train") if (cfg.do_train and method.trains) else []
+        eval_ex = task.examples("eval") if cfg.do_eval or cfg.do_train else []
+        train_feats = [c.encoder.train_features(e) for e in train_ex]
+        eval_feats = [c.encoder.train_features(e) for e in eval_ex]
+        method.setup({"train": [f["input_ids"] for f in train_feats], "eval": [f["input_ids"] for f in eval_feats]})
+        method.to(acc.device)
+        n_train = method.n_trainable() if method.trains else 0
+        log.info("trainable parameters: %d (method %d) of %d", n_train, method.n_trainable(include_head=False) if method.trains else 0,
+                 count_params(c.backbone.model))
+        # loop
+        train_res = None
+        if train_feats:
+            trainer = Trainer(method, cfg.trainer, acc, train_feats, eval_feats, c.backbone.tokenizer.pad_token_id, cfg.seed, run_dir)
+            train_res = trainer.fit()
+        acc.wait_for_everyone()
+        # evaluation (main process) and record
+        metrics = {}
+        if acc.is_main_process:
+            if cfg.save_adapter and method.trains:
+                save_file(method.trainable_state(), run_dir / "adapter.safetensors")
+                (run_dir / "method.json").write_text(json.dumps(method_json(cfg, c), indent=2))
+            if cfg.do_eval:
+                t0 = time.perf_counter()
+                metrics, preds = evaluate(method, task, eval_ex, c.encoder, cfg.trainer.eval_batch_size, acc.device,
+                                          cfg.trainer.progress)
+                metrics["eval_seconds"] = time.perf_counter() - t0
+                record.write_jsonl("predictions.jsonl", preds)
+            if cfg.export:
+                out = run_dir / "export"
+                method.export().save_pretrained(out)
+                c.backbone.tokenizer.save_pretrained(out)
+            record_metrics = {
+                "method": cfg.method.name, "model": cfg.model.name, "task": task.display_name, "seed": cfg.seed,
+                "git_commit": git_commit(), "embexp_version": __version__,
+                "n_trainable_params": n_train,
+                "n_method_params": method.n_trainable(include_head=False) if method.trains else 0,
+                "n_total_params": count_params(c.backbone.model),
+                "n_train_examples": len(train_ex), "n_eval_examples": len(eval_ex),
+                "metrics": metrics,
+                "train": _train_summary(train_res),
+                "memory": peak_memory(),
+                "method_values": method.log_values(),
+                "notes": cfg.notes,
+            }
+            record.finish(record_metrics)
+            log.info("metrics: %s", json.dumps(metrics))
+            metrics = record_metrics
+        acc.wait_for_everyone()
+        return metrics
+    except EmbexpError as e:
+        record.fail(str(e))
+        raise
+    except BaseException as e:  # keep the status honest for crashes and Ctrl-C too
+        record.fail(f"{type(e).__name__}: {e}")
+        raise
+
+
+def method_json(cfg, c) -> dict:
+    return {
+        "method": OmegaConf.to_container(cfg.method, resolve=True),
+        "base_model": cfg.model.id or cfg.model.source,
+        "model": cfg.model.name,
+        "vocab_size": c.backbone.vocab_size,
+        "hidden_size": c.backbone.hidden_size,
+        "embexp_version": __version__,
+    }
+
+
+def _train_summary(res) -> dict:
+    if res is None:
+        return {"steps": 0}
+    keys = ("steps", "micro_batches", "examples", "tokens", "wall_seconds", "tokens_per_second", "final_train_loss",
+            "eval_loss", "best_step", "best_eval_loss", "resumed_from_step")
+    out = {k: getattr(res, k) for k in keys}
+    out["history"] = res.history
+    return out
+
+
+@hydra.main(config_path=None, config_name="train", version_base=None)
+@cli.one_line_errors
+def main(cfg) -> None:
+    cli.quiet_libraries()
+    run(cfg, Path(HydraConfig.get().runtime.output_dir))
+
+
+def entry() -> None:
+    cli.check_overrides(sys.argv[1:])
+    sys.argv.insert(1, f"--config-dir={cli.conf_dir()}")
+    main()
+
+
+if __name__ == "__main__":
+    entry()

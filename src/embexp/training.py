@@ -1,0 +1,299 @@
+"""The training loop, on Accelerate: one loop for every method, task and model.
+
+Determinism and resumption: the data order is a function of (seed, epoch) alone, the learning
+rate a function of the step alone, and a checkpoint holds the trainable tensors, the optimizer
+moments and the RNG states (safetensors + JSON, no pickles). A run killed after a checkpoint and
+resumed therefore takes exactly the steps an uninterrupted run takes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import resource
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm.auto import tqdm
+
+from embexp import EmbexpError
+from embexp.data import IGNORE, collate, n_tokens
+
+log = logging.getLogger("embexp")
+
+
+@dataclass
+class TrainResult:
+    steps: int = 0
+    micro_batches: int = 0
+    examples: int = 0
+    tokens: int = 0
+    wall_seconds: float = 0.0
+    tokens_per_second: float = 0.0
+    final_train_loss: float = float("nan")
+    eval_loss: float = float("nan")
+    best_step: int = -1
+    best_eval_loss: float = float("nan")
+    resumed_from_step: int = 0
+    history: list = field(default_factory=list)
+
+
+def lr_factor(step: int, total: int, warmup: int, kind: str) -> float:
+    """Multiplier of the peak lr at optimizer step `step` (0-based): linear warm-up, then decay."""
+    if warmup > 0 and step < warmup:
+        return (step + 1) / warmup
+    if kind == "constant":
+        return 1.0
+    progress = (step - warmup) / max(1, total - warmup)
+    if kind == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+    if kind == "linear":
+        return max(0.0, 1.0 - progress)
+    raise EmbexpError(f"unknown trainer.scheduler '{kind}' (choose from: cosine, linear, constant)")
+
+
+def build_optimizer(params: list[torch.nn.Parameter], cfg) -> torch.optim.Optimizer:
+    kw = dict(lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "adamw":
+        return torch.optim.AdamW(params, **kw)
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(params, **kw)
+    raise EmbexpError(f"unknown trainer.optimizer '{cfg.optimizer}' (choose from: adam, adamw)")
+
+
+def micro_batch_indices(n: int, batch: int, world: int, rank: int, seed: int, m: int) -> list[int]:
+    """Example indices of global micro-batch m for this rank: a seeded permutation per epoch."""
+    per_epoch = math.ceil(n / (batch * world))
+    epoch, pos = divmod(m, per_epoch)
+    g = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    perm = torch.randperm(n, generator=g).tolist()
+    start = pos * batch * world + rank * batch
+    if world == 1:
+        return perm[start:start + batch]
+    return [perm[(start + j) % n] for j in range(batch)]  # wrap so every rank gets a full batch
+
+
+def total_steps(n: int, cfg, world: int) -> int:
+    if cfg.max_steps > 0:
+        return cfg.max_steps
+    per_epoch = math.ceil(n / (cfg.batch_size * world))
+    return max(1, math.ceil(cfg.epochs * per_epoch / cfg.grad_accum))
+
+
+@torch.no_grad()
+def evaluation_loss(model, features: list[dict], pad_id: int, batch_size: int, device, accelerator, max_batches: int = -1) -> float:
+    """Token-weighted (decoders) or example-weighted (encoders) mean loss over `features`."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for b, i in enumerate(range(0, len(features), batch_size)):
+        if 0 <= max_batches <= b:
+            break
+        batch = {k: v.to(device) for k, v in collate(features[i:i + batch_size], pad_id).items()}
+        with accelerator.autocast():
+            loss = model(**batch).loss.float().item()
+        labels = batch["labels"]
+        k = int((labels[:, 1:] != IGNORE).sum()) if labels.dim() == 2 else labels.shape[0]
+        total, count = total + loss * k, count + k
+    model.train(was_training)
+    return total / max(count, 1)
+
+
+class Trainer:
+    def __init__(self, method, cfg, accelerator, train_features, eval_features, pad_id, seed, run_dir=None):
+        self.method, self.cfg, self.acc = method, cfg, accelerator
+        self.train_features, self.eval_features = train_features, eval_features
+        self.pad_id, self.seed = pad_id, seed
+        self.run_dir = Path(run_dir) if run_dir else None
+        self.names = list(method.trainable_tensors())
+        self.params = [method.trainable_tensors()[n] for n in self.names]
+        if not self.params:
+            raise EmbexpError(f"method {method.cfg.name} has no trainable tensors")
+        self.optimizer = build_optimizer(self.params, cfg)
+        self.model, self.optimizer = accelerator.prepare(method, self.optimizer)
+        self.total = total_steps(len(train_features), cfg, accelerator.num_processes)
+        self.result = TrainResult()
+        self.best_state = None
+
+    # ---- checkpoints (safetensors + JSON) -----------------------------------------------------
+    @property
+    def ckpt_dir(self) -> Path | None:
+        return self.run_dir / "checkpoint" if self.run_dir else None
+
+    def save_checkpoint(self, step: int) -> None:
+        if not self.acc.is_main_process or self.ckpt_dir is None:
+            return
+        tmp = self.ckpt_dir.with_name("checkpoint.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        tensors = {f"param/{n}": p.detach().cpu().contiguous() for n, p in zip(self.names, self.params)}
+        opt = self.optimizer.state_dict()
+        for idx, st in opt["state"].items():
+            for k, v in st.items():
+                tensors[f"opt/{idx}/{k}"] = torch.as_tensor(v).detach().cpu().contiguous().clone()
+        tensors["rng/torch"] = torch.get_rng_state()
+        if torch.cuda.is_available():
+            tensors["rng/cuda"] = torch.cuda.get_rng_state()
+        if self.best_state is not None:
+            tensors.update({f"best/{n}": t for n, t in self.best_state.items()})
+        save_file(tensors, tmp / "state.safetensors")
+        meta = {
+            "step": step,
+            "param_groups": opt["param_groups"],
+            "python_rng": _jsonable(random.getstate()),
+            "numpy_rng": _jsonable(np.random.get_state()),
+            "result": asdict(self.result),
+        }
+        (tmp / "meta.json").write_text(json.dumps(meta))
+        old = self.ckpt_dir.with_name("checkpoint.old")
+        if self.ckpt_dir.exists():
+            self.ckpt_dir.rename(old)
+        tmp.rename(self.ckpt_dir)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def load_checkpoint(self) -> int:
+        if self.ckpt_dir is None or not (self.ckpt_dir / "meta.json").is_file():
+            return 0
+        meta = json.loads((self.ckpt_dir / "meta.json").read_text())
+        tensors = load_file(self.ckpt_dir / "state.safetensors")
+        with torch.no_grad():
+            for n, p in zip(self.names, self.params):
+                p.copy_(tensors[f"param/{n}"])
+        state = {}
+        for key, v in tensors.items():
+            if key.startswith("opt/"):
+                _, idx, k = key.split("/", 2)
+                state.setdefault(int(idx), {})[k] = v
+        self.optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+        torch.set_rng_state(tensors["rng/torch"])
+        if "rng/cuda" in tensors and torch.cuda.is_available():
+            torch.cuda.set_rng_state(tensors["rng/cuda"])
+        random.setstate(_tuplify(meta["python_rng"]))
+        st = meta["numpy_rng"]
+        np.random.set_state((st[0], np.array(st[1], dtype=np.uint32), *st[2:]))
+        best = {k[5:]: v for k, v in tensors.items() if k.startswith("best/")}
+        self.best_state = best or None
+        self.result = TrainResult(**meta["result"])
+        self.result.resumed_from_step = meta["step"]
+        log.info("resumed from checkpoint at step %d", meta["step"])
+        return meta["step"]
+
+    # ---- the loop -------------------------------------------------------------------------------
+    def fit(self) -> TrainResult:
+        cfg, acc = self.cfg, self.acc
+        start = self.load_checkpoint() if cfg.resume else 0
+        world, rank = acc.num_processes, acc.process_index
+        n = len(self.train_features)
+        self.model.train()
+        res = self.result
+        t_start = time.perf_counter() - res.wall_seconds  # a resumed run keeps counting its wall time
+        bar = tqdm(total=self.total, initial=start, desc="train", disable=not (cfg.progress and acc.is_main_process),
+                   dynamic_ncols=True, leave=False)
+        window_loss, window_tokens, window_t = 0.0, 0, time.perf_counter()
+        for step in range(start, self.total):
+            lr = cfg.lr * lr_factor(step, self.total, cfg.warmup_steps, cfg.scheduler)
+            for g in self.optimizer.param_groups:
+                g["lr"] = lr
+            step_loss = 0.0
+            for a in range(cfg.grad_accum):
+                m = step * cfg.grad_accum + a
+                idx = micro_batch_indices(n, cfg.batch_size, world, rank, self.seed, m)
+                batch = collate([self.train_features[i] for i in idx], self.pad_id)
+                batch = {k: v.to(acc.device) for k, v in batch.items()}
+                sync = a == cfg.grad_accum - 1
+                ctx = acc.no_sync(self.model) if (not sync and world > 1) else _null()
+                with ctx, acc.autocast():
+                    loss = self.model(**batch).loss
+                    acc.backward(loss / cfg.grad_accum)
+                step_loss += loss.detach().float().item() / cfg.grad_accum
+                k = n_tokens(batch) * world
+                res.tokens += k
+                window_tokens += k
+                res.examples += len(idx) * world
+                res.micro_batches += 1
+            if cfg.max_grad_norm > 0:
+                acc.clip_grad_norm_(self.params, cfg.max_grad_norm)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            res.steps = step + 1
+            res.final_train_loss = step_loss
+            window_loss += step_loss
+            bar.update(1)
+            bar.set_postfix(loss=f"{step_loss:.4f}", lr=f"{lr:.2e}")
+            if cfg.log_every > 0 and res.steps % cfg.log_every == 0:
+                dt = time.perf_counter() - window_t
+                rec = {"step": res.steps, "loss": window_loss / cfg.log_every, "lr": lr,
+                       "tokens_per_second": window_tokens / max(dt, 1e-9), **self.method.log_values()}
+                res.history.append(rec)
+                log.info("step %d/%d  %s", res.steps, self.total,
+                         "  ".join(f"{k}={v:.4g}" for k, v in rec.items() if k != "step"))
+                window_loss, window_tokens, window_t = 0.0, 0, time.perf_counter()
+            if cfg.eval_every > 0 and res.steps % cfg.eval_every == 0 and res.steps < self.total:
+                self._periodic_eval(res.steps)
+            if cfg.save_every > 0 and res.steps % cfg.save_every == 0 and res.steps < self.total:
+                res.wall_seconds = time.perf_counter() - t_start
+                self.save_checkpoint(res.steps)
+        bar.close()
+        res.wall_seconds = time.perf_counter() - t_start
+        res.tokens_per_second = res.tokens / max(res.wall_seconds, 1e-9)
+        if self.eval_features:
+            res.eval_loss = self._eval_loss()
+            if cfg.select_best:
+                self._consider_best(res.eval_loss, res.steps)
+                if self.best_state is not None and res.best_step != res.steps:
+                    log.info("restoring the trainable state of step %d (eval loss %.4f)", res.best_step, res.best_eval_loss)
+                    self.method.load_trainable_state(self.best_state)
+                    res.eval_loss = res.best_eval_loss
+        return res
+
+    def _eval_loss(self) -> float:
+        return evaluation_loss(self.model, self.eval_features, self.pad_id, self.cfg.eval_batch_size,
+                               self.acc.device, self.acc, self.cfg.max_eval_loss_batches)
+
+    def _periodic_eval(self, step: int) -> None:
+        loss = self._eval_loss()
+        log.info("step %d  eval_loss=%.4f", step, loss)
+        self.result.history.append({"step": step, "eval_loss": loss})
+        if self.cfg.select_best:
+            self._consider_best(loss, step)
+
+    def _consider_best(self, loss: float, step: int) -> None:
+        res = self.result
+        if res.best_step < 0 or loss < res.best_eval_loss:
+            res.best_step, res.best_eval_loss = step, loss
+            self.best_state = self.method.trainable_state()
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def _jsonable(x):
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, (tuple, list)):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+def _tuplify(x):
+    return tuple(_tuplify(v) for v in x) if isinstance(x, list) else x
+
+
+def peak_memory() -> dict:
+    """Peak memory of this process: CUDA allocator peak on a GPU, else the peak RSS."""
+    out = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    if torch.cuda.is_available():
+        out["peak_cuda_allocated_bytes"] = torch.cuda.max_memory_allocated()
+    return out

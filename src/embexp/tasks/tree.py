@@ -1,0 +1,211 @@
+"""Textualized Tree (K-Token Merging paper): is P the parent of C in this indented tree?
+
+The generator follows the authors' ``scripts/textualized_tree/generate_data.py`` (REFERENCE.md §6)
+call for call, so the same seed gives the same trees: names drawn at random without replacement from
+AA..ZZ, each node gets ``randint(min_c, min(max_c, nodes remaining))`` children unless it sits at
+``max_depth``, pre-order rendering with ``'+' * level``. Stage i of the curriculum uses seed
+``seed + i``; trees (never pairs) are split by a ``Random(seed + i)`` shuffle of the tree indices,
+as the authors split tree files. Every ordered pair of distinct nodes is a question: real edges are
+``true``, everything else (reversed edges, ancestors, siblings) ``false``, so 1/N are positive.
+
+Rows use the authors' per-example schema: ``{"indent_tree", "parent", "child", "label": "true"|"false",
+"task_type": "parent_child"}``. There is no hub dataset: ``source`` auto/hub generate the rows,
+``task.data_dir`` reads ``<split>.jsonl`` in that schema.
+Prompt verbatim from the authors' run.py; target/choices ``"true"``/``"false"`` with no leading space
+(the prompt ends in a space). Encoders (ours): text = (tree, "Parent: P, Child: C").
+Metrics (0–100): accuracy, balanced accuracy, F1 of ``true``, and ``majority_baseline`` (always
+answering the majority class of the scored set; ~96.7 at N=30), invalid answers counted wrong.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from string import ascii_uppercase
+from typing import Sequence
+
+import numpy as np
+
+from embexp import EmbexpError
+from embexp.config import f
+from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.glue import accuracy, f1_score
+from embexp.tasks.registry import register_task
+
+PROMPT = "Tree: {t}, Task: Parent/Child Relationship, Parent: {p}, Child: {c}, Answer: "
+# stage: (max_depth, max_nodes, min_children, max_children), in curriculum order (REFERENCE.md §6)
+STAGES = {
+    "small": (2, 3, 0, 2),
+    "xsmall": (3, 5, 0, 2),
+    "medium": (3, 10, 0, 3),
+    "xmedium": (4, 15, 1, 3),
+    "large": (4, 30, 1, 3),
+    "x3large": (4, 150, 3, 5),
+}
+NAMES = [a + b for a in ascii_uppercase for b in ascii_uppercase]
+
+
+@dataclass
+class TreeConfig(TaskConfig):
+    name: str = f("tree", "Task family (the file under conf/task).")
+    subset: str = f("small", "Curriculum stage: small, xsmall, medium, xmedium, large or x3large.")
+    eval_split: str = f("test", "Split used for evaluation (the authors call the held-out trees 'test').")
+    num_train_trees: int = f(400, "Trees generated for training (the authors: 490k per stage = 98% of 500k).")
+    num_eval_trees: int = f(100, "Trees generated for evaluation (the authors: 10k per stage = 2% of 500k).")
+    max_pairs_per_tree: int = f(-1, "Questions per tree: -1 = every ordered pair of distinct nodes (the authors); else a random sample of that many.")
+    seed: int = f(42, "Generator seed; stage i (curriculum order) uses seed + i, as the authors' generate_curriculum_datasets.py.")
+    max_source_tokens: int = f(1024, "Truncate the prompt to this many tokens (an x3large tree is ~600 tokens).")
+    max_target_tokens: int = f(8, "Truncate training targets to this many tokens.")
+    max_new_tokens: int = f(4, "Greedy generation budget (the authors read one greedy token).")
+
+
+def generate_tree(rng: random.Random, max_depth: int, max_nodes: int, min_c: int, max_c: int):
+    """One tree as nested ``(name, [children])``, drawing from ``rng`` exactly as the authors' TreeGenerator."""
+    names, count = list(NAMES), 0
+
+    def node(depth):
+        nonlocal count
+        if count >= max_nodes or not names:
+            return None
+        name = rng.choice(names)
+        names.remove(name)
+        count += 1
+        kids = []
+        hi = min(max_c, max_nodes - count)
+        if depth < max_depth and hi >= min_c:
+            for _ in range(rng.randint(min_c, hi)):
+                child = node(depth + 1)
+                if child is not None:
+                    kids.append(child)
+        return name, kids
+
+    return node(0)
+
+
+def walk(tree, level=0):
+    """Pre-order (name, level, parent) triples."""
+    stack = [(tree, level, None)]
+    while stack:
+        (name, kids), lvl, parent = stack.pop()
+        yield name, lvl, parent
+        stack.extend(((k, lvl + 1, name) for k in reversed(kids)))
+
+
+def render(tree) -> str:
+    return "\n".join("+" * lvl + name for name, lvl, _ in walk(tree))
+
+
+def parse_tree(text: str) -> list[tuple[str, str]]:
+    """(parent, child) edges of a rendered tree, in pre-order."""
+    edges, path = [], []
+    for line in text.split("\n"):
+        name = line.lstrip("+")
+        level = len(line) - len(name)
+        if level > len(path) or (level == 0 and path):
+            raise EmbexpError(f"malformed tree rendering at line {line!r}")
+        del path[level:]
+        if path:
+            edges.append((path[-1], name))
+        path.append(name)
+    return edges
+
+
+def tree_rows(tree, rng: random.Random, max_pairs: int) -> list[dict]:
+    """All question rows of one tree (or a random sample of ``max_pairs``), in random order."""
+    t = render(tree)
+    nodes = [(name, parent) for name, _, parent in walk(tree)]
+    edges = {(p, c) for c, p in nodes if p is not None}
+    pairs = [(p, c) for p, _ in nodes for c, _ in nodes if p != c]
+    pairs = rng.sample(pairs, max_pairs) if 0 <= max_pairs < len(pairs) else rng.sample(pairs, len(pairs))
+    return [{"indent_tree": t, "parent": p, "child": c, "label": "true" if (p, c) in edges else "false",
+             "task_type": "parent_child"} for p, c in pairs]
+
+
+@register_task("tree")
+class TreeTask(Task):
+    """Textualized Tree parent/child questions, one curriculum stage per ``subset``."""
+
+    Config = TreeConfig
+    kind = "classification"
+    subsets = tuple(STAGES)
+    required_fields = ("indent_tree", "parent", "child", "label")
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        if cfg.max_pairs_per_tree == 0 or cfg.max_pairs_per_tree < -1:
+            raise EmbexpError(f"task.max_pairs_per_tree must be -1 (all pairs) or positive, got {cfg.max_pairs_per_tree}")
+
+    def resolved_source(self) -> str:
+        src = self.cfg.source
+        if src == "auto":
+            return "local" if self.cfg.data_dir else "generate"
+        return "generate" if src == "hub" else src
+
+    def load(self, which: str) -> list[dict]:
+        if self.resolved_source() != "generate":
+            return super().load(which)
+        cap = self.cfg.max_train_samples if which == "train" else self.cfg.max_eval_samples
+        rows = self.generate(which, cap)
+        if not rows:
+            raise EmbexpError(f"empty dataset: task {self.display_name} generated no '{which}' rows (check num_*_trees)")
+        return rows
+
+    def generate(self, which: str, cap: int = -1) -> list[dict]:
+        """The stage's rows for ``which`` (train / eval), generated as the authors do (see module doc)."""
+        cfg, stage = self.cfg, self.cfg.subset
+        seed = cfg.seed + list(STAGES).index(stage)
+        gen = random.Random(seed)
+        trees = [generate_tree(gen, *STAGES[stage]) for _ in range(cfg.num_train_trees + cfg.num_eval_trees)]
+        order = list(range(len(trees)))
+        random.Random(seed).shuffle(order)
+        ids = order[: cfg.num_train_trees] if which == "train" else order[cfg.num_train_trees :]
+        pair_rng = random.Random(f"{seed}/{which}/pairs")
+        rows = []
+        for i in ids:
+            if 0 <= cap <= len(rows):
+                break
+            rows += tree_rows(trees[i], pair_rng, cfg.max_pairs_per_tree)
+        return rows[:cap] if cap >= 0 else rows
+
+    def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:
+        rows = []
+        while len(rows) < n:
+            rows += tree_rows(generate_tree(rng, *STAGES[self.cfg.subset]), rng, self.cfg.max_pairs_per_tree)
+        return rows[:n]
+
+    def local_path(self, split: str) -> Path:
+        root = Path(self.cfg.data_dir).expanduser()
+        candidates = [root / f"{split}.jsonl", root / self.cfg.subset / f"{split}.jsonl",
+                      root / "tree" / self.cfg.subset / f"{split}.jsonl"]
+        for c in candidates:
+            if c.is_file():
+                return c
+        raise EmbexpError(f"no local file for task {self.display_name} split '{split}': looked for "
+                          + ", ".join(str(c) for c in candidates))
+
+    @property
+    def num_labels(self) -> int:
+        return 2
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        return ("false", "true")
+
+    def format(self, row: dict) -> Example:
+        label = str(row["label"]).strip().lower()
+        if label not in ("true", "false"):
+            raise EmbexpError(f"task {self.display_name}: label must be 'true' or 'false', got {row['label']!r}")
+        t, p, c = row["indent_tree"], row["parent"], row["child"]
+        y = int(label == "true")
+        return Example(prompt=PROMPT.format(t=t, p=p, c=c), target=self.label_names[y], label=y,
+                       choices=self.label_names, text=(t, f"Parent: {p}, Child: {c}"))
+
+    def score_labels(self, gold: Sequence[int], pred: Sequence[int]) -> dict[str, float]:
+        gold, pred = np.asarray(gold), np.asarray(pred)
+        if not len(gold):
+            return {"accuracy": 0.0, "balanced_accuracy": 0.0, "f1": 0.0, "majority_baseline": 0.0}
+        recalls = [float((pred[gold == k] == k).mean()) for k in (0, 1) if (gold == k).any()]
+        pos = float((gold == 1).mean())
+        return {"accuracy": accuracy(gold, pred), "balanced_accuracy": 100.0 * sum(recalls) / len(recalls),
+                "f1": f1_score(gold, pred), "majority_baseline": 100.0 * max(pos, 1 - pos)}

@@ -1,0 +1,84 @@
+"""WMT16 Czech→English translation (the TinyTE paper's MT task, reported on newstest2016).
+
+Prompt: lm-evaluation-harness's translation template, which the TinyTE paper says it uses
+("we use the same prompts as Gao et al., 2024"); the paper itself prints no prompt:
+
+    "Czech phrase: {cs}\\nEnglish phrase:"   target " {en}"
+
+The target carries the leading space (lm-eval's ``doc_to_target: ' {{translation["en"]}}'``), so the
+first English word is tokenised as a word-initial piece, as it is in running text. lm-eval also stops
+generation at a newline; that stop rule belongs to the evaluator, not to this file.
+Metrics: corpus-level sacreBLEU (BLEU-4, default 13a tokenisation) and TER, on the 0–100 scale;
+hypotheses and references are whitespace-stripped first (tokenisation ignores edge spaces anyway).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+from embexp import EmbexpError
+from embexp.config import f
+from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.registry import register_task
+
+PROMPT = "Czech phrase: {cs}\nEnglish phrase:"
+
+# Fixture lexicon (ours): word-by-word cs→en, so a model can learn the mapping from a few rows.
+NOUNS = [("pes", "dog"), ("kočka", "cat"), ("dům", "house"), ("město", "city"), ("kniha", "book"),
+         ("škola", "school"), ("auto", "car"), ("strom", "tree"), ("muž", "man"), ("žena", "woman"),
+         ("dítě", "child"), ("učitel", "teacher"), ("voda", "water"), ("chléb", "bread")]
+ADJS = [("velký", "big"), ("malý", "small"), ("starý", "old"), ("nový", "new"), ("dobrý", "good"),
+        ("červený", "red"), ("zelený", "green"), ("tichý", "quiet")]
+VERBS = [("vidí", "sees"), ("má", "has"), ("hledá", "seeks"), ("miluje", "loves"), ("čte", "reads"),
+         ("kupuje", "buys"), ("potkává", "meets")]
+ADVS = [("dnes", "today"), ("včera", "yesterday"), ("zítra", "tomorrow"), ("často", "often")]
+
+
+@dataclass
+class WMT16Config(TaskConfig):
+    name: str = f("wmt16", "Task family (the file under conf/task).")
+    subset: str = f("cs-en", "WMT16 language pair (hub config); only cs-en (Czech→English) is wired.")
+    eval_split: str = f("test", "Split used for evaluation: test is newstest2016, the split the TinyTE paper reports.")
+    max_source_tokens: int = f(256, "Truncate the prompt to this many tokens (newstest sentences are < 150 tokens).")
+    max_new_tokens: int = f(128, "Greedy generation budget for one translated sentence.")
+
+
+@register_task("wmt16")
+class WMT16Task(Task):
+    """WMT16 cs→en on ``wmt/wmt16`` (splits train / validation = newstest2015 / test = newstest2016)."""
+
+    Config = WMT16Config
+    kind = "generation"
+    subsets = ("cs-en",)
+    required_fields = ("translation",)
+
+    def hub_source(self):
+        return "wmt/wmt16", self.cfg.subset
+
+    def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:
+        rows = []
+        for _ in range(n):
+            words = []
+            for part in ("adj", "noun", "verb", "adj", "noun", "adv"):
+                if part in ("adj", "adv") and rng.random() < 0.5:
+                    continue
+                words.append(rng.choice({"adj": ADJS, "noun": NOUNS, "verb": VERBS, "adv": ADVS}[part]))
+            cs, en = (" ".join(w[i] for w in words) for i in (0, 1))
+            rows.append({"translation": {"cs": cs[0].upper() + cs[1:] + ".", "en": en[0].upper() + en[1:] + "."}})
+        return rows
+
+    def format(self, row: dict) -> Example:
+        pair = row["translation"]
+        for lang in ("cs", "en"):
+            if lang not in pair:
+                raise EmbexpError(f"task {self.display_name}: row lacks field translation.{lang}")
+        return Example(prompt=PROMPT.format(cs=pair["cs"]), target=" " + pair["en"])
+
+    def score_text(self, refs: Sequence[str], hyps: Sequence[str], examples: Sequence[Example]) -> dict[str, float]:
+        from sacrebleu.metrics import BLEU, TER
+
+        refs = [r.strip() for r in refs]
+        hyps = [h.strip() for h in hyps]
+        return {"bleu": BLEU().corpus_score(hyps, [refs]).score, "ter": TER().corpus_score(hyps, [refs]).score}

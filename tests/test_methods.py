@@ -1,0 +1,162 @@
+"""The shared test matrix: every method x tiny families, through the real configs.
+
+To add a method: append a row to CASES (method name, extra overrides, flags).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from conftest import smoke
+from embexp.data import Encoder, collate
+from embexp.methods import build_method
+from embexp.models import load_backbone
+from embexp.tasks import build_task
+
+
+@dataclass
+class Case:
+    method: str
+    overrides: tuple = ()
+    identity: bool = True      # outputs equal the backbone's at init, bit for bit in fp32
+    exportable: bool = True    # export() gives a plain transformers model
+    decoder_only: bool = False
+    trains: bool = True
+
+    def __str__(self):
+        return self.method + ("[" + ",".join(self.overrides) + "]" if self.overrides else "")
+
+
+CASES = [
+    Case("zero_shot", trains=False),
+    Case("full_ft"),
+    Case("emb_tuning"),
+    Case("tinyte_full"),
+]
+DECODERS = ["tiny_llama", "tiny_qwen2", "tiny_gemma2"]
+ENCODERS = ["tiny_roberta", "tiny_deberta"]
+
+
+def setup_case(case: Case, model: str, task: str = "wmt16"):
+    task = task if model in DECODERS else "glue"
+    cfg = smoke(f"method={case.method}", f"model={model}", f"task={task}", *case.overrides)
+    t = build_task(cfg.task)
+    torch.manual_seed(0)
+    bb = load_backbone(cfg.model, num_labels=t.num_labels)
+    ref = load_backbone(cfg.model, num_labels=t.num_labels)  # an untouched twin (same seed)
+    ref.model.load_state_dict(bb.model.state_dict())
+    method = build_method(cfg.method, bb)
+    enc = Encoder(bb.tokenizer, bb.is_decoder, 128, 32)
+    feats = [enc.train_features(e) for e in t.examples("train")[:6]]
+    method.setup({"train": [f["input_ids"] for f in feats], "eval": []})
+    batch = collate(feats, bb.tokenizer.pad_token_id)
+    return cfg, method, ref, batch
+
+
+def params(case_filter=lambda c: True, decoders=True, encoders=True):
+    models = (DECODERS if decoders else []) + (ENCODERS if encoders else [])
+    return [pytest.param(c, m, id=f"{c}-{m}") for c in CASES if case_filter(c) for m in models
+            if not (c.decoder_only and m in ENCODERS)]
+
+
+def step(method, batch, lr=1e-2, n=1):
+    opt = torch.optim.Adam(method.trainable_tensors().values(), lr=lr)
+    losses = []
+    method.train()
+    for _ in range(n):
+        loss = method(**batch).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    method.eval()
+    return losses
+
+
+@pytest.mark.parametrize("case,model", params(lambda c: c.identity))
+def test_identity_at_init(case, model):
+    _, method, ref, batch = setup_case(case, model)
+    inputs = {k: v for k, v in batch.items() if k != "labels"}
+    with torch.no_grad():
+        assert torch.equal(method(**inputs).logits, ref.model(**inputs).logits)
+
+
+@pytest.mark.parametrize("case,model", params(lambda c: c.trains))
+def test_only_method_tensors_change(case, model):
+    _, method, ref, batch = setup_case(case, model)
+    before = {n: p.detach().clone() for n, p in method.named_parameters()}
+    own = {id(p) for p in method.trainable_tensors().values()}
+    step(method, batch)
+    changed_own = False
+    for n, p in method.named_parameters():
+        if id(p) in own:
+            changed_own |= not torch.equal(before[n], p)
+        else:
+            assert torch.equal(before[n], p), f"{n} is not the method's but changed"
+    assert changed_own
+
+
+@pytest.mark.parametrize("case,model", params(lambda c: c.trains, encoders=False))
+def test_training_lowers_the_loss(case, model):
+    _, method, _, batch = setup_case(case, model)
+    losses = step(method, batch, lr=3e-2 if case.method.startswith("tinyte") else 1e-2, n=30)
+    assert min(losses[-5:]) < losses[0] - 0.05, losses
+
+
+@pytest.mark.parametrize("case,model", params(lambda c: c.trains))
+def test_save_load_round_trip(case, model):
+    cfg, method, _, batch = setup_case(case, model)
+    step(method, batch)
+    state = method.trainable_state()
+    _, fresh, _, _ = setup_case(case, model)
+    fresh.load_trainable_state(state)
+    inputs = {k: v for k, v in batch.items() if k != "labels"}
+    with torch.no_grad():
+        assert torch.equal(method(**inputs).logits, fresh(**inputs).logits)
+
+
+@pytest.mark.parametrize("case,model", params(lambda c: c.exportable))
+def test_export_is_a_plain_model(case, model):
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    cfg, method, _, batch = setup_case(case, model)
+    if case.trains:
+        step(method, batch, lr=5e-2)
+    inputs = {k: v for k, v in batch.items() if k != "labels"}
+    with torch.no_grad():
+        want = method(**inputs).logits
+    with tempfile.TemporaryDirectory() as d:
+        method.export().save_pretrained(d)
+        cls = AutoModelForCausalLM if model in DECODERS else AutoModelForSequenceClassification
+        plain = cls.from_pretrained(d)
+        with torch.no_grad():
+            got = plain(**inputs).logits
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("case,model", params(decoders=True, encoders=False))
+def test_generate_with_kv_cache(case, model):
+    cfg, method, _, batch = setup_case(case, model)
+    if case.trains:
+        step(method, batch, lr=5e-2)
+    tok = method.tokenizer
+    prompts = collate([{"input_ids": ids[:12]} for ids in batch["input_ids"].tolist()[:3]], tok.pad_token_id, left=True)
+    kw = dict(max_new_tokens=6, do_sample=False, pad_token_id=tok.pad_token_id)
+    cached = method.generate(**prompts, use_cache=True, **kw)
+    plain = method.generate(**prompts, use_cache=False, **kw)
+    assert cached.shape[1] > prompts["input_ids"].shape[1]
+    assert torch.equal(cached, plain)
+
+
+@pytest.mark.parametrize("case,model", params(lambda c: c.trains, encoders=False))
+def test_finite_loss_in_bf16(case, model):
+    _, method, _, batch = setup_case(case, model)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = method(**batch).loss
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(torch.isfinite(p.grad).all() for p in method.trainable_tensors().values() if p.grad is not None)

@@ -130,7 +130,7 @@ def _train_summary(res) -> dict:
     if res is None:
         return {"steps": 0}
     keys = ("steps", "micro_batches", "examples", "tokens", "wall_seconds", "tokens_per_second", "final_train_loss",
-            "eval_loss", "best_step", "best_eval_loss", "resumed_from_step")
+            "eval_loss", "best_step", "best_eval_loss", "resumed_from_step", "state_memory")
     out = {k: getattr(res, k) for k in keys}
     out["history"] = res.history
     return out

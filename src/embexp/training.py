@@ -42,6 +42,7 @@ class TrainResult:
     best_step: int = -1
     best_eval_loss: float = float("nan")
     resumed_from_step: int = 0
+    state_memory: dict = field(default_factory=dict)
     history: list = field(default_factory=list)
 
 
@@ -221,6 +222,8 @@ class Trainer:
             if cfg.max_grad_norm > 0:
                 acc.clip_grad_norm_(self.params, cfg.max_grad_norm)
             self.optimizer.step()
+            if not res.state_memory:
+                res.state_memory = state_memory(self.method, self.optimizer)
             self.optimizer.zero_grad(set_to_none=True)
             res.steps = step + 1
             res.final_train_loss = step_loss
@@ -289,6 +292,24 @@ def _jsonable(x):
 
 def _tuplify(x):
     return tuple(_tuplify(v) for v in x) if isinstance(x, list) else x
+
+
+def _bytes(tensors) -> int:
+    seen, total = set(), 0
+    for t in tensors:
+        if torch.is_tensor(t) and t.data_ptr() not in seen:
+            seen.add(t.data_ptr())
+            total += t.numel() * t.element_size()
+    return total
+
+
+def state_memory(method, optimizer) -> dict:
+    """Bytes actually held by parameters, gradients and optimizer state (measured on the live
+    tensors after the first optimizer step, gradients still present)."""
+    params = _bytes(method.parameters())
+    grads = _bytes(p.grad for p in method.parameters() if p.grad is not None)
+    opt = _bytes(v for st in optimizer.state.values() for v in st.values())
+    return {"param_bytes": params, "grad_bytes": grads, "optimizer_bytes": opt, "total_bytes": params + grads + opt}
 
 
 def peak_memory() -> dict:

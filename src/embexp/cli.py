@@ -46,6 +46,74 @@ def check_overrides(argv: list[str]) -> None:
                 die(f"unknown {key} '{v}' (choose from: {', '.join(choices(key))})")
 
 
+def check_compose(config_name: str, argv: list[str]) -> None:
+    """Compose once before Hydra does, so a typo (trainer.lrr=1) or a wrong type is one line
+    naming the bad key and the valid ones, not Hydra's multi-line report. Skipped for sweeps."""
+    if any(a in ("-m", "--multirun") or a.startswith("--") for a in argv):
+        return
+    overrides = [a for a in argv if "=" in a and not a.lstrip("+~").startswith("hydra.")]
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    def attempt(ovr):
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
+            return compose(config_name, overrides=ovr)
+
+    try:
+        attempt(overrides)
+        return
+    except Exception as e:  # hydra/omegaconf raise several types; all are user input errors here
+        text = f"{e}\n{e.__cause__ or ''}"
+        skip = ("full_key", "object_type", "reference_type", "Set the environment")
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(skip)]
+        message = ": ".join(dict.fromkeys(lines[:3]))
+    group_keys = [a for a in overrides if a.split("=", 1)[0].lstrip("+~") in GROUPS]
+    for bad in overrides:
+        key = bad.split("=", 1)[0].lstrip("+~")
+        if "." not in key:
+            continue
+        parent, leaf = key.rsplit(".", 1)
+        try:
+            base = attempt(group_keys)
+        except Exception:
+            break
+        node = OmegaConf.select(base, parent)
+        if OmegaConf.is_dict(node) and leaf not in node:
+            die(f"unknown key '{key}' (valid keys of {parent}: {', '.join(sorted(node.keys()))})")
+    die(message)
+
+
+def relaunch_cpu_data_parallel(module: str, argv: list[str]) -> None:
+    """Make ``accelerate launch --cpu --num_processes N -m embexp.train ...`` data-parallel.
+
+    Accelerate's launcher starts a single process for --cpu unless it is given an MPI hostfile;
+    it does export MASTER_ADDR when N > 1. We read N from the launcher's command line and start
+    the N processes ourselves with torch's own launcher (gloo backend), which Accelerate then
+    recognises as a multi-CPU run.
+    """
+    env = os.environ
+    if env.get("ACCELERATE_USE_CPU", "").lower() != "true" or "MASTER_ADDR" not in env or "RANK" in env:
+        return
+    try:
+        parent = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return
+    args = [a.decode(errors="replace") for a in parent]
+    n = 1
+    for i, a in enumerate(args):
+        if a in ("--num_processes", "--num-processes") and i + 1 < len(args):
+            n = int(args[i + 1])
+        elif a.startswith(("--num_processes=", "--num-processes=")):
+            n = int(a.split("=", 1)[1])
+    if n <= 1:
+        return
+    import subprocess
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={n}",
+           f"--master_addr={env['MASTER_ADDR']}", f"--master_port={env.get('MASTER_PORT', '29500')}", "-m", module, *argv]
+    sys.exit(subprocess.call(cmd, env={**env, "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1")}))
+
+
 def quiet_libraries() -> None:
     import transformers
 

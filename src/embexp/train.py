@@ -22,7 +22,7 @@ from embexp import EmbexpError, __version__, cli
 from embexp.config import register_core_schemas
 from embexp.evaluation import evaluate
 from embexp.pipeline import build, count_params
-from embexp.results import RunRecord, git_commit
+from embexp.results import RunRecord, git_commit, is_complete
 from embexp.training import Trainer, peak_memory
 
 register_core_schemas()
@@ -50,13 +50,17 @@ def run(cfg, run_dir: Path) -> dict:
 
     log = logging.getLogger("embexp")
     record = RunRecord(run_dir, acc.is_main_process)
+    if cfg.trainer.resume and is_complete(run_dir):
+        log.info("run %s is already complete; nothing to resume", run_dir)
+        return json.loads((run_dir / "metrics.json").read_text())
     record.start(cfg, resume=cfg.trainer.resume)
     try:
         set_seed(cfg.seed)
         # backbone + method
         c = build(cfg, acc.device)
         method, task = c.method, c.task
-        log.info("run %s: method=%s model=%s task=%s seed=%d", run_dir, cfg.method.name, cfg.model.name, task.display_name, cfg.seed)
+        log.info("run %s: method=%s model=%s task=%s seed=%d (%d process%s on %s)", run_dir, cfg.method.name, cfg.model.name,
+                 task.display_name, cfg.seed, acc.num_processes, "es" if acc.num_processes > 1 else "", acc.device)
         # data
         train_ex = task.examples("train") if (cfg.do_train and method.trains) else []
         eval_ex = task.examples("eval") if cfg.do_eval or cfg.do_train else []
@@ -97,7 +101,7 @@ def run(cfg, run_dir: Path) -> dict:
                 "n_total_params": count_params(c.backbone.model),
                 "n_train_examples": len(train_ex), "n_eval_examples": len(eval_ex),
                 "metrics": metrics,
-                "train": _train_summary(train_res),
+                "train": _train_summary(train_res, acc.num_processes),
                 "memory": peak_memory(),
                 "method_values": method.log_values(),
                 "notes": cfg.notes,
@@ -126,12 +130,13 @@ def method_json(cfg, c) -> dict:
     }
 
 
-def _train_summary(res) -> dict:
+def _train_summary(res, world_size: int = 1) -> dict:
     if res is None:
         return {"steps": 0}
     keys = ("steps", "micro_batches", "examples", "tokens", "wall_seconds", "tokens_per_second", "final_train_loss",
             "eval_loss", "best_step", "best_eval_loss", "resumed_from_step", "state_memory")
     out = {k: getattr(res, k) for k in keys}
+    out["world_size"] = world_size
     out["history"] = res.history
     return out
 
@@ -145,6 +150,8 @@ def main(cfg) -> None:
 
 def entry() -> None:
     cli.check_overrides(sys.argv[1:])
+    cli.check_compose("train", sys.argv[1:])
+    cli.relaunch_cpu_data_parallel("embexp.train", sys.argv[1:])
     sys.argv.insert(1, f"--config-dir={cli.conf_dir()}")
     main()
 

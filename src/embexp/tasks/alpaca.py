@@ -1,0 +1,135 @@
+"""Alpaca instruction following (the TinyTE paper's instruction-tuning task), ``tatsu-lab/alpaca``.
+
+Rows: ``{"instruction", "input", "output", "text"}`` (hub schema; ``text`` is the full training
+string in the Alpaca format). Two prompt formats (``task.prompt_format``):
+
+- ``alpaca`` (default): the Stanford Alpaca template, so that ``prompt + target == row["text"]``:
+
+      "Below is an instruction that describes a task[, paired with an input that provides further
+      context]. Write a response that appropriately completes the request.\\n\\n### Instruction:\\n{instruction}
+      [\\n\\n### Input:\\n{input}]\\n\\n### Response:\\n"          target "{output}"
+
+- ``llama2_inst``: the Llama-2 chat turn without a system prompt (the paper's App. C notes the tuned
+  model answers in this format): ``"[INST] {instruction}[\\n\\n{input}] [/INST]"``, target ``" {output}"``
+  (the tokenizer adds BOS, the trainer EOS).
+
+Held-out evaluation (the paper: "a held-out test set of 2500 instructions"; the hub has only
+``train``): with ``eval_split=heldout`` (default) a seeded random ``heldout_size`` rows of
+``train_split`` are the evaluation set and the rest the training set, so the two never overlap; the
+same seed and split give the same carve on every machine (ours: which 2,500 the authors held out is
+not published). Set ``task.heldout_size=200`` with the 2,000-row local sample
+(``task.data_dir=/work/shared/data task.train_split=train_sample2000``). Any other ``eval_split``
+is read as an ordinary split and training uses all of ``train_split``.
+Metrics (0–100): ROUGE-1/2/L F-measure against the reference output (``cnndm.rouge_scores``: rouge-score,
+stemming on by default, mean over examples, + ROUGE-L standard error). The paper also reports a GPT-4
+judge score, which needs the network and is not implemented.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+from embexp import EmbexpError
+from embexp.config import f
+from embexp.tasks.base import Example, Task, TaskConfig, read_jsonl
+from embexp.tasks.cnndm import rouge_scores
+from embexp.tasks.registry import register_task
+
+HEADER_INPUT = ("Below is an instruction that describes a task, paired with an input that provides further context. "
+                "Write a response that appropriately completes the request.\n\n")
+HEADER = "Below is an instruction that describes a task. Write a response that appropriately completes the request.\n\n"
+HELDOUT = "heldout"
+FORMATS = ("alpaca", "llama2_inst")
+
+
+@dataclass
+class AlpacaConfig(TaskConfig):
+    name: str = f("alpaca", "Task family (the file under conf/task).")
+    eval_split: str = f(HELDOUT, "Evaluation split: 'heldout' carves heldout_size rows out of train_split (never trained on); any other name is read as a split.")
+    heldout_size: int = f(2500, "Rows held out of train_split for evaluation when eval_split=heldout (the paper: 2,500).")
+    heldout_seed: int = f(0, "Seed of the held-out carve (ours; the authors' held-out rows are not published).")
+    prompt_format: str = f("alpaca", "alpaca (the Stanford Alpaca template; prompt + target == the hub's text field) or llama2_inst ('[INST] ... [/INST]').")
+    max_source_tokens: int = f(512, "Truncate the prompt to this many tokens.")
+    max_target_tokens: int = f(512, "Truncate training responses to this many tokens.")
+    max_new_tokens: int = f(256, "Greedy generation budget for one response (ours).")
+    rouge_stemmer: bool = f(True, "Porter-stem tokens before ROUGE (ours; rouge-score's use_stemmer).")
+
+
+def alpaca_prompt(instruction: str, inp: str) -> str:
+    if inp:
+        return f"{HEADER_INPUT}### Instruction:\n{instruction}\n\n### Input:\n{inp}\n\n### Response:\n"
+    return f"{HEADER}### Instruction:\n{instruction}\n\n### Response:\n"
+
+
+@register_task("alpaca")
+class AlpacaTask(Task):
+    """Alpaca on ``tatsu-lab/alpaca`` (one split, ``train``), with a seeded held-out evaluation carve."""
+
+    Config = AlpacaConfig
+    kind = "generation"
+    required_fields = ("instruction", "input", "output")
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        if cfg.prompt_format not in FORMATS:
+            raise EmbexpError(f"unknown task.prompt_format '{cfg.prompt_format}' (choose from: {', '.join(FORMATS)})")
+
+    def hub_source(self):
+        return "tatsu-lab/alpaca", None
+
+    def load(self, which: str) -> list[dict]:
+        if self.cfg.eval_split != HELDOUT:
+            return super().load(which)
+        split, k = self.cfg.train_split, self.cfg.heldout_size
+        source = self.resolved_source()
+        if source == "fixture":  # fixture_size training rows + the held-out rows
+            rng = random.Random(f"{self.cfg.fixture_seed}/{self.display_name}/{split}")
+            rows = self.fixture_rows(split, self.cfg.fixture_size + k, rng)
+        elif source == "local":
+            rows = read_jsonl(self.local_path(split))
+        else:
+            rows = self.load_hub(split, -1)
+        if not 0 < k < len(rows):
+            raise EmbexpError(f"task.heldout_size={k} must be between 1 and {len(rows) - 1}: split '{split}' "
+                              f"has {len(rows)} rows (source={source})")
+        missing = [name for name in self.required_fields if name not in rows[0]]
+        if missing:
+            raise EmbexpError(f"task alpaca split '{split}': rows lack required field(s) {', '.join(missing)}")
+        held = set(random.Random(self.cfg.heldout_seed).sample(range(len(rows)), k))
+        keep = [r for i, r in enumerate(rows) if (i in held) == (which != "train")]
+        cap = self.cfg.max_train_samples if which == "train" else self.cfg.max_eval_samples
+        return keep[:cap] if cap >= 0 else keep
+
+    def format(self, row: dict) -> Example:
+        ins, inp, out = row["instruction"], row["input"], row["output"]
+        if self.cfg.prompt_format == "alpaca":
+            return Example(prompt=alpaca_prompt(ins, inp), target=out, meta={"input_words": len((ins + " " + inp).split())})
+        user = f"{ins}\n\n{inp}" if inp else ins
+        return Example(prompt=f"[INST] {user} [/INST]", target=" " + out, meta={"input_words": len(user.split())})
+
+    def score_text(self, refs: Sequence[str], hyps: Sequence[str], examples: Sequence[Example]) -> dict[str, float]:
+        return rouge_scores(refs, hyps, self.cfg.rouge_stemmer)
+
+    # ---- fixture (ours): small deterministic instructions a model can learn from a few rows -------
+    def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:
+        rows = []
+        for _ in range(n):
+            kind = rng.randrange(4)
+            words = rng.sample(WORDS, rng.randint(2, 5))
+            if kind == 0:
+                ins, inp, out = "Reverse the order of the words.", " ".join(words), " ".join(reversed(words))
+            elif kind == 1:
+                ins, inp, out = "Sort the words alphabetically.", ", ".join(words), ", ".join(sorted(words))
+            elif kind == 2:
+                ins, inp, out = "Write the words in upper case.", " ".join(words), " ".join(words).upper()
+            else:
+                w = words[0]
+                ins, inp, out = f"Give the first letter of the word '{w}'.", "", f"The first letter of '{w}' is {w[0]}."
+            rows.append({"instruction": ins, "input": inp, "output": out, "text": alpaca_prompt(ins, inp) + out})
+        return rows
+
+
+WORDS = ["apple", "river", "cloud", "stone", "garden", "window", "yellow", "music", "pencil", "orange",
+         "mountain", "candle", "forest", "rabbit", "silver", "letter"]

@@ -1,0 +1,272 @@
+"""SuperGLUE (the TinyTE paper's NLU tasks): BoolQ, CB, COPA, RTE, WiC on ``aps/super_glue``.
+
+Prompts and choices are lm-evaluation-harness's SuperGLUE tasks, verbatim (REFERENCE.md §8):
+
+    boolq  "{passage}\\nQuestion: {question}?\\nAnswer:"                                  no / yes
+    cb     "{premise}\\nQuestion: {hypothesis}. True, False, or Neither?\\nAnswer:"       True / False / Neither
+    rte    "{premise}\\nQuestion: {hypothesis} True or False?\\nAnswer:"                  True / False
+    wic    "Sentence 1: {sentence1}\\nSentence 2: {sentence2}\\nQuestion: Is the word '{sentence1[start1:end1]}'
+            used in the same way in the two sentences above?\\nAnswer:"                      no / yes
+    copa   premise.strip()[:-1] + " because" (cause) / " therefore" (effect)           " " + lowercase-first(choice)
+
+Every continuation is lm-eval's target delimiter " " + choice, so COPA's continuations start with
+two spaces ("  the toilet filled with water."), exactly as lm-eval scores them. The training target
+is the gold continuation, so generation is scored by exact match with no post-processing (the TinyTE
+protocol) and zero-shot by the summed log-likelihood of the continuations (lm-eval's ``acc``).
+
+Metrics (0–100): accuracy; CB also lm-eval's ``f1`` (macro-F1: the mean of the three one-vs-rest F1
+scores). An invalid generated answer (-1) counts as wrong and as no class.
+
+Multitask (ours: the paper says only "a task prefix and the same input formatting as Gao et al."):
+``subset=all`` concatenates the five sub-tasks; each prompt gets the prefix ``"<subset>: "``, rows
+are the hub rows plus a ``subset`` field, ``max_*_samples`` cap every sub-task separately, and the
+metrics are per sub-task (``boolq_accuracy``, ``cb_f1``, ...) plus ``accuracy`` = their mean over
+the sub-tasks (the paper's "Avg." column) and ``pooled_accuracy`` over all rows.
+Local data: ``task.data_dir=/work/shared/data`` resolves ``super_glue/<subset>/<split>.jsonl``; the
+FewGLUE 32-example training sets are the split ``train_fewglue32`` there.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from omegaconf import OmegaConf
+
+from embexp import EmbexpError
+from embexp.config import f
+from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.glue import accuracy
+from embexp.tasks.registry import register_task
+
+SUBSETS = ("boolq", "cb", "copa", "rte", "wic")
+# subset -> (hub fields besides idx/label, hub ClassLabel names, prompt template, choices)
+SPECS = {
+    "boolq": (("question", "passage"), ("False", "True"),
+              "{passage}\nQuestion: {question}?\nAnswer:", ("no", "yes")),
+    "cb": (("premise", "hypothesis"), ("entailment", "contradiction", "neutral"),
+           "{premise}\nQuestion: {hypothesis}. True, False, or Neither?\nAnswer:", ("True", "False", "Neither")),
+    "copa": (("premise", "choice1", "choice2", "question"), ("choice1", "choice2"), None, None),
+    "rte": (("premise", "hypothesis"), ("entailment", "not_entailment"),
+            "{premise}\nQuestion: {hypothesis} True or False?\nAnswer:", ("True", "False")),
+    "wic": (("word", "sentence1", "sentence2", "start1", "start2", "end1", "end2"), ("False", "True"),
+            "Sentence 1: {sentence1}\nSentence 2: {sentence2}\nQuestion: Is the word '{target}' used in the same way in the two sentences above?\nAnswer:",
+            ("no", "yes")),
+}
+COPA_CONNECTOR = {"cause": "because", "effect": "therefore"}
+
+
+@dataclass
+class SuperGlueConfig(TaskConfig):
+    name: str = f("superglue", "Task family (the file under conf/task).")
+    subset: str = f("boolq", "SuperGLUE sub-task: boolq, cb, copa, rte, wic, or all (multitask: the five concatenated, prompts prefixed with '<subset>: '; ours).")
+    eval_split: str = f("validation", "Split used for evaluation (the paper reports the validation sets; hub test labels are -1).")
+    train_split: str = f("train", "Split used for training; train_fewglue32 = the FewGLUE 32-example sets (local files only).")
+    max_new_tokens: int = f(32, "Greedy generation budget (ours): enough for a COPA sentence; 3-4 suffice for yes/no/True/False + eos.")
+
+
+def copa_choice(choice: str) -> str:
+    """lm-eval's convert_choice: lowercase the first character."""
+    return choice[0].lower() + choice[1:]
+
+
+def macro_f1(gold, pred, n_classes: int) -> float:
+    """lm-eval's cb_multi_fi: mean over classes of the one-vs-rest F1 (0 when a class is never hit)."""
+    gold, pred = np.asarray(gold), np.asarray(pred)
+    scores = []
+    for c in range(n_classes):
+        tp = int(((gold == c) & (pred == c)).sum())
+        fp = int(((gold != c) & (pred == c)).sum())
+        fn = int(((gold == c) & (pred != c)).sum())
+        scores.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+    return 100.0 * float(np.mean(scores))
+
+
+@register_task("superglue")
+class SuperGlueTask(Task):
+    """SuperGLUE on ``aps/super_glue``; rows keep the hub fields (plus ``subset`` for ``subset=all``)."""
+
+    Config = SuperGlueConfig
+    kind = "classification"
+    subsets = SUBSETS + ("all",)
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.multitask = cfg.subset == "all"
+        self.required_fields = ("subset", "label") if self.multitask else SPECS[cfg.subset][0] + ("label",)
+        self._eval_subsets: list[str] | None = None  # sub-task of each eval example (multitask scoring)
+
+    def hub_source(self):
+        return "aps/super_glue", self.cfg.subset
+
+    def _child(self, subset: str) -> "SuperGlueTask":
+        return SuperGlueTask(OmegaConf.merge(self.cfg, {"subset": subset}))
+
+    @property
+    def num_labels(self) -> int:
+        return 3 if self.multitask else len(SPECS[self.cfg.subset][1])
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        return ("0", "1", "2") if self.multitask else SPECS[self.cfg.subset][1]
+
+    # ---- rows ---------------------------------------------------------------------------------
+    def load(self, which: str) -> list[dict]:
+        if not self.multitask:
+            return super().load(which)
+        return [{**row, "subset": s} for s in SUBSETS for row in self._child(s).load(which)]
+
+    def examples(self, which: str) -> list[Example]:
+        out = super().examples(which)
+        if which != "train":
+            self._eval_subsets = [ex.meta["subset"] for ex in out]
+        return out
+
+    def format(self, row: dict) -> Example:
+        subset = row["subset"] if self.multitask else self.cfg.subset
+        if subset not in SPECS:
+            raise EmbexpError(f"task {self.display_name}: row has unknown subset '{subset}' (choose from: {', '.join(SUBSETS)})")
+        fields, _, template, choices = SPECS[subset]
+        missing = [k for k in fields + ("label",) if k not in row]
+        if missing:
+            raise EmbexpError(f"task superglue_{subset}: row lacks field(s) {', '.join(missing)}")
+        if subset == "copa":
+            prompt = row["premise"].strip()[:-1] + " " + COPA_CONNECTOR[row["question"]]
+            conts = tuple(" " + " " + copa_choice(row[k]) for k in ("choice1", "choice2"))
+            text = (prompt, row["choice1"] + " " + row["choice2"])
+        else:
+            values = {k: row[k] for k in fields}
+            if subset == "wic":
+                values["target"] = row["sentence1"][row["start1"]:row["end1"]]
+            prompt = template.format(**values)
+            conts = tuple(" " + c for c in choices)
+            text = {"boolq": (row["question"], row["passage"]), "wic": (f"{values['target']}: {row['sentence1']}", row["sentence2"])
+                    }.get(subset, (row["premise"], row["hypothesis"]))
+        if self.multitask:
+            prompt = f"{subset}: {prompt}"
+            text = (f"{subset}: {text[0]}",) + text[1:]
+        label = int(row["label"])
+        target = conts[label] if 0 <= label < len(conts) else ""  # hub test splits: label -1
+        return Example(prompt=prompt, target=target, label=label, choices=conts, text=text,
+                       meta={"idx": row.get("idx"), "subset": subset})
+
+    # ---- scoring ------------------------------------------------------------------------------
+    def score_labels(self, gold: Sequence[int], pred: Sequence[int], subsets: Sequence[str] | None = None) -> dict[str, float]:
+        """Accuracy (+ CB macro-F1). Multitask: per sub-task, their mean (``accuracy``) and pooled;
+        the sub-task of each row comes from ``subsets`` or from the last ``examples('eval')`` call."""
+        if not self.multitask:
+            out = {"accuracy": accuracy(gold, pred)}
+            if self.cfg.subset == "cb":
+                out["f1"] = macro_f1(gold, pred, 3)
+            return out
+        subsets = list(subsets) if subsets is not None else self._eval_subsets
+        if subsets is None or len(subsets) != len(gold):
+            raise EmbexpError("superglue_all: scoring needs the sub-task of every row (call task.examples('eval') first or pass subsets=)")
+        gold, pred, subsets = np.asarray(gold), np.asarray(pred), np.asarray(subsets)
+        out, accs = {}, []
+        for s in SUBSETS:
+            m = subsets == s
+            if not m.any():
+                continue
+            out[f"{s}_accuracy"] = accuracy(gold[m], pred[m])
+            accs.append(out[f"{s}_accuracy"])
+            if s == "cb":
+                out["cb_f1"] = macro_f1(gold[m], pred[m], 3)
+        out["accuracy"] = float(np.mean(accs)) if accs else 0.0
+        out["pooled_accuracy"] = accuracy(gold, pred)
+        return out
+
+    # ---- fixture: templated rows whose label is decided by the words (ours) ---------------------
+    def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:
+        if self.multitask:
+            return [{**r, "subset": s} for s in SUBSETS for r in self._child(s).fixture_rows(split, n, rng)]
+        rows = []
+        for i in range(n):
+            label = rng.randrange(len(SPECS[self.cfg.subset][1]))
+            row = FIXTURES[self.cfg.subset](rng, label)
+            rows.append({**row, "idx": i, "label": -1 if split.startswith("test") else label})
+        return rows
+
+
+ANIMALS = ["cat", "dog", "fox", "horse", "rabbit", "mouse", "goat", "bird", "sheep", "duck"]
+PLACES = ["garden", "barn", "forest", "river", "field", "kitchen", "meadow", "yard"]
+NAMES = ["Anna", "Ben", "Clara", "David", "Emma", "Felix", "Grace", "Hugo"]
+
+
+def _other(rng, pool, *avoid):
+    return rng.choice([x for x in pool if x not in avoid])
+
+
+def _fixture_boolq(rng, y):
+    a, place = rng.choice(ANIMALS), rng.choice(PLACES)
+    asked = place if y == 1 else _other(rng, PLACES, place)
+    passage = (f"{a.capitalize()} -- The {a} lives in the {place}. It is often seen there in the morning, "
+               f"and it rarely leaves the {place}.")
+    return {"question": f"does the {a} live in the {asked}", "passage": passage}
+
+
+def _fixture_cb(rng, y):  # 0 entailment, 1 contradiction, 2 neutral
+    name, a = rng.choice(NAMES), rng.choice(ANIMALS)
+    premise = f"{name} said that the {a} was asleep in the {rng.choice(PLACES)}. Nobody doubted it."
+    hyp = [f"the {a} was asleep", f"the {a} was awake", f"the {a} was hungry"][y]
+    return {"premise": premise, "hypothesis": hyp}
+
+
+COPA_EVENTS = [  # (premise, cause, effect) of one small causal story
+    ("The man was thirsty.", "He ran a long way.", "He drank a glass of water."),
+    ("The girl felt cold.", "The window was open.", "She put on a sweater."),
+    ("The road was wet.", "It rained all night.", "The car slid on the road."),
+    ("The child cried.", "He dropped his ice cream.", "His mother hugged him."),
+    ("The lamp went out.", "The bulb burned out.", "The room became dark."),
+    ("The dog barked.", "A stranger knocked at the door.", "The baby woke up."),
+    ("The bread was burnt.", "The oven was too hot.", "We threw it away."),
+    ("The woman was late.", "She missed the bus.", "Her boss was angry."),
+]
+
+
+def _fixture_copa(rng, y):
+    k = rng.randrange(len(COPA_EVENTS))
+    premise, cause, effect = COPA_EVENTS[k]
+    question = rng.choice(("cause", "effect"))
+    right = cause if question == "cause" else effect
+    other = rng.choice([e for j, e in enumerate(COPA_EVENTS) if j != k])
+    wrong = other[1] if question == "cause" else other[2]
+    c1, c2 = (right, wrong) if y == 0 else (wrong, right)
+    return {"premise": premise, "choice1": c1, "choice2": c2, "question": question}
+
+
+def _fixture_rte(rng, y):  # 0 entailment, 1 not_entailment
+    name, a, place = rng.choice(NAMES), rng.choice(ANIMALS), rng.choice(PLACES)
+    premise = f"{name} found a {a} in the {place} on Monday and took it home."
+    where = place if y == 0 else _other(rng, PLACES, place)
+    return {"premise": premise, "hypothesis": f"A {a} was found in the {where}."}
+
+
+WIC_SENSES = {  # word -> two senses, each with two sentence frames ({} is the word)
+    "bank": (("We sat on the {} of the river.", "The boat drifted to the far {}."),
+             ("She put her money in the {}.", "The {} closed my account.")),
+    "bat": (("The {} flew out of the cave.", "A {} hung from the roof at night."),
+            ("He swung the {} at the ball.", "She bought a new cricket {}.")),
+    "light": (("Turn on the {} please.", "The {} in the hall is broken."),
+              ("The box is {} enough to carry.", "She packed a {} bag for the trip.")),
+    "spring": (("Flowers bloom in {}.", "We plant seeds every {}."),
+               ("The {} in the mattress broke.", "A steel {} holds the door shut.")),
+    "ring": (("She wore a gold {}.", "He lost his wedding {}."),
+             ("I heard the phone {} twice.", "The bells {} at noon.")),
+}
+
+
+def _fixture_wic(rng, y):
+    word = rng.choice(sorted(WIC_SENSES))
+    s1 = rng.randrange(2)
+    s2 = s1 if y == 1 else 1 - s1
+    f1 = rng.choice(WIC_SENSES[word][s1])
+    f2 = rng.choice([fr for fr in WIC_SENSES[word][s2] if fr != f1])
+    start1, start2 = f1.index("{}"), f2.index("{}")
+    return {"word": word, "sentence1": f1.format(word), "sentence2": f2.format(word),
+            "start1": start1, "start2": start2, "end1": start1 + len(word), "end2": start2 + len(word)}
+
+
+FIXTURES = {"boolq": _fixture_boolq, "cb": _fixture_cb, "copa": _fixture_copa, "rte": _fixture_rte, "wic": _fixture_wic}

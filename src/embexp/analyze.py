@@ -23,6 +23,7 @@ ANALYSES = {
     "ablation": "embexp.analysis.ablation",
     "lengths": "embexp.analysis.lengths",
     "vocab": "embexp.analysis.vocab",
+    "pema": "embexp.analysis.pema_tables",
 }
 
 

@@ -196,6 +196,10 @@ def smollm2_path() -> Path:
     tmp = target.with_name(target.name + ".tmp")
     tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32)
+    # the weights are dequantised already; transformers refuses to save a model it marks as gguf-quantised
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
     if target.exists():

@@ -91,3 +91,10 @@ def method_label(method: str, tag: str = "") -> str:
     if tag.startswith("tk") and tag[2:].isdigit():
         return f"{base} (tk={tag[2:]})"
     return f"{base} [{tag}]" if tag else base
+
+
+def markdown(rows: list[dict], columns: list[str], title: str = "") -> str:
+    """The Markdown that results.write_table writes, without writing files."""
+    fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else ("" if v is None else str(v))  # noqa: E731
+    lines = ([f"### {title}", ""] if title else []) + ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]) + "\n"

@@ -135,15 +135,19 @@ class SuperGlueTask(Task):
         if subset == "copa":
             prompt = row["premise"].strip()[:-1] + " " + COPA_CONNECTOR[row["question"]]
             conts = tuple(" " + " " + copa_choice(row[k]) for k in ("choice1", "choice2"))
-            text = (prompt, row["choice1"] + " " + row["choice2"])
+            text = (prompt, row["choice1"] + " " + row["choice2"])  # encoder text pair (ours)
         else:
             values = {k: row[k] for k in fields}
             if subset == "wic":
                 values["target"] = row["sentence1"][row["start1"]:row["end1"]]
             prompt = template.format(**values)
             conts = tuple(" " + c for c in choices)
-            text = {"boolq": (row["question"], row["passage"]), "wic": (f"{values['target']}: {row['sentence1']}", row["sentence2"])
-                    }.get(subset, (row["premise"], row["hypothesis"]))
+            if subset == "boolq":  # encoder text pairs (ours)
+                text = (row["question"], row["passage"])
+            elif subset == "wic":
+                text = (f"{values['target']}: {row['sentence1']}", row["sentence2"])
+            else:
+                text = (row["premise"], row["hypothesis"])
         if self.multitask:
             prompt = f"{subset}: {prompt}"
             text = (f"{subset}: {text[0]}",) + text[1:]

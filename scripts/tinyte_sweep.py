@@ -1,0 +1,147 @@
+"""The TinyTE paper's sweeps: one list of commands per table, then the table rendered from the records.
+
+    python scripts/tinyte_sweep.py table1                        # run what is missing, render tables/tinyte/table1.*
+    python scripts/tinyte_sweep.py table1 --dry-run              # print the exact commands only
+    python scripts/tinyte_sweep.py table1 --extra "debug=smoke"  # append to every command (offline check)
+
+`make table1 [DRY_RUN=1] [EXTRA=...] [SEEDS="0 1 2"] [MODELS="gemma2 qwen25 llama31"]` calls this (mk/tinyte.mk).
+Every cell is an experiment file conf/experiment/tinyte_<cell>_<task>.yaml run as
+``python -m embexp.train experiment=... model=... seed=...``; ablations (Tables 4/10) are
+``python -m embexp.analyze ablation ...``. A run whose directory is already complete is skipped
+(--force reruns it), so tables that share cells (1, 2, 5, 11) share runs. Zero-shot cells and the
+variance-sorted ablation are deterministic: they run for the first seed only (ours).
+A failed command does not stop the sweep; the table is rendered from what finished and the script
+exits 1 after listing the failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+MODELS = ["gemma2", "qwen25", "llama31"]
+GEN_TASKS = ["cnndm", "wmt16"]
+SUPERGLUE = ["boolq", "cb", "copa", "rte", "wic"]
+CELLS = {  # table -> cells (experiment file stems without the task) on CNN/DM and WMT16
+    "table1": ["base", "full", "half", "gated", "hybrid"],
+    "table2": ["lora", "emb", "pt1", "pt2", "gated", "hybrid"],
+    "table11": ["base", "emb", "lora", "pt1", "pt2", "pt20", "full", "half", "gated", "hybrid"],
+}
+TABLE5_CELLS = ["lora", "pt1", "full", "half", "hybrid", "gated"]  # Gemma-2 on CNN/DM
+ALPACA_CELLS = ["base", "full", "gated", "lora", "pt1"]            # Llama-2-7b (Fig. 3)
+TABLES = ["table1", "table2", "table3", "table4", "table5", "table10", "table11", "tinyte_alpaca"]
+
+
+def train(exp: str, model: str, seed: int, *more: str) -> list[str]:
+    return ["-m", "embexp.train", f"experiment={exp}", f"model={model}", *more, f"seed={seed}"]
+
+
+def sweep(table: str, models: list[str], seeds: list[int]) -> list[list[str]]:
+    """The module arguments of every command of `table` (without the interpreter and EXTRA)."""
+    first = seeds[:1]
+    cmds: list[list[str]] = []
+    if table in CELLS:
+        for task in GEN_TASKS:
+            for model in models:
+                for cell in CELLS[table]:
+                    cmds += [train(f"tinyte_{cell}_{task}", model, s) for s in (first if cell == "base" else seeds)]
+    elif table == "table3":
+        for model in models:
+            cmds += [train("tinyte_base_superglue", model, s, f"task.subset={sub}") for sub in SUPERGLUE for s in first]
+            for cell in ("full", "pt1"):
+                for sub in SUPERGLUE + ["all"]:
+                    for s in seeds:
+                        cmds.append(train(f"tinyte_{cell}_copa", model, s) if sub == "copa"
+                                    else train(f"tinyte_{cell}_superglue", model, s, f"task.subset={sub}"))
+    elif table in ("table4", "table10"):
+        sorting = "random" if table == "table4" else "variance"
+        for model in models:
+            for task in ("wmt16", "cnndm"):
+                cmds += [["-m", "embexp.analyze", "ablation", f"model={model}", f"task={task}", f"sorting={sorting}", f"seed={s}"]
+                         for s in (seeds if sorting == "random" else first)]
+    elif table == "table5":
+        cmds += [train(f"tinyte_{cell}_cnndm", "gemma2", s) for cell in TABLE5_CELLS for s in seeds]
+    elif table == "tinyte_alpaca":
+        cmds += [train(f"tinyte_{cell}_alpaca", "llama2", s) for cell in ALPACA_CELLS for s in (first if cell == "base" else seeds)]
+    else:
+        raise SystemExit(f"unknown table '{table}' (choose from: {', '.join(TABLES)})")
+    return cmds
+
+
+def report_args(table: str, extra: list[str], out: str) -> list[str]:
+    """The report command: EXTRA's debug=... passes through, output_root=X becomes runs=X."""
+    name = table.replace("table", "").replace("tinyte_", "")
+    args = ["-m", "embexp.report", f"table={name}"] + [e for e in extra if e.startswith("debug=")]
+    root = [e.split("=", 1)[1] for e in extra if e.startswith("output_root=")]
+    args += [f"runs={root[-1]}"] if root else []
+    return args + ([f"out={out}"] if out else ([f"out={root[-1]}/tables/tinyte"] if root else []))
+
+
+def done(args: list[str]) -> str:
+    """The run directory (or ablation folder) of a command when it already finished, else ''."""
+    from embexp.analysis import compose_train
+    from embexp.config import run_name
+    from embexp.results import is_complete
+
+    if args[1] == "embexp.train":
+        over = [a for a in args[2:] if "=" in a]
+        c = compose_train(over)
+        d = Path(run_name(c.output_root, c.task.name, c.task.subset, c.model.name, c.method.name, c.tag, c.seed))
+        return str(d) if is_complete(d) else ""
+    kv = dict(a.split("=", 1) for a in args[3:] if "=" in a)
+    c = compose_train([f"model={kv['model']}", f"task={kv['task']}"] + [f"{k}={kv[k]}" for k in ("debug", "output_root") if kv.get(k)])
+    task = f"{c.task.name}_{c.task.subset}" if c.task.subset else c.task.name
+    d = Path(c.output_root) / "analysis" / "ablation" / task / c.model.name / f"{kv.get('sorting', 'random')}_seed{kv.get('seed', 0)}"
+    return str(d) if (d / "summary.json").is_file() else ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("table", choices=TABLES)
+    ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    ap.add_argument("--extra", default="", help="overrides appended to every command (e.g. 'debug=smoke')")
+    ap.add_argument("--seeds", default="0", help="space-separated seeds (the paper reports one run per cell)")
+    ap.add_argument("--models", default=" ".join(MODELS), help="space-separated model config names")
+    ap.add_argument("--py", default=sys.executable, help="the Python interpreter of the commands")
+    ap.add_argument("--launch", default="", help="prefix for training instead of '<py> -m' (e.g. 'accelerate launch -m')")
+    ap.add_argument("--out", default="", help="table folder passed to embexp.report (default: tables/tinyte, or <output_root>/tables/tinyte with debug)")
+    ap.add_argument("--force", action="store_true", help="rerun cells whose run directory is complete")
+    a = ap.parse_args(argv)
+    extra = shlex.split(a.extra)
+    seeds = [int(s) for s in a.seeds.split()]
+    models = a.models.split()
+
+    def line(args: list[str]) -> list[str]:
+        if a.launch and args[1] == "embexp.train":
+            return shlex.split(a.launch) + args[1:] + extra
+        return [a.py] + args + (extra if args[1] != "embexp.report" else [])
+
+    cmds = sweep(a.table, models, seeds)
+    final = report_args(a.table, extra, a.out)
+    if a.dry_run:
+        for args in cmds + [final]:
+            print(shlex.join(line(args)))
+        return 0
+    failed, t0 = [], time.perf_counter()
+    for i, args in enumerate(cmds, 1):
+        cmd = line(args)
+        prev = "" if a.force else done(args + extra)
+        if prev:
+            print(f"[{i}/{len(cmds)}] skip (complete): {prev}", flush=True)
+            continue
+        print(f"[{i}/{len(cmds)}] {shlex.join(cmd)}", flush=True)
+        if subprocess.run(cmd).returncode != 0:
+            failed.append(shlex.join(cmd))
+    subprocess.run(line(final))
+    print(f"{a.table}: {len(cmds) - len(failed)}/{len(cmds)} commands ok in {time.perf_counter() - t0:.0f} s")
+    for f in failed:
+        print(f"FAILED: {f}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

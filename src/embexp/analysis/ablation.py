@@ -1,0 +1,260 @@
+"""Embedding-layer ablation (tinyte.md §4.2, Eq. 6; Tables 4 and 10; Figures 5 and 7).
+
+    python -m embexp.analyze ablation model=gemma2 task=wmt16 sorting=random
+    python -m embexp.analyze ablation model=tiny_llama task=wmt16 debug=smoke     # offline, seconds
+
+For each portion p of the d embedding dimensions, the chosen dimensions of the *input* embedding
+matrix are replaced by their mean over the vocabulary (Eq. 6: every row gets mu_i in column i),
+the model generates greedily for the task's evaluation prompts, and the outputs are scored with
+corpus BLEU-4 (sacreBLEU, default 13a tokenisation) against the outputs of the unablated model.
+The embedding is restored after each p.
+
+Choices (ours where the paper is silent; also in the Config help and docs/reproduce_tinyte.md):
+- k = floor(p * d) dimensions, as Eq. 3 counts TinyTE dimensions; subsets are nested: the first
+  k of one ordering, so the curve follows a single ranking.
+- sorting=random: a permutation seeded by `seed`. sorting=variance: the variance of each column
+  across the vocabulary, *lowest first* (the paper recommends the lowest-variance dimensions as the
+  least important for TinyTE, and Table 10 keeps Gemma-2/Qwen-2.5 above the random curve at large p,
+  which removing high-variance dimensions first could not do); variance_desc ablates the highest first.
+- The mean mu is over every row of the matrix (the padded rows of Qwen's table included).
+- Only the input side is ablated: for tied embeddings (Gemma-2) the input weight is swapped for an
+  ablated copy and the output head keeps the original rows (the paper ablates "input embeddings").
+  ablate_tied_output=true edits the shared matrix in place instead (head ablated too).
+- p = 0 is generated through the same path (k = 0) and must score 100; identical corpora score
+  100 even where sacreBLEU would give 0 (empty or < 4-token outputs).
+- AUC: trapezoid of BLEU (0-100) over p as a fraction in [0, 0.9], p = 0 included, *not*
+  normalised, so a model the ablation never changes scores 90. This is the scale of Tables 4/10:
+  Qwen-2.5 WMT'16 (96.2 at 1%, 85.6 at 20%, 74.6 at 50%, 6.0 at 80%) integrates to about 56
+  against the printed 57.8, and Llama-3.1 Summ. to about 29-31 against 28.2, while the normalised
+  version (divided by 0.9) gives about 62 and 33. auc_normalize=true divides by the p range.
+- The first n_samples rows of the task's evaluation split (the paper: "a sample of 250").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from omegaconf import open_dict
+from torch import nn
+
+from embexp import EmbexpError
+from embexp.analysis import compose_train
+from embexp.config import f
+from embexp.results import atomic_write, write_json, write_table
+
+log = logging.getLogger("embexp")
+
+GRID = [0.0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
+TABLE_PS = [0.01, 0.05, 0.1, 0.2, 0.5, 0.8]  # the columns of Tables 4, 9 and 10
+SORTINGS = ("random", "variance", "variance_desc")
+DATASETS = {"wmt16": "WMT'16", "cnndm": "Summ."}  # dataset names as the paper's tables print them
+
+
+@dataclass
+class Config:
+    model: str = f("tiny_llama", "Model config name (conf/model): gemma2, qwen25, llama31, llama2, smollm2, tiny_*, ...")
+    task: str = f("wmt16", "Generation task config name (conf/task): wmt16, cnndm, alpaca, ...")
+    debug: str = f("", "A conf/debug preset applied to the composed config (smoke: tiny random model of the family + the task fixture, CPU).")
+    overrides: list = f([], "More train-config overrides, e.g. [task.source=fixture,model.dtype=bfloat16].")
+    sorting: str = f("random", "Dimension order: random (seeded permutation), variance (lowest vocabulary variance first; ours, see the module doc) or variance_desc.")
+    seed: int = f(0, "Seed of the random permutation.")
+    ps: list = f(GRID, "Portions of dimensions to ablate (p = 0 is the reference and must score 100).")
+    n_samples: int = f(250, "Evaluation rows used: the first n of the eval split (the paper: a sample of 250).")
+    batch_size: int = f(0, "Generation batch size (0: trainer.eval_batch_size of the composed config).")
+    max_new_tokens: int = f(0, "Generation budget (0: the task's max_new_tokens).")
+    ablate_tied_output: bool = f(False, "For tied embeddings, ablate the shared matrix in place (the output head too) instead of the input side only.")
+    auc_normalize: bool = f(False, "Divide the AUC by the p range (0-100 scale) instead of the paper-like raw area (max 90).")
+    output_root: str = f("", "Override the composed config's output_root ('' = outputs, or the debug preset's).")
+    out: str = f("", "Output folder ('' = <output_root>/analysis/ablation/<task>/<model>/<sorting>_seed<seed>).")
+    progress: bool = f(True, "Show progress bars.")
+
+
+# ---- pure functions (tested on hand-made inputs) ------------------------------------------------
+def ablate(weight: torch.Tensor, dims) -> torch.Tensor:
+    """Eq. 6: a copy of `weight` (|V| x d) whose columns `dims` hold their mean over the rows."""
+    out = weight.detach().clone()
+    dims = torch.as_tensor(dims, dtype=torch.long, device=weight.device)
+    if dims.numel():
+        out[:, dims] = weight.detach()[:, dims].float().mean(0).to(weight.dtype)
+    return out
+
+
+def dim_order(weight: torch.Tensor, sorting: str, seed: int = 0) -> torch.Tensor:
+    """All d column indices in the order they are ablated."""
+    d = weight.shape[1]
+    if sorting == "random":
+        return torch.randperm(d, generator=torch.Generator().manual_seed(seed))
+    if sorting in ("variance", "variance_desc"):
+        var = weight.detach().float().var(dim=0).cpu()
+        return torch.sort(var, descending=sorting == "variance_desc", stable=True).indices
+    raise EmbexpError(f"unknown sorting '{sorting}' (choose from: {', '.join(SORTINGS)})")
+
+
+def n_dims(p: float, d: int) -> int:
+    """k = floor(p * d) (Eq. 3), robust to float noise (0.29 * 100 is 28.999...)."""
+    if not 0.0 <= p <= 1.0:
+        raise EmbexpError(f"ablation portion {p} is outside [0, 1]")
+    return int(math.floor(p * d + 1e-9))
+
+
+def bleu(hyps: list[str], refs: list[str]) -> float:
+    """Corpus BLEU-4 of `hyps` against `refs` (0-100); identical corpora score 100."""
+    from sacrebleu.metrics import BLEU
+
+    if list(hyps) == list(refs):
+        return 100.0
+    return float(BLEU().corpus_score(list(hyps), [list(refs)]).score)
+
+
+def auc(ps: list[float], scores: list[float], normalize: bool = False) -> float:
+    """Trapezoid area under scores(p), p as fractions; optionally divided by the p range."""
+    pts = sorted(zip(ps, scores))
+    area = sum((p1 - p0) * (s0 + s1) / 2 for (p0, s0), (p1, s1) in zip(pts, pts[1:]))
+    width = pts[-1][0] - pts[0][0]
+    return area / width if normalize and width > 0 else area
+
+
+def table_row(model: str, dataset: str, ps: list[float], scores: list[float], area: float) -> dict:
+    """One row in the layout of Tables 4/10: Model | Dataset | 1% ... 80% | AUC."""
+    row = {"Model": model, "Dataset": dataset}
+    at = {round(p, 6): s for p, s in zip(ps, scores)}
+    for p in TABLE_PS:
+        row[pct(p)] = at.get(round(p, 6))
+    row["AUC"] = area
+    return row
+
+
+def pct(p: float) -> str:
+    return f"{p * 100:g}%"
+
+
+def plot_curves(panels: list[tuple[str, list[tuple[str, list[float], list[float]]]]], path: Path,
+                ylabel: str = "BLEU-4 vs. unablated") -> None:
+    """Score-vs-p curves, one panel per (title, [(label, ps, scores), ...]) side by side
+    (Figures 5/7: a panel per model, a curve per dataset); a PNG written with the Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(4.5 * max(1, len(panels)), 3.5), squeeze=False)
+    for ax, (title, curves) in zip(axes[0], panels or [("", [])]):
+        for label, ps, scores in curves:
+            ax.plot([p * 100 for p in ps], scores, marker="o", ms=3, label=label)
+        ax.set_xlabel("ablated dimensions p (%)")
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(-2, 102)
+        ax.grid(alpha=0.3)
+        ax.set_title(title)
+        if curves:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ---- the model side -------------------------------------------------------------------------
+@contextmanager
+def ablated_embedding(model: nn.Module, dims, in_place: bool = False):
+    """Within the block the model's input embedding has `dims` ablated (Eq. 6); restored on exit.
+
+    Default: the input module's weight is swapped for an ablated copy, so an output head tied to it
+    keeps the original rows. in_place=True edits the (shared) matrix and writes the columns back.
+    """
+    emb = model.get_input_embeddings()
+    orig = emb.weight
+    dims = torch.as_tensor(dims, dtype=torch.long, device=orig.device)
+    if in_place:
+        saved = orig.detach()[:, dims].clone()
+        with torch.no_grad():
+            orig[:, dims] = ablate(orig[:, dims], torch.arange(len(dims), device=orig.device))
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                orig[:, dims] = saved
+    else:
+        emb.weight = nn.Parameter(ablate(orig, dims), requires_grad=False)
+        try:
+            yield
+        finally:
+            emb.weight = orig
+
+
+def run(cfg: Config) -> dict:
+    from embexp.cli import setup_logging
+    from embexp.evaluation import generate
+    from embexp.pipeline import build
+
+    setup_logging(None, True)
+    if cfg.sorting not in SORTINGS:
+        raise EmbexpError(f"unknown sorting '{cfg.sorting}' (choose from: {', '.join(SORTINGS)})")
+    ps = sorted(float(p) for p in cfg.ps)
+    if 0.0 not in ps:
+        ps = [0.0] + ps  # the reference point
+    overrides = [f"model={cfg.model}", f"task={cfg.task}", "method=zero_shot"]  # the plain model, as in the paper
+    overrides += [f"debug={cfg.debug}"] if cfg.debug else []
+    overrides += [f"output_root={cfg.output_root}"] if cfg.output_root else []
+    tcfg = compose_train(overrides + list(cfg.overrides))
+    with open_dict(tcfg):
+        cap = tcfg.task.max_eval_samples
+        tcfg.task.max_eval_samples = cfg.n_samples if cap < 0 else min(cap, cfg.n_samples)
+    device = torch.device("cuda" if torch.cuda.is_available() and not tcfg.trainer.cpu else "cpu")
+    torch.manual_seed(tcfg.seed)
+    c = build(tcfg, device)
+    if c.task.kind != "generation" or not c.backbone.is_decoder:
+        raise EmbexpError(f"ablation needs a decoder and a generation task (got model {cfg.model}, task {cfg.task}: {c.task.kind})")
+    method = c.method.to(device)
+    prompts = [ex.prompt for ex in c.task.examples("eval")][: cfg.n_samples]
+    bs = cfg.batch_size or tcfg.trainer.eval_batch_size
+    new_tokens = cfg.max_new_tokens or tcfg.task.max_new_tokens
+    progress = cfg.progress and tcfg.trainer.progress
+    gen = lambda: generate(method, c.encoder, prompts, bs, new_tokens, device, progress)  # noqa: E731
+
+    weight = c.backbone.model.get_input_embeddings().weight
+    d = weight.shape[1]
+    order = dim_order(weight, cfg.sorting, cfg.seed).to(weight.device)
+    t0 = time.perf_counter()
+    reference = gen()
+    rows, outputs = [], []
+    for p in ps:
+        k = n_dims(p, d)
+        with ablated_embedding(c.backbone.model, order[:k], in_place=cfg.ablate_tied_output):
+            hyps = gen()
+        score = bleu(hyps, reference)
+        rows.append({"p": p, "k": k, "bleu": score})
+        outputs.append({"p": p, "k": k, "outputs": hyps})
+        log.info("p=%.2f  k=%d/%d  BLEU-4=%.2f", p, k, d, score)
+    if c.backbone.model.get_input_embeddings().weight is not weight:
+        raise EmbexpError("the embedding was not restored after ablation")
+    if rows[0]["bleu"] != 100.0:
+        raise EmbexpError(f"p=0 scored BLEU {rows[0]['bleu']:.2f}, not 100: generation is not deterministic here")
+
+    scores = [r["bleu"] for r in rows]
+    area = auc(ps, scores, cfg.auc_normalize)
+    out = Path(cfg.out) if cfg.out else Path(tcfg.output_root) / "analysis" / "ablation" / c.task.display_name / tcfg.model.name / f"{cfg.sorting}_seed{cfg.seed}"
+    out.mkdir(parents=True, exist_ok=True)
+    dataset = DATASETS.get(tcfg.task.name, c.task.display_name)
+    summary = {
+        "analysis": "ablation", "model": tcfg.model.name, "model_source": tcfg.model.source, "task": c.task.display_name,
+        "task_name": tcfg.task.name, "dataset": dataset, "sorting": cfg.sorting, "seed": cfg.seed,
+        "hidden_size": d, "n_samples": len(prompts), "max_new_tokens": new_tokens, "ps": ps, "bleu": scores,
+        "k": [r["k"] for r in rows], "auc": area, "auc_normalized": cfg.auc_normalize,
+        "ablate_tied_output": cfg.ablate_tied_output, "seconds": time.perf_counter() - t0,
+    }
+    write_json(out / "summary.json", summary)
+    write_table(rows, ["p", "k", "bleu"], out / "curve", title=f"BLEU-4 vs p: {tcfg.model.name} / {dataset} / {cfg.sorting}")
+    write_table([table_row(tcfg.model.name, dataset, ps, scores, area)], ["Model", "Dataset"] + [pct(p) for p in TABLE_PS] + ["AUC"],
+                out / "table", title=f"Embedding ablation ({cfg.sorting} sorting), BLEU-4 vs. unablated outputs")
+    atomic_write(out / "outputs.jsonl", "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in [{"p": None, "outputs": reference}] + outputs))
+    plot_curves([(f"{tcfg.model.name}, {cfg.sorting} sorting", [(dataset, ps, scores)])], out / "curve.png")
+    print((out / "table.md").read_text() + f"\nAUC {area:.2f} ({'normalised' if cfg.auc_normalize else 'raw, max 90'}); written to {out}")
+    return summary

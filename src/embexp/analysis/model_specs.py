@@ -1,0 +1,47 @@
+"""Architecture fields of the real models, copied from each hub repo's config.json, so parameter
+counts can be computed offline: `python -m embexp.analyze params` builds these architectures on the
+``meta`` device (no weights, no memory) and attaches the real method objects to them.
+
+Only the fields that change parameter shapes are kept (plus those the classes need to build);
+everything else takes the transformers default of the family. The key is the model config name
+(conf/model/<name>.yaml); ``family`` is the transformers model type.
+"""
+
+from __future__ import annotations
+
+SPECS: dict[str, dict] = {
+    # google/gemma-2-2b-it: 2,614,341,888 parameters (tied embeddings)
+    "gemma2": dict(family="gemma2", kind="decoder", config=dict(
+        hidden_size=2304, intermediate_size=9216, num_hidden_layers=26, num_attention_heads=8,
+        num_key_value_heads=4, head_dim=256, vocab_size=256000, tie_word_embeddings=True)),
+    # Qwen/Qwen2.5-7B-Instruct: 7,615,616,512 parameters (q/k/v biases, untied head)
+    "qwen25": dict(family="qwen2", kind="decoder", config=dict(
+        hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
+        num_key_value_heads=4, vocab_size=152064, tie_word_embeddings=False)),
+    # meta-llama/Llama-3.1-8B-Instruct: 8,030,261,248 parameters
+    "llama31": dict(family="llama", kind="decoder", config=dict(
+        hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+        num_key_value_heads=8, vocab_size=128256, tie_word_embeddings=False)),
+    # meta-llama/Llama-2-7b-hf: 6,738,415,616 parameters
+    "llama2": dict(family="llama", kind="decoder", config=dict(
+        hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
+        num_key_value_heads=32, vocab_size=32000, tie_word_embeddings=False)),
+    # HuggingFaceTB/SmolLM2-135M-Instruct (model=smollm2): 134,515,008 parameters (tied)
+    "smollm2": dict(family="llama", kind="decoder", config=dict(
+        hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+        num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True)),
+    # FacebookAI/roberta-large (encoder, sequence-classification head)
+    "roberta": dict(family="roberta", kind="encoder", config=dict(
+        hidden_size=1024, intermediate_size=4096, num_hidden_layers=24, num_attention_heads=16,
+        vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1)),
+    # microsoft/deberta-v3-base (encoder, sequence-classification head)
+    "deberta": dict(family="deberta-v2", kind="encoder", config=dict(
+        hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+        vocab_size=128100, max_position_embeddings=512, type_vocab_size=0, relative_attention=True,
+        position_buckets=256, max_relative_positions=-1, pos_att_type=["p2c", "c2p"],
+        position_biased_input=False, norm_rel_ebd="layer_norm", share_att_key=True, pad_token_id=0)),
+    # sentence-transformers/all-MiniLM-L6-v2 (model=minilm; BERT encoder)
+    "minilm": dict(family="bert", kind="encoder", config=dict(
+        hidden_size=384, intermediate_size=1536, num_hidden_layers=6, num_attention_heads=12,
+        vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, pad_token_id=0)),
+}

@@ -1,0 +1,164 @@
+"""Trainable-parameter table: every method x the real models, offline, from the real code.
+
+    python -m embexp.analyze params                                   # all methods x all models
+    python -m embexp.analyze params models=[gemma2,qwen25,llama31] out=tables/params
+
+The hub is unreachable here, so the architectures come from the config fields stored in
+``model_specs.py``; each model is instantiated with its real transformers class on the ``meta``
+device (shapes only, no memory; see :func:`meta_backbone` for the input embedding), the method is built on it by the method registry exactly as
+``python -m embexp.train`` builds it (config composed from conf/method/<name>.yaml), and its
+trainable tensors are counted. A byte-level tokenizer stands in for the real one (only the special
+ids are read, and they never change a count). Encoders get a 2-class head (ours: GLUE/SuperGLUE
+binary tasks), counted in "#TP"; "method" excludes it. A method that cannot be built on a model
+(e.g. a decoder-only method on an encoder, or one that needs data first) shows its one-line reason.
+The paper's #TP columns (Tables 1, 2 and 11) are printed alongside for comparison.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from embexp import EmbexpError, cli
+from embexp.analysis import compose_train, markdown
+from embexp.analysis.model_specs import SPECS
+from embexp.config import f
+from embexp.results import write_table
+
+
+# The paper's #TP (tinyte.md Tables 1, 2, 11) as printed, for the comparison columns only.
+PAPER = {
+    "gemma2": {"tinyte_full": "2304", "tinyte_half": "1152", "tinyte_gated": "2306", "tinyte_hybrid": "4608",
+               "lora": "14M", "emb_tuning": "590M", "prompt_tuning": "2304", "prompt_tuning (tk=2)": "4608",
+               "prompt_tuning (tk=20)": "46K", "zero_shot": "0"},
+    "qwen25": {"tinyte_full": "3584", "tinyte_half": "1792", "tinyte_gated": "3586", "tinyte_hybrid": "7168",
+               "lora": "22M", "emb_tuning": "544M", "prompt_tuning": "3584", "prompt_tuning (tk=2)": "7168",
+               "prompt_tuning (tk=20)": "71M (sic; 20 x 3584 = 71,680)", "zero_shot": "0"},
+    "llama31": {"tinyte_full": "4096", "tinyte_half": "2048", "tinyte_gated": "4098", "tinyte_hybrid": "8192",
+                "lora": "23M", "emb_tuning": "525M", "prompt_tuning": "4096", "prompt_tuning (tk=2)": "8192",
+                "prompt_tuning (tk=20)": "82K", "zero_shot": "0"},
+    "llama2": {"tinyte_full": "4096", "tinyte_gated": "4098 (Sec. 4.1 text)", "lora": "20M (Fig. 3 text)"},
+}
+LORA_ALL = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,lm_head,embed_tokens"
+MODELS = ["gemma2", "qwen25", "llama31", "llama2", "smollm2", "roberta", "deberta", "minilm"]
+
+
+@dataclass
+class Config:
+    models: list = f(MODELS, "Model config names with a stored architecture (model_specs.py): " + ", ".join(SPECS))
+    methods: list = f([], "Method config names (conf/method); [] = every one.")
+    variants: dict = f({"prompt_tuning (tk=2)": ["method=prompt_tuning", "method.num_virtual_tokens=2"],
+                        "prompt_tuning (tk=20)": ["method=prompt_tuning", "method.num_virtual_tokens=20"],
+                        "lora (+lm_head, embed_tokens)": ["method=lora", f"method.target_modules=[{LORA_ALL}]"]},
+                       "Extra rows: label -> train-config overrides (the paper's prompt-tuning sizes; LoRA also on the "
+                       "output head and input embedding, which reproduces the paper's LoRA #TP, decoders only).")
+    num_labels: int = f(2, "Classes of the encoders' task head (counted in #TP).")
+    rank_random: bool = f(True, "Build ranked TinyTE variants (method.ranking) with ranking=random: the order of the dims never changes a count, and ranking by variance reads the whole (stand-in) embedding table, ~2 GB per model. false: exactly as configured.")
+    paper: bool = f(True, "Add the paper's #TP next to ours where it reports one.")
+    out: str = f("", "Also write <out>.md and <out>.csv ('' = print only).")
+
+
+def meta_backbone(model_name: str, model_cfg, num_labels: int = 2):
+    """The real architecture of `model_name` on the meta device, wrapped as an embexp Backbone.
+
+    Methods that read the embedding values when they attach (TinyTE-half/gated rank dims by their
+    variance; prompt tokens start from vocabulary rows) need real numbers there: the input
+    embedding becomes a zero-stride all-zero CPU tensor of the real shape (no memory; an output
+    head tied to it stays tied), and the embedding module's scalar buffers (Gemma-2's
+    embed_scale) are rebuilt on the CPU. Values never change a count.
+    """
+    import transformers as tf
+
+    from embexp.models import Backbone, byte_tokenizer
+
+    if model_name not in SPECS:
+        raise EmbexpError(f"no stored architecture for model '{model_name}' (choose from: {', '.join(SPECS)})")
+    spec = SPECS[model_name]
+    is_decoder = spec["kind"] == "decoder"
+    config = tf.AutoConfig.for_model(spec["family"], **spec["config"])
+    with torch.device("meta"):
+        if is_decoder:
+            model = tf.AutoModelForCausalLM.from_config(config)
+        else:
+            config.num_labels = num_labels
+            model = tf.AutoModelForSequenceClassification.from_config(config)
+    model.eval()
+    emb, head = model.get_input_embeddings(), model.get_output_embeddings()
+    tied = head is not None and head.weight is emb.weight
+    v, d = emb.weight.shape
+    emb.weight = torch.nn.Parameter(torch.zeros(1, d).expand(v, d), requires_grad=False)
+    if tied:
+        head.weight = emb.weight
+    for name, buf in list(emb.named_buffers(recurse=False)):
+        if buf.is_meta:
+            value = getattr(emb, "scalar_embed_scale", 1.0) if buf.dim() == 0 else 0.0
+            emb.register_buffer(name, torch.full(buf.shape, float(value), dtype=buf.dtype), persistent=False)
+    return Backbone(model=model, tokenizer=byte_tokenizer(encoder=not is_decoder), cfg=model_cfg, is_decoder=is_decoder)
+
+
+def count(model_name: str, overrides: list[str], num_labels: int = 2, rank_random: bool = True) -> dict:
+    """One cell: {"tp": trainable incl. an encoder head, "method": the method's own tensors,
+    "total": backbone parameters, "data_dependent": the method prepares itself from data (setup)}."""
+    from embexp.methods import Method, build_method
+    from embexp.pipeline import count_params
+
+    if model_name not in SPECS:
+        raise EmbexpError(f"no stored architecture for model '{model_name}' (choose from: {', '.join(SPECS)})")
+    task = "task=wmt16" if SPECS[model_name]["kind"] == "decoder" else "task=glue"
+    tcfg = compose_train([f"model={model_name}", task, *overrides])
+    if rank_random and "ranking" in tcfg.method:
+        tcfg.method.ranking = "random"
+    bb = meta_backbone(model_name, tcfg.model, num_labels)
+    method = build_method(tcfg.method, bb)
+    trains = getattr(method, "trains", True)
+    out = {"tp": method.n_trainable() if trains else 0, "method": method.n_trainable(include_head=False) if trains else 0,
+           "total": count_params(bb.model), "data_dependent": False}
+    if type(method).setup is not Method.setup:  # does data change the count? try a few token ids
+        try:
+            method.setup({"train": [[5, 6, 7, 8]], "eval": [[5, 9]]})
+            out["data_dependent"] = method.n_trainable() != out["tp"]
+        except Exception:  # noqa: BLE001 - a setup that cannot run on stand-in data needs real data
+            out["data_dependent"] = True
+    return out
+
+
+def rows_to_count(cfg: Config) -> list[tuple[str, list[str]]]:
+    """(row label, overrides): every method, each followed by its variants."""
+    rows = []
+    for name in list(cfg.methods) or cli.choices("method"):
+        rows.append((name, [f"method={name}"]))
+        rows += [(label, list(ov)) for label, ov in (cfg.variants or {}).items() if f"method={name}" in ov]
+    return rows
+
+
+def table(cfg: Config) -> list[dict]:
+    out, totals = [], {}
+    for label, overrides in rows_to_count(cfg):
+        row = {"Method": label}
+        for m in cfg.models:
+            try:
+                c = count(m, overrides, cfg.num_labels, cfg.rank_random)
+                head = c["tp"] - c["method"]
+                row[m] = f"{c['tp']} ({c['method']} + head)" if head else c["tp"]
+                if c["data_dependent"]:
+                    row["Method"] = f"{label} (before setup; data-dependent)"
+                totals[m] = c["total"]
+            except Exception as e:  # a method that cannot attach to this model: say why, keep going
+                msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+                row[m] = f"n/a: {msg[:80]}"
+            if cfg.paper:
+                row[f"{m} (paper)"] = PAPER.get(m, {}).get("lora" if label.startswith("lora") else label, "")
+        out.append(row)
+    out.append({"Method": "(backbone total)", **{m: totals.get(m) for m in cfg.models}})
+    return out
+
+
+def run(cfg: Config) -> list[dict]:
+    rows = table(cfg)
+    cols = ["Method"] + [c for m in cfg.models for c in ([m, f"{m} (paper)"] if cfg.paper and m in PAPER else [m])]
+    title = "Trainable parameters (#TP; encoders include a %d-class head)" % cfg.num_labels
+    print(write_table(rows, cols, Path(cfg.out), title=title) if cfg.out else markdown(rows, cols, title))
+    return rows
+

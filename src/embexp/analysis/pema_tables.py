@@ -1,0 +1,130 @@
+"""PEMA tables from finished runs (pema.md Tables 9 and 10): ``python -m embexp.analyze pema what=...``.
+
+    python -m embexp.analyze pema what=table9 runs=outputs/glue_cola model=roberta_base
+    python -m embexp.analyze pema what=table10 runs=outputs
+
+- ``table9``: per sub-task, PEMA's preprocessing time (``method_values.pema_setup_seconds``: counting,
+  the id map and the partial matrix) against the fine-tuning time (``train.wall_seconds``), mean and
+  standard deviation over seeds and their ratio, plus the memory measured on the live tensors after
+  the first optimizer step (``train.state_memory.total_bytes``: parameters + gradients + optimizer
+  state) for PEMA and for its inner method on the same model and task, the saving that the removed
+  rows predict (removed rows x d x bytes x 4: parameter, gradient, two Adam moments) and, on a GPU,
+  ``memory.peak_cuda_allocated_bytes``.
+- ``table10``: the task metric (CoLA MCC, QQP F1, STS-B Spearman, accuracy otherwise, 0-100) of the
+  inner method (✗) and PEMA (✓) per model, mean over seeds; Mean is the mean over the sub-tasks with
+  its standard deviation over the seeds that have every sub-task.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from embexp import EmbexpError
+from embexp.analysis import collect_runs, markdown
+from embexp.config import f
+
+GLUE = ("cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "stsb", "wnli")
+LABELS = {"cola": "CoLA", "mnli": "MNLI", "mrpc": "MRPC", "qnli": "QNLI", "qqp": "QQP", "rte": "RTE",
+          "sst2": "SST-2", "stsb": "STS-B", "wnli": "WNLI"}
+METRIC = {"cola": "mcc", "qqp": "f1", "stsb": "spearman"}  # the paper's Table 10 metric; accuracy otherwise
+
+
+@dataclass
+class Config:
+    what: str = f("table9", "table9 (preprocessing vs fine-tuning time, and measured memory) or table10 (task metric with and without PEMA).")
+    runs: str = f("outputs", "A run directory, a folder holding runs (searched recursively) or a glob.")
+    task: str = f("glue", "Task family of the runs to tabulate (glue or xnli).")
+    model: str = f("", "Only runs of this model config name ('' = all; the paper's Table 9 is roberta_base).")
+    out: Optional[str] = f("outputs/analysis/pema", "Folder for <what>.md/.json; out= (empty) prints only.")
+
+
+def _ms(xs: list[float], fmt: str = "{:.1f}") -> str:
+    if not xs:
+        return ""
+    return (fmt + " ({})").format(float(np.mean(xs)), fmt.format(float(np.std(xs, ddof=1)) if len(xs) > 1 else 0.0))
+
+
+def _inner(run: dict) -> str:
+    return run["config"].get("method", {}).get("inner", "")
+
+
+def table9(runs: list[dict]) -> tuple[list[dict], list[str]]:
+    rows = []
+    for s in dict.fromkeys(r["subset"] for r in runs):
+        pema = [r for r in runs if r["subset"] == s and r["method"] == "pema" and r["train"].get("steps")]
+        if not pema:
+            continue
+        base = [r for r in runs if r["subset"] == s and r["method"] == _inner(pema[0]) and r["model"] == pema[0]["model"]]
+        setup = [r["method_values"]["pema_setup_seconds"] for r in pema]
+        train = [r["train"]["wall_seconds"] for r in pema]
+        mem = lambda rs: [r["train"]["state_memory"]["total_bytes"] / 2**20 for r in rs if r["train"].get("state_memory")]  # noqa: E731
+        cuda = lambda rs: [r["memory"]["peak_cuda_allocated_bytes"] / 2**20 for r in rs if "peak_cuda_allocated_bytes" in r["memory"]]  # noqa: E731
+        predicted = float(np.mean([4 * r["method_values"]["pema_removed_param_bytes"] / 2**20 for r in pema]))
+        m_pema, m_base = mem(pema), mem(base)
+        saved = float(np.mean(m_base) - np.mean(m_pema)) if m_pema and m_base else None
+        rows.append({
+            "Dataset": LABELS.get(s, s), "runs": len(pema), "PEMA (s)": _ms(setup, "{:.2f}"), "Fine-tuning (s)": _ms(train),
+            "%": 100.0 * float(np.mean(setup)) / float(np.mean(train)),
+            "state MiB (inner)": _ms(m_base), "state MiB (PEMA)": _ms(m_pema),
+            "saved MiB": saved, "predicted MiB": predicted,
+            "saved / predicted": saved / predicted if saved is not None and predicted else None,
+            "peak CUDA MiB (inner)": _ms(cuda(base)), "peak CUDA MiB (PEMA)": _ms(cuda(pema)),
+        })
+    cols = ["Dataset", "runs", "PEMA (s)", "Fine-tuning (s)", "%", "state MiB (inner)", "state MiB (PEMA)", "saved MiB",
+            "predicted MiB", "saved / predicted", "peak CUDA MiB (inner)", "peak CUDA MiB (PEMA)"]
+    return rows, cols
+
+
+def table10(runs: list[dict], subsets: list[str]) -> tuple[list[dict], list[str]]:
+    rows = []
+    for model in dict.fromkeys(r["model"] for r in runs):
+        pema = [r for r in runs if r["model"] == model and r["method"] == "pema"]
+        inner = _inner(pema[0]) if pema else "full_ft"
+        for method, mark in ((inner, "✗"), ("pema", "✓")):
+            rs = [r for r in runs if r["model"] == model and r["method"] == method]
+            if not rs:
+                continue
+            row = {"Model": model, "PEMA": mark}
+            per_seed: dict[int, list[float]] = {}
+            for s in subsets:
+                vals = {r["seed"]: r["metrics"].get(METRIC.get(s, "accuracy")) for r in rs if r["subset"] == s}
+                vals = {k: v for k, v in vals.items() if v is not None}
+                if vals:
+                    row[LABELS.get(s, s)] = float(np.mean(list(vals.values())))
+                for k, v in vals.items():
+                    per_seed.setdefault(k, []).append(v)
+            full = [float(np.mean(v)) for v in per_seed.values() if len(v) == len(subsets)]
+            row["Mean"] = _ms(full) if full else ""
+            rows.append(row)
+    return rows, ["Model", "PEMA"] + [LABELS.get(s, s) for s in subsets] + ["Mean"]
+
+
+def run(cfg) -> dict:
+    if cfg.what not in ("table9", "table10"):
+        raise EmbexpError(f"unknown what '{cfg.what}' (choose from: table9, table10)")
+    runs = [r for r in collect_runs(cfg.runs) if r["task_name"] == cfg.task and (not cfg.model or r["model"] == cfg.model)]
+    if not runs:
+        raise EmbexpError(f"no finished {cfg.task} runs under '{cfg.runs}'" + (f" for model {cfg.model}" if cfg.model else ""))
+    order = GLUE if cfg.task == "glue" else tuple(dict.fromkeys(r["subset"] for r in runs))
+    subsets = [s for s in order if any(r["subset"] == s for r in runs)]
+    runs.sort(key=lambda r: (r["model"], order.index(r["subset"]) if r["subset"] in order else 99, r["seed"]))
+    if cfg.what == "table9":
+        rows, cols = table9(runs)
+        title = "Table 9: PEMA preprocessing vs fine-tuning, seconds (sd over seeds), and memory of parameters + gradients + optimizer state"
+    else:
+        rows, cols = table10(runs, subsets)
+        title = "Table 10: validation results without (✗) and with (✓) PEMA, mean over seeds"
+    md = markdown(rows, cols, title + (f" ({cfg.model})" if cfg.model else ""))
+    print(md)
+    if cfg.out:
+        stem = Path(cfg.out) / cfg.what
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        stem.with_suffix(".md").write_text(md)
+        stem.with_suffix(".json").write_text(json.dumps({"rows": rows, "runs": [r["run_dir"] for r in runs]}, indent=1))
+        print(f"wrote {stem}.md, {stem}.json")
+    return {"rows": rows}

@@ -1,0 +1,379 @@
+"""Vocabulary usage behind PEMA (pema.md §3 and §6): Fig. 2 and Tables 2, 3 and 4.
+
+    python -m embexp.analyze vocab what=heaps tokenizer=minilm source=fixture     # Fig. 2, offline
+    python -m embexp.analyze vocab what=heaps                                     # Fig. 2: GPT-2's vocabulary on real GLUE
+    python -m embexp.analyze vocab what=table2 models=[minilm] source=fixture     # Table 2, BERT WordPiece rows, offline
+    python -m embexp.analyze vocab what=table2                                    # Table 2: the paper's nine models on real GLUE
+    python -m embexp.analyze vocab what=table3                                    # DeBERTaV3 xsmall/small/base/large
+    python -m embexp.analyze vocab what=table4                                    # XNLI en, en-de, en-zh, all
+
+- ``heaps``: unique against total tokens of every sub-task (the counted splits, tokenised as for
+  training), each task's growth curve, a Heaps'-law fit ``U = K N^beta`` over the tasks' end points
+  (log-log least squares; over the one task's curve when there is only one) and a PNG plot.
+- ``table2/3/4``: the rows PEMA keeps (ids that occur in the counted splits plus every special
+  token, the rule ``method=pema`` applies) against the model's embedding rows, as % of embedding and
+  of model parameters, or millions of parameters removed (Table 3). Nothing is trained: the numbers
+  come from a tokenizer and a model config. The configs of the paper's models are stored below
+  (fields of each hub repo's config.json); parameter counts build the architecture on the ``meta``
+  device, with the sequence-classification head for the task's labels (the paper's N).
+  A name outside the registry is read as a hub id (its config comes from the hub).
+
+Choices (ours, documented in docs/pema.md): splits default to train + the evaluation split (MNLI:
+both validation splits), what the authors' run_glue_pema.py counts; texts are truncated at 128 tokens
+as in the paper's runs; a sub-task of XNLI counts the union of its languages.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from embexp import EmbexpError
+from embexp.analysis import markdown
+from embexp.config import f
+
+GLUE = ("cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "stsb", "wnli")
+GLUE_LABELS = {"cola": "CoLA", "mnli": "MNLI", "mrpc": "MRPC", "qnli": "QNLI", "qqp": "QQP", "rte": "RTE",
+               "sst2": "SST-2", "stsb": "STS-B", "wnli": "WNLI"}
+XNLI = ("en", "en-de", "en-zh", "all")
+
+
+class ModelSpec(NamedTuple):
+    label: str  # the paper's row name
+    tokenizer: str  # hub id, or minilm (offline)
+    model_type: str  # transformers model type ('' = read the config from the tokenizer's folder)
+    fields: dict  # config.json fields that set parameter shapes (others are the family's defaults)
+
+
+_ROBERTA = dict(max_position_embeddings=514, type_vocab_size=1)
+_DEBERTA = dict(vocab_size=128100, max_position_embeddings=512, type_vocab_size=0, relative_attention=True,
+                position_buckets=256, max_relative_positions=-1, pos_att_type=["p2c", "c2p"],
+                position_biased_input=False, norm_rel_ebd="layer_norm", share_att_key=True)
+# Keys are conf/model names. Parameter counts from these fields equal the paper's Tables 5 and 6
+# (tests/test_pema.py); source: config.json of each hub repo named here.
+MODELS = {
+    "distilbert": ModelSpec("DistilBERT", "distilbert/distilbert-base-cased", "distilbert", dict(vocab_size=28996)),
+    "distilroberta": ModelSpec("DistilRoBERTa", "distilbert/distilroberta-base", "roberta",
+                               dict(vocab_size=50265, num_hidden_layers=6, **_ROBERTA)),
+    "distilmbert": ModelSpec("DistilmBERT", "distilbert/distilbert-base-multilingual-cased", "distilbert", dict(vocab_size=119547)),
+    "bert": ModelSpec("BERT", "google-bert/bert-base-cased", "bert", dict(vocab_size=28996)),
+    "roberta_base": ModelSpec("RoBERTa", "FacebookAI/roberta-base", "roberta", dict(vocab_size=50265, **_ROBERTA)),
+    "deberta": ModelSpec("DeBERTaV3", "microsoft/deberta-v3-base", "deberta-v2",
+                         dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, **_DEBERTA)),
+    "mbert": ModelSpec("mBERT", "google-bert/bert-base-multilingual-cased", "bert", dict(vocab_size=119547)),
+    "xlmr": ModelSpec("XLM-RoBERTa", "FacebookAI/xlm-roberta-base", "xlm-roberta", dict(vocab_size=250002, **_ROBERTA)),
+    "xlmv": ModelSpec("XLM-V", "facebook/xlm-v-base", "xlm-roberta", dict(vocab_size=901629, **_ROBERTA)),
+    "deberta_v3_xsmall": ModelSpec("XSmall", "microsoft/deberta-v3-xsmall", "deberta-v2",
+                                   dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, intermediate_size=1536, **_DEBERTA)),
+    "deberta_v3_small": ModelSpec("Small", "microsoft/deberta-v3-small", "deberta-v2",
+                                  dict(hidden_size=768, num_hidden_layers=6, num_attention_heads=12, intermediate_size=3072, **_DEBERTA)),
+    "deberta_v3_large": ModelSpec("Large", "microsoft/deberta-v3-large", "deberta-v2",
+                                  dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096, **_DEBERTA)),
+    # offline: all-MiniLM-L6-v2 (BERT uncased WordPiece, 30,522 rows), config read from its folder
+    "minilm": ModelSpec("MiniLM-L6 (BERT WordPiece)", "minilm", "", {}),
+}
+DEFAULT_MODELS = {
+    "table2": ["distilbert", "distilroberta", "distilmbert", "bert", "roberta_base", "deberta", "mbert", "xlmr", "xlmv"],
+    "table3": ["deberta_v3_xsmall", "deberta_v3_small", "deberta", "deberta_v3_large"],
+    "table4": ["distilmbert", "mbert", "xlmr", "xlmv"],
+}
+
+
+@dataclass
+class Config:
+    what: str = f("heaps", "heaps (Fig. 2: unique vs total tokens, Heaps' law fit, PNG), table2 (GLUE x models), table3 (DeBERTaV3 sizes, millions removed) or table4 (XNLI subsets).")
+    tokenizer: str = f("openai-community/gpt2", "heaps: the tokenizer (the paper: GPT-2's): minilm (offline BERT WordPiece), byte (the tiny models' byte tokenizer), a model name of the registry, or any hub id / local folder.")
+    models: list = f([], "tables: model names (the registry in embexp/analysis/vocab.py, or hub ids); [] = the paper's rows of that table.")
+    tokenizer_override: str = f("", "tables: count every row with this tokenizer instead of each model's own (offline checks of the code path; the numbers are then not the paper's).")
+    task: str = f("glue", "heaps: task family whose sub-tasks are counted (glue or xnli; table2/3 use glue, table4 xnli).")
+    subsets: list = f([], "Sub-tasks ([] = the nine GLUE tasks; table4: en, en-de, en-zh, all).")
+    splits: list = f(["train", "eval"], "Splits counted: train, eval (the task's evaluation split; MNLI both validation splits, as the authors' code), test, or a hub split name.")
+    source: str = f("auto", "Where rows come from (task.source): auto/hub (the real data), local (data_dir) or fixture (offline).")
+    data_dir: str = f("", "task.data_dir for source=local.")
+    fixture_size: int = f(64, "Rows per split for source=fixture.")
+    max_samples: int = f(-1, "Keep the first N rows of every split (-1: all).")
+    max_length: int = f(128, "Truncate each example at this many tokens, as in training (the paper: 128).")
+    out: Optional[str] = f("outputs/analysis/vocab", "Folder for <what>.md/.json (and heaps_<tokenizer>.png); out= (empty) prints only.")
+
+
+# ---- tokenizers, configs, parameter counts -------------------------------------------------------
+def load_tokenizer(name: str):
+    from transformers import AutoTokenizer
+
+    from embexp.models import byte_tokenizer, minilm_path
+
+    if name in MODELS:
+        name = MODELS[name].tokenizer
+    if name == "byte":
+        return byte_tokenizer(encoder=True)
+    path = str(minilm_path()) if name == "minilm" else name
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as e:
+        raise EmbexpError(f"could not load tokenizer '{name}': {str(e).splitlines()[0]}") from None
+
+
+def model_config(name: str, num_labels: int):
+    """The model's transformers config: stored fields for the registry, the offline folder for minilm, else the hub."""
+    from transformers import AutoConfig
+
+    from embexp.models import minilm_path
+
+    spec = MODELS.get(name)
+    try:
+        if spec is not None and spec.model_type:
+            return AutoConfig.for_model(spec.model_type, **spec.fields, num_labels=num_labels)
+        return AutoConfig.from_pretrained(str(minilm_path()) if name == "minilm" else name, num_labels=num_labels)
+    except (OSError, ValueError) as e:
+        raise EmbexpError(f"no config for model '{name}' (registry: {', '.join(MODELS)}; else a hub id): {str(e).splitlines()[0]}") from None
+
+
+def shape_of(config) -> tuple[int, int, int]:
+    """(embedding rows, embedding dim, parameters of the sequence-classification model), built on `meta`."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    with torch.device("meta"):
+        model = AutoModelForSequenceClassification.from_config(config)
+    rows, dim = model.get_input_embeddings().weight.shape
+    return rows, dim, sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+def special_ids(tok) -> set[int]:
+    return {i for i in tok.all_special_ids if i is not None}
+
+
+# ---- data ----------------------------------------------------------------------------------------
+def split_names(task_name: str, subset: str, which: str, eval_split: str) -> list[str]:
+    if which == "eval":
+        return ["validation_matched", "validation_mismatched"] if (task_name, subset) == ("glue", "mnli") else [eval_split]
+    if which == "test":
+        return ["test_matched", "test_mismatched"] if (task_name, subset) == ("glue", "mnli") else ["test"]
+    return [which]
+
+
+def texts(cfg, task_name: str, subset: str, which: str) -> list[tuple[str, ...]]:
+    """The encoder text (one string or a pair) of every row of one counted split."""
+    from omegaconf import OmegaConf
+
+    from embexp.tasks import TASKS, build_task
+
+    if task_name not in TASKS:
+        raise EmbexpError(f"unknown task '{task_name}' (choose from: {', '.join(sorted(TASKS))})")
+    tcfg = OmegaConf.merge(OmegaConf.structured(TASKS[task_name].Config), {
+        "name": task_name, "subset": subset, "source": cfg.source, "data_dir": cfg.data_dir,
+        "fixture_size": cfg.fixture_size, "max_train_samples": cfg.max_samples, "max_eval_samples": cfg.max_samples})
+    task = build_task(tcfg)
+    if which == "train":
+        return [ex.text for ex in task.examples("train")]
+    out = []
+    for name in split_names(task_name, subset, which, task.split_name("eval")):
+        out += [ex.text for ex in build_task(OmegaConf.merge(tcfg, {"eval_split": name})).examples("eval")]
+    return out
+
+
+def encode(tok, rows: list[tuple[str, ...]], max_length: int, chunk: int = 4096) -> list[list[int]]:
+    """Token ids exactly as training tokenises encoder inputs (text or text pair, truncated), in batches."""
+    out: list[list[int]] = []
+    i = 0
+    while i < len(rows):
+        width = len(rows[i])
+        j = i
+        while j < len(rows) and j - i < chunk and len(rows[j]) == width:
+            j += 1
+        cols = [list(c) for c in zip(*rows[i:j])]
+        out += tok(*cols, truncation=True, max_length=max_length)["input_ids"]
+        i = j
+    return out
+
+
+class TokenCache:
+    """Flat token-id arrays per (tokenizer, task, subset), computed once per analysis run."""
+
+    def __init__(self, cfg):
+        self.cfg, self._tok, self._ids = cfg, {}, {}
+
+    def tokenizer(self, name: str):
+        if name not in self._tok:
+            self._tok[name] = load_tokenizer(name)
+        return self._tok[name]
+
+    def ids(self, tok_name: str, task_name: str, subset: str) -> np.ndarray:
+        key = (tok_name, task_name, subset)
+        if key not in self._ids:
+            from itertools import chain
+
+            tok = self.tokenizer(tok_name)
+            seqs = [s for which in self.cfg.splits for s in encode(tok, texts(self.cfg, task_name, subset, which), self.cfg.max_length)]
+            self._ids[key] = np.fromiter(chain.from_iterable(seqs), dtype=np.int64, count=sum(map(len, seqs)))
+        return self._ids[key]
+
+    def kept(self, tok_name: str, task_name: str, subset: str) -> np.ndarray:
+        """Sorted ids PEMA keeps: those that occur, plus every special token (XNLI: union over the languages)."""
+        from embexp.tasks.xnli import languages
+
+        parts = languages(subset) if task_name == "xnli" else (subset,)
+        used = np.unique(np.concatenate([self.ids(tok_name, task_name, p) for p in parts]))
+        return np.union1d(used, np.array(sorted(special_ids(self.tokenizer(tok_name))), dtype=np.int64))
+
+
+# ---- Fig. 2 --------------------------------------------------------------------------------------
+def growth_curve(ids: np.ndarray, points: int = 60) -> tuple[np.ndarray, np.ndarray]:
+    """Unique tokens after the first n tokens, at `points` log-spaced n (vectorised: first occurrences)."""
+    if len(ids) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    _, first = np.unique(ids, return_index=True)
+    first.sort()
+    n = np.unique(np.geomspace(1, len(ids), points).astype(np.int64))
+    return n, np.searchsorted(first, n, side="left")
+
+
+def heaps_fit(n: np.ndarray, u: np.ndarray) -> dict:
+    """Least squares of log U = log K + beta log N."""
+    x, y = np.log(np.asarray(n, float)), np.log(np.asarray(u, float))
+    beta, logk = np.polyfit(x, y, 1)
+    resid = y - (logk + beta * x)
+    r2 = 1.0 - float((resid ** 2).sum()) / max(float(((y - y.mean()) ** 2).sum()), 1e-12)
+    return {"K": float(np.exp(logk)), "beta": float(beta), "r2": r2}
+
+
+def heaps(cfg, counter: TokenCache) -> tuple[str, dict]:
+    subsets = list(cfg.subsets) or (list(GLUE) if cfg.task == "glue" else ["en"])
+    tok = counter.tokenizer(cfg.tokenizer)
+    vocab = len(tok)
+    rows, curves = [], {}
+    for s in subsets:
+        ids = counter.ids(cfg.tokenizer, cfg.task, s)
+        uniq = int(len(np.unique(ids)))
+        rows.append({"task": GLUE_LABELS.get(s, s), "total_tokens": int(len(ids)), "unique_tokens": uniq,
+                     "vocab_used_pct": 100.0 * uniq / vocab})
+        curves[s] = [c.tolist() for c in growth_curve(ids)]
+    ends = [(r["total_tokens"], r["unique_tokens"]) for r in rows if r["total_tokens"] > 0]
+    pts = ends if len(ends) >= 2 else list(zip(*curves[subsets[0]])) if len(subsets) == 1 else []
+    pts = [(a, b) for a, b in pts if a > 0 and b > 0]
+    fit = heaps_fit(*zip(*pts)) if len(pts) >= 2 else {}
+    title = (f"Unique vs total tokens, {cfg.task} ({', '.join(cfg.splits)}), tokenizer {cfg.tokenizer} (|V| = {vocab})"
+             + (f"; Heaps' law U = {fit['K']:.3g} N^{fit['beta']:.3f} (R² {fit['r2']:.3f})" if fit else ""))
+    md = markdown(rows, ["task", "total_tokens", "unique_tokens", "vocab_used_pct"], title)
+    out = {"tokenizer": cfg.tokenizer, "vocab_size": vocab, "rows": rows, "curves": curves, "heaps_fit": fit}
+    if cfg.out:
+        out["png"] = str(plot_heaps(Path(cfg.out) / f"heaps_{_slug(cfg.tokenizer)}.png", rows, curves, subsets, fit, vocab, title))
+    return md, out
+
+
+def plot_heaps(path: Path, rows, curves, subsets, fit, vocab, title) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for s, r in zip(subsets, rows):
+        n, u = curves[s]
+        if len(n):
+            line, = ax.plot(n, u, lw=1, alpha=0.6)
+            ax.scatter([r["total_tokens"]], [r["unique_tokens"]], color=line.get_color(), zorder=3)
+            ax.annotate(r["task"], (r["total_tokens"], r["unique_tokens"]), fontsize=8, xytext=(3, -9), textcoords="offset points")
+    if fit:
+        xs = np.geomspace(1, max(r["total_tokens"] for r in rows), 100)
+        ax.plot(xs, np.minimum(fit["K"] * xs ** fit["beta"], vocab), "k--", lw=1,
+                label=f"Heaps: {fit['K']:.3g}·N^{fit['beta']:.3f}")
+    ax.axhline(vocab, color="grey", lw=0.8, ls=":", label=f"|V| = {vocab:,}")
+    ax.set(xscale="log", yscale="log", xlabel="total tokens", ylabel="unique tokens")
+    ax.set_title(title[:90] + ("…" if len(title) > 90 else ""), fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+# ---- Tables 2, 3, 4 ------------------------------------------------------------------------------
+def reductions(cfg, counter: TokenCache, models: list[str], task_name: str, subsets: list[str]) -> list[dict]:
+    """One record per model x subset: kept rows, embedding rows and dim, parameters, reductions."""
+    recs = []
+    for m in models:
+        tok_name = cfg.tokenizer_override or (MODELS[m].tokenizer if m in MODELS else m)
+        for s in subsets:
+            rows, dim, n_params = shape_of(model_config(m, num_labels(task_name, s)))
+            kept = counter.kept(tok_name, task_name, s)
+            if len(kept) and kept[-1] >= rows:
+                raise EmbexpError(f"tokenizer '{tok_name}' has ids up to {kept[-1]} but model '{m}' has {rows} embedding rows")
+            removed = rows - len(kept)
+            recs.append({"model": m, "label": MODELS[m].label if m in MODELS else m, "subset": s, "tokenizer": tok_name,
+                         "kept_rows": int(len(kept)), "embedding_rows": rows, "dim": dim, "n_params": n_params,
+                         "removed_params": removed * dim, "embedding_pct": 100.0 * removed / rows,
+                         "model_pct": 100.0 * removed * dim / n_params})
+    return recs
+
+
+def num_labels(task_name: str, subset: str) -> int:
+    """Outputs of the task head (the paper's N includes the sequence-classification head)."""
+    from embexp.tasks.glue import SPECS
+
+    return 3 if task_name == "xnli" else (1 if subset == "stsb" else len(SPECS[subset][1]))
+
+
+def pivot(recs: list[dict], subsets: list[str], key: str, scale: float = 1.0) -> list[dict]:
+    labels = {s: GLUE_LABELS.get(s, "All" if s == "all" else s) for s in subsets}
+    out = []
+    for m in dict.fromkeys(r["model"] for r in recs):
+        row = {"Model": next(r["label"] for r in recs if r["model"] == m)}
+        vals = [r[key] * scale for s in subsets for r in recs if r["model"] == m and r["subset"] == s]
+        row.update({labels[s]: v for s, v in zip(subsets, vals)})
+        if len(vals) > 1 and all(s in GLUE for s in subsets):
+            row["Mean"] = float(np.mean(vals))
+        out.append(row)
+    return out
+
+
+def table(cfg, counter: TokenCache) -> tuple[str, dict]:
+    models = list(cfg.models) or DEFAULT_MODELS[cfg.what]
+    task_name = "xnli" if cfg.what == "table4" else "glue"
+    subsets = list(cfg.subsets) or list(XNLI if task_name == "xnli" else GLUE)
+    recs = reductions(cfg, counter, models, task_name, subsets)
+    cols = ["Model"] + [GLUE_LABELS.get(s, "All" if s == "all" else s) for s in subsets]
+    cols += ["Mean"] if task_name == "glue" and len(subsets) > 1 else []
+    where = f"{task_name} ({', '.join(cfg.splits)}; source={cfg.source})"
+    if cfg.what == "table3":
+        for r in recs:  # the paper's Table 3 rows are sizes
+            r["label"] = {"deberta": "Base"}.get(r["model"], r["label"])
+        md = markdown(pivot(recs, subsets, "removed_params", 1e-6), cols, f"Table 3: reduction in model parameters (millions), {where}")
+    else:
+        n = {"table2": "Table 2", "table4": "Table 4"}[cfg.what]
+        md = (markdown(pivot(recs, subsets, "embedding_pct"), cols, f"{n}: reduction in embedding parameters (%), {where}") + "\n"
+              + markdown(pivot(recs, subsets, "model_pct"), cols, f"{n}: reduction in model parameters (%), {where}"))
+    return md, {"records": recs}
+
+
+def _slug(name: str) -> str:
+    return name.replace("/", "_").replace(":", "_")
+
+
+def run(cfg) -> dict:
+    if cfg.what not in ("heaps", "table2", "table3", "table4"):
+        raise EmbexpError(f"unknown what '{cfg.what}' (choose from: heaps, table2, table3, table4)")
+    t0 = time.perf_counter()
+    counter = TokenCache(cfg)
+    md, out = heaps(cfg, counter) if cfg.what == "heaps" else table(cfg, counter)
+    out["seconds"] = time.perf_counter() - t0
+    print(md)
+    if cfg.out:
+        stem = Path(cfg.out) / (f"heaps_{_slug(cfg.tokenizer)}" if cfg.what == "heaps" else cfg.what)
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        stem.with_suffix(".md").write_text(md)
+        stem.with_suffix(".json").write_text(json.dumps({"config": _plain(cfg), **out}, indent=1))
+        print(f"wrote {stem}.md, {stem}.json" + (f", {out['png']}" if "png" in out else ""))
+    return out
+
+
+def _plain(cfg) -> dict:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(cfg) if OmegaConf.is_config(cfg) else dict(vars(cfg))

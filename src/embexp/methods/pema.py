@@ -1,0 +1,265 @@
+"""PEMA (pema.md): Partial Embedding Matrix Adaptation.
+
+Before training, count the tokens of the configured splits, keep only the input-embedding rows of
+the tokens that occur (plus pad and every special token), train those rows with the wrapped method
+(full fine-tuning by default, or embedding tuning: ``method.inner``), and merge them back into the
+full matrix, so what is saved or exported has the original shapes and vocabulary.
+
+How it is done here (ours where the paper and the authors' code are silent or differ):
+
+- **Remapping inside the model.** The paper remaps the dataset (``D' = f(D)``). We leave data,
+  labels, the output head, ``generate()`` and its KV cache in the full vocabulary and remap at the
+  input embedding: a forward pre-hook maps each id through ``token_map`` (V,) to its row of the
+  partial matrix. The embedding module keeps its class (so Gemma-2's scaling still applies) and its
+  parameter name; only its weight is swapped for the partial one.
+- **Ids outside the kept set** (evaluation tokens when only train is counted, generated tokens)
+  read their original row from an on-disk copy of the matrix (a memory-mapped temporary file, as the
+  authors keep the original weight in a temporary file); they are never trained. So at setup the
+  outputs equal the backbone's for *every* input, bit for bit in fp32.
+- **Pad and special tokens** are always kept (``keep_special``; pad and the module's
+  ``padding_idx`` unconditionally), and pad is remapped explicitly: the authors' code requires
+  ``token_map[pad] == pad``, which only holds when pad is id 0 (BERT), not for decoders with pad=eos.
+- **Tied input/output embeddings** are untied at setup, as the authors' code does: the output head
+  keeps its own full-vocabulary copy of the matrix (trained if the inner method trains it, e.g.
+  full_ft; frozen under emb_tuning), and the exported model has ``tie_word_embeddings=False``.
+  Labels and logits therefore stay in the full vocabulary, but on a tied model PEMA saves memory
+  only under emb_tuning (full_ft then holds a full trainable head *and* the partial input rows).
+- **Saved state.** ``trainable_state()`` is the inner method's state with the *merged* full matrix
+  under the embedding's key, so a PEMA adapter has the same keys and shapes as the inner method's
+  (a full_ft adapter, for full_ft). Loading writes the full matrix back (kept rows into the partial
+  matrix, the others into the on-disk copy).
+- **Weight decay.** Rows absent from the data get no gradient. Under Adam(W) with weight decay 0
+  their update is exactly zero, so PEMA and its inner method end with the same weights. With
+  weight decay > 0, AdamW (and Adam's L2 term) would still shrink those rows in the inner method
+  every step, while PEMA leaves them at their pretrained values: the two then differ on exactly the
+  rows PEMA removed (docs/pema.md).
+- **export()** merges in place: the rows go back into a full ``nn.Embedding`` weight, the hooks
+  are removed, and the method then behaves as its inner method over the full matrix.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+from torch import nn
+
+from embexp import EmbexpError
+from embexp.config import f
+from embexp.methods.base import Method, MethodConfig
+from embexp.methods.registry import METHODS, register_method
+from embexp.models import embed_scale
+
+SPLITS = ("train", "eval")
+
+
+@dataclass
+class PEMAConfig(MethodConfig):
+    inner: str = f("full_ft", "The method PEMA wraps; it must train the input embedding matrix (full_ft, emb_tuning).")
+    count_splits: list = f(["train"], "Splits whose tokens are counted (train, eval). The paper: train; the authors' code counts train+eval (and test when predicting).")
+    keep_special: bool = f(True, "Keep the rows of every special token even when absent from the counted splits (ours; pad is always kept).")
+
+
+def count_tokens(seqs: Iterable[Sequence[int]], vocab_size: int) -> np.ndarray:
+    """Occurrences of each id in `seqs` (lists of ids): one flat int64 array, one ``np.bincount``."""
+    seqs = seqs if isinstance(seqs, (list, tuple)) else list(seqs)
+    n = sum(map(len, seqs))
+    flat = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=n)
+    if n and (flat.min() < 0 or flat.max() >= vocab_size):
+        raise EmbexpError(f"token ids must lie in [0, {vocab_size}) (the embedding rows); got {flat.min()}..{flat.max()}")
+    return np.bincount(flat, minlength=vocab_size)
+
+
+class RowStore:
+    """The original embedding rows in a memory-mapped temporary file (off the accelerator), read on demand."""
+
+    def __init__(self, weight: torch.Tensor):
+        w = weight.detach().to("cpu").contiguous()
+        self.dtype, self.rows_total = w.dtype, w.shape[0]
+        raw = w.view(torch.uint8).reshape(w.shape[0], -1)  # bytes: works for any dtype (bf16 too)
+        self._file = tempfile.TemporaryFile(prefix="embexp-pema-")
+        self._mm = np.memmap(self._file, dtype=np.uint8, mode="w+", shape=tuple(raw.shape))
+        self.write(w)
+
+    def write(self, weight: torch.Tensor) -> None:
+        self._mm[:] = weight.detach().to("cpu", self.dtype).contiguous().view(torch.uint8).reshape(self._mm.shape).numpy()
+        self._mm.flush()
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(self._mm[ids.detach().cpu().numpy()])).view(self.dtype)
+
+    def full(self) -> torch.Tensor:
+        return torch.from_numpy(np.array(self._mm)).view(self.dtype)
+
+
+@register_method("pema")
+class PEMA(Method):
+    """PEMA over an inner method: only the embedding rows of tokens in the data train, merged back after.
+
+    At setup the outputs equal the backbone's for every input, bit for bit in fp32 (kept rows are
+    copies, other ids read their original rows); the input embedding's shape changes to
+    (kept rows, d) until ``export()`` merges it back."""
+
+    Config = PEMAConfig
+
+    def __init__(self, cfg, backbone):
+        super().__init__(cfg, backbone)
+        if cfg.inner == "pema" or cfg.inner not in METHODS:
+            raise EmbexpError(f"unknown method.inner '{cfg.inner}' (choose from: {', '.join(sorted(set(METHODS) - {'pema'}))})")
+        for s in cfg.count_splits:
+            if s not in SPLITS:
+                raise EmbexpError(f"unknown method.count_splits entry '{s}' (choose from: {', '.join(SPLITS)})")
+        inner_cls = METHODS[cfg.inner]
+        icfg = OmegaConf.structured(inner_cls.Config)
+        icfg.name, icfg.train_head = cfg.inner, cfg.train_head
+        self.inner = inner_cls(icfg, backbone)  # composition: the inner method owns the trainable tensors
+        emb = self.model.get_input_embeddings()
+        if not isinstance(emb, nn.Embedding):
+            raise EmbexpError(f"pema needs an nn.Embedding input embedding, got {type(emb).__name__}")
+        if not self.inner.trains or not any(p is emb.weight for p in self.inner.trainable_tensors().values()):
+            raise EmbexpError(f"method.inner '{cfg.inner}' does not train the input embedding matrix (choose from: full_ft, emb_tuning)")
+        self.vocab_rows, self.hidden = emb.weight.shape
+        self.special = backbone.special_ids() if cfg.keep_special else []
+        self.pad_id = backbone.tokenizer.pad_token_id
+        self.active = False
+        self.store: RowStore | None = None
+        self._hooks: list = []
+        self.stats: dict[str, float] = {}
+
+    # ---- the inner method owns the tensors ---------------------------------------------------
+    def method_tensors(self):
+        return self.inner.method_tensors()
+
+    def trainable_tensors(self):
+        return self.inner.trainable_tensors()
+
+    def _embedding_key(self) -> str:
+        w = self.model.get_input_embeddings().weight
+        return next(k for k, p in self.inner.trainable_tensors().items() if p is w)
+
+    # ---- setup: count, build the partial matrix and the id map -------------------------------
+    def setup(self, token_ids: dict[str, list[list[int]]]) -> None:
+        if self.active:
+            raise EmbexpError("pema: setup() was already called on this method")
+        t0 = time.perf_counter()
+        missing = [s for s in self.cfg.count_splits if s not in token_ids]
+        if missing:
+            raise EmbexpError(f"pema: no token ids for split(s) {', '.join(missing)} (given: {', '.join(token_ids)})")
+        seqs = [s for split in self.cfg.count_splits for s in token_ids[split]]
+        counts = count_tokens(seqs, self.vocab_rows)
+        emb = self.model.get_input_embeddings()
+        keep = counts > 0
+        always = [i for i in [*self.special, self.pad_id, emb.padding_idx] if i is not None and 0 <= i < self.vocab_rows]
+        keep[np.asarray(always, dtype=np.int64)] = True
+        kept = np.flatnonzero(keep)
+        token_map = np.full(self.vocab_rows, -1, dtype=np.int32 if self.vocab_rows < 2**31 else np.int64)
+        token_map[kept] = np.arange(len(kept))
+        self.register_buffer("token_map", torch.from_numpy(token_map), persistent=False)
+        self.register_buffer("kept_ids", torch.from_numpy(kept), persistent=False)
+
+        weight = emb.weight
+        self.store = RowStore(weight)
+        out = self.model.get_output_embeddings()
+        if out is not None and out.weight is weight:  # tied: the head keeps its own full copy (authors' behaviour)
+            out.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
+            _untie(self.model.config)
+        self._padding_idx = emb.padding_idx
+        emb.weight = nn.Parameter(weight.detach()[torch.from_numpy(kept)].clone(), requires_grad=False)
+        emb.num_embeddings = len(kept)
+        if emb.padding_idx is not None:
+            emb.padding_idx = int(token_map[emb.padding_idx])
+        del weight
+        self._install_hooks(emb)
+        self.active = True
+        self.mark_trainable()
+        self.stats = {
+            "pema_setup_seconds": time.perf_counter() - t0,
+            "pema_counted_tokens": float(counts.sum()),
+            "pema_vocab_rows": float(self.vocab_rows),
+            "pema_kept_rows": float(len(kept)),
+            "pema_removed_param_bytes": float((self.vocab_rows - len(kept)) * self.hidden * emb.weight.element_size()),
+        }
+
+    def _install_hooks(self, emb: nn.Embedding) -> None:
+        scale = embed_scale(self.model)
+        stash = {}
+
+        def remap(mod, args):
+            ids = args[0]
+            local = self.token_map[ids]
+            stash["ids"], stash["local"] = ids, local
+            return (local.clamp(min=0), *args[1:])
+
+        def fill_absent(mod, args, out):
+            ids, local = stash.pop("ids"), stash.pop("local")
+            absent = local < 0
+            if not bool(absent.any()):
+                return out
+            uniq, inv = torch.unique(ids[absent], return_inverse=True)
+            rows = self.store.rows(uniq).to(device=out.device, dtype=out.dtype)
+            rows = rows * scale if scale != 1.0 else rows
+            out = out.clone()
+            out[absent] = rows[inv]
+            return out
+
+        self._hooks = [emb.register_forward_pre_hook(remap), emb.register_forward_hook(fill_absent)]
+
+    # ---- merging, state, export --------------------------------------------------------------
+    @torch.no_grad()
+    def merged_weight(self) -> torch.Tensor:
+        """The full (V, d) matrix on the CPU: trained kept rows over the original others."""
+        emb = self.model.get_input_embeddings()
+        if not self.active:
+            return emb.weight.detach().to("cpu").clone()
+        full = self.store.full().clone()
+        full[self.kept_ids.cpu()] = emb.weight.detach().to("cpu", full.dtype)
+        return full
+
+    @torch.no_grad()
+    def merge(self) -> None:
+        """Fold the rows back into a full embedding weight in place and drop the hooks."""
+        if not self.active:
+            return
+        emb = self.model.get_input_embeddings()
+        full = self.merged_weight().to(emb.weight.device)
+        trainable = emb.weight.requires_grad
+        for h in self._hooks:
+            h.remove()
+        emb.weight = nn.Parameter(full, requires_grad=trainable)
+        emb.num_embeddings, emb.padding_idx = self.vocab_rows, self._padding_idx
+        self.active, self.store, self._hooks = False, None, []
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        state = self.inner.trainable_state()
+        if self.active:
+            state[self._embedding_key()] = self.merged_weight()
+        return state
+
+    def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
+        if self.active:
+            key = self._embedding_key()
+            w = state.get(key)
+            if w is not None and w.shape[0] == self.vocab_rows:
+                self.store.write(w)
+                state = {**state, key: w[self.kept_ids.cpu()]}
+        self.inner.load_trainable_state(state)
+
+    def export(self) -> nn.Module:
+        self.merge()
+        return self.inner.export()
+
+    def log_values(self) -> dict[str, float]:
+        return dict(self.stats)
+
+
+def _untie(config) -> None:
+    config.tie_word_embeddings = False
+    text = getattr(config, "get_text_config", lambda: None)()
+    if text is not None and text is not config:
+        text.tie_word_embeddings = False

@@ -1,0 +1,250 @@
+"""TinyTE analyses and the paper-table machinery: embedding ablation (Eq. 6), length buckets,
+the trainable-parameter table, the report, and the sweeps behind `make table<n>`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from conftest import CONF, compose
+from embexp import EmbexpError
+from embexp.analysis import ablation, lengths, params
+
+ROOT = CONF.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import tinyte_sweep  # noqa: E402
+
+
+# ---- ablation: pure functions ----------------------------------------------------------------------
+def test_ablate_replaces_chosen_columns_by_their_vocabulary_mean():
+    w = torch.tensor([[1.0, 2.0, 3.0], [3.0, 4.0, 6.0], [5.0, 0.0, 0.0]])
+    out = ablation.ablate(w, [0, 2])
+    assert torch.equal(out, torch.tensor([[3.0, 2.0, 3.0], [3.0, 4.0, 3.0], [3.0, 0.0, 3.0]]))
+    assert torch.equal(w[:, 0], torch.tensor([1.0, 3.0, 5.0]))  # the input is not modified
+    assert torch.equal(ablation.ablate(w, []), w)
+
+
+def test_dim_order_variance_random_and_k():
+    w = torch.tensor([[0.0, 10.0, 1.0, 5.0], [0.0, -10.0, -1.0, -5.0]])  # column variances 0, 200, 2, 50
+    assert ablation.dim_order(w, "variance").tolist() == [0, 2, 3, 1]
+    assert ablation.dim_order(w, "variance_desc").tolist() == [1, 3, 2, 0]
+    r = ablation.dim_order(torch.zeros(3, 64), "random", seed=3)
+    assert torch.equal(r, ablation.dim_order(torch.zeros(3, 64), "random", seed=3))
+    assert sorted(r.tolist()) == list(range(64)) and r.tolist() != list(range(64))
+    assert [ablation.n_dims(p, 100) for p in (0.0, 0.01, 0.29, 0.3, 0.9)] == [0, 1, 29, 30, 90]
+    with pytest.raises(EmbexpError):
+        ablation.dim_order(w, "norm")
+
+
+def test_bleu_and_auc_on_hand_curves():
+    assert ablation.bleu(["", "a b"], ["", "a b"]) == 100.0  # identical corpora, even where sacreBLEU gives 0
+    assert ablation.bleu(["the cat sat on the mat"], ["zebra quantum violin orbit"]) == 0.0
+    assert 0.0 < ablation.bleu(["the cat sat on the mat today"], ["the cat sat on the mat"]) < 100.0
+    assert ablation.auc([0.0, 0.5, 1.0], [100.0, 50.0, 0.0]) == pytest.approx(50.0)
+    assert ablation.auc(ablation.GRID, [100.0] * len(ablation.GRID)) == pytest.approx(90.0)  # the paper's scale: max 90
+    assert ablation.auc(ablation.GRID, [100.0] * len(ablation.GRID), normalize=True) == pytest.approx(100.0)
+    assert ablation.auc([0.2, 0.0, 0.1], [0.0, 100.0, 50.0]) == pytest.approx(10.0)  # unsorted points are sorted
+    row = ablation.table_row("m", "WMT'16", [0.0, 0.01, 0.5], [100.0, 90.0, 10.0], 7.0)
+    assert row["1%"] == 90.0 and row["50%"] == 10.0 and row["5%"] is None and row["AUC"] == 7.0
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_ablated_embedding_is_restored_and_leaves_a_tied_head_alone(in_place):
+    from embexp.models import load_backbone
+
+    bb = load_backbone(compose("model=tiny_gemma2", "debug=smoke").model)
+    model = bb.model
+    emb, head = model.get_input_embeddings(), model.get_output_embeddings()
+    assert head.weight is emb.weight  # Gemma-2 ties them
+    before, orig = emb.weight.detach().clone(), emb.weight
+    dims = torch.tensor([3, 7, 11])
+    with ablation.ablated_embedding(model, dims, in_place=in_place):
+        inside = model.get_input_embeddings().weight
+        assert torch.allclose(inside[:, dims], before[:, dims].mean(0).expand(before.shape[0], -1))
+        assert torch.equal(inside[:, 0], before[:, 0])
+        assert torch.equal(head.weight, inside if in_place else before)
+    assert model.get_input_embeddings().weight is orig and torch.equal(orig, before)
+
+
+def test_ablation_run_end_to_end(tmp_path):
+    cfg = OmegaConf.merge(OmegaConf.structured(ablation.Config),
+                          {"model": "tiny_llama", "task": "wmt16", "debug": "smoke", "ps": [0.0, 0.1, 0.5, 0.9],
+                           "sorting": "variance", "out": str(tmp_path), "progress": False})
+    s = ablation.run(cfg)
+    assert s["bleu"][0] == 100.0 and s["k"] == [0, 6, 32, 57] and s["n_samples"] == 6
+    assert s["auc"] == pytest.approx(ablation.auc(s["ps"], s["bleu"]))
+    assert min(s["bleu"][1:]) < 100.0  # ablating half of a random model's dims changes its outputs
+    for name in ("summary.json", "curve.csv", "table.md", "table.csv", "curve.png", "outputs.jsonl"):
+        assert (tmp_path / name).is_file(), name
+    assert (tmp_path / "curve.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_ablation_rejects_a_classification_task_and_bad_sorting():
+    with pytest.raises(EmbexpError, match="generation task"):
+        ablation.run(OmegaConf.merge(OmegaConf.structured(ablation.Config), {"task": "superglue", "debug": "smoke"}))
+    with pytest.raises(EmbexpError, match="sorting"):
+        ablation.run(OmegaConf.merge(OmegaConf.structured(ablation.Config), {"sorting": "ig", "debug": "smoke"}))
+
+
+# ---- synthetic run directories ------------------------------------------------------------------------
+def fake_run(root: Path, task: str, model: str, method: str, seed: int, metrics: dict, records=(), tag: str = "",
+             subset: str | None = None, n_method: int = 0) -> Path:
+    over = [f"task={task}", f"method={method}", f"model={model}", "debug=smoke", f"seed={seed}", f"tag={tag}"]
+    cfg = compose(*over + ([f"task.subset={subset}"] if subset else []))
+    d = root / f"{task}_{cfg.task.subset}" / model / (f"{method}_{tag}" if tag else method) / f"seed{seed}"
+    d.mkdir(parents=True)
+    (d / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    (d / "metrics.json").write_text(json.dumps({"method": method, "model": model, "task": task, "seed": seed,
+                                                "n_method_params": n_method, "n_eval_examples": len(records) or 100,
+                                                "metrics": metrics}))
+    (d / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (d / "status.json").write_text(json.dumps({"status": "complete"}))
+    return d
+
+
+def article(n: int) -> str:
+    return "Article: " + " ".join(["word"] * n) + "\nSummary:"
+
+
+def test_length_buckets_on_synthetic_predictions(tmp_path):
+    good = {"target": " the mayor opened a library", "generation": " the mayor opened a library"}
+    bad = {"target": " the mayor opened a library", "generation": " zebra quantum"}
+    records = [dict(prompt=article(100), **good), dict(prompt=article(400), **good), dict(prompt=article(450), **bad),
+               dict(prompt=article(700), **bad), dict(prompt=article(2000), **good)]
+    fake_run(tmp_path, "cnndm", "gemma2", "tinyte_full", 0, {"rougeL": 60.0}, records)
+    fake_run(tmp_path, "cnndm", "gemma2", "tinyte_full", 1, {"rougeL": 60.0}, records)
+    fake_run(tmp_path, "wmt16", "gemma2", "tinyte_full", 0, {"bleu": 1.0}, [dict(prompt="x", **good)])  # other task: ignored
+    assert lengths.template_words("Article: {article}\nSummary:") == 2
+    cfg = OmegaConf.merge(OmegaConf.structured(lengths.Config), {"runs": str(tmp_path), "out": str(tmp_path / "t5")})
+    rows = lengths.run(cfg)
+    assert len(rows) == 1 and rows[0]["Method"] == "TinyTE-full" and rows[0]["seeds"] == 2
+    r = rows[0]
+    assert (r["0-300"], r["301-500"], r["501-800"], r["801+"]) == (100.0, 50.0, 0.0, 100.0)
+    assert (r["n 0-300"], r["n 301-500"], r["n 501-800"], r["n 801+"]) == (1, 2, 1, 1)
+    assert r["all"] == pytest.approx(60.0)  # the run's own scorer: the bucket 'all' is the run's metric
+    assert "| 100.00 | 50.00 | 0.00 | 100.00 |" in (tmp_path / "t5.md").read_text()
+    assert lengths.bucket_edges([1, 2, 3, 4, 5, 6, 7, 8], []) == [2, 4, 6]  # quartiles
+    assert lengths.bucket_labels([300, 500, 800]) == ["0-300", "301-500", "501-800", "801+"]
+
+
+# ---- report -------------------------------------------------------------------------------------------
+def test_report_tables_from_synthetic_runs(tmp_path):
+    from embexp import report
+
+    for seed, rl in ((0, 30.0), (1, 32.0)):
+        fake_run(tmp_path, "cnndm", "gemma2", "tinyte_full", seed, {"rougeL": rl, "rougeL_stderr": 0.5}, n_method=2304)
+    fake_run(tmp_path, "wmt16", "gemma2", "tinyte_full", 0, {"bleu": 24.0, "ter": 60.0}, n_method=2304)
+    fake_run(tmp_path, "wmt16", "qwen25", "prompt_tuning", 0, {"bleu": 20.0, "ter": 70.0}, tag="tk2", n_method=7168)
+    for sub, acc in (("boolq", 80.0), ("cb", 70.0), ("copa", 60.0), ("rte", 50.0), ("wic", 40.0)):
+        fake_run(tmp_path, "superglue", "gemma2", "zero_shot", 0, {"ll_accuracy": acc, "em_accuracy": 0.0}, subset=sub)
+    fake_run(tmp_path, "superglue", "llama31", "tinyte_full", 0, {"em_boolq_accuracy": 88.0, "ll_boolq_accuracy": 1.0}, subset="all")
+    summary = {"model": "qwen25", "task_name": "wmt16", "sorting": "random", "ps": [0.0, 0.01, 0.5], "bleu": [100.0, 96.0, 70.0], "auc": 40.0}
+    (tmp_path / "analysis" / "ablation" / "x").mkdir(parents=True)
+    (tmp_path / "analysis" / "ablation" / "x" / "summary.json").write_text(json.dumps(summary))
+    out = tmp_path / "tables"
+    md = report.render(OmegaConf.merge(OmegaConf.structured(report.Config), {"runs": str(tmp_path), "out": str(out)}))
+    t1 = md["1"].splitlines()
+    assert "| Gemma-2 | TinyTE-full | 2304 | 31.00 | 24.00 | 60.00 |" in t1
+    assert "| Qwen-2.5 | TinyTE-full |  |  |  |  |" in t1  # a missing cell stays empty
+    assert "| Gemma-2 | TinyTE-full | 2304 | 31.00 ± 1.00 | 24.00 | 60.00 |" in md["11"]  # se across the 2 seeds
+    assert "| Qwen-2.5 | PromptT (tk=2) | 7168 |  | 20.00 |" in md["2"]
+    assert "| Gemma-2 | Zero-shot | 80.00 | 60.00 | 70.00 | 50.00 | 40.00 | 60.00 |" in md["3"]
+    assert "| Llama-3.1 | TinyTE-all (Multitask) | 88.00 |" in md["3"]
+    assert "| Qwen-2.5 | WMT'16 | 96.00 |  |  |  | 70.00 |  | 40.00 |" in md["4"]
+    assert (out / "figure5.png").is_file() and (out / "table11.csv").is_file()
+    row = next(r for r in __import__("csv").DictReader(open(out / "table11.csv")) if r["Method"] == "TinyTE-full" and r["Model"] == "Gemma-2")
+    assert float(row["R-L se"]) == pytest.approx(1.0) and row["R-L seeds"] == "2"
+    ex = report.render(OmegaConf.merge(OmegaConf.structured(report.Config), {"runs": str(tmp_path), "out": str(out), "table": "11", "se": "examples"}))
+    assert "31.00 ± 0.35" in ex["11"]  # the recorded rougeL_stderr 0.5 of two seeds: 0.5 / sqrt(2)
+
+
+def test_bootstrap_se_of_corpus_bleu(tmp_path):
+    from embexp.report import bootstrap_se
+
+    recs = [{"target": f"the cat number {i} sat on the mat", "generation": f"the cat number {i} sat on a mat" if i % 2 else "a dog"} for i in range(40)]
+    d = fake_run(tmp_path, "wmt16", "gemma2", "tinyte_full", 0, {"bleu": 1.0}, recs)
+    se = bootstrap_se(d, "bleu", 50)
+    assert 0.5 < se < 20
+    same = fake_run(tmp_path, "wmt16", "gemma2", "lora", 0, {"bleu": 1.0}, [dict(r, generation=r["target"]) for r in recs])
+    assert bootstrap_se(same, "bleu", 20) == pytest.approx(0.0, abs=1e-9)
+
+
+# ---- trainable parameters ------------------------------------------------------------------------------
+PAPER_TP = {"gemma2": (2304, 1152, 2306, 4608), "qwen25": (3584, 1792, 3586, 7168), "llama31": (4096, 2048, 4098, 8192)}
+
+
+@pytest.mark.parametrize("model", list(PAPER_TP))
+def test_tinyte_parameter_counts_match_the_paper(model):
+    got = tuple(params.count(model, [f"method={m}"])["tp"] for m in ("tinyte_full", "tinyte_half", "tinyte_gated", "tinyte_hybrid"))
+    assert got == PAPER_TP[model]
+
+
+def test_parameter_counts_of_baselines_and_totals():
+    c = params.count("gemma2", ["method=prompt_tuning", "method.num_virtual_tokens=20"])
+    assert c["tp"] == 20 * 2304 and c["total"] == 2_614_341_888  # google/gemma-2-2b-it
+    assert params.count("llama31", ["method=emb_tuning"])["tp"] == 128256 * 4096
+    lora = params.count("llama31", ["method=lora"])["tp"]
+    assert lora == 32 * 8 * (4 * 4096 + 2 * 1024 + 2 * 4096 + 3 * (4096 + 14336))  # r=8 on q,k,v,o,gate,up,down
+    paper_lora = params.count("llama31", ["method=lora", f"method.target_modules=[{params.LORA_ALL}]"])["tp"]
+    assert paper_lora == lora + 2 * 8 * (128256 + 4096) and paper_lora // 10**6 == 23  # + lm_head, embed: the paper's "23M"
+    enc = params.count("roberta", ["method=tinyte_full"])
+    assert enc["method"] == 1024 and enc["tp"] > enc["method"]  # + the 2-class head
+
+
+# ---- sweeps and make ---------------------------------------------------------------------------------
+def printed(target: str, extra: str = "debug=smoke") -> list[list[str]]:
+    out = subprocess.run(["make", "-s", target, "DRY_RUN=1", f"EXTRA={extra}"], cwd=ROOT, capture_output=True, text=True, check=True)
+    return [shlex.split(line) for line in out.stdout.splitlines() if " -m embexp." in line]
+
+
+def test_make_dry_run_commands_compose_and_name_existing_configs():
+    cmds = printed("table1")
+    assert len(cmds) == 31 and cmds[-1][1:4] == ["-m", "embexp.report", "table=1"] and "debug=smoke" in cmds[-1]
+    for cmd in cmds[:-1]:
+        assert cmd[1:3] == ["-m", "embexp.train"] and cmd[-1] == "debug=smoke"
+        cfg = compose(*cmd[3:])
+        assert cfg.model.source == "tiny" and cfg.task.source == "fixture"
+        for group, name in (("method", cfg.method.name), ("model", cfg.model.name), ("task", cfg.task.name)):
+            assert (CONF / group / f"{name}.yaml").is_file()
+    assert {c[3] for c in cmds[:-1]} == {f"experiment=tinyte_{c}_{t}" for c in ("base", "full", "half", "gated", "hybrid") for t in ("cnndm", "wmt16")}
+
+
+def test_every_sweep_names_existing_experiments_that_compose():
+    experiments, ablations = set(), 0
+    for table in tinyte_sweep.TABLES:
+        for args in tinyte_sweep.sweep(table, tinyte_sweep.MODELS, [0, 1]):
+            if args[1] == "embexp.train":
+                experiments.add(tuple(a for a in args[2:] if a.startswith(("experiment=", "task."))))
+            else:
+                ablations += 1
+                assert args[1:3] == ["embexp.analyze", "ablation"]
+                OmegaConf.merge(OmegaConf.structured(ablation.Config), OmegaConf.from_dotlist(args[3:]))
+    used = {e[0].split("=", 1)[1] for e in experiments}
+    assert used == {p.stem for p in (CONF / "experiment").glob("tinyte_*.yaml")}  # every file is used, none missing
+    for e in sorted(used):
+        cfg = compose(f"experiment={e}", "model=gemma2", "debug=smoke")
+        assert cfg.trainer.optimizer == "adam" and cfg.trainer.grad_accum == 1  # paper trainer, then the smoke preset
+    assert ablations == 3 * 2 * 2 + 3 * 2  # random: models x tasks x seeds; variance: first seed only
+    table3 = tinyte_sweep.sweep("table3", ["gemma2"], [0])
+    assert ["-m", "embexp.train", "experiment=tinyte_full_copa", "model=gemma2", "seed=0"] in table3
+    assert sum("task.subset=all" in a for a in table3) == 2  # TinyTE and prompt tuning multitask
+
+
+@pytest.mark.slow
+def test_every_table1_command_runs_offline_with_debug_smoke(tmp_path):
+    """The acceptance check: every command `make table1 DRY_RUN=1` prints, with debug=smoke, runs."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    cmds = printed("table1", f"debug=smoke output_root={tmp_path}")
+    for cmd in cmds:
+        subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True)
+    text = (tmp_path / "tables" / "tinyte" / "table1.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "TinyTE" in line or "Base model" in line]
+    assert len(rows) == 15 and all("|  |" not in r for r in rows), text

@@ -1,0 +1,278 @@
+"""PEMA: counting, the partial matrix and its id map, equivalence with the inner method, merging,
+measured memory, the vocabulary analysis (Fig. 2, Tables 2-4), the run tables (9, 10) and XNLI."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import time
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import run_train, smoke
+from embexp import EmbexpError
+from embexp.data import Encoder, collate
+from embexp.methods import build_method
+from embexp.methods.pema import count_tokens
+from embexp.models import load_backbone
+from embexp.tasks import build_task
+
+
+def build(model="tiny_bert", task="glue", *overrides):
+    cfg = smoke("method=pema", f"model={model}", f"task={task}", *overrides)
+    t = build_task(cfg.task)
+    bb = load_backbone(cfg.model, num_labels=t.num_labels)
+    ref = load_backbone(cfg.model, num_labels=t.num_labels)
+    ref.model.load_state_dict(bb.model.state_dict())
+    enc = Encoder(bb.tokenizer, bb.is_decoder, 128, 32)
+    feats = [enc.train_features(e) for e in t.examples("train")[:8]]
+    return cfg, bb, ref, feats
+
+
+# ---- counting -------------------------------------------------------------------------------------
+def test_count_tokens_matches_counter_and_checks_range():
+    rng = np.random.default_rng(0)
+    seqs = [rng.integers(0, 50, size=rng.integers(0, 20)).tolist() for _ in range(200)]
+    ref = collections.Counter(itertools.chain.from_iterable(seqs))
+    got = count_tokens(seqs, 50)
+    assert got.shape == (50,) and all(got[k] == v for k, v in ref.items()) and got.sum() == sum(ref.values())
+    assert count_tokens([], 7).tolist() == [0] * 7
+    with pytest.raises(EmbexpError, match="token ids must lie"):
+        count_tokens([[1, 50]], 50)
+
+
+def test_counting_throughput_over_a_million_tokens_per_second():
+    rng = np.random.default_rng(1)
+    seqs = [a.tolist() for a in np.split(rng.integers(0, 30522, size=1_000_000), 10_000)]
+    count_tokens(seqs, 30522)
+    t0 = time.perf_counter()
+    count_tokens(seqs, 30522)
+    assert 1_000_000 / (time.perf_counter() - t0) > 1e6
+
+
+# ---- the partial matrix -------------------------------------------------------------------------
+def test_setup_keeps_used_pad_and_special_rows_and_preserves_outputs():
+    cfg, bb, ref, feats = build()
+    m = build_method(cfg.method, bb)
+    used = {i for f in feats for i in f["input_ids"]}
+    m.setup({"train": [f["input_ids"] for f in feats], "eval": [[200, 201]]})
+    kept = set(m.kept_ids.tolist())
+    assert kept == used | set(bb.special_ids()) and 200 not in kept  # eval is not counted by default
+    emb = bb.model.get_input_embeddings()
+    assert emb.weight.shape == (len(kept), bb.hidden_size) and emb.num_embeddings == len(kept)
+    assert m.n_trainable(include_head=False) < sum(p.numel() for p in ref.model.base_model.parameters())
+    batch = collate(feats, bb.tokenizer.pad_token_id)
+    batch.pop("labels")
+    every = {"input_ids": torch.arange(ref.vocab_size).view(3, -1)}  # ids outside the kept set read their original rows
+    with torch.no_grad():
+        assert torch.equal(m(**batch).logits, ref.model(**batch).logits)
+        assert torch.equal(m(**every).logits, ref.model(**every).logits)
+
+
+def test_count_splits_and_bad_inner_are_checked():
+    cfg, bb, _, feats = build("tiny_bert", "glue", "method.count_splits=[train,eval]")
+    m = build_method(cfg.method, bb)
+    m.setup({"train": [f["input_ids"] for f in feats], "eval": [[200, 201]]})
+    assert {200, 201} <= set(m.kept_ids.tolist())
+    for inner, msg in (("tinyte_full", "does not train the input embedding"), ("nope", "unknown method.inner"),
+                       ("pema", "unknown method.inner")):
+        cfg, bb, _, _ = build("tiny_bert", "glue", f"method.inner={inner}")
+        with pytest.raises(EmbexpError, match=msg):
+            build_method(cfg.method, bb)
+    cfg, bb, _, _ = build("tiny_bert", "glue", "method.count_splits=[test]")
+    with pytest.raises(EmbexpError, match="count_splits"):
+        build_method(cfg.method, bb)
+
+
+def test_pad_is_remapped_explicitly_for_a_decoder_with_a_high_pad_id():
+    cfg, bb, ref, feats = build("tiny_qwen2", "wmt16")
+    bb.tokenizer.pad_token = bb.tokenizer.convert_ids_to_tokens(250)  # like pad = eos = 128009 (Llama 3)
+    m = build_method(cfg.method, bb)
+    m.setup({"train": [f["input_ids"] for f in feats], "eval": []})
+    pad = bb.tokenizer.pad_token_id
+    assert pad == 250 and 0 <= int(m.token_map[pad]) != pad  # the authors' code requires token_map[pad] == pad
+    assert bb.model.get_input_embeddings().weight.shape[0] < ref.vocab_size
+    assert bb.model.config.tie_word_embeddings is False  # tied head untied: it keeps the full matrix
+    assert bb.model.get_output_embeddings().weight.shape[0] == ref.vocab_size
+    batch = collate([{"input_ids": f["input_ids"][:10]} for f in feats], pad, left=True)
+    with torch.no_grad():
+        assert torch.equal(m(**batch).logits, ref.model(**batch).logits)
+
+
+def test_weight_decay_changes_only_the_removed_rows():
+    """With decoupled weight decay, full_ft shrinks rows that never get a gradient; PEMA keeps them."""
+    out = {}
+    for method in ("full_ft", "pema"):
+        cfg, bb, ref, feats = build("tiny_bert", "glue", f"method={method}")
+        torch.manual_seed(0)
+        m = build_method(cfg.method, bb)
+        m.setup({"train": [f["input_ids"] for f in feats], "eval": []})
+        opt = torch.optim.AdamW(list(m.trainable_tensors().values()), lr=1e-2, weight_decay=0.1)
+        batch = collate(feats, bb.tokenizer.pad_token_id)
+        m.train()
+        for _ in range(3):
+            m(**batch).loss.backward()
+            opt.step()
+            opt.zero_grad()
+        out[method] = (m.trainable_state(), getattr(m, "kept_ids", None))
+    (full, _), (pema, kept) = out["full_ft"], out["pema"]
+    orig = ref.model.get_input_embeddings().weight
+    key = next(k for k in full if k.endswith("word_embeddings.weight"))
+    assert set(full) == set(pema) and all(torch.equal(full[k], pema[k]) for k in full if k != key)
+    removed = torch.ones(orig.shape[0], dtype=torch.bool)
+    removed[kept] = False
+    assert torch.equal(full[key][~removed], pema[key][~removed])
+    assert torch.equal(pema[key][removed], orig[removed])  # PEMA: pretrained values, bit for bit
+    assert not torch.equal(full[key][removed], orig[removed])  # full_ft: decayed
+
+
+# ---- end to end: the same weights as full_ft, merge, memory, tables --------------------------------
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pema_runs")
+    over = ("model=tiny_bert", "task=glue", "trainer.max_steps=6", "trainer.weight_decay=0.0", "save_adapter=true")
+    out = {}
+    for method in ("full_ft", "pema"):
+        cfg = smoke(f"method={method}", *over, "export=true" if method == "pema" else "export=false")
+        out[method] = (run_train(cfg, root / method), root / method)
+    return out
+
+
+def test_pema_over_full_ft_ends_with_the_same_weights_and_metrics(runs):
+    (mf, df), (mp, dp) = runs["full_ft"], runs["pema"]
+    a, b = load_file(df / "adapter.safetensors"), load_file(dp / "adapter.safetensors")
+    assert set(a) == set(b) and all(a[k].shape == b[k].shape for k in a)  # the saved state is full-size
+    assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
+    assert mp["metrics"]["accuracy"] == mf["metrics"]["accuracy"]
+    assert mp["train"]["eval_loss"] == pytest.approx(mf["train"]["eval_loss"], abs=1e-6)
+
+
+def test_merged_export_keeps_absent_rows_shapes_and_vocab(runs):
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    (mp, dp) = runs["pema"]
+    cfg = smoke("method=pema", "model=tiny_bert", "task=glue")
+    orig = load_backbone(cfg.model, num_labels=2)
+    w0 = orig.model.get_input_embeddings().weight
+    exported = AutoModelForSequenceClassification.from_pretrained(dp / "export")
+    w = exported.get_input_embeddings().weight
+    assert w.shape == w0.shape and AutoConfig.from_pretrained(dp / "export").vocab_size == orig.model.config.vocab_size
+    kept = int(mp["method_values"]["pema_kept_rows"])
+    same = (w == w0).all(dim=1)
+    assert int(same.sum()) >= w0.shape[0] - kept  # every absent row bit-identical (kept rows were trained)
+    assert not same.all()
+
+
+def test_measured_memory_falls_by_the_predicted_amount(runs):
+    (mf, _), (mp, _) = runs["full_ft"], runs["pema"]
+    saved = mf["train"]["state_memory"]["total_bytes"] - mp["train"]["state_memory"]["total_bytes"]
+    predicted = 4 * mp["method_values"]["pema_removed_param_bytes"]  # param + grad + two Adam moments
+    assert saved >= 0.9 * predicted and mp["method_values"]["pema_setup_seconds"] > 0
+
+
+def test_saved_run_reevaluates_to_the_same_metrics(runs):
+    from embexp.eval import reevaluate
+
+    new, recorded = reevaluate(runs["pema"][1], cpu=True)
+    assert new["accuracy"] == recorded["accuracy"]
+
+
+def test_tables_9_and_10_from_the_runs(runs, tmp_path):
+    from embexp.analysis import pema_tables
+
+    root = str(runs["pema"][1].parent)
+    t9 = pema_tables.run(pema_tables.Config(what="table9", runs=root, out=str(tmp_path)))["rows"]
+    assert len(t9) == 1 and t9[0]["saved / predicted"] == pytest.approx(1.0, abs=0.1)
+    t10 = pema_tables.run(pema_tables.Config(what="table10", runs=root, out=str(tmp_path)))["rows"]
+    assert [r["PEMA"] for r in t10] == ["✗", "✓"] and t10[0]["SST-2"] == t10[1]["SST-2"]
+    assert (tmp_path / "table10.md").is_file()
+
+
+@pytest.mark.slow
+def test_minilm_20_steps_same_weights_metrics_and_memory(tmp_path):
+    """The acceptance run: real MiniLM, GLUE fixture, 20 steps of AdamW, weight decay 0."""
+    from conftest import compose
+
+    over = ("model=minilm", "task=glue", "task.source=fixture", "trainer.max_steps=20", "trainer.cpu=true",
+            "trainer.weight_decay=0.0", "trainer.progress=false")
+    res = {m: run_train(compose(f"method={m}", *over), tmp_path / m) for m in ("full_ft", "pema")}
+    a, b = (load_file(tmp_path / m / "adapter.safetensors") for m in ("full_ft", "pema"))
+    assert set(a) == set(b) and max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
+    assert res["pema"]["metrics"]["accuracy"] == res["full_ft"]["metrics"]["accuracy"]
+    saved = res["full_ft"]["train"]["state_memory"]["total_bytes"] - res["pema"]["train"]["state_memory"]["total_bytes"]
+    assert saved >= 0.9 * 4 * res["pema"]["method_values"]["pema_removed_param_bytes"]
+
+
+# ---- vocabulary analysis ----------------------------------------------------------------------------
+def test_registry_parameter_counts_match_the_papers_tables_5_and_6():
+    from embexp.analysis.vocab import model_config, shape_of
+
+    paper = {"distilbert": (22.3, 65.8), "distilroberta": (38.6, 82.1), "distilmbert": (91.8, 135.3), "bert": (22.3, 108.3),
+             "roberta_base": (38.6, 124.6), "deberta": (98.4, 184.4), "mbert": (91.8, 177.9), "xlmr": (192.0, 278.0),
+             "xlmv": (692.5, 778.5), "deberta_v3_xsmall": (49.2, 70.8), "deberta_v3_small": (98.4, 141.9),
+             "deberta_v3_large": (131.2, 435.1)}
+    for name, (emb, total) in paper.items():
+        rows, dim, n = shape_of(model_config(name, 2))
+        assert (round(rows * dim / 1e6, 1), round(n / 1e6, 1)) == (emb, total), name
+
+
+def test_table2_for_the_bert_wordpiece_tokenizer_on_glue_fixtures(tmp_path):
+    from embexp.analysis import vocab
+    from embexp.analysis.vocab import load_tokenizer, texts
+
+    cfg = vocab.Config(what="table2", models=["minilm"], subsets=["rte", "stsb"], source="fixture", out=str(tmp_path))
+    recs = vocab.run(cfg)["records"]
+    tok = load_tokenizer("minilm")
+    for r in recs:
+        ids = {i for which in ("train", "eval") for t in texts(cfg, "glue", r["subset"], which)
+               for i in tok(*t, truncation=True, max_length=128)["input_ids"]}
+        kept = len(ids | set(tok.all_special_ids))
+        assert r["kept_rows"] == kept and r["embedding_rows"] == 30522 and r["dim"] == 384
+        assert r["embedding_pct"] == pytest.approx(100 * (30522 - kept) / 30522)
+        assert r["model_pct"] == pytest.approx(100 * (30522 - kept) * 384 / r["n_params"])
+    assert "Table 2" in (tmp_path / "table2.md").read_text()
+
+
+def test_heaps_curve_fit_and_plot(tmp_path):
+    from embexp.analysis import vocab
+
+    ids = np.array([5, 5, 7, 5, 9, 7, 11, 11])
+    n, u = vocab.growth_curve(ids, points=8)
+    brute = [len(set(ids[:k].tolist())) for k in n]
+    assert u.tolist() == brute
+    x = np.array([1e3, 1e4, 1e5, 1e6])
+    fit = vocab.heaps_fit(x, 7.0 * x ** 0.6)
+    assert fit["K"] == pytest.approx(7.0) and fit["beta"] == pytest.approx(0.6) and fit["r2"] == pytest.approx(1.0)
+    out = vocab.run(vocab.Config(what="heaps", tokenizer="minilm", subsets=["rte", "sst2"], source="fixture", out=str(tmp_path)))
+    assert len(out["rows"]) == 2 and out["heaps_fit"] and (tmp_path / "heaps_minilm.png").stat().st_size > 1000
+
+
+def test_tables_3_and_4_code_path_offline(tmp_path):
+    from embexp.analysis import vocab
+
+    t3 = vocab.run(vocab.Config(what="table3", tokenizer_override="minilm", subsets=["wnli"], source="fixture", out=None))
+    by = {r["model"]: r for r in t3["records"]}
+    assert by["deberta_v3_small"]["removed_params"] == by["deberta"]["removed_params"]  # same d, same vocabulary
+    assert by["deberta_v3_large"]["removed_params"] > by["deberta"]["removed_params"] > by["deberta_v3_xsmall"]["removed_params"]
+    t4 = vocab.run(vocab.Config(what="table4", models=["mbert"], tokenizer_override="minilm", source="fixture", out=None))
+    kept = {r["subset"]: r["kept_rows"] for r in t4["records"]}
+    assert kept["en"] <= kept["en-de"] <= kept["all"] and kept["en"] < kept["all"]
+
+
+# ---- XNLI ------------------------------------------------------------------------------------------
+def test_xnli_fixture_subsets_and_format():
+    from embexp.tasks.xnli import LANGUAGES
+
+    t = build_task(smoke("task=xnli", "task.subset=en-zh").task)
+    rows = t.load("train")
+    assert len(rows) == 48 and set(rows[0]) == {"premise", "hypothesis", "label"}
+    assert any("看见" in r["premise"] for r in rows) and rows[0]["premise"].isascii()
+    ex = t.format({"premise": "A cat sleeps.", "hypothesis": "An animal sleeps.", "label": 2})
+    assert ex.text == ("A cat sleeps.", "An animal sleeps.") and ex.target == " False" and t.num_labels == 3
+    assert len(build_task(smoke("task=xnli", "task.subset=all").task).languages) == len(LANGUAGES) == 15
+    assert t.score_labels([0, 1, 2], [0, 1, 1])["accuracy"] == pytest.approx(200 / 3)
+    json.dumps(rows)  # hub schema: plain JSON

@@ -23,7 +23,7 @@ from embexp.config import run_name  # noqa: E402
 from embexp.train import run  # noqa: E402
 
 COMMON = ["model=minilm", "task=tree", "task.subset=small", "task.num_train_trees=300", "task.num_eval_trees=100",
-          "trainer.batch_size=32", "trainer.epochs=3", "trainer.eval_batch_size=64", "trainer.warmup_steps=10",
+          "trainer.batch_size=32", "trainer.epochs=2", "trainer.eval_batch_size=64", "trainer.warmup_steps=10",
           "trainer.log_every=20", "trainer.cpu=true", "output_root=outputs/demo"]
 METHODS = {  # method -> its learning rate (the frozen-backbone methods need a larger one)
     "zero_shot": [],

@@ -66,11 +66,12 @@ def run(cfg, run_dir: Path) -> dict:
         eval_ex = task.examples("eval") if cfg.do_eval or cfg.do_train else []
         train_feats = [c.encoder.train_features(e) for e in train_ex]
         eval_feats = [c.encoder.train_features(e) for e in eval_ex]
+        n_total = count_params(c.backbone.model)  # before setup: PEMA swaps in a partial matrix
         method.setup({"train": [f["input_ids"] for f in train_feats], "eval": [f["input_ids"] for f in eval_feats]})
         method.to(acc.device)
         n_train = method.n_trainable() if method.trains else 0
         log.info("trainable parameters: %d (method %d) of %d", n_train, method.n_trainable(include_head=False) if method.trains else 0,
-                 count_params(c.backbone.model))
+                 n_total)
         # loop
         train_res = None
         if train_feats:
@@ -98,7 +99,7 @@ def run(cfg, run_dir: Path) -> dict:
                 "git_commit": git_commit(), "embexp_version": __version__,
                 "n_trainable_params": n_train,
                 "n_method_params": method.n_trainable(include_head=False) if method.trains else 0,
-                "n_total_params": count_params(c.backbone.model),
+                "n_total_params": n_total,
                 "n_train_examples": len(train_ex), "n_eval_examples": len(eval_ex),
                 "metrics": metrics,
                 "train": _train_summary(train_res, acc.num_processes),
@@ -124,7 +125,7 @@ def method_json(cfg, c) -> dict:
         "method": OmegaConf.to_container(cfg.method, resolve=True),
         "base_model": cfg.model.id or cfg.model.source,
         "model": cfg.model.name,
-        "vocab_size": c.backbone.vocab_size,
+        "vocab_size": c.backbone.model.config.get_text_config().vocab_size,
         "hidden_size": c.backbone.hidden_size,
         "embexp_version": __version__,
     }

@@ -9,6 +9,7 @@ from typing import Sequence
 import torch
 from tqdm.auto import tqdm
 
+from embexp import EmbexpError
 from embexp.data import Encoder, collate, pad
 from embexp.tasks.base import Example
 
@@ -51,25 +52,32 @@ def continuation_ids(encoder: Encoder, prompt: str, choice: str) -> tuple[list[i
 @torch.no_grad()
 def choice_logliks(method, encoder: Encoder, examples: Sequence[Example], batch_size: int, device,
                    progress: bool = True) -> list[list[float]]:
-    """Summed log-probability of each choice's continuation given the prompt, per example."""
-    pairs = []  # (example index, context ids, continuation ids)
+    """Summed log-probability of each choice's continuation given the prompt, per example.
+
+    As in lm-eval, the model reads (context + continuation)[:-1]: the last continuation token is
+    only a target. Identical inputs are run once, so one-token choices that share a context (yes/no,
+    true/false) cost one forward pass per example, and inputs are batched longest first so that
+    similar lengths share a batch."""
+    needed: dict[tuple[int, ...], list] = {}  # model input -> [(example, choice, first target position, targets)]
     for i, ex in enumerate(examples):
-        for c in ex.choices:
+        for j, c in enumerate(ex.choices):
             ctx, cont = continuation_ids(encoder, ex.prompt, c)
-            pairs.append((i, ctx, cont))
-    scores: list[list[float]] = [[] for _ in examples]
+            if not cont:
+                raise EmbexpError(f"choice {c!r} of example {i} encodes to no tokens after its prompt")
+            needed.setdefault(tuple(ctx + cont[:-1]), []).append((i, j, len(ctx) - 1, cont))
+    keys = sorted(needed, key=len, reverse=True)
+    scores: list[list[float]] = [[0.0] * len(ex.choices) for ex in examples]
     pad_id = encoder.tokenizer.pad_token_id
     method.eval()
-    for s in _batches(len(pairs), batch_size, "loglik", progress):
-        chunk = pairs[s:s + batch_size]
-        seqs = [ctx + cont for _, ctx, cont in chunk]
-        input_ids = pad(seqs, pad_id).to(device)
-        mask = pad([[1] * len(q) for q in seqs], 0).to(device)
-        logprobs = torch.log_softmax(method(input_ids=input_ids, attention_mask=mask).logits.float(), dim=-1)
-        for row, (i, ctx, cont) in enumerate(chunk):
-            pos = torch.arange(len(ctx) - 1, len(ctx) + len(cont) - 1, device=device)
-            tgt = torch.tensor(cont, device=device)
-            scores[i].append(float(logprobs[row, pos, tgt].sum()))
+    for s in _batches(len(keys), batch_size, "loglik", progress):
+        chunk = keys[s:s + batch_size]
+        input_ids = pad([list(k) for k in chunk], pad_id).to(device)
+        mask = pad([[1] * len(k) for k in chunk], 0).to(device)
+        logits = method(input_ids=input_ids, attention_mask=mask).logits
+        for row, key in enumerate(chunk):
+            for i, j, start, cont in needed[key]:
+                lp = torch.log_softmax(logits[row, start:start + len(cont)].float(), dim=-1)
+                scores[i][j] = float(lp[torch.arange(len(cont)), torch.tensor(cont, device=device)].sum())
     return scores
 
 
@@ -111,8 +119,6 @@ def evaluate(method, task, examples: list[Example], encoder: Encoder, batch_size
 
     mode = task.cfg.eval_mode if task.cfg.eval_mode != "auto" else "both"
     if mode not in ("generate", "loglik", "both"):
-        from embexp import EmbexpError
-
         raise EmbexpError(f"unknown task.eval_mode '{mode}' (choose from: auto, generate, loglik, both)")
     if task.kind != "classification":
         mode = "generate"

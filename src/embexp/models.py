@@ -37,12 +37,15 @@ TINY = {
                  max_position_embeddings=1024),
     "roberta": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                     max_position_embeddings=1030),
+    "xlm-roberta": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                        max_position_embeddings=1030),
+    "distilbert": dict(dim=64, hidden_dim=128, n_layers=2, n_heads=4, max_position_embeddings=1024),
     "deberta-v2": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                        max_position_embeddings=1024, relative_attention=True, position_buckets=64,
                        pos_att_type=["p2c", "c2p"], position_biased_input=False),
 }
 DECODER_FAMILIES = ("llama", "qwen2", "gemma2")
-ENCODER_FAMILIES = ("bert", "roberta", "deberta-v2")
+ENCODER_FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert", "deberta-v2")
 
 
 @dataclass

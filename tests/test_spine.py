@@ -88,6 +88,7 @@ def _same(a, b):
     (("trainer.lrr=1",), "unknown key 'trainer.lrr'"),
     (("debug=smoke", "task=glue", "task.subset=sst3"), "unknown task.subset 'sst3'"),
     (("debug=smoke", "task=glue", "task.max_train_samples=0"), "empty dataset"),
+    (("debug=smoke", "method=tinyte_gated", "export=true"), "cannot be exported to a plain model"),  # before training
 ])
 def test_bad_input_is_one_clear_line(args, needle, tmp_path):
     r = cli(*args, f"hydra.run.dir={tmp_path / 'run'}")
@@ -96,6 +97,7 @@ def test_bad_input_is_one_clear_line(args, needle, tmp_path):
     assert len(lines) == 1 and needle in lines[0], r.stderr
     assert "Traceback" not in r.stderr
     assert not is_complete(tmp_path / "run")
+    assert not (tmp_path / "run" / "adapter.safetensors").exists()
 
 
 def test_missing_field_in_local_data(tmp_path):
@@ -136,3 +138,15 @@ def test_accelerate_cpu_data_parallel_writes_one_run_dir(tmp_path):
     m = json.loads((tmp_path / "ddp" / "run" / "metrics.json").read_text())
     assert m["train"]["world_size"] == 2 and m["train"]["examples"] == 2 * 4 * 4
     assert r.stderr.count("step 4/4") == 1  # only the main process logs
+
+
+@pytest.mark.parametrize("model", sorted(p.stem for p in (REPO / "conf" / "model").glob("*.yaml")))
+def test_every_model_config_has_a_tiny_counterpart_for_debug_smoke(model):
+    """`model=<any> debug=smoke` builds a tiny random model of the same family, offline."""
+    from embexp.models import load_backbone
+
+    cfg = smoke(f"model={model}")
+    bb = load_backbone(cfg.model, num_labels=2)
+    assert bb.is_decoder == (cfg.model.kind == "decoder")
+    assert bb.model.config.model_type == cfg.model.family
+    assert sum(p.numel() for p in bb.model.parameters()) < 2_000_000

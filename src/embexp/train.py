@@ -59,6 +59,8 @@ def run(cfg, run_dir: Path) -> dict:
         # backbone + method
         c = build(cfg, acc.device)
         method, task = c.method, c.task
+        if cfg.export:
+            method.check_export()  # before hours of training, not after
         log.info("run %s: method=%s model=%s task=%s seed=%d (%d process%s on %s)", run_dir, cfg.method.name, cfg.model.name,
                  task.display_name, cfg.seed, acc.num_processes, "es" if acc.num_processes > 1 else "", acc.device)
         # data

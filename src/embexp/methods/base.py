@@ -27,6 +27,7 @@ class MethodConfig:
 class Method(nn.Module):
     Config: ClassVar[type] = MethodConfig
     trains: ClassVar[bool] = True  # False for zero_shot: no optimisation at all
+    export_blocker: ClassVar[str] = ""  # why this method cannot export a plain model ("": it can)
 
     def __init__(self, cfg, backbone):
         super().__init__()
@@ -48,7 +49,14 @@ class Method(nn.Module):
 
     def export(self) -> nn.Module:
         """A plain transformers model with the method folded in (no embexp code at inference)."""
-        raise EmbexpError(f"method {self.cfg.name} cannot be exported to a plain model")
+        self.check_export()
+        raise EmbexpError(f"method {self.cfg.name} cannot be exported to a plain model (set export=false)")
+
+    def check_export(self) -> None:
+        """Raise before any training when ``export=true`` cannot be honoured."""
+        if self.export_blocker:
+            raise EmbexpError(f"method {self.cfg.name} cannot be exported to a plain model: {self.export_blocker} "
+                              "(set export=false)")
 
     def log_values(self) -> dict[str, float]:
         """Scalars worth logging during training (e.g. a learned gate parameter)."""

@@ -171,6 +171,7 @@ class PromptTuning(Method):
     prepended to the input. Not the identity at init (the sequence changes). Decoder logits are
     returned aligned with ``input_ids``; peft's ``generate`` prefills with ``inputs_embeds`` and
     continues with ids on the KV cache. No plain model can hold extra positions: export raises."""
+    export_blocker = "its virtual tokens are extra input positions, not rows of the embedding table"
 
     Config = PromptTuningMethodConfig
 
@@ -193,5 +194,4 @@ class PromptTuning(Method):
         return strip_prefix(self.model(**batch), self.n, self.is_decoder)
 
     def export(self):
-        raise EmbexpError("method prompt_tuning cannot be exported to a plain model: its virtual tokens are extra input "
-                          "positions, not rows of the embedding table")
+        self.check_export()

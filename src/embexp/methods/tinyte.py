@@ -256,6 +256,8 @@ class TinyTEGated(_RankedTinyTE):
     for every new token. b = 0 at init, so the method is the identity; trainable d + 2. The shift
     depends on the input length, so no plain model can hold it: ``export()`` raises.
     """
+    export_blocker = ("its shift depends on each input's length (p(l) gates the dims), which a fixed embedding "
+                      "table cannot hold")
 
     Config = TinyTEGatedConfig
 
@@ -339,8 +341,7 @@ class TinyTEGated(_RankedTinyTE):
         return out
 
     def export(self):
-        raise EmbexpError("method tinyte_gated cannot be exported to a plain model: its shift depends on each input's "
-                          "length (p(l) gates the dims), which a fixed embedding table cannot hold")
+        self.check_export()
 
 
 @register_method("tinyte_hybrid")
@@ -353,6 +354,7 @@ class TinyTEHybrid(TinyTEFull):
     (the prefix position is stripped); generation prefills with ``inputs_embeds`` and continues
     with ids, where the embedding hook still shifts every generated token. Trainable 2d.
     """
+    export_blocker = "its learned prompt token is an extra input position, not a row of the embedding table"
 
     Config = TinyTEHybridConfig
 
@@ -377,5 +379,4 @@ class TinyTEHybrid(TinyTEFull):
         return strip_prefix(self.model(**batch), 1, self.is_decoder)
 
     def export(self):
-        raise EmbexpError("method tinyte_hybrid cannot be exported to a plain model: its learned prompt token is an "
-                          "extra input position, not a row of the embedding table")
+        self.check_export()

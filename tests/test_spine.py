@@ -150,3 +150,15 @@ def test_every_model_config_has_a_tiny_counterpart_for_debug_smoke(model):
     assert bb.is_decoder == (cfg.model.kind == "decoder")
     assert bb.model.config.model_type == cfg.model.family
     assert sum(p.numel() for p in bb.model.parameters()) < 2_000_000
+
+
+def test_total_params_is_the_backbone_size_for_every_method():
+    """n_total_params is counted before a method touches the model: LoRA's injected layers and
+    PEMA's partial matrix do not change it."""
+    from embexp.pipeline import build, count_params
+
+    sizes = {m: build(smoke(f"method={m}", "model=tiny_llama", "task=wmt16"), torch.device("cpu")).n_backbone_params
+             for m in ("zero_shot", "lora", "pema")}
+    lora = build(smoke("method=lora", "model=tiny_llama", "task=wmt16"), torch.device("cpu"))
+    assert len(set(sizes.values())) == 1
+    assert count_params(lora.backbone.model) == sizes["lora"] + lora.method.n_trainable(include_head=False)

@@ -24,15 +24,17 @@ class Components:
     backbone: object
     method: object
     encoder: Encoder
+    n_backbone_params: int  # the pretrained model's parameters, counted before a method adds or swaps any
 
 
 def build(cfg, device: torch.device) -> Components:
     task = build_task(cfg.task)  # first: an unknown task fails before any model loads
     backbone = load_backbone(cfg.model, num_labels=task.num_labels, device=device)
+    n_backbone = count_params(backbone.model)  # before LoRA injects its layers or PEMA swaps the matrix
     method = build_method(cfg.method, backbone)
     encoder = Encoder(backbone.tokenizer, backbone.is_decoder, cfg.task.max_source_tokens,
                       cfg.task.max_target_tokens, cfg.model.chat_template and backbone.is_decoder)
-    return Components(task, backbone, method, encoder)
+    return Components(task, backbone, method, encoder, n_backbone)
 
 
 def count_params(module: torch.nn.Module) -> int:

@@ -21,7 +21,7 @@ from safetensors.torch import save_file
 from embexp import EmbexpError, __version__, cli
 from embexp.config import register_core_schemas
 from embexp.evaluation import evaluate
-from embexp.pipeline import build, count_params
+from embexp.pipeline import build
 from embexp.results import RunRecord, git_commit, is_complete
 from embexp.training import Trainer, peak_memory
 
@@ -68,7 +68,7 @@ def run(cfg, run_dir: Path) -> dict:
         eval_ex = task.examples("eval") if cfg.do_eval or cfg.do_train else []
         train_feats = [c.encoder.train_features(e) for e in train_ex]
         eval_feats = [c.encoder.train_features(e) for e in eval_ex]
-        n_total = count_params(c.backbone.model)  # before setup: PEMA swaps in a partial matrix
+        n_total = c.n_backbone_params
         method.setup({"train": [f["input_ids"] for f in train_feats], "eval": [f["input_ids"] for f in eval_feats]})
         method.to(acc.device)
         n_train = method.n_trainable() if method.trains else 0

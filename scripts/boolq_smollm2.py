@@ -68,18 +68,28 @@ def main() -> None:
         subprocess.run(cmd, check=True)
         wall = time.perf_counter() - t0
         run = name if name == "zero_shot" or args.lr == 5e-4 else f"{name}_lr{args.lr:g}"
-        rec = json.loads((Path(args.out) / "superglue_boolq" / "smollm2" / run / "seed0" / "metrics.json").read_text())
+        run_dir = Path(args.out) / "superglue_boolq" / "smollm2" / run / "seed0"
+        rec = json.loads((run_dir / "metrics.json").read_text())
         m = rec["metrics"]
-        summary[run] = {"em_accuracy": m["em_accuracy"], "ll_accuracy": m["ll_accuracy"], "wall_seconds": wall,
+        preds = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines() if line]
+        labels = [p["label"] for p in preds]
+        extra_stats = {
+            "majority_baseline": 100.0 * max(labels.count(v) for v in set(labels)) / len(labels),
+            "em_invalid_rate": 100.0 * sum(p["em_pred"] == -1 for p in preds) / len(preds),  # answer not exactly a choice
+            "em_no_rate": 100.0 * sum(p["em_pred"] == 0 for p in preds) / len(preds),
+            "ll_no_rate": 100.0 * sum(p["ll_pred"] == 0 for p in preds) / len(preds),
+        }
+        summary[run] = {"em_accuracy": m["em_accuracy"], "ll_accuracy": m["ll_accuracy"], **extra_stats, "wall_seconds": wall,
                          "train_seconds": rec["train"].get("wall_seconds", 0.0), "eval_seconds": m["eval_seconds"],
                          "train_steps": rec["train"]["steps"], "final_train_loss": rec["train"].get("final_train_loss"),
                          "n_eval": rec["n_eval_examples"], "n_trainable": rec["n_trainable_params"], "command": shlex.join(["python", *cmd[1:]])}
         print(json.dumps({run: summary[run]}, indent=1), flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     summary_path.write_text(json.dumps(summary, indent=1))
-    print(f"{'run':<20} {'em_accuracy':>12} {'ll_accuracy':>12} {'wall_s':>8}")
+    print(f"{'run':<20} {'em_accuracy':>12} {'ll_accuracy':>12} {'majority':>9} {'em_invalid':>11} {'wall_s':>8}")
     for name, s in summary.items():
-        print(f"{name:<20} {s['em_accuracy']:>12.1f} {s['ll_accuracy']:>12.1f} {s['wall_seconds']:>8.0f}")
+        print(f"{name:<20} {s['em_accuracy']:>12.1f} {s['ll_accuracy']:>12.1f} {s.get('majority_baseline', float('nan')):>9.1f} "
+              f"{s.get('em_invalid_rate', float('nan')):>11.1f} {s['wall_seconds']:>8.0f}")
 
 
 if __name__ == "__main__":

@@ -46,11 +46,11 @@ def main() -> None:
         rows.append((method, m, time.perf_counter() - t0))
     print(f"\nTextualized Tree (stage small) on MiniLM-L6-H384, {rows[0][1]['n_eval_examples']} eval questions, "
           f"wall {time.perf_counter() - t_all:.0f} s")
-    head = f"{'method':<13}{'trainable':>11}{'(method)':>10}{'accuracy':>10}{'bal.acc':>9}{'F1(true)':>10}{'majority':>10}{'seconds':>9}"
+    head = f"{'method':<13}{'trainable':>13}{'(method)':>13}{'accuracy':>10}{'bal.acc':>9}{'F1(true)':>10}{'majority':>10}{'seconds':>9}"
     print(head + "\n" + "-" * len(head))
     for method, m, secs in rows:
         x = m["metrics"]
-        print(f"{method:<13}{m['n_trainable_params']:>11,}{m['n_method_params']:>10,}{x['accuracy']:>10.1f}"
+        print(f"{method:<13}{m['n_trainable_params']:>13,}{m['n_method_params']:>13,}{x['accuracy']:>10.1f}"
               f"{x['balanced_accuracy']:>9.1f}{x['f1']:>10.1f}{x['majority_baseline']:>10.1f}{secs:>9.0f}")
     print("\ntrainable = method tensors + the encoder's classification head (random at init, so zero_shot is a chance baseline).")
 

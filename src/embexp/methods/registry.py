@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-from hydra.core.config_store import ConfigStore
+from embexp.registry import Registry
 
-from embexp import EmbexpError
-
-METHODS: dict[str, type] = {}
-
-
-def register_method(name: str):
-    def wrap(cls):
-        if name in METHODS:
-            raise ValueError(f"method '{name}' registered twice")
-        METHODS[name] = cls
-        ConfigStore.instance().store(group="method", name=f"schema_{name}", node=cls.Config)
-        return cls
-
-    return wrap
+METHODS = Registry("method")
+register_method = METHODS.register
 
 
 def build_method(cfg, backbone):
     import embexp.methods  # noqa: F401  (registers every method)
 
-    if cfg.name not in METHODS:
-        raise EmbexpError(f"unknown method '{cfg.name}' (choose from: {', '.join(sorted(METHODS))})")
-    return METHODS[cfg.name](cfg, backbone)
+    return METHODS.get_class(cfg.name)(cfg, backbone)

@@ -16,7 +16,7 @@ answer must be exactly " yes"/" no", no post-processing) and log-likelihood accu
     steps instead of 50 (50 would never reach the peak lr in 20 steps), no periodic evaluation, and
     the end-of-training evaluation loss on one batch only (nothing is selected by it).
 
-``--lr`` changes TinyTE's peak learning rate (the run directory gets the tag ``lr<value>``); runs of
+``--rescore`` recomputes the prediction statistics of finished runs without training. ``--lr`` changes TinyTE's peak learning rate (the run directory gets the tag ``lr<value>``); runs of
 several invocations with the same ``--out`` are merged into ``<out>/summary.json``; the runs are under
 ``<out>/superglue_boolq/smollm2/<method>[_lr<value>]/seed0``. Numbers and commands: docs/tasks_tinyte.md.
 """
@@ -32,6 +32,28 @@ import time
 from pathlib import Path
 
 
+def prediction_stats(run_dir: Path) -> dict:
+    """What em/ll accuracy alone hides: the majority baseline, how often the answer is not exactly a
+    choice, how often "no" is chosen, and balanced accuracy (mean recall of yes and no; an invalid
+    answer counts as wrong), which is 50 for any constant or label-blind answer."""
+    preds = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines() if line]
+    labels = sorted({p["label"] for p in preds})
+
+    def balanced(key: str) -> float:
+        return 100.0 * sum(sum(p[key] == v for p in preds if p["label"] == v) / sum(p["label"] == v for p in preds)
+                           for v in labels) / len(labels)
+
+    n = len(preds)
+    return {
+        "majority_baseline": 100.0 * max(sum(p["label"] == v for p in preds) for v in labels) / n,
+        "em_balanced_accuracy": balanced("em_pred"),
+        "ll_balanced_accuracy": balanced("ll_pred"),
+        "em_invalid_rate": 100.0 * sum(p["em_pred"] == -1 for p in preds) / n,  # answer not exactly a choice
+        "em_no_rate": 100.0 * sum(p["em_pred"] == 0 for p in preds) / n,
+        "ll_no_rate": 100.0 * sum(p["ll_pred"] == 0 for p in preds) / n,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--eval-rows", type=int, default=500, help="BoolQ validation rows to evaluate (the first N).")
@@ -43,6 +65,8 @@ def main() -> None:
     ap.add_argument("--data-dir", default="/work/shared/data")
     ap.add_argument("--out", default="outputs/boolq_smollm2")
     ap.add_argument("--only", choices=("zero_shot", "tinyte_full"), help="Run one of the two.")
+    ap.add_argument("--rescore", action="store_true",
+                    help="Train nothing: recompute the prediction statistics of the runs already in <out>/summary.json.")
     args = ap.parse_args()
 
     common = ["model=smollm2", "task=superglue", "task.subset=boolq", f"task.data_dir={args.data_dir}",
@@ -59,6 +83,10 @@ def main() -> None:
     }
     summary_path = Path(args.out) / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    if args.rescore:
+        for run in summary:
+            summary[run].update(prediction_stats(Path(args.out) / "superglue_boolq" / "smollm2" / run / "seed0"))
+        runs = {}
     for name, extra in runs.items():
         if args.only and name != args.only:
             continue
@@ -71,25 +99,17 @@ def main() -> None:
         run_dir = Path(args.out) / "superglue_boolq" / "smollm2" / run / "seed0"
         rec = json.loads((run_dir / "metrics.json").read_text())
         m = rec["metrics"]
-        preds = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines() if line]
-        labels = [p["label"] for p in preds]
-        extra_stats = {
-            "majority_baseline": 100.0 * max(labels.count(v) for v in set(labels)) / len(labels),
-            "em_invalid_rate": 100.0 * sum(p["em_pred"] == -1 for p in preds) / len(preds),  # answer not exactly a choice
-            "em_no_rate": 100.0 * sum(p["em_pred"] == 0 for p in preds) / len(preds),
-            "ll_no_rate": 100.0 * sum(p["ll_pred"] == 0 for p in preds) / len(preds),
-        }
-        summary[run] = {"em_accuracy": m["em_accuracy"], "ll_accuracy": m["ll_accuracy"], **extra_stats, "wall_seconds": wall,
+        summary[run] = {"em_accuracy": m["em_accuracy"], "ll_accuracy": m["ll_accuracy"], **prediction_stats(run_dir), "wall_seconds": wall,
                          "train_seconds": rec["train"].get("wall_seconds", 0.0), "eval_seconds": m["eval_seconds"],
                          "train_steps": rec["train"]["steps"], "final_train_loss": rec["train"].get("final_train_loss"),
                          "n_eval": rec["n_eval_examples"], "n_trainable": rec["n_trainable_params"], "command": shlex.join(["python", *cmd[1:]])}
         print(json.dumps({run: summary[run]}, indent=1), flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     summary_path.write_text(json.dumps(summary, indent=1))
-    print(f"{'run':<20} {'em_accuracy':>12} {'ll_accuracy':>12} {'majority':>9} {'em_invalid':>11} {'wall_s':>8}")
+    print(f"{'run':<20} {'em_accuracy':>12} {'ll_accuracy':>12} {'majority':>9} {'em_balanced':>12} {'em_invalid':>11} {'wall_s':>8}")
     for name, s in summary.items():
-        print(f"{name:<20} {s['em_accuracy']:>12.1f} {s['ll_accuracy']:>12.1f} {s.get('majority_baseline', float('nan')):>9.1f} "
-              f"{s.get('em_invalid_rate', float('nan')):>11.1f} {s['wall_seconds']:>8.0f}")
+        print(f"{name:<20} {s['em_accuracy']:>12.1f} {s['ll_accuracy']:>12.1f} {s['majority_baseline']:>9.1f} "
+              f"{s['em_balanced_accuracy']:>12.1f} {s['em_invalid_rate']:>11.1f} {s['wall_seconds']:>8.0f}")
 
 
 if __name__ == "__main__":

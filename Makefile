@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed  ## create .venv and install embexp with its dependencies
 
-demo: install  ## TinyTE-full vs baselines on MiniLM + the Textualized Tree task, offline on a CPU
+demo: install  ## TinyTE-full vs zero-shot and prompt tuning on SmolLM2-135M + the SST-2 fixture, offline on a CPU
 	$(PY) scripts/demo.py
 
 test: install  ## the test suite (not slow, not gpu), offline, a few minutes on 2 cores

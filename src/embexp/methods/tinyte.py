@@ -20,7 +20,7 @@ from torch import nn
 from embexp import EmbexpError
 from embexp.config import f
 from embexp.methods.base import Method, MethodConfig, embedding_hook
-from embexp.methods.peft_baselines import init_prompt, prompt_tuning_model, strip_prefix
+from embexp.methods.peft_baselines import init_prompt, prompt_generate, prompt_tuning_model, strip_prefix
 from embexp.methods.registry import register_method
 from embexp.models import embed_scale
 
@@ -377,6 +377,9 @@ class TinyTEHybrid(TinyTEFull):
 
     def forward(self, **batch):
         return strip_prefix(self.model(**batch), 1, self.is_decoder)
+
+    def generate(self, **kw):
+        return prompt_generate(self.model, **kw)
 
     def export(self):
         self.check_export()

@@ -167,6 +167,25 @@ def test_generate_with_kv_cache(case, model):
     assert torch.equal(cached, plain)
 
 
+@pytest.mark.parametrize("case,model", params(decoders=True, encoders=False))
+def test_left_padded_row_generates_as_if_alone(case, model):
+    """Batched evaluation must not depend on the batch: a short prompt left-padded next to a long
+    one gets the same next-token scores as alone (peft's prompt-tuning generate failed this)."""
+    cfg, method, _, batch = setup_case(case, model)
+    if case.trains:
+        step(method, batch, lr=5e-2)
+    pad = method.tokenizer.pad_token_id
+    short, long = batch["input_ids"][0, :5].tolist(), batch["input_ids"][1, :12].tolist()
+    kw = dict(max_new_tokens=3, min_new_tokens=3, do_sample=False, use_cache=True, pad_token_id=pad,
+              return_dict_in_generate=True, output_scores=True)
+    together = method.generate(**collate([{"input_ids": short}, {"input_ids": long}], pad, left=True), **kw)
+    alone = method.generate(**collate([{"input_ids": short}], pad, left=True), **kw)
+    assert together.sequences[0, :12].tolist() == [pad] * 7 + short
+    assert together.sequences[0, 12:].tolist() == alone.sequences[0, 5:].tolist()
+    for step_together, step_alone in zip(together.scores, alone.scores):
+        torch.testing.assert_close(step_together[0], step_alone[0], atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize("case,model", params(lambda c: c.trains, encoders=False))
 def test_finite_loss_in_bf16(case, model):
     _, method, _, batch = setup_case(case, model)

@@ -302,22 +302,3 @@ def test_lora_on_tied_embeddings_exports_exactly(tmp_path):
         got = AutoModelForCausalLM.from_pretrained(tmp_path)(**inputs).logits
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
 
-
-@pytest.mark.parametrize("name,overrides", [("prompt_tuning", ("method.num_virtual_tokens=2",)), ("tinyte_hybrid", ())])
-def test_prompt_generation_does_not_depend_on_left_padding(name, overrides):
-    """A left-padded row is generated exactly as it is alone (peft's generate puts the virtual
-    tokens before the padding and drops position ids, which shifts them away from the prompt)."""
-    method, bb = build(name, "tiny_llama", *overrides)
-    if name == "tinyte_hybrid":
-        with torch.no_grad():
-            method.bias.normal_(0, 0.5)
-    pad = bb.tokenizer.pad_token_id
-    kw = dict(max_new_tokens=3, min_new_tokens=3, do_sample=False, use_cache=True, pad_token_id=pad,
-              return_dict_in_generate=True, output_scores=True)
-    short, long = [1, 70, 71], [1, 80, 81, 82, 83, 84, 85]
-    together = method.generate(**collate([{"input_ids": short}, {"input_ids": long}], pad, left=True), **kw)
-    alone = method.generate(**collate([{"input_ids": short}], pad, left=True), **kw)
-    assert together.sequences[0, :len(long)].tolist() == [pad] * 4 + short
-    assert together.sequences[0, len(long):].tolist() == alone.sequences[0, len(short):].tolist()
-    for step_together, step_alone in zip(together.scores, alone.scores):
-        torch.testing.assert_close(step_together[0], step_alone[0], atol=1e-5, rtol=0)

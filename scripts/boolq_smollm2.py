@@ -16,8 +16,9 @@ answer must be exactly " yes"/" no", no post-processing) and log-likelihood accu
     steps instead of 50 (50 would never reach the peak lr in 20 steps), no periodic evaluation, and
     the end-of-training evaluation loss on one batch only (nothing is selected by it).
 
-``--rescore`` recomputes the prediction statistics of finished runs without training. ``--lr`` changes TinyTE's peak learning rate (the run directory gets the tag ``lr<value>``); runs of
-several invocations with the same ``--out`` are merged into ``<out>/summary.json``; the runs are under
+``--rescore`` recomputes the prediction statistics of finished runs without training. ``--lr``
+changes TinyTE's peak learning rate (the run directory gets the tag ``lr<value>``). Several
+invocations with the same ``--out`` are merged into ``<out>/summary.json``; the runs are under
 ``<out>/superglue_boolq/smollm2/<method>[_lr<value>]/seed0``. Numbers and commands: docs/tasks_tinyte.md.
 """
 
@@ -83,12 +84,10 @@ def main() -> None:
     }
     summary_path = Path(args.out) / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
-    if args.rescore:
-        for run in summary:
-            summary[run].update(prediction_stats(Path(args.out) / "superglue_boolq" / "smollm2" / run / "seed0"))
-        runs = {}
+    for run in summary if args.rescore else ():
+        summary[run].update(prediction_stats(Path(args.out) / "superglue_boolq" / "smollm2" / run / "seed0"))
     for name, extra in runs.items():
-        if args.only and name != args.only:
+        if args.rescore or (args.only and name != args.only):
             continue
         cmd = [sys.executable, "-m", "embexp.train", *extra, *common]
         print("$", shlex.join(["python", *cmd[1:]]), flush=True)

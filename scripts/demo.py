@@ -9,9 +9,10 @@ the TinyTE protocol), log-likelihood accuracy of the two choices, and trainable 
 The point it shows: one learned vector of 576 numbers added to the input embeddings teaches a
 frozen 135M model the task's answer format, which zero-shot prompting does not give. The fixture's
 sentences are templated and easy (a sentiment word decides the label), so high scores here show that
-the method learns, not SST-2 performance; docs/tasks_tinyte.md has a real-data check (BoolQ). Prompt tuning
-with one virtual token (the same 576 trainable numbers) is the PEFT baseline on the same loop.
-Run directories land in outputs/demo/ (``--out``); each ``make demo`` trains afresh.
+the method learns, not SST-2 performance; docs/tasks_tinyte.md has a real-data check (BoolQ).
+Prompt tuning with one virtual token (the same 576 trainable numbers) is the PEFT baseline on the same loop.
+Run directories are outputs/demo/<method> (``--out``, passed as ``hydra.run.dir``); each ``make demo``
+trains afresh.
 """
 
 from __future__ import annotations
@@ -37,20 +38,19 @@ METHODS = {  # method -> its own overrides (learning rates ours, for 30 steps on
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default="outputs/demo", help="output_root of the runs.")
+    ap.add_argument("--out", default="outputs/demo", help="Folder of the run directories, one per method.")
     args = ap.parse_args()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     rows, t_all = [], time.perf_counter()
     for method, extra in METHODS.items():
-        cmd = [sys.executable, "-m", "embexp.train", f"method={method}", *COMMON, *extra, f"output_root={args.out}"]
+        run_dir = Path(args.out) / method
+        cmd = [sys.executable, "-m", "embexp.train", f"method={method}", *COMMON, *extra, f"hydra.run.dir={run_dir}"]
         print(f"\n=== {method}: python -m embexp.train {' '.join(cmd[3:])}", flush=True)
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True, env=env)
-        run_dir = Path(args.out) / "glue_sst2" / "smollm2" / method / "seed0"
         rows.append((method, json.loads((run_dir / "metrics.json").read_text()), time.perf_counter() - t0))
     first = rows[0][1]
-    labels = [json.loads(line)["label"] for line in (Path(args.out) / "glue_sst2" / "smollm2" / "zero_shot" / "seed0"
-                                                     / "predictions.jsonl").read_text().splitlines() if line]
+    labels = [json.loads(line)["label"] for line in (Path(args.out) / "zero_shot" / "predictions.jsonl").read_text().splitlines() if line]
     majority = 100.0 * max(labels.count(v) for v in set(labels)) / len(labels)
     print(f"\nGLUE SST-2 fixture on SmolLM2-135M-Instruct ({first['n_total_params']:,} parameters, frozen), "
           f"{first['n_eval_examples']} eval sentences (majority class {majority:.1f} %), wall {time.perf_counter() - t_all:.0f} s")

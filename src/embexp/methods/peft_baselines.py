@@ -106,8 +106,9 @@ def prompt_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     depends on the batch it shares: on the demo's SST-2 fixture, exact match was 68.8 at batch 32
     against 76.6 at batch 1. Here each row becomes ``[pad..., virtual tokens, tokens]``, and the
     base model's ``generate`` derives positions from the mask, so every row is generated as if
-    alone (tested to 1e-5). The prompt goes through the model's embedding module, so its hooks (TinyTE's shift) apply
-    to the prefill and to every generated token. Returns ``input_ids`` + the new tokens, as peft does.
+    alone (tested to 1e-5). The prompt goes through the model's embedding module, so its hooks
+    (TinyTE's shift) apply to the prefill and to every generated token. Returns ``input_ids`` + the
+    new tokens, as peft does.
     """
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
@@ -198,7 +199,8 @@ class PromptTuning(Method):
     """Prompt tuning (Lester et al., 2021) from peft: ``num_virtual_tokens`` learned embeddings
     prepended to the input. Not the identity at init (the sequence changes). Decoder logits are
     returned aligned with ``input_ids``; generation (``prompt_generate``) prefills with
-    ``inputs_embeds``, the virtual tokens after the left padding, and continues with ids on the KV cache. No plain model can hold extra positions: export raises."""
+    ``inputs_embeds``, the virtual tokens after the left padding, and continues with ids on the KV
+    cache. No plain model can hold extra positions: export raises."""
     export_blocker = "its virtual tokens are extra input positions, not rows of the embedding table"
 
     Config = PromptTuningMethodConfig

@@ -258,7 +258,7 @@ def test_alpaca_fixture_schema_and_prompt_formats():
 def test_alpaca_heldout_carve_is_disjoint_and_deterministic(tmp_path):
     rows = [{"instruction": f"task {i}", "input": "", "output": str(i), "text": ""} for i in range(50)]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    task = make(AlpacaTask, AlpacaConfig, data_dir=str(tmp_path), heldout_size=10)
+    task = make(AlpacaTask, AlpacaConfig, data_dir=str(tmp_path), heldout_size=10, select_split="")  # no selection carve
     train, held = task.load("train"), task.load("eval")
     ids = lambda rs: [r["output"] for r in rs]  # noqa: E731
     assert len(held) == 10 and len(train) == 40 and not set(ids(train)) & set(ids(held))

@@ -23,7 +23,7 @@ from embexp.config import register_core_schemas
 from embexp.evaluation import evaluate
 from embexp.pipeline import build
 from embexp.results import RunRecord, git_commit, is_complete
-from embexp.training import Trainer, peak_memory
+from embexp.training import Trainer, check_selection, peak_memory
 
 register_core_schemas()
 import embexp.methods  # noqa: E402,F401  (register method schemas)
@@ -44,6 +44,7 @@ def make_accelerator(cfg) -> Accelerator:
 
 
 def run(cfg, run_dir: Path) -> dict:
+    check_selection(cfg)  # before the run directory, the data and the model
     acc = make_accelerator(cfg)
     cli.setup_logging(run_dir, acc.is_main_process)
     import logging
@@ -66,8 +67,12 @@ def run(cfg, run_dir: Path) -> dict:
         # data
         train_ex = task.examples("train") if (cfg.do_train and method.trains) else []
         eval_ex = task.examples("eval") if cfg.do_eval or cfg.do_train else []
+        # selection rows (task.select_split): the periodic loss and select_best, never the eval split
+        wants_select = bool(train_ex and task.split_name("select") and (cfg.trainer.select_best or cfg.trainer.eval_every > 0))
+        select_ex = task.examples("select") if wants_select else []
         train_feats = [c.encoder.train_features(e) for e in train_ex]
         eval_feats = [c.encoder.train_features(e) for e in eval_ex]
+        select_feats = [c.encoder.train_features(e) for e in select_ex]
         n_total = c.n_backbone_params
         method.setup({"train": [f["input_ids"] for f in train_feats], "eval": [f["input_ids"] for f in eval_feats]})
         method.to(acc.device)
@@ -77,7 +82,8 @@ def run(cfg, run_dir: Path) -> dict:
         # loop
         train_res = None
         if train_feats:
-            trainer = Trainer(method, cfg.trainer, acc, train_feats, eval_feats, c.backbone.tokenizer.pad_token_id, cfg.seed, run_dir)
+            trainer = Trainer(method, cfg.trainer, acc, train_feats, eval_feats, c.backbone.tokenizer.pad_token_id, cfg.seed, run_dir,
+                              select_feats)
             train_res = trainer.fit()
         acc.wait_for_everyone()
         # evaluation (main process) and record
@@ -102,7 +108,8 @@ def run(cfg, run_dir: Path) -> dict:
                 "n_trainable_params": n_train,
                 "n_method_params": method.n_trainable(include_head=False) if method.trains else 0,
                 "n_total_params": n_total,
-                "n_train_examples": len(train_ex), "n_eval_examples": len(eval_ex),
+                "n_train_examples": len(train_ex), "n_eval_examples": len(eval_ex), "n_select_examples": len(select_ex),
+                "select_split": task.split_name("select"), "loss_on": task.loss_on if c.backbone.is_decoder else "",
                 "metrics": metrics,
                 "train": _train_summary(train_res, acc.num_processes),
                 "memory": peak_memory(),
@@ -137,7 +144,7 @@ def _train_summary(res, world_size: int = 1) -> dict:
     if res is None:
         return {"steps": 0}
     keys = ("steps", "micro_batches", "examples", "tokens", "wall_seconds", "tokens_per_second", "final_train_loss",
-            "eval_loss", "best_step", "best_eval_loss", "resumed_from_step", "state_memory")
+            "eval_loss", "select_loss", "best_step", "best_select_loss", "resumed_from_step", "state_memory")
     out = {k: getattr(res, k) for k in keys}
     out["world_size"] = world_size
     out["history"] = res.history

@@ -4,6 +4,11 @@ Determinism and resumption: the data order is a function of (seed, epoch) alone,
 rate a function of the step alone, and a checkpoint holds the trainable tensors, the optimizer
 moments and the RNG states (safetensors + JSON, no pickles). A run killed after a checkpoint and
 resumed therefore takes exactly the steps an uninterrupted run takes.
+
+Model selection: the periodic evaluation loss and ``select_best`` read the task's selection rows
+(``task.select_split``), never the reported evaluation split; :func:`check_selection` refuses a
+configuration that would select on the reported split. The evaluation split's loss is computed
+once, at the end, for the state that is kept, and only recorded.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from embexp import EmbexpError
-from embexp.data import IGNORE, collate, n_tokens
+from embexp.data import IGNORE, PROMPT_LENGTHS, collate, n_tokens
 
 log = logging.getLogger("embexp")
 
@@ -38,9 +43,10 @@ class TrainResult:
     wall_seconds: float = 0.0
     tokens_per_second: float = 0.0
     final_train_loss: float = float("nan")
-    eval_loss: float = float("nan")
+    eval_loss: float = float("nan")    # the reported split, the kept state, at the end (never used to choose)
+    select_loss: float = float("nan")  # the selection rows, the kept state, at the end
     best_step: int = -1
-    best_eval_loss: float = float("nan")
+    best_select_loss: float = float("nan")
     resumed_from_step: int = 0
     state_memory: dict = field(default_factory=dict)
     history: list = field(default_factory=list)
@@ -88,8 +94,33 @@ def total_steps(n: int, cfg, world: int) -> int:
     return max(1, math.ceil(cfg.epochs * per_epoch / cfg.grad_accum))
 
 
+def check_selection(cfg) -> None:
+    """Refuse, before any data or model loads, a run whose model selection would read the split it
+    reports (``trainer.select_best=true`` with ``task.select_split`` equal to the evaluation split,
+    or with no selection split at all). Runs that train nothing select nothing and pass."""
+    from embexp.methods import METHODS
+    from embexp.tasks import build_task
+
+    if not cfg.trainer.select_best or not cfg.do_train or not METHODS.get_class(cfg.method.name).trains:
+        return
+    task = build_task(cfg.task)
+    sel, ev = task.split_name("select"), task.split_name("eval")
+    if not sel:
+        raise EmbexpError(f"trainer.select_best=true needs selection rows, but task.select_split is '' (set a split other "
+                          f"than the reported '{ev}', or train_holdout; or trainer.select_best=false)")
+    if sel == ev:
+        raise EmbexpError(f"trainer.select_best=true would select on the reported split: task.select_split='{sel}' is "
+                          f"task.eval_split (choose another split, train_holdout, or trainer.select_best=false)")
+
+
+def wants_prompt_lengths(method) -> bool:
+    """Whether `method` reads the per-row prompt length from its batch (``Method.extra_inputs``)."""
+    return PROMPT_LENGTHS in getattr(method, "extra_inputs", ())
+
+
 @torch.no_grad()
-def evaluation_loss(model, features: list[dict], pad_id: int, batch_size: int, device, accelerator, max_batches: int = -1) -> float:
+def evaluation_loss(model, features: list[dict], pad_id: int, batch_size: int, device, accelerator, max_batches: int = -1,
+                    prompt_lengths: bool = False) -> float:
     """Token-weighted (decoders) or example-weighted (encoders) mean loss over `features`."""
     was_training = model.training
     model.eval()
@@ -97,7 +128,7 @@ def evaluation_loss(model, features: list[dict], pad_id: int, batch_size: int, d
     for b, i in enumerate(range(0, len(features), batch_size)):
         if 0 <= max_batches <= b:
             break
-        batch = {k: v.to(device) for k, v in collate(features[i:i + batch_size], pad_id).items()}
+        batch = {k: v.to(device) for k, v in collate(features[i:i + batch_size], pad_id, prompt_lengths=prompt_lengths).items()}
         with accelerator.autocast():
             loss = model(**batch).loss.float().item()
         labels = batch["labels"]
@@ -108,9 +139,17 @@ def evaluation_loss(model, features: list[dict], pad_id: int, batch_size: int, d
 
 
 class Trainer:
-    def __init__(self, method, cfg, accelerator, train_features, eval_features, pad_id, seed, run_dir=None):
+    """``select_features``: the rows behind the periodic evaluation loss and ``select_best``;
+    ``eval_features``: the reported split, whose loss is only recorded, once, at the end."""
+
+    def __init__(self, method, cfg, accelerator, train_features, eval_features, pad_id, seed, run_dir=None,
+                 select_features=None):
         self.method, self.cfg, self.acc = method, cfg, accelerator
         self.train_features, self.eval_features = train_features, eval_features
+        self.select_features = select_features or []
+        if cfg.select_best and not self.select_features:
+            raise EmbexpError("trainer.select_best=true needs selection rows (task.select_split); none were given")
+        self.prompt_lengths = wants_prompt_lengths(method)
         self.pad_id, self.seed = pad_id, seed
         self.run_dir = Path(run_dir) if run_dir else None
         self.names = list(method.trainable_tensors())
@@ -181,6 +220,9 @@ class Trainer:
         np.random.set_state((st[0], np.array(st[1], dtype=np.uint32), *st[2:]))
         best = {k[5:]: v for k, v in tensors.items() if k.startswith("best/")}
         self.best_state = best or None
+        if "best_eval_loss" in meta["result"]:
+            raise EmbexpError(f"checkpoint {self.ckpt_dir} was written by an embexp that selected on the evaluation split; "
+                              "delete it to train again from the start (or trainer.resume=false)")
         self.result = TrainResult(**meta["result"])
         self.result.resumed_from_step = meta["step"]
         log.info("resumed from checkpoint at step %d", meta["step"])
@@ -206,7 +248,7 @@ class Trainer:
             for a in range(cfg.grad_accum):
                 m = step * cfg.grad_accum + a
                 idx = micro_batch_indices(n, cfg.batch_size, world, rank, self.seed, m)
-                batch = collate([self.train_features[i] for i in idx], self.pad_id)
+                batch = collate([self.train_features[i] for i in idx], self.pad_id, prompt_lengths=self.prompt_lengths)
                 batch = {k: v.to(acc.device) for k, v in batch.items()}
                 sync = a == cfg.grad_accum - 1
                 ctx = acc.no_sync(self.model) if (not sync and world > 1) else _null()
@@ -238,7 +280,7 @@ class Trainer:
                 log.info("step %d/%d  %s", res.steps, self.total,
                          "  ".join(f"{k}={v:.4g}" for k, v in rec.items() if k != "step"))
                 window_loss, window_tokens, window_t = 0.0, 0, time.perf_counter()
-            if cfg.eval_every > 0 and res.steps % cfg.eval_every == 0 and res.steps < self.total:
+            if cfg.eval_every > 0 and self.select_features and res.steps % cfg.eval_every == 0 and res.steps < self.total:
                 self._periodic_eval(res.steps)
             if cfg.save_every > 0 and res.steps % cfg.save_every == 0 and res.steps < self.total:
                 res.wall_seconds = time.perf_counter() - t_start
@@ -246,31 +288,33 @@ class Trainer:
         bar.close()
         res.wall_seconds = time.perf_counter() - t_start
         res.tokens_per_second = res.tokens / max(res.wall_seconds, 1e-9)
-        if self.eval_features:
-            res.eval_loss = self._eval_loss()
+        if self.select_features:
+            res.select_loss = self._loss(self.select_features)
             if cfg.select_best:
-                self._consider_best(res.eval_loss, res.steps)
+                self._consider_best(res.select_loss, res.steps)
                 if self.best_state is not None and res.best_step != res.steps:
-                    log.info("restoring the trainable state of step %d (eval loss %.4f)", res.best_step, res.best_eval_loss)
+                    log.info("restoring the trainable state of step %d (selection loss %.4f)", res.best_step, res.best_select_loss)
                     self.method.load_trainable_state(self.best_state)
-                    res.eval_loss = res.best_eval_loss
+                    res.select_loss = res.best_select_loss
+        if self.eval_features:  # recorded only: nothing is chosen by it
+            res.eval_loss = self._loss(self.eval_features)
         return res
 
-    def _eval_loss(self) -> float:
-        return evaluation_loss(self.model, self.eval_features, self.pad_id, self.cfg.eval_batch_size,
-                               self.acc.device, self.acc, self.cfg.max_eval_loss_batches)
+    def _loss(self, features: list[dict]) -> float:
+        return evaluation_loss(self.model, features, self.pad_id, self.cfg.eval_batch_size, self.acc.device, self.acc,
+                               self.cfg.max_eval_loss_batches, self.prompt_lengths)
 
     def _periodic_eval(self, step: int) -> None:
-        loss = self._eval_loss()
-        log.info("step %d  eval_loss=%.4f", step, loss)
-        self.result.history.append({"step": step, "eval_loss": loss})
+        loss = self._loss(self.select_features)
+        log.info("step %d  select_loss=%.4f", step, loss)
+        self.result.history.append({"step": step, "select_loss": loss})
         if self.cfg.select_best:
             self._consider_best(loss, step)
 
     def _consider_best(self, loss: float, step: int) -> None:
         res = self.result
-        if res.best_step < 0 or loss < res.best_eval_loss:
-            res.best_step, res.best_eval_loss = step, loss
+        if res.best_step < 0 or loss < res.best_select_loss:
+            res.best_step, res.best_select_loss = step, loss
             self.best_state = self.method.trainable_state()
 
 

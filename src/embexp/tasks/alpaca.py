@@ -17,7 +17,9 @@ Held-out evaluation (the paper: "a held-out test set of 2500 instructions"; the 
 ``train``): with ``eval_split=heldout`` (default) a seeded random ``heldout_size`` rows of
 ``train_split`` are the evaluation set and the rest the training set, so the two never overlap; the
 same seed and split give the same carve on every machine (ours: which 2,500 the authors held out is
-not published). Set ``task.heldout_size=200`` with the 2,000-row local sample
+not published). Model selection (``select_split=train_holdout``, default) carves another
+``select_size`` rows out of the training rows that remain, so train, selection and evaluation rows
+are three disjoint sets. Set ``task.heldout_size=200`` with the 2,000-row local sample
 (``task.data_dir=/work/shared/data task.train_split=train_sample2000``). Any other ``eval_split``
 is read as an ordinary split and training uses all of ``train_split``.
 Metrics (0–100): ROUGE-1/2/L F-measure against the reference output (``cnndm.rouge_scores``: rouge-score,
@@ -33,7 +35,7 @@ from typing import Sequence
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.tasks.base import Example, Task, TaskConfig, read_jsonl
+from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.cnndm import rouge_scores
 from embexp.tasks.registry import register_task
 
@@ -50,6 +52,8 @@ class AlpacaConfig(TaskConfig):
     eval_split: str = f(HELDOUT, "Evaluation split: 'heldout' carves heldout_size rows out of train_split (never trained on); any other name is read as a split.")
     heldout_size: int = f(2500, "Rows held out of train_split for evaluation when eval_split=heldout (the paper: 2,500).")
     heldout_seed: int = f(0, "Seed of the held-out carve (ours; the authors' held-out rows are not published).")
+    select_split: str = f("train_holdout", "Rows for the periodic evaluation loss and select_best (the paper trains 'until convergence (patience of 3 epochs)', on which rows it does not say): train_holdout = select_size rows carved out of the training rows left after the evaluation carve (ours); a split name; or '' (none).")
+    select_size: int = f(500, "Rows of the train_holdout selection slice (ours; with the 2,000-row local sample use e.g. 100).")
     prompt_format: str = f("alpaca", "alpaca (the Stanford Alpaca template; prompt + target == the hub's text field) or llama2_inst ('[INST] ... [/INST]').")
     max_source_tokens: int = f(512, "Truncate the prompt to this many tokens.")
     max_target_tokens: int = f(512, "Truncate training responses to this many tokens.")
@@ -80,17 +84,15 @@ class AlpacaTask(Task):
         return "tatsu-lab/alpaca", None
 
     def load(self, which: str) -> list[dict]:
-        if self.cfg.eval_split != HELDOUT:
+        self.check_which(which)
+        if self.cfg.eval_split != HELDOUT or (which == "select" and not self.holdout):
             return super().load(which)
         split, k = self.cfg.train_split, self.cfg.heldout_size
         source = self.resolved_source()
-        if source == "fixture":  # fixture_size training rows + the held-out rows
-            rng = random.Random(f"{self.cfg.fixture_seed}/{self.display_name}/{split}")
-            rows = self.fixture_rows(split, self.cfg.fixture_size + k, rng)
-        elif source == "local":
-            rows = read_jsonl(self.local_path(split))
+        if source == "fixture":  # fixture_size training rows + the held-out rows (+ the selection rows)
+            rows = self.read_split(split, -1, extra=k + (self.cfg.select_size if self.holdout else 0))
         else:
-            rows = self.load_hub(split, -1)
+            rows = self.read_split(split, -1)
         if not 0 < k < len(rows):
             raise EmbexpError(f"task.heldout_size={k} must be between 1 and {len(rows) - 1}: split '{split}' "
                               f"has {len(rows)} rows (source={source})")
@@ -98,8 +100,10 @@ class AlpacaTask(Task):
         if missing:
             raise EmbexpError(f"task alpaca split '{split}': rows lack required field(s) {', '.join(missing)}")
         held = set(random.Random(self.cfg.heldout_seed).sample(range(len(rows)), k))
-        keep = [r for i, r in enumerate(rows) if (i in held) == (which != "train")]
-        cap = self.cfg.max_train_samples if which == "train" else self.cfg.max_eval_samples
+        keep = [r for i, r in enumerate(rows) if (i in held) == (which == "eval")]
+        if which != "eval" and self.holdout:  # the selection slice comes out of what is left for training
+            keep = self.carve(keep, which)
+        cap = {"train": self.cfg.max_train_samples, "eval": self.cfg.max_eval_samples, "select": -1}[which]
         return keep[:cap] if cap >= 0 else keep
 
     def format(self, row: dict) -> Example:

@@ -35,6 +35,10 @@ class TaskConfig:
     eval_mode: str = f("auto", "Decoders, classification tasks: generate (exact match, no post-processing), loglik (log-likelihood of the choices), or both; auto = both. Generation tasks always generate.")
     fixture_size: int = f(64, "Rows per split when source=fixture.")
     fixture_seed: int = f(1234, "Seed of the fixture generator.")
+    select_split: str = f("", "Rows for the periodic evaluation loss and trainer.select_best: a split name (never eval_split: refused), train_holdout (select_size rows carved out of train_split with select_seed, never trained on), or '' (none: no periodic loss, select_best refused).")
+    select_size: int = f(-1, "select_split=train_holdout: rows carved out of train_split (> 0); a named split: keep its first N rows (-1: all).")
+    select_seed: int = f(0, "Seed of the train_holdout carve (ours).")
+    loss_on: str = f("target", "Decoders: which tokens carry the training (and evaluation) loss: target (the answer only; the prompt's labels are -100) or all (every non-pad token of prompt + target: plain causal LM, the TinyTE recipe's reading of 'standard causal language modeling'). Encoders ignore it.")
 
 
 @dataclass
@@ -49,8 +53,17 @@ class Example:
     meta: dict = field(default_factory=dict)
 
 
+TRAIN_HOLDOUT = "train_holdout"
+WHICH = ("train", "eval", "select")
+LOSS_ON = ("target", "all")
+
+
 class Task:
-    """Base class: subclasses set the class attributes and implement the hooks below."""
+    """Base class: subclasses set the class attributes and implement the hooks below.
+
+    Three row sets: ``train``, ``eval`` (the reported split) and ``select`` (model selection:
+    ``select_split``, a named split or a seeded carve of the training split, ``train_holdout``).
+    """
 
     Config: ClassVar[type] = TaskConfig
     kind: ClassVar[str] = "generation"  # generation | classification | regression
@@ -64,6 +77,15 @@ class Task:
             )
         if cfg.source not in ("auto", "hub", "local", "fixture"):
             raise EmbexpError(f"unknown task.source '{cfg.source}' (choose from: auto, hub, local, fixture)")
+        # .get: the config.yaml of a run written before these fields existed (embexp.eval) means
+        # what that run did: no selection split, loss on the target
+        self.select_split = cfg.get("select_split", "")
+        self.loss_on = cfg.get("loss_on", "target")
+        if self.loss_on not in LOSS_ON:
+            raise EmbexpError(f"unknown task.loss_on '{self.loss_on}' (choose from: {', '.join(LOSS_ON)})")
+        if self.select_split == TRAIN_HOLDOUT and cfg.select_size <= 0:
+            raise EmbexpError(f"task.select_size={cfg.select_size}: select_split=train_holdout needs the number of "
+                              "training rows to hold out (> 0)")
 
     # ---- hooks for subclasses -------------------------------------------------------------
     def hub_source(self) -> tuple[str, str | None]:
@@ -105,7 +127,34 @@ class Task:
         return f"{self.cfg.name}_{self.cfg.subset}" if self.cfg.subset else self.cfg.name
 
     def split_name(self, which: str) -> str:
-        return self.cfg.train_split if which == "train" else self.cfg.eval_split
+        """The split behind ``which`` (train / eval / select); select may be '' or train_holdout."""
+        if which == "train":
+            return self.cfg.train_split
+        return self.select_split if which == "select" else self.cfg.eval_split
+
+    @property
+    def holdout(self) -> bool:
+        """Whether the selection rows are carved out of the training split (select_split=train_holdout)."""
+        return self.select_split == TRAIN_HOLDOUT
+
+    def check_which(self, which: str) -> None:
+        if which not in WHICH:
+            raise EmbexpError(f"unknown row set '{which}' (choose from: {', '.join(WHICH)})")
+        if which == "select" and not self.select_split:
+            raise EmbexpError(f"task {self.display_name} has no selection split (task.select_split=''): set a split "
+                              f"name or {TRAIN_HOLDOUT}")
+
+    def carve(self, rows: list[dict], which: str) -> list[dict]:
+        """The training rows (which=train) or the selection rows (which=select) of the whole training
+        split: ``select_size`` row indices drawn with ``random.Random(select_seed).sample`` are held out;
+        both parts keep the split's order. The same rows and config give the same carve everywhere."""
+        k = self.cfg.select_size
+        if not 0 < k < len(rows):
+            raise EmbexpError(f"task.select_size={k} must be between 1 and {len(rows) - 1}: split "
+                              f"'{self.cfg.train_split}' of task {self.display_name} has {len(rows)} rows "
+                              f"(or set task.select_split to another split, or '')")
+        held = set(random.Random(self.cfg.select_seed).sample(range(len(rows)), k))
+        return [r for i, r in enumerate(rows) if (i in held) == (which == "select")]
 
     def resolved_source(self) -> str:
         if self.cfg.source != "auto":
@@ -113,17 +162,18 @@ class Task:
         return "local" if self.cfg.data_dir else "hub"
 
     def load(self, which: str) -> list[dict]:
-        """Rows of the train or eval split, capped by max_*_samples, validated."""
-        split = self.split_name(which)
-        cap = self.cfg.max_train_samples if which == "train" else self.cfg.max_eval_samples
+        """Rows of the train, eval or select set, capped (max_train_samples, max_eval_samples,
+        select_size), validated. With select_split=train_holdout, train and select are the two parts
+        of :meth:`carve` over the whole training split (max_train_samples caps what is left)."""
+        self.check_which(which)
         source = self.resolved_source()
-        if source == "fixture":
-            rng = random.Random(f"{self.cfg.fixture_seed}/{self.display_name}/{split}")
-            rows = self.fixture_rows(split, self.cfg.fixture_size, rng)
-        elif source == "local":
-            rows = read_jsonl(self.local_path(split), limit=cap)
+        if self.holdout and which != "eval":
+            split, cap = self.cfg.train_split, (self.cfg.max_train_samples if which == "train" else -1)
+            rows = self.carve(self.read_split(split, -1, extra=self.cfg.select_size), which)
         else:
-            rows = self.load_hub(split, cap)
+            split = self.split_name(which)
+            cap = {"train": self.cfg.max_train_samples, "eval": self.cfg.max_eval_samples, "select": self.cfg.select_size}[which]
+            rows = self.read_split(split, cap)
         if cap is not None and cap >= 0:
             rows = rows[:cap]
         if not rows:
@@ -135,6 +185,17 @@ class Task:
                 f"(expected fields: {', '.join(self.required_fields)})"
             )
         return rows
+
+    def read_split(self, split: str, cap: int, extra: int = 0) -> list[dict]:
+        """Raw rows of one split from the resolved source (the first ``cap`` when cap >= 0); a
+        fixture gets ``fixture_size + extra`` rows (extra: the rows a carve will hold out)."""
+        source = self.resolved_source()
+        if source == "fixture":
+            rng = random.Random(f"{self.cfg.fixture_seed}/{self.display_name}/{split}")
+            return self.fixture_rows(split, self.cfg.fixture_size + extra, rng)
+        if source == "local":
+            return read_jsonl(self.local_path(split), limit=cap)
+        return self.load_hub(split, cap)
 
     def load_hub(self, split: str, cap: int) -> list[dict]:
         import datasets

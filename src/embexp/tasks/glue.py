@@ -112,7 +112,7 @@ class GlueTask(Task):
         return "nyu-mll/glue", self.cfg.subset
 
     def split_name(self, which: str) -> str:
-        if which != "train" and self.cfg.eval_split == "auto":
+        if which == "eval" and self.cfg.eval_split == "auto":
             return "validation_matched" if self.cfg.subset == "mnli" else "validation"
         return super().split_name(which)
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.base import TRAIN_HOLDOUT, Example, Task, TaskConfig
 from embexp.tasks.glue import accuracy, f1_score
 from embexp.tasks.registry import register_task
 
@@ -145,6 +145,14 @@ class TreeTask(Task):
     def load(self, which: str) -> list[dict]:
         if self.resolved_source() != "generate":
             return super().load(which)
+        self.check_which(which)
+        if which != "eval" and self.holdout:  # the selection rows: a carve of the generated training rows
+            rows = self.carve(self.generate("train"), which)
+            cap = self.cfg.max_train_samples if which == "train" else -1
+            return rows[:cap] if cap >= 0 else rows
+        if which == "select":
+            raise EmbexpError(f"task.select_split='{self.select_split}': generated tree rows have only train and "
+                              f"eval trees (choose from: {TRAIN_HOLDOUT}, '', or task.data_dir with that split)")
         cap = self.cfg.max_train_samples if which == "train" else self.cfg.max_eval_samples
         rows = self.generate(which, cap)
         if not rows:

@@ -33,7 +33,7 @@ def build(cfg, device: torch.device) -> Components:
     n_backbone = count_params(backbone.model)  # before LoRA injects its layers or PEMA swaps the matrix
     method = build_method(cfg.method, backbone)
     encoder = Encoder(backbone.tokenizer, backbone.is_decoder, cfg.task.max_source_tokens,
-                      cfg.task.max_target_tokens, cfg.model.chat_template and backbone.is_decoder)
+                      cfg.task.max_target_tokens, cfg.model.chat_template and backbone.is_decoder, task.loss_on)
     return Components(task, backbone, method, encoder, n_backbone)
 
 

@@ -28,6 +28,9 @@ class Method(nn.Module):
     Config: ClassVar[type] = MethodConfig
     trains: ClassVar[bool] = True  # False for zero_shot: no optimisation at all
     export_blocker: ClassVar[str] = ""  # why this method cannot export a plain model ("": it can)
+    # batch keys besides the backbone's inputs that forward() reads and removes (e.g. "prompt_lengths");
+    # the trainer adds them to a batch only for methods that list them here
+    extra_inputs: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, cfg, backbone):
         super().__init__()

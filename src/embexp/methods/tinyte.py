@@ -102,7 +102,7 @@ class TinyTEGatedConfig(TinyTERankedConfig):
     length_scale: float = f(100.0, "l in p(l) = sigmoid(alpha*l + beta) counts input tokens in units of this many tokens (ours; the paper leaves the scale open).")
     alpha_init: float = f(0.0, "Initial alpha (ours: 0, so p does not depend on the length at init).")
     beta_init: float = f(0.0, "Initial beta (ours: 0, so p = 0.5 at init, as TinyTE-half).")
-    length_source: str = f("prompt", "What l counts (ours): prompt = non-pad tokens not trained on (labels == -100) when token labels are given, else every non-pad token; sequence = every non-pad token. Generation always uses the prompt's length, kept during decoding.")
+    length_source: str = f("prompt", "What l counts (ours): prompt = the prompt's tokens (the batch's prompt_lengths, which the trainer passes whatever task.loss_on is; without it, the non-pad tokens whose labels are -100, else every non-pad token); sequence = every non-pad token. Generation always uses the prompt's length, kept during decoding.")
 
 
 @dataclass
@@ -258,6 +258,7 @@ class TinyTEGated(_RankedTinyTE):
     """
     export_blocker = ("its shift depends on each input's length (p(l) gates the dims), which a fixed embedding "
                       "table cannot hold")
+    extra_inputs = ("prompt_lengths",)  # with task.loss_on=all no label is -100 on the prompt
 
     Config = TinyTEGatedConfig
 
@@ -310,6 +311,8 @@ class TinyTEGated(_RankedTinyTE):
 
     def lengths(self, batch: dict) -> torch.Tensor:
         ids, mask, labels = batch.get("input_ids"), batch.get("attention_mask"), batch.get("labels")
+        if self.cfg.length_source == "prompt" and batch.get("prompt_lengths") is not None:
+            return batch["prompt_lengths"].to(ids.device)
         valid = mask.bool() if mask is not None else ids != self.pad_id
         if self.cfg.length_source == "prompt" and labels is not None and labels.dim() == 2:
             valid = valid & (labels == -100)  # the prompt: the positions not trained on
@@ -324,7 +327,8 @@ class TinyTEGated(_RankedTinyTE):
             self._lengths = None
 
     def forward(self, **batch):
-        with self._length(self.lengths(batch)):
+        prompt_lengths = batch.pop("prompt_lengths", None)  # never reaches the backbone
+        with self._length(self.lengths({**batch, "prompt_lengths": prompt_lengths})):
             return self.model(**batch)
 
     @torch.no_grad()

@@ -1,0 +1,281 @@
+"""Model selection never reads the reported split (task.select_split), and the training loss
+covers the target or every token (task.loss_on). Offline, tiny models, fixtures."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from accelerate import Accelerator
+from omegaconf import OmegaConf
+
+from conftest import run_train, smoke
+from embexp import EmbexpError
+from embexp.data import IGNORE, PROMPT_LENGTHS, Encoder, collate
+from embexp.methods import build_method
+from embexp.models import load_backbone
+from embexp.tasks import build_task
+from embexp.tasks.alpaca import AlpacaConfig, AlpacaTask
+from embexp.tasks.superglue import SuperGlueConfig, SuperGlueTask
+from embexp.training import Trainer, check_selection
+
+REPO = Path(__file__).resolve().parents[1]
+TINYTE_EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("tinyte_*.yaml"))
+
+
+def make(cls, config_cls, **kw):
+    return cls(OmegaConf.merge(OmegaConf.structured(config_cls), kw))
+
+
+# ---- the refusal --------------------------------------------------------------------------------
+def test_select_best_on_the_reported_split_is_refused_in_one_line_before_anything_loads(tmp_path):
+    run = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "embexp.train", "debug=smoke", "task=wmt16", "trainer.select_best=true",
+                        "task.select_split=test", f"hydra.run.dir={run}"],
+                       capture_output=True, text=True, cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+    assert r.returncode != 0
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
+    assert len(errors) == 1 and "select on the reported split: task.select_split='test' is task.eval_split" in errors[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (run / "status.json").exists() and not (run / "train.log").exists()  # before the run record and the model
+
+
+@pytest.mark.parametrize("overrides,needle", [
+    (("task=glue", "task.select_split=validation"), "task.select_split='validation' is task.eval_split"),  # eval_split=auto resolved
+    (("task=glue", "task.subset=mnli", "task.select_split=validation_matched"), "is task.eval_split"),
+    (("task=cnndm", "task.select_split=test"), "is task.eval_split"),
+    (("task=superglue", "task.select_split=validation"), "is task.eval_split"),
+    (("task=alpaca", "task.select_split=heldout"), "is task.eval_split"),
+    (("task=glue",), "task.select_split is ''"),
+])
+def test_check_selection_refuses(overrides, needle):
+    with pytest.raises(EmbexpError, match="trainer.select_best=true") as e:
+        check_selection(smoke(*overrides, "trainer.select_best=true"))
+    assert needle in str(e.value)
+
+
+def test_check_selection_passes_where_nothing_is_selected():
+    check_selection(smoke("task=glue", "trainer.select_best=false"))
+    check_selection(smoke("task=wmt16", "task.select_split=test", "trainer.select_best=true", "method=zero_shot"))
+    check_selection(smoke("task=wmt16", "task.select_split=test", "trainer.select_best=true", "do_train=false"))
+
+
+@pytest.mark.parametrize("experiment", TINYTE_EXPERIMENTS)
+def test_every_tinyte_experiment_selects_on_rows_it_does_not_report(experiment):
+    for subset in (["boolq", "all"] if "superglue" in experiment else [None]):
+        cfg = smoke(f"experiment={experiment}", *([f"task.subset={subset}"] if subset else []))
+        check_selection(cfg)
+        task = build_task(cfg.task)
+        assert cfg.trainer.select_best  # the recipe: "we select models by evaluation loss"
+        assert task.split_name("select") not in ("", task.split_name("eval"))
+        assert cfg.task.loss_on == "all"  # "standard causal language modeling"
+
+
+# ---- the selection rows -------------------------------------------------------------------------
+def test_holdout_rows_are_disjoint_from_training_rows_and_deterministic(tmp_path):
+    rows = [{"question": f"q{i}", "passage": "p", "idx": i, "label": i % 2} for i in range(40)]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def task(**kw):
+        return make(SuperGlueTask, SuperGlueConfig, subset="boolq", data_dir=str(tmp_path), select_split="train_holdout", **kw)
+
+    ids = lambda rs: [r["idx"] for r in rs]  # noqa: E731
+    t = task(select_size=7)
+    train, sel = ids(t.load("train")), ids(t.load("select"))
+    assert len(sel) == 7 and len(train) == 33 and not set(train) & set(sel)
+    assert sorted(train + sel) == list(range(40)) and train == sorted(train) and sel == sorted(sel)
+    assert ids(task(select_size=7).load("select")) == sel                    # the same carve every time
+    assert ids(task(select_size=7, select_seed=1).load("select")) != sel     # select_seed changes it
+    assert ids(task(select_size=7, max_train_samples=5).load("select")) == sel  # the cap does not move it
+    assert ids(task(select_size=7, max_train_samples=5).load("train")) == train[:5]
+    with pytest.raises(EmbexpError, match="task.select_size=40 must be between 1 and 39"):
+        task(select_size=40).load("train")
+    with pytest.raises(EmbexpError, match="task.select_size=0"):
+        task(select_size=0)
+    with pytest.raises(EmbexpError, match="has no selection split"):
+        make(SuperGlueTask, SuperGlueConfig, select_split="").load("select")
+
+
+def test_fixture_holdout_keeps_fixture_size_training_rows_for_every_subtask():
+    t = make(SuperGlueTask, SuperGlueConfig, subset="all", source="fixture", fixture_size=10, select_size=4)
+    sel = t.examples("select")
+    assert len(t.examples("train")) == 50 and len(sel) == 20
+    assert [e.meta["subset"] for e in sel] == [s for s in ("boolq", "cb", "copa", "rte", "wic") for _ in range(4)]
+    ev = t.examples("eval")
+    t.examples("select")  # loading selection rows must not replace the sub-tasks used to score eval
+    assert t._eval_subsets == [e.meta["subset"] for e in ev]
+
+
+def test_alpaca_train_select_and_eval_are_three_disjoint_sets(tmp_path):
+    rows = [{"instruction": f"task {i}", "input": "", "output": str(i), "text": ""} for i in range(60)]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    t = make(AlpacaTask, AlpacaConfig, data_dir=str(tmp_path), heldout_size=10, select_size=8)
+    ids = lambda rs: {r["output"] for r in rs}  # noqa: E731
+    train, sel, ev = ids(t.load("train")), ids(t.load("select")), ids(t.load("eval"))
+    assert (len(train), len(sel), len(ev)) == (42, 8, 10)
+    assert not (train & sel) and not (train & ev) and not (sel & ev) and len(train | sel | ev) == 60
+    unselected = make(AlpacaTask, AlpacaConfig, data_dir=str(tmp_path), heldout_size=10, select_split="")
+    assert ids(unselected.load("eval")) == ev  # the evaluation carve does not depend on the selection carve
+
+
+def test_named_selection_split_is_read_and_capped():
+    t = build_task(smoke("task=wmt16", "task.select_size=3").task)
+    assert t.split_name("select") == "validation" and len(t.load("select")) == 3
+    t = build_task(smoke("task=glue", "task.subset=mnli", "task.select_split=validation_mismatched").task)
+    assert (t.split_name("eval"), t.split_name("select")) == ("validation_matched", "validation_mismatched")
+
+
+def test_tree_generated_rows_can_hold_out_a_selection_slice():
+    t = build_task(smoke("task=tree", "task.source=auto", "task.num_train_trees=6", "task.num_eval_trees=2",
+                         "task.select_split=train_holdout", "task.select_size=5", "task.max_train_samples=-1").task)
+    whole = t.generate("train")
+    assert len(t.load("select")) == 5 and len(t.load("train")) == len(whole) - 5
+    with pytest.raises(EmbexpError, match="generated tree rows have only train and eval trees"):
+        build_task(smoke("task=tree", "task.source=auto", "task.select_split=validation").task).load("select")
+
+
+# ---- the trainer: periodic loss and select_best on the selection rows -----------------------------
+def decoder(method="tinyte_full", *overrides):
+    cfg = smoke(f"method={method}", "model=tiny_llama", "task=wmt16", *overrides)
+    torch.manual_seed(0)
+    bb = load_backbone(cfg.model, num_labels=0)
+    enc = Encoder(bb.tokenizer, True, 64, 16, False, cfg.task.loss_on)
+    task = build_task(cfg.task)
+    feats = {w: [enc.train_features(e) for e in task.examples(w)] for w in ("train", "eval", "select")}
+    return cfg, build_method(cfg.method, bb), bb, feats
+
+
+def test_select_best_restores_the_lowest_selection_loss_and_never_reads_the_eval_split(monkeypatch):
+    cfg, method, bb, feats = decoder("tinyte_full", "trainer.lr=0.05", "trainer.max_steps=6", "trainer.eval_every=1",
+                                     "trainer.select_best=true", "trainer.scheduler=constant")
+    import embexp.training as training
+
+    calls, real = [], training.evaluation_loss
+    dip = [5.0, 4.0, 3.0, 3.5, 4.5, 6.0]  # selection losses with their minimum at step 3 (whatever lr does)
+
+    def spy(model, features, *a, **kw):
+        bias = method.bias.detach().clone()
+        value = real(model, features, *a, **kw)
+        calls.append((features, bias, dip[len(calls)] if features is feats["select"] else value))
+        return calls[-1][2]
+
+    monkeypatch.setattr(training, "evaluation_loss", spy)
+    trainer = Trainer(method, cfg.trainer, Accelerator(cpu=True), feats["train"], feats["eval"], bb.tokenizer.pad_token_id,
+                      0, select_features=feats["select"])
+    res = trainer.fit()
+    # 5 periodic losses (steps 1-5) + the last step's on the selection rows, then the eval split once
+    assert [f is feats["select"] for f, _, _ in calls] == [True] * 6 + [False] and calls[-1][0] is feats["eval"]
+    select_losses = [v for _, _, v in calls[:6]]
+    assert [h["select_loss"] for h in res.history if "select_loss" in h] == select_losses[:5]
+    assert all("eval_loss" not in h for h in res.history)
+    assert select_losses == dip and res.best_select_loss == 3.0 == res.select_loss and res.best_step == 3
+    best_bias = calls[res.best_step - 1][1]
+    assert torch.equal(method.bias.detach(), best_bias)  # the state of the best step is back
+    assert torch.equal(calls[-1][1], best_bias)          # and the recorded eval loss is the kept state's
+    assert res.eval_loss == calls[-1][2]
+
+
+def test_select_best_without_selection_rows_is_refused():
+    cfg, method, bb, feats = decoder("tinyte_full", "trainer.select_best=true")
+    with pytest.raises(EmbexpError, match="needs selection rows"):
+        Trainer(method, cfg.trainer, Accelerator(cpu=True), feats["train"], feats["eval"], bb.tokenizer.pad_token_id, 0)
+
+
+def test_smoke_run_records_its_selection_rows(tmp_run):
+    m = run_train(smoke("method=tinyte_full", "model=tiny_llama", "task=superglue", "trainer.select_best=true",
+                        "trainer.eval_every=2"), tmp_run)
+    assert m["select_split"] == "train_holdout" and m["n_select_examples"] == 6 and m["n_train_examples"] == 24
+    assert m["loss_on"] == "target"
+    t = m["train"]
+    assert t["best_step"] in (2, 4) and t["select_loss"] == t["best_select_loss"] and t["eval_loss"] > 0
+    assert [h["step"] for h in t["history"] if "select_loss" in h] == [2]
+
+
+# ---- task.loss_on -----------------------------------------------------------------------------------
+def features(loss_on: str):
+    cfg = smoke("model=tiny_llama", "task=wmt16", f"task.loss_on={loss_on}")
+    bb = load_backbone(cfg.model, num_labels=0)
+    enc = Encoder(bb.tokenizer, True, 64, 16, False, loss_on)
+    exs = build_task(cfg.task).examples("train")[:3]
+    return [enc.train_features(e) for e in exs], [len(enc.prompt_ids(e.prompt)) for e in exs]
+
+
+def test_loss_on_sets_the_labels_of_the_prompt():
+    target, plen = features("target")
+    every, plen_all = features("all")
+    assert plen == plen_all == [f["prompt_length"] for f in target] == [f["prompt_length"] for f in every]
+    for t, a, n in zip(target, every, plen):
+        assert t["input_ids"] == a["input_ids"]
+        assert t["labels"][:n] == [IGNORE] * n and t["labels"][n:] == t["input_ids"][n:]
+        assert a["labels"] == a["input_ids"] and IGNORE not in a["labels"]
+    with pytest.raises(EmbexpError, match="unknown task.loss_on 'prompt' \\(choose from: target, all\\)"):
+        build_task(smoke("task=wmt16", "task.loss_on=prompt").task)
+
+
+def test_loss_on_all_trains_on_the_prompt_tokens():
+    cfg = smoke("method=tinyte_full", "model=tiny_llama", "task=wmt16")
+    torch.manual_seed(0)
+    bb = load_backbone(cfg.model, num_labels=0)
+    method = build_method(cfg.method, bb)
+    with torch.no_grad():
+        method.bias.normal_(0, 0.5)
+    pad = bb.tokenizer.pad_token_id
+
+    def loss_and_grad(feats):
+        method.zero_grad()
+        batch = collate(feats, pad)
+        loss = method(**batch).loss
+        loss.backward()
+        return loss.item(), method.bias.grad.clone()
+
+    target, plen = features("target")
+    every, _ = features("all")
+    lt, gt = loss_and_grad(target)
+    la, ga = loss_and_grad(every)
+    assert la != pytest.approx(lt) and not torch.allclose(ga, gt)
+    only_prompt = [{**f, "labels": f["labels"][:n] + [IGNORE] * (len(f["labels"]) - n)} for f, n in zip(every, plen)]
+    _, gp = loss_and_grad(only_prompt)  # the prompt positions alone give a gradient with loss_on=all
+    assert torch.isfinite(gp).all() and gp.abs().sum() > 0
+    assert all((torch.tensor(f["labels"][:n]) == IGNORE).all() for f, n in zip(target, plen))  # with target they carry none
+
+
+@pytest.mark.parametrize("method_name", ["tinyte_gated", "tinyte_full"])
+def test_prompt_lengths_reach_the_method_never_the_backbone(method_name):
+    """With loss_on=all no prompt label is -100: TinyTE-gated reads the prompt length from the
+    batch's prompt_lengths instead, and gets the same lengths (hence logits) as with loss_on=target."""
+    cfg, method, bb, _ = decoder(method_name)
+    pad = bb.tokenizer.pad_token_id
+    seen = []
+    bb.model.register_forward_pre_hook(lambda mod, args, kw: seen.append(set(kw)), with_kwargs=True)
+    target, plen = features("target")
+    every, _ = features("all")
+    from embexp.training import wants_prompt_lengths
+
+    wants = wants_prompt_lengths(method)
+    assert wants == (method_name == "tinyte_gated")
+    with torch.no_grad():
+        if method_name == "tinyte_gated":
+            method.bias.normal_()
+            method.alpha.fill_(-3.0)  # p depends on the length: a wrong length changes the logits
+        ref = method(**collate(target, pad)).logits
+        batch = collate(every, pad, prompt_lengths=wants)
+        assert (PROMPT_LENGTHS in batch) == wants
+        out = method(**batch).logits
+    assert torch.equal(out, ref)
+    assert all(PROMPT_LENGTHS not in keys for keys in seen) and len(seen) == 2
+    if method_name == "tinyte_gated":
+        assert method._last_lengths.tolist() == plen
+        with torch.no_grad():  # the pitfall the batch key avoids: labels alone under loss_on=all say "no prompt"
+            assert method.lengths(collate(every, pad)).tolist() == [0, 0, 0]
+
+
+def test_gated_trains_with_loss_on_all_end_to_end(tmp_run):
+    m = run_train(smoke("method=tinyte_gated", "model=tiny_llama", "task=wmt16", "task.loss_on=all",
+                        "trainer.select_best=true"), tmp_run)
+    assert m["loss_on"] == "all" and m["train"]["steps"] == 4 and m["train"]["best_step"] >= 1
+    assert all(torch.isfinite(torch.tensor(h["loss"])) for h in m["train"]["history"] if "loss" in h)

@@ -13,8 +13,10 @@ answer must be exactly " yes"/" no", no post-processing) and log-likelihood accu
     cosine, 20 epochs over 32 examples at an effective batch of 32 = 20 optimizer steps), adapted to a
     CPU: micro-batches of 4 x 8 accumulation steps (``--train-batch-size``) instead of 1 x 32 (the same objective here: every
     BoolQ target is " yes"/" no" + EOS, 2 tokens, so the token-mean equals the example-mean), 2 warm-up
-    steps instead of 50 (50 would never reach the peak lr in 20 steps), no periodic evaluation, and
-    the end-of-training evaluation loss on one batch only (nothing is selected by it).
+    steps instead of 50 (50 would never reach the peak lr in 20 steps), no periodic evaluation, no
+    selection rows (``task.select_split=``: all 32 rows train, nothing is selected), the loss on the
+    answer only (``task.loss_on=target``, the default; the tinyte_* experiments use ``all``), and the
+    end-of-training evaluation loss on one batch only.
 
 ``--rescore`` recomputes the prediction statistics of finished runs without training. ``--lr``
 changes TinyTE's peak learning rate (the run directory gets the tag ``lr<value>``). Several
@@ -71,7 +73,7 @@ def main() -> None:
     args = ap.parse_args()
 
     common = ["model=smollm2", "task=superglue", "task.subset=boolq", f"task.data_dir={args.data_dir}",
-              "task.train_split=train_fewglue32", f"task.max_eval_samples={args.eval_rows}",
+              "task.train_split=train_fewglue32", "task.select_split=", f"task.max_eval_samples={args.eval_rows}",
               f"task.max_source_tokens={args.max_source_tokens}", "task.max_new_tokens=4",
               f"trainer.eval_batch_size={args.eval_batch_size}", "trainer.cpu=true", "trainer.progress=false",
               f"output_root={args.out}"]

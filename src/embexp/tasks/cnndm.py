@@ -39,7 +39,7 @@ class CnnDmConfig(TaskConfig):
     subset: str = f("3.0.0", "Hub config of abisee/cnn_dailymail (3.0.0: the non-anonymised version).")
     eval_split: str = f("test", "Split used for evaluation (the paper reports the test set).")
     max_eval_samples: int = f(2500, "Keep the first N evaluation rows (the paper caps the test set at 2,500).")
-    select_split: str = f("validation", "Rows for the periodic evaluation loss and select_best: the validation split (13,368 articles), never the reported test split.")
+    select_split: str = f("validation", "Rows for the periodic evaluation loss and select_best: the validation split, never the reported test split.")
     select_size: int = f(2500, "Keep the first N validation rows for selection (ours: the size of the capped test set; each evaluation costs as much as before).")
     max_article_words: int = f(1500, "Cut articles after this many whitespace words, keeping the lead (ours; -1: never).")
     max_source_tokens: int = f(2048, "Truncate the prompt to this many tokens (1,500 words are ~2,000 tokens; rarely hit).")

@@ -66,7 +66,7 @@ class SuperGlueConfig(TaskConfig):
     train_split: str = f("train", "Split used for training; train_fewglue32 = the FewGLUE 32-example sets (local files only).")
     max_new_tokens: int = f(32, "Greedy generation budget (ours): enough for a COPA sentence; 3-4 suffice for yes/no/True/False + eos.")
     select_split: str = f("train_holdout", "Rows for the periodic evaluation loss and select_best: SuperGLUE has no labelled split besides train and the reported validation, so train_holdout (ours) carves select_size rows out of each sub-task's train split (never trained on); FewGLUE (32 rows): set select_size=8 or select_split='' with trainer.select_best=false.")
-    select_size: int = f(50, "Rows held out of each sub-task's train split for selection (ours: 50 = 20% of CB's 250, 12.5% of COPA's 400, <2% of the others).")
+    select_size: int = f(50, "Rows held out of each sub-task's train split for selection (ours: 50 = 20% of CB's 250 hub training rows, 12.5% of COPA's 400, <2% of the others).")
 
 
 def copa_choice(choice: str) -> str:

@@ -41,7 +41,7 @@ class WMT16Config(TaskConfig):
     name: str = f("wmt16", "Task family (the file under conf/task).")
     subset: str = f("cs-en", "WMT16 language pair (hub config); only cs-en (Czech→English) is wired.")
     eval_split: str = f("test", "Split used for evaluation: test is newstest2016, the split the TinyTE paper reports.")
-    select_split: str = f("validation", "Rows for the periodic evaluation loss and select_best: validation = newstest2015 (2,656 pairs), so selection never sees the reported newstest2016.")
+    select_split: str = f("validation", "Rows for the periodic evaluation loss and select_best: validation = newstest2015, so selection never sees the reported newstest2016.")
     max_source_tokens: int = f(256, "Truncate the prompt to this many tokens (newstest sentences are < 150 tokens).")
     max_new_tokens: int = f(128, "Greedy generation budget for one translated sentence.")
 

@@ -194,3 +194,13 @@ def test_finite_loss_in_bf16(case, model):
     loss.backward()
     assert torch.isfinite(loss)
     assert all(torch.isfinite(p.grad).all() for p in method.trainable_tensors().values() if p.grad is not None)
+
+
+@pytest.mark.parametrize("case,model", params(lambda c: c.trains))
+def test_gradients_on_exactly_for_the_trainable_tensors(case, model):
+    """build_method switches gradients on once, after construction: for the method's tensors only."""
+    _, method, _, _ = setup_case(case, model)
+    own = {id(p) for p in method.trainable_tensors().values()}
+    assert own
+    for n, p in method.named_parameters():
+        assert p.requires_grad == (id(p) in own), n

@@ -13,7 +13,7 @@ from embexp import EmbexpError
 from embexp.data import collate
 from embexp.methods import build_method
 from embexp.methods.tinyte import rank_dims
-from embexp.models import embed_scale, load_backbone
+from embexp.models import load_backbone
 from embexp.tasks import build_task
 
 DECODERS = ["tiny_llama", "tiny_qwen2", "tiny_gemma2"]
@@ -30,7 +30,7 @@ def build(method: str, model: str = "tiny_llama", *overrides: str):
 def raw_embeddings(bb, ids):
     """What the frozen embedding module returns without any method (weight rows x Gemma's scale)."""
     w = bb.model.get_input_embeddings().weight
-    return (w[ids] * embed_scale(bb.model)).detach()
+    return (w[ids] * bb.embed_scale).detach()
 
 
 def special_batch(bb):
@@ -87,6 +87,7 @@ def test_special_tokens_are_never_shifted(name, model):
         got = method.model.get_input_embeddings()(ids) - raw_embeddings(bb, ids)
     assert torch.equal(got[special], torch.zeros_like(got[special]))
     want = method.delta() if name != "tinyte_gated" else method.bias * (1 - method.gate(torch.tensor([5])))[0]
+    want = bb.embed_scale * want  # b lives in the raw row space; the module's output is scaled
     torch.testing.assert_close(got[~special], want.expand_as(got[~special]), atol=1e-5, rtol=0)
     if name == "tinyte_half":  # only the k ranked dims move
         moved = (got[~special] != 0).any(0)
@@ -164,11 +165,16 @@ def test_gate_extremes_and_ordering():
         method.beta.fill_(math.log(0.25 / 0.75))  # p = 0.25: the first quarter of the ranking is modified
         g = method.gate(lengths)[0]
         assert (g[rank_of < d // 4 - 1] < 1e-3).all() and (g[rank_of >= d // 4] > 1 - 1e-3).all()
-        method.alpha.fill_(-1.0)  # alpha < 0: longer inputs modify fewer dims (the paper's finding)
+        method.alpha.fill_(-0.01)  # alpha < 0: longer inputs modify fewer dims (the paper's finding)
         method.beta.fill_(2.0)
         shifted = (method.gate(lengths) < 0.5).sum(-1)
         assert shifted[0] > shifted[1]
-        assert shifted[0] == math.floor(torch.sigmoid(torch.tensor(-0.07 + 2.0)).item() * d)
+        assert shifted[0] == math.floor(torch.sigmoid(torch.tensor(-0.07 + 2.0)).item() * d)  # l in tokens (Eq. 4)
+    hundreds, _ = build("tinyte_gated", "tiny_llama", "method.length_scale=100")  # the option: l / 100
+    with torch.no_grad():
+        hundreds.alpha.fill_(-1.0)
+        hundreds.beta.fill_(2.0)
+        torch.testing.assert_close(hundreds.p(lengths), torch.sigmoid(torch.tensor([-0.07 + 2.0, -3.0 + 2.0])))
 
 
 def test_gate_parameters_receive_gradients():
@@ -210,11 +216,11 @@ def test_hybrid_at_init_only_prepends_its_token():
     method, bb = build("tinyte_hybrid", "tiny_gemma2")
     emb = bb.model.get_input_embeddings()
     bos = torch.tensor([bb.tokenizer.bos_token_id])
-    assert torch.equal(method.prompt.detach(), raw_embeddings(bb, bos))
+    assert torch.equal(method.prompt.detach(), emb.weight[bos].detach())  # the raw row; scaled on the way in
     batch = collate([{"input_ids": [1, 70, 71, 72, 2]}, {"input_ids": [1, 80, 81]}], bb.tokenizer.pad_token_id)
     with torch.no_grad():
         got = method(**batch).logits
-        x = torch.cat([method.prompt.expand(2, 1, -1), emb(batch["input_ids"])], 1)
+        x = torch.cat([(method.prompt * bb.embed_scale).expand(2, 1, -1), emb(batch["input_ids"])], 1)
         mask = torch.cat([torch.ones(2, 1, dtype=torch.long), batch["attention_mask"]], 1)
         want = method.model.get_base_model()(inputs_embeds=x, attention_mask=mask).logits[:, 1:]
     assert got.shape[:2] == batch["input_ids"].shape and torch.equal(got, want)
@@ -302,3 +308,112 @@ def test_lora_on_tied_embeddings_exports_exactly(tmp_path):
         got = AutoModelForCausalLM.from_pretrained(tmp_path)(**inputs).logits
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
 
+
+
+# ---- where b and the virtual tokens enter: the raw row space, then the embedding scale -------------
+def first_layer_input(method, bb, run):
+    """The hidden states entering the first decoder layer while ``run()`` runs (each call's, in order)."""
+    seen = []
+
+    def grab(mod, args, kwargs):
+        seen.append((args[0] if args else kwargs["hidden_states"]).detach().clone())
+
+    handle = bb.model.model.layers[0].register_forward_pre_hook(grab, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            run()
+    finally:
+        handle.remove()
+    return seen
+
+
+def test_embed_scale_is_read_from_the_embedding_module():
+    for model, want in [("tiny_gemma2", math.sqrt(64)), ("tiny_llama", 1.0), ("tiny_qwen2", 1.0), ("tiny_roberta", 1.0)]:
+        _, bb = build("tinyte_full", model)
+        assert bb.embed_scale == want, model
+        x = torch.tensor([[70, 71]])
+        with torch.no_grad():
+            torch.testing.assert_close(bb.model.get_input_embeddings()(x), bb.model.get_input_embeddings().weight[x] * want,
+                                       atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["tinyte_full", "tinyte_half", "tinyte_gated"])
+@pytest.mark.parametrize("model", ["tiny_gemma2", "tiny_llama"])
+def test_shift_enters_the_first_layer_as_scale_times_b(name, model):
+    """As on transformers 4.x (Gemma-2 scaled after the lookup): the first layer sees (e + b) * scale."""
+    method, bb = build(name, model, *(["method.beta_init=30"] if name == "tinyte_gated" else []))
+    batch = collate([{"input_ids": [1, 70, 71, 72, 2]}], bb.tokenizer.pad_token_id)
+    (before,) = first_layer_input(method, bb, lambda: method(**batch))
+    with torch.no_grad():
+        method.bias.normal_()
+    (after,) = first_layer_input(method, bb, lambda: method(**batch))
+    scale = math.sqrt(bb.hidden_size) if model == "tiny_gemma2" else 1.0
+    delta = method.delta(method.lengths(batch) if name == "tinyte_gated" else None).detach().reshape(-1)
+    shifted = method.shift_mask[batch["input_ids"][0]]
+    assert shifted.tolist() == [False, True, True, True, False]
+    torch.testing.assert_close(after[0, shifted] - before[0, shifted], (scale * delta).expand(3, -1), atol=1e-5, rtol=0)
+    assert torch.equal(after[0, ~shifted], before[0, ~shifted])
+
+
+@pytest.mark.parametrize("model", ["tiny_gemma2", "tiny_llama"])
+def test_export_adds_b_itself_to_the_rows(model):
+    method, bb = build("tinyte_full", model)
+    with torch.no_grad():
+        method.bias.normal_()
+    rows = method.export().get_input_embeddings().weight
+    w = bb.model.get_input_embeddings().weight
+    ids = torch.tensor([70, 71, bb.tokenizer.bos_token_id])
+    torch.testing.assert_close(rows[ids[:2]] - w[ids[:2]], method.bias.detach().expand(2, -1), atol=1e-6, rtol=0)
+    assert torch.equal(rows[ids[2]], w[ids[2]])  # special rows untouched
+
+
+@pytest.mark.parametrize("name", ["prompt_tuning", "tinyte_hybrid"])
+@pytest.mark.parametrize("model", ["tiny_gemma2", "tiny_llama"])
+def test_virtual_token_enters_the_first_layer_scaled(name, model):
+    """Virtual tokens are raw-row parameters multiplied by the embedding scale as they enter (training
+    forward and generation alike), as transformers 4.x scaled inputs_embeds, virtual tokens included."""
+    method, bb = build(name, model)
+    with torch.no_grad():
+        method.prompt.normal_()
+    scale = math.sqrt(bb.hidden_size) if model == "tiny_gemma2" else 1.0
+    want = scale * method.prompt.detach()[0]
+    batch = collate([{"input_ids": [1, 70, 71, 72]}], bb.tokenizer.pad_token_id, left=True)
+    (train,) = first_layer_input(method, bb, lambda: method(**batch))
+    gen = first_layer_input(method, bb, lambda: method.generate(**batch, max_new_tokens=2, min_new_tokens=2, do_sample=False,
+                                                               pad_token_id=bb.tokenizer.pad_token_id))
+    for x in (train, gen[0]):  # position 0: the virtual token (no padding in a batch of one)
+        torch.testing.assert_close(x[0, 0], want, atol=1e-5, rtol=0)
+        torch.testing.assert_close(x[0, 1:], raw_embeddings(bb, batch["input_ids"])[0], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("model", ["tiny_gemma2", "tiny_llama"])
+def test_prompt_inits_are_raw_rows(model):
+    from peft import PromptTuningConfig, PromptTuningInit, get_peft_model
+
+    method, bb = build("prompt_tuning", model, "method.num_virtual_tokens=3", "method.init=text", "method.init_text=ab")
+    w = bb.model.get_input_embeddings().weight.detach()
+    ids = bb.tokenizer("ab", add_special_tokens=False)["input_ids"]
+    assert torch.equal(method.prompt.detach(), w[torch.tensor((ids * 2)[:3])])
+    # sample_vocab: peft SAMPLE_VOCAB's own draw (the same ids at the same RNG state), as raw rows
+    ours, bb = build("prompt_tuning", model, "method.num_virtual_tokens=4")
+    theirs = get_peft_model(load_backbone(smoke(f"model={model}").model).model,
+                            PromptTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=4,
+                                               prompt_tuning_init=PromptTuningInit.SAMPLE_VOCAB))
+    peft_rows = theirs.prompt_encoder["default"].embedding.weight.detach()  # peft: the scaled module output
+    torch.testing.assert_close(ours.prompt.detach() * bb.embed_scale, peft_rows, atol=0, rtol=0)
+
+
+def test_untie_embeddings_gives_the_head_its_own_copy():
+    from embexp.models import untie_embeddings
+
+    _, bb = build("zero_shot", "tiny_gemma2")
+    model = bb.model
+    w = model.get_input_embeddings().weight
+    assert model.get_output_embeddings().weight is w and model.config.tie_word_embeddings
+    assert untie_embeddings(model)
+    head = model.get_output_embeddings().weight
+    assert head is not w and torch.equal(head, w) and not head.requires_grad
+    assert model.config.tie_word_embeddings is False and model.config.get_text_config().tie_word_embeddings is False
+    assert not untie_embeddings(model)
+    _, llama = build("zero_shot", "tiny_llama")
+    assert not untie_embeddings(llama.model)

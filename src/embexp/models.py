@@ -1,9 +1,10 @@
 """Load a backbone and its tokenizer: hub ids, the offline models, and tiny random models.
 
 Family quirks handled here and nowhere else:
-- Gemma-2 scales embeddings inside its embedding module (``embed_scale``); :func:`embed_scale`
-  reports the factor so methods that fold a bias into embedding rows can divide it out.
-- Some families tie input and output embeddings (SmolLM2, Qwen-2.5 small, Gemma-2).
+- Gemma-2 scales embeddings inside its embedding module (``embed_scale``); :attr:`Backbone.embed_scale`
+  reports the factor, so methods can work in the raw row space and scale what they add.
+- Some families tie input and output embeddings (SmolLM2, Qwen-2.5 small, Gemma-2);
+  :func:`untie_embeddings` gives the output head its own copy where a method needs that.
 - Decoders without a pad token get ``pad = eos``; generation is always left-padded.
 """
 
@@ -63,6 +64,21 @@ class Backbone:
     def vocab_size(self) -> int:
         return self.model.get_input_embeddings().weight.shape[0]
 
+    @property
+    def embed_scale(self) -> float:
+        """The factor the input embedding module multiplies its rows by: sqrt(d) for Gemma-2 (and
+        the other families whose module has ``scalar_embed_scale``/``embed_scale``), 1.0 elsewhere.
+
+        In transformers 4.x Gemma-2 scaled in the model's forward, after ``inputs_embeds``; in 5.x
+        the scaling sits inside the embedding module. Methods that add to embeddings work in the
+        raw row space and multiply by this factor themselves, so they behave as on 4.x.
+        """
+        emb = self.model.get_input_embeddings()
+        s = getattr(emb, "scalar_embed_scale", None)
+        if s is None:
+            s = getattr(emb, "embed_scale", 1.0)
+        return float(s.item() if torch.is_tensor(s) else s)
+
     def special_ids(self) -> list[int]:
         """Token ids that embedding methods never shift: every special token the tokenizer knows."""
         ids = set(self.tokenizer.all_special_ids)
@@ -85,13 +101,24 @@ class Backbone:
         return [(n, p) for n, p in self.model.named_parameters() if not n.startswith(base)]
 
 
-def embed_scale(model: nn.Module) -> float:
-    """Factor the embedding module multiplies its rows by (Gemma-2: sqrt(d)); 1.0 elsewhere."""
-    emb = model.get_input_embeddings()
-    s = getattr(emb, "scalar_embed_scale", None)
-    if s is None:
-        s = getattr(emb, "embed_scale", 1.0)
-    return float(s.item() if torch.is_tensor(s) else s)
+def untie_embeddings(model: nn.Module) -> bool:
+    """Give a tied output head its own frozen copy of the input embedding matrix, in place.
+
+    Sets ``tie_word_embeddings=False`` on the config (and its text config), so a saved model stays
+    untied. Looks through peft's wrappers (``base_layer``). Returns whether the two were tied.
+    """
+    emb, out = model.get_input_embeddings(), model.get_output_embeddings()
+    if out is None:
+        return False
+    weight, head = getattr(emb, "base_layer", emb).weight, getattr(out, "base_layer", out)
+    if head.weight is not weight:
+        return False
+    head.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
+    config = model.config
+    for c in (config, getattr(config, "get_text_config", lambda: None)()):
+        if c is not None:
+            c.tie_word_embeddings = False
+    return True
 
 
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:

@@ -4,6 +4,8 @@ A method is an ``nn.Module`` that owns the backbone (``self.model``) and an expl
 trainable tensors. At initialisation it changes nothing (outputs equal the backbone's, bit for bit
 in fp32) unless its docstring says what it preserves instead. It saves and loads its trainable
 state as safetensors, and where the math allows it exports a plain transformers model.
+Build one with ``build_method``: ``__init__`` freezes the backbone and creates the method's
+tensors; the builder then switches their gradients on (``mark_trainable``), once.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class Method(nn.Module):
         self.model = backbone.model  # registered submodule: DDP sees one module
         self.tokenizer = backbone.tokenizer
         self.is_decoder = backbone.is_decoder
+        self.embed_scale = backbone.embed_scale  # what the embedding module multiplies rows by (models.py)
         self._head = dict(backbone.head_parameters()) if (self.trains and cfg.train_head) else {}
         for p in self.model.parameters():
             p.requires_grad_(False)
@@ -72,7 +75,8 @@ class Method(nn.Module):
         return out
 
     def mark_trainable(self) -> None:
-        """Call at the end of a subclass __init__ (and after setup) to switch gradients on."""
+        """Switch gradients on for the trainable tensors. ``build_method`` calls it once, after
+        construction; a method that replaces its tensors later (PEMA's setup) calls it again."""
         for p in self.trainable_tensors().values():
             p.requires_grad_(True)
 

@@ -20,10 +20,6 @@ class ZeroShot(Method):
 class FullFineTuning(Method):
     """Every backbone parameter is trained (tied weights counted once)."""
 
-    def __init__(self, cfg, backbone):
-        super().__init__(cfg, backbone)
-        self.mark_trainable()
-
     def method_tensors(self):
         head = {id(p) for p in self._head.values()}
         return {f"model.{n}": p for n, p in self.model.named_parameters() if id(p) not in head}
@@ -35,10 +31,6 @@ class FullFineTuning(Method):
 @register_method("emb_tuning")
 class EmbeddingTuning(Method):
     """Only the input embedding matrix is trained (with tied embeddings the output head moves too)."""
-
-    def __init__(self, cfg, backbone):
-        super().__init__(cfg, backbone)
-        self.mark_trainable()
 
     def method_tensors(self):
         return {"embedding": self.model.get_input_embeddings().weight}

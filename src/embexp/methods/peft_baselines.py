@@ -21,6 +21,7 @@ from embexp import EmbexpError
 from embexp.config import f
 from embexp.methods.base import Method, MethodConfig
 from embexp.methods.registry import register_method
+from embexp.models import untie_embeddings
 
 PROMPT_INITS = ("random", "sample_vocab", "text")
 
@@ -36,7 +37,7 @@ class LoRAConfig(MethodConfig):
 @dataclass
 class PromptTuningMethodConfig(MethodConfig):
     num_virtual_tokens: int = f(1, "Learned prompt tokens prepended to the input (the paper: 1, 2 or 20; tag runs tk<N>).")
-    init: str = f("sample_vocab", "Initial prompt: random (peft RANDOM, N(0,1)), sample_vocab (peft SAMPLE_VOCAB: embeddings of random vocabulary ids) or text (the embeddings of init_text's tokens, repeated/truncated to num_virtual_tokens, tokenised with the run's own tokenizer). Default ours.")
+    init: str = f("sample_vocab", "Initial prompt: random (peft RANDOM, N(0,1)), sample_vocab (peft SAMPLE_VOCAB's draw: the embedding rows of random vocabulary ids) or text (the embedding rows of init_text's tokens, repeated/truncated to num_virtual_tokens, tokenised with the run's own tokenizer). Rows are raw (before Gemma-2's sqrt(d) scale, which the prompt gets when it enters the model). Default ours.")
     init_text: str = f("", "Text for init=text.")
 
 
@@ -64,15 +65,31 @@ def wrap(method: Method, peft_config) -> nn.Module:
 
 
 def prompt_tuning_model(method: Method, n: int, init: str = "random") -> nn.Module:
+    """The backbone wrapped by peft prompt tuning with ``n`` virtual tokens, in the raw row space.
+
+    The virtual tokens are parameters in the space of the embedding matrix's rows and are
+    multiplied by the backbone's ``embed_scale`` as they enter the model (a forward hook on peft's
+    prompt encoder, so training, scoring and ``prompt_generate`` all get it): in transformers 4.x
+    Gemma-2 scaled ``inputs_embeds`` in its forward, virtual tokens included; in 5.x the scale sits
+    inside the embedding module, which the virtual tokens bypass. ``sample_vocab`` is peft's
+    SAMPLE_VOCAB draw (``torch.randint`` over the vocabulary right after the prompt encoder is
+    built) taken by us, so the rows are raw rows, not the scaled embedding output.
+    """
     from peft import PromptTuningConfig as PeftPromptTuningConfig
     from peft import PromptTuningInit
 
     if n < 1:
         raise EmbexpError(f"method.num_virtual_tokens={n} must be >= 1")
-    kind = {"random": PromptTuningInit.RANDOM, "sample_vocab": PromptTuningInit.SAMPLE_VOCAB, "text": PromptTuningInit.RANDOM}
-    if init not in kind:
+    if init not in PROMPT_INITS:
         raise EmbexpError(f"unknown method.init '{init}' (choose from: {', '.join(PROMPT_INITS)})")
-    return wrap(method, PeftPromptTuningConfig(task_type=task_type(method), num_virtual_tokens=n, prompt_tuning_init=kind[init]))
+    model = wrap(method, PeftPromptTuningConfig(task_type=task_type(method), num_virtual_tokens=n,
+                                                prompt_tuning_init=PromptTuningInit.RANDOM))
+    if init == "sample_vocab":
+        init_prompt(model, torch.randint(0, model.get_input_embeddings().weight.shape[0], (n,)).tolist())
+    scale = method.embed_scale
+    if scale != 1.0:
+        model.prompt_encoder[model.active_adapter].register_forward_hook(lambda mod, args, out: out * scale)
+    return model
 
 
 def prompt_parameter(model) -> nn.Parameter:
@@ -80,13 +97,14 @@ def prompt_parameter(model) -> nn.Parameter:
 
 
 def init_prompt(model, token_ids: list[int]) -> nn.Parameter:
-    """Set the prompt to the embedding-module outputs of ``token_ids`` (repeated/truncated to fit)."""
+    """Set the prompt to the raw embedding rows of ``token_ids`` (repeated/truncated to fit); the
+    prompt encoder's hook scales them on the way in, as the embedding module scales real tokens."""
     weight = prompt_parameter(model)
     n = weight.shape[0]
     ids = (token_ids * (n // len(token_ids) + 1))[:n]
-    emb = model.get_input_embeddings()
+    rows = model.get_input_embeddings().weight.detach()
     with torch.no_grad():
-        weight.copy_(emb(torch.tensor(ids, device=emb.weight.device)).to(weight.dtype))
+        weight.copy_(rows[torch.tensor(ids, device=rows.device)].to(weight.dtype))
     return weight
 
 
@@ -173,22 +191,15 @@ class LoRA(Method):
         self.model = wrap(self, PeftLoraConfig(task_type=task_type(self), r=cfg.r, lora_alpha=cfg.alpha,
                                                lora_dropout=cfg.dropout, target_modules=targets, bias="none"))
         self._lora = lora_tensors(self.model)
-        self.mark_trainable()
 
     def method_tensors(self):
         return dict(self._lora)
 
     def export(self):
         model = copy.deepcopy(self.model)
-        base = model.get_base_model()
-        emb, out = base.get_input_embeddings(), base.get_output_embeddings()
-        w_in = getattr(emb, "base_layer", emb).weight
-        if out is not None and getattr(out, "base_layer", out).weight is w_in:
-            # tied input/output embeddings: merging LoRA on embed_tokens or lm_head into one shared
-            # matrix would apply each update to both; untie first so each gets only its own
-            getattr(out, "base_layer", out).weight = nn.Parameter(w_in.detach().clone())
-            for c in {id(c): c for c in (base.config, getattr(base.config, "get_text_config", lambda: None)()) if c is not None}.values():
-                c.tie_word_embeddings = False
+        # tied input/output embeddings: merging LoRA on embed_tokens or lm_head into one shared
+        # matrix would apply each update to both; untie first so each gets only its own
+        untie_embeddings(model.get_base_model())
         model = model.merge_and_unload()
         model.train(False)
         return model
@@ -197,7 +208,8 @@ class LoRA(Method):
 @register_method("prompt_tuning")
 class PromptTuning(Method):
     """Prompt tuning (Lester et al., 2021) from peft: ``num_virtual_tokens`` learned embeddings
-    prepended to the input. Not the identity at init (the sequence changes). Decoder logits are
+    prepended to the input, in the raw row space and scaled on the way in like token rows
+    (``prompt_tuning_model``). Not the identity at init (the sequence changes). Decoder logits are
     returned aligned with ``input_ids``; generation (``prompt_generate``) prefills with
     ``inputs_embeds``, the virtual tokens after the left padding, and continues with ids on the KV
     cache. No plain model can hold extra positions: export raises."""
@@ -215,7 +227,6 @@ class PromptTuning(Method):
             if not ids:
                 raise EmbexpError("method.init=text needs a non-empty method.init_text")
             init_prompt(self.model, ids)
-        self.mark_trainable()
 
     def method_tensors(self):
         return {"prompt": self.prompt}

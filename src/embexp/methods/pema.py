@@ -53,8 +53,8 @@ from torch import nn
 from embexp import EmbexpError
 from embexp.config import f
 from embexp.methods.base import Method, MethodConfig
-from embexp.methods.registry import METHODS, register_method
-from embexp.models import embed_scale
+from embexp.methods.registry import METHODS, build_method, register_method
+from embexp.models import untie_embeddings
 
 SPLITS = ("train", "eval")
 
@@ -115,10 +115,9 @@ class PEMA(Method):
         for s in cfg.count_splits:
             if s not in SPLITS:
                 raise EmbexpError(f"unknown method.count_splits entry '{s}' (choose from: {', '.join(SPLITS)})")
-        inner_cls = METHODS[cfg.inner]
-        icfg = OmegaConf.structured(inner_cls.Config)
+        icfg = OmegaConf.structured(METHODS[cfg.inner].Config)
         icfg.name, icfg.train_head = cfg.inner, cfg.train_head
-        self.inner = inner_cls(icfg, backbone)  # composition: the inner method owns the trainable tensors
+        self.inner = build_method(icfg, backbone)  # composition: the inner method owns the trainable tensors
         emb = self.model.get_input_embeddings()
         if not isinstance(emb, nn.Embedding):
             raise EmbexpError(f"pema needs an nn.Embedding input embedding, got {type(emb).__name__}")
@@ -165,10 +164,7 @@ class PEMA(Method):
 
         weight = emb.weight
         self.store = RowStore(weight)
-        out = self.model.get_output_embeddings()
-        if out is not None and out.weight is weight:  # tied: the head keeps its own full copy (authors' behaviour)
-            out.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)
-            _untie(self.model.config)
+        untie_embeddings(self.model)  # tied: the head keeps its own full copy (authors' behaviour)
         self._padding_idx = emb.padding_idx
         emb.weight = nn.Parameter(weight.detach()[torch.from_numpy(kept)].clone(), requires_grad=False)
         emb.num_embeddings = len(kept)
@@ -187,7 +183,7 @@ class PEMA(Method):
         }
 
     def _install_hooks(self, emb: nn.Embedding) -> None:
-        scale = embed_scale(self.model)
+        scale = self.embed_scale
         stash = {}
 
         def remap(mod, args):
@@ -257,9 +253,3 @@ class PEMA(Method):
     def log_values(self) -> dict[str, float]:
         return dict(self.stats)
 
-
-def _untie(config) -> None:
-    config.tie_word_embeddings = False
-    text = getattr(config, "get_text_config", lambda: None)()
-    if text is not None and text is not config:
-        text.tie_word_embeddings = False

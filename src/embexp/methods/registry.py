@@ -11,4 +11,6 @@ register_method = METHODS.register
 def build_method(cfg, backbone):
     import embexp.methods  # noqa: F401  (registers every method)
 
-    return METHODS.get_class(cfg.name)(cfg, backbone)
+    method = METHODS.get_class(cfg.name)(cfg, backbone)
+    method.mark_trainable()  # once, after construction: __init__ only creates the tensors
+    return method

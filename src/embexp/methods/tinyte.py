@@ -1,10 +1,22 @@
-"""TinyTE (tinyte.md): steer an LLM by adding one learned vector to its input token embeddings.
+"""TinyTE (tinyte.md §3): steer an LLM by adding one learned vector to its input token embeddings.
 
-``T(e) = e + b`` for every non-special token; ``b`` starts at zero, so the method is the identity
-at initialisation. The bias is applied to the embedding module's *output* (after Gemma-2's
-``sqrt(d)`` scaling), and the embedding weight is never touched, so tied input/output embeddings
-stay tied while training. Export folds ``b / embed_scale`` into the non-special rows and unties
-the output head (it keeps the original rows), giving a plain transformers model.
+``T(e) = e + b`` for every non-special token (Eq. 2). One class, :class:`TinyTE`, does the four
+variants; each registered name only picks a config schema and a :class:`Variant`, the small
+mask/gate strategy that says which dims of each token ``b`` reaches:
+
+- ``tinyte_full`` (§3.1): every dim;
+- ``tinyte_half`` (§3.2, Eq. 3): b has k = floor(p*d) entries, on the first k dims of a ranking;
+- ``tinyte_gated`` (§3.3, Eq. 4-5): every dim through a gate that depends on the input length;
+- ``tinyte_hybrid`` (§4.1): full, plus one learned prompt token (peft prompt tuning).
+
+**Where b enters: the paper's space, the rows of the embedding matrix.** A forward hook on the
+embedding module adds the shift to the module's output, so the weight is never touched and tied
+input/output embeddings stay tied. That output is already multiplied by the module's scale
+(``Backbone.embed_scale``: sqrt(d) for Gemma-2, whose scaling transformers 5.x moved inside the
+embedding module; 4.x, which the paper ran on, scaled after the lookup in the model's forward), so
+the hook adds ``embed_scale * b``: the model sees ``(e + b) * scale`` exactly as on 4.x, and an
+optimiser step moves the shift as much as in the paper. Export adds ``b`` itself to the
+non-special rows (and unties the output head, which keeps the original rows).
 """
 
 from __future__ import annotations
@@ -13,6 +25,7 @@ import copy
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -22,63 +35,16 @@ from embexp.config import f
 from embexp.methods.base import Method, MethodConfig, embedding_hook
 from embexp.methods.peft_baselines import init_prompt, prompt_generate, prompt_tuning_model, strip_prefix
 from embexp.methods.registry import register_method
-from embexp.models import embed_scale
+from embexp.models import untie_embeddings
+
+RANKINGS = ("variance", "random", "integrated_gradients")
+SELECTS = ("lowest", "highest")
 
 
+# ---- config schemas (one per registered name) --------------------------------------------------
 @dataclass
 class TinyTEConfig(MethodConfig):
     shift_special: bool = f(False, "Also shift special tokens (never in the paper; for ablations only).")
-
-
-@register_method("tinyte_full")
-class TinyTEFull(Method):
-    Config = TinyTEConfig
-
-    def __init__(self, cfg, backbone):
-        super().__init__(cfg, backbone)
-        d = backbone.hidden_size
-        self.bias = nn.Parameter(torch.zeros(d, dtype=torch.float32))
-        shift = ~backbone.special_mask() if not cfg.shift_special else torch.ones(backbone.vocab_size, dtype=torch.bool)
-        self.register_buffer("shift_mask", shift, persistent=False)
-        self._hook = embedding_hook(self.model.get_input_embeddings(), self.shift)
-        self.mark_trainable()
-
-    def method_tensors(self):
-        return {"bias": self.bias}
-
-    def delta(self) -> torch.Tensor:
-        """The vector added to every shifted token (variants override this)."""
-        return self.bias
-
-    def shift(self, input_ids: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
-        mask = self.shift_mask[input_ids].unsqueeze(-1).to(embeds.dtype)
-        return embeds + mask * self.delta().to(embeds.dtype)
-
-    def export(self):
-        model = copy.deepcopy(self.model)
-        for h in list(model.get_input_embeddings()._forward_hooks):
-            model.get_input_embeddings()._forward_hooks.pop(h)
-        emb = model.get_input_embeddings()
-        out = model.get_output_embeddings()
-        with torch.no_grad():
-            if out is not None and out.weight is emb.weight:
-                out.weight = nn.Parameter(emb.weight.detach().clone())
-                _untie(model.config)
-            rows = self.shift_mask.nonzero().squeeze(-1)
-            emb.weight[rows] += (self.delta().detach() / embed_scale(model)).to(emb.weight.dtype)
-        return model
-
-
-def _untie(config) -> None:
-    config.tie_word_embeddings = False
-    text = getattr(config, "get_text_config", lambda: None)()
-    if text is not None and text is not config:
-        text.tie_word_embeddings = False
-
-
-# ---- the variants (tinyte.md §3.2-3.3 and §4.1) ----------------------------------------------------
-RANKINGS = ("variance", "random", "integrated_gradients")
-SELECTS = ("lowest", "highest")
 
 
 @dataclass
@@ -99,15 +65,34 @@ class TinyTEHalfConfig(TinyTERankedConfig):
 @dataclass
 class TinyTEGatedConfig(TinyTERankedConfig):
     steepness: float = f(1000.0, "h in G_i = sigmoid(h*(d_i - p(l))) (paper: 1000).")
-    length_scale: float = f(100.0, "l in p(l) = sigmoid(alpha*l + beta) counts input tokens in units of this many tokens (ours; the paper leaves the scale open).")
-    alpha_init: float = f(0.0, "Initial alpha (ours: 0, so p does not depend on the length at init).")
-    beta_init: float = f(0.0, "Initial beta (ours: 0, so p = 0.5 at init, as TinyTE-half).")
+    length_scale: float = f(1.0, "Ours, not in the paper: p(l) = sigmoid(alpha*l/length_scale + beta). 1 = the paper's p(l) = sigmoid(alpha*l + beta) with l in tokens; 100 = embexp's former default (l in hundreds of tokens, so alpha*l stays of order 1).")
+    alpha_init: float = f(0.0, "Initial alpha (ours, the paper gives none: 0, so p does not depend on the length at init).")
+    beta_init: float = f(0.0, "Initial beta (ours, the paper gives none: 0, so p = sigmoid(0) = 0.5 at init for every length, as TinyTE-half).")
     length_source: str = f("prompt", "What l counts (ours): prompt = the prompt's tokens (the batch's prompt_lengths, which the trainer passes whatever task.loss_on is; without it, the non-pad tokens whose labels are -100, else every non-pad token); sequence = every non-pad token. Generation always uses the prompt's length, kept during decoding.")
 
 
 @dataclass
 class TinyTEHybridConfig(TinyTEConfig):
-    init_token: str = f("bos", "Initial value of the prompt token (ours): bos = the embedding of the tokenizer's BOS token (CLS, then EOS when it has none); any other text = the embedding of that text's first token.")
+    init_token: str = f("bos", "Initial value of the prompt token (ours): bos = the embedding row of the tokenizer's BOS token (CLS, then EOS when it has none); any other text = the embedding row of that text's first token.")
+
+
+# ---- the variants' strategy ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Variant:
+    """What makes a TinyTE variant; everything else is shared.
+
+    mask: which dims b reaches. ``all`` every dim (b in R^d); ``first_k`` the first k = floor(p*d)
+    dims of a ranking (b in R^k, Eq. 3); ``gate`` every dim, weighted by 1 - G_i(l) (Eq. 5).
+    prompt_tokens: learned prompt tokens prepended to the input (hybrid: 1).
+    """
+
+    mask: str = "all"
+    prompt_tokens: int = 0
+
+    @property
+    def ranked(self) -> bool:
+        """Needs an order of the embedding dims (saved with the adapter as ``ranking``)."""
+        return self.mask in ("first_k", "gate")
 
 
 def rank_dims(weight: torch.Tensor, rows: torch.Tensor, how: str, select: str = "lowest", seed: int = 0) -> torch.Tensor:
@@ -125,35 +110,110 @@ def rank_dims(weight: torch.Tensor, rows: torch.Tensor, how: str, select: str = 
     raise EmbexpError(f"unknown method.ranking '{how}' (choose from: {', '.join(RANKINGS)})")
 
 
-class _RankedTinyTE(TinyTEFull):
-    """TinyTE with an ordering of the embedding dims, saved with the adapter (tensor ``ranking``)."""
+class TinyTE(Method):
+    """TinyTE, every variant: ``e + embed_scale * delta`` on the embedding output of each non-special
+    token, ``delta`` from ``b`` and the variant's mask or gate (:meth:`delta`).
+
+    Trainable tensors, in this order (the adapter's keys): ``bias`` (d entries, k for first_k),
+    ``alpha`` and ``beta`` (gate), ``prompt`` (prompt tokens); a ranked variant also saves
+    ``ranking``. b = 0 at init, so every variant without prompt tokens is the identity.
+    """
+
+    Config = TinyTEConfig
+    variant: ClassVar[Variant] = Variant()
 
     def __init__(self, cfg, backbone):
         super().__init__(cfg, backbone)
+        v, d = self.variant, backbone.hidden_size
+        shift = torch.ones(backbone.vocab_size, dtype=torch.bool) if cfg.shift_special else ~backbone.special_mask()
+        self.register_buffer("shift_mask", shift, persistent=False)
+        self.k = d
+        if v.mask == "first_k":
+            if not 0.0 < cfg.p <= 1.0 or math.floor(cfg.p * d) < 1:
+                raise EmbexpError(f"method.p={cfg.p} selects no dims of d={d} (choose 0 < p <= 1 with floor(p*d) >= 1)")
+            self.k = math.floor(cfg.p * d)
+        self.bias = nn.Parameter(torch.zeros(self.k, dtype=torch.float32))
+        self._tensors = {"bias": self.bias}
+        if v.mask == "gate":
+            self._init_gate(cfg, backbone)
+        self.ranking_set = not v.ranked
+        if v.ranked:
+            self._init_ranking(cfg, backbone)
+        self._hook = embedding_hook(self.model.get_input_embeddings(), self.shift)
+        if v.prompt_tokens:
+            self._init_prompt(cfg)
+
+    def method_tensors(self):
+        return dict(self._tensors)
+
+    # ---- the shift ----------------------------------------------------------------------------
+    def delta(self, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        """What is added to each shifted token's raw embedding row: [d], or [batch, d] for the gate."""
+        if self.variant.mask == "all":
+            return self.bias
+        self.check_ranked()
+        if self.variant.mask == "first_k":  # Eq. 3: m ⊙ b, the k entries on the first k ranked dims
+            return self.bias.new_zeros(self.ranking.numel()).scatter(0, self.dims(), self.bias)
+        return self.bias * (1.0 - self.gate(lengths))  # Eq. 5
+
+    def shift(self, input_ids: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
+        """The embedding hook: ``embeds`` is the module's (scaled) output, so the shift is scaled too."""
+        lengths = self._gate_lengths(input_ids, embeds.shape[0]) if self.variant.mask == "gate" else None
+        delta = (self.embed_scale * self.delta(lengths)).to(embeds.dtype)
+        mask = self.shift_mask[input_ids].unsqueeze(-1).to(embeds.dtype)
+        return embeds + mask * delta.view(-1, 1, delta.shape[-1])
+
+    def forward(self, **batch):
+        with self._input_lengths(batch):
+            out = self.model(**{k: v for k, v in batch.items() if k not in self.extra_inputs})
+        return strip_prefix(out, self.variant.prompt_tokens, self.is_decoder)
+
+    @torch.no_grad()
+    def generate(self, **kw):
+        with self._input_lengths({k: kw.get(k) for k in ("input_ids", "attention_mask")}):
+            return prompt_generate(self.model, **kw) if self.variant.prompt_tokens else self.model.generate(**kw)
+
+    def export(self):
+        self.check_export()
+        model = copy.deepcopy(self.model)
+        emb = model.get_input_embeddings()
+        emb._forward_hooks.clear()
+        untie_embeddings(model)
+        with torch.no_grad():  # (e + b) * scale: the row gets b itself, the module scales it
+            rows = self.shift_mask.nonzero().squeeze(-1)
+            emb.weight[rows] += self.delta().detach().to(emb.weight.dtype)
+        return model
+
+    # ---- ranking (first_k, gate) --------------------------------------------------------------
+    def _init_ranking(self, cfg, backbone) -> None:
         if cfg.ranking not in RANKINGS:
             raise EmbexpError(f"unknown method.ranking '{cfg.ranking}' (choose from: {', '.join(RANKINGS)})")
         if cfg.select not in SELECTS:
             raise EmbexpError(f"unknown method.select '{cfg.select}' (choose from: {', '.join(SELECTS)})")
-        d = backbone.hidden_size
-        self.register_buffer("ranking", torch.arange(d), persistent=False)
-        self.ranked = False
+        self.register_buffer("ranking", torch.arange(backbone.hidden_size), persistent=False)
         if cfg.ranking != "integrated_gradients":  # integrated gradients needs data: setup()
             rows = (~backbone.special_mask()).nonzero().squeeze(-1)
             self.set_ranking(rank_dims(self.model.get_input_embeddings().weight, rows, cfg.ranking, cfg.select, cfg.rank_seed))
+
+    def dims(self) -> torch.Tensor:
+        """first_k: the k shifted dims, in ranking order."""
+        return self.ranking[: self.k]
 
     def set_ranking(self, ranking: torch.Tensor) -> None:
         ranking = torch.as_tensor(ranking).to(torch.long).flatten()
         if not torch.equal(torch.sort(ranking.cpu()).values, torch.arange(self.ranking.numel())):
             raise EmbexpError(f"method {self.cfg.name}: 'ranking' is not a permutation of the {self.ranking.numel()} embedding dims")
         self.ranking.copy_(ranking.to(self.ranking.device))
-        self.ranked = True
+        self.ranking_set = True
+        if self.variant.mask == "gate":
+            self._set_position()
 
     def check_ranked(self) -> None:
-        if not self.ranked:
+        if not self.ranking_set:
             raise EmbexpError(f"method {self.cfg.name}: ranking=integrated_gradients is computed in setup() from training data; call setup() or load an adapter first")
 
     def setup(self, token_ids):
-        if self.cfg.ranking == "integrated_gradients":
+        if self.variant.ranked and self.cfg.ranking == "integrated_gradients":
             scores = self.ig_scores(token_ids.get("train") or [])
             self.set_ranking(torch.sort(scores, descending=self.cfg.select == "highest", stable=True).indices)
 
@@ -165,7 +225,8 @@ class _RankedTinyTE(TinyTEFull):
         embedding (the ablation value of Eq. 6); the target is each sequence's mean next-token
         cross-entropy over its real tokens; the path integral is a midpoint Riemann sum of
         ``ig_steps`` steps; |attributions| are summed over the positions TinyTE shifts (non-pad,
-        non-special) and over sequences.
+        non-special) and over sequences. (IG is unchanged by a constant rescaling of the input, so
+        attributing the scaled output or the raw rows gives the same scores.)
         """
         from captum.attr import IntegratedGradients
 
@@ -182,7 +243,7 @@ class _RankedTinyTE(TinyTEFull):
             self.to("cuda")  # the pipeline moves the method to its device after setup anyway
         dev, was_training = emb.weight.device, model.training
         model.eval()
-        scale = embed_scale(model)
+        scale = self.embed_scale
         base = (emb.weight.detach()[self.shift_mask.to(dev)].float().mean(0) * scale).to(emb.weight.dtype)
 
         def loss(x, mask, labels):
@@ -206,110 +267,51 @@ class _RankedTinyTE(TinyTEFull):
         return scores.float()
 
     def trainable_state(self):
-        self.check_ranked()
-        return {**super().trainable_state(), "ranking": self.ranking.detach().cpu().clone()}
+        state = super().trainable_state()
+        if self.variant.ranked:
+            self.check_ranked()
+            state["ranking"] = self.ranking.detach().cpu().clone()
+        return state
 
     def load_trainable_state(self, state):
         state = dict(state)
-        if "ranking" not in state:
-            raise EmbexpError(f"adapter does not match method {self.cfg.name}: it has no 'ranking' tensor")
-        self.set_ranking(state.pop("ranking"))
+        if self.variant.ranked:
+            if "ranking" not in state:
+                raise EmbexpError(f"adapter does not match method {self.cfg.name}: it has no 'ranking' tensor")
+            self.set_ranking(state.pop("ranking"))
         super().load_trainable_state(state)
 
-
-@register_method("tinyte_half")
-class TinyTEHalf(_RankedTinyTE):
-    """TinyTE-half (Eq. 3): ``T(e) = e + m ⊙ b`` on the first ``k = floor(p*d)`` dims of the ranking.
-
-    Only the k shifted entries are parameters (a k-vector scattered into d dims); the ranking is
-    saved with the adapter so a reloaded run shifts the same dims. Exports like TinyTE-full.
-    """
-
-    Config = TinyTEHalfConfig
-
-    def __init__(self, cfg, backbone):
-        super().__init__(cfg, backbone)
-        d = backbone.hidden_size
-        if not 0.0 < cfg.p <= 1.0 or math.floor(cfg.p * d) < 1:
-            raise EmbexpError(f"method.p={cfg.p} selects no dims of d={d} (choose 0 < p <= 1 with floor(p*d) >= 1)")
-        self.k = math.floor(cfg.p * d)
-        self.bias = nn.Parameter(torch.zeros(self.k, dtype=torch.float32))  # replaces the d-vector of full
-        self.mark_trainable()
-
-    def dims(self) -> torch.Tensor:
-        return self.ranking[: self.k]
-
-    def delta(self) -> torch.Tensor:
-        self.check_ranked()
-        return self.bias.new_zeros(self.ranking.numel()).scatter(0, self.dims(), self.bias)
-
-
-@register_method("tinyte_gated")
-class TinyTEGated(_RankedTinyTE):
-    """TinyTE-gated (Eq. 4-5): ``e_i + b_i * (1 - G_i(l))`` with ``G_i = sigmoid(h*(d_i - p(l)))`` and
-    ``p(l) = sigmoid(alpha * l / length_scale + beta)``.
-
-    ``d_i = r_i / d`` where ``r_i`` in 1..d is dim i's place in the ranking (ours: 1-based, so the
-    dims with ``d_i < p`` number floor(p*d), as k in TinyTE-half). ``G ≈ 0`` means fully modified,
-    ``G ≈ 1`` unmodified (the paper's text), so the first ~p*d ranked dims are shifted. ``l`` is
-    the input length of each example (see ``length_source``); generation keeps the prompt's length
-    for every new token. b = 0 at init, so the method is the identity; trainable d + 2. The shift
-    depends on the input length, so no plain model can hold it: ``export()`` raises.
-    """
-    export_blocker = ("its shift depends on each input's length (p(l) gates the dims), which a fixed embedding "
-                      "table cannot hold")
-    extra_inputs = ("prompt_lengths",)  # with task.loss_on=all no label is -100 on the prompt
-
-    Config = TinyTEGatedConfig
-
-    def __init__(self, cfg, backbone):
-        super().__init__(cfg, backbone)
+    # ---- the length gate (Eq. 4-5) ------------------------------------------------------------
+    def _init_gate(self, cfg, backbone) -> None:
         if cfg.length_source not in ("prompt", "sequence"):
             raise EmbexpError(f"unknown method.length_source '{cfg.length_source}' (choose from: prompt, sequence)")
         if cfg.length_scale <= 0:
             raise EmbexpError(f"method.length_scale={cfg.length_scale} must be > 0")
         self.alpha = nn.Parameter(torch.tensor(float(cfg.alpha_init)))
         self.beta = nn.Parameter(torch.tensor(float(cfg.beta_init)))
-        self.register_buffer("position", torch.zeros(backbone.hidden_size), persistent=False)
-        self._set_position()
+        self._tensors.update(alpha=self.alpha, beta=self.beta)
+        self.register_buffer("position", torch.zeros(backbone.hidden_size), persistent=False)  # d_i, set with the ranking
         self.pad_id = backbone.tokenizer.pad_token_id
         self._lengths = None  # per-example l while a forward/generate call runs
         self._last_lengths = None
-        self.mark_trainable()
-
-    def method_tensors(self):  # hasattr: TinyTEFull.__init__ asks before alpha/beta exist
-        return {n: getattr(self, n) for n in ("bias", "alpha", "beta") if hasattr(self, n)}
-
-    def set_ranking(self, ranking):
-        super().set_ranking(ranking)
-        if hasattr(self, "position"):
-            self._set_position()
 
     def _set_position(self) -> None:
+        """d_i = r_i / d, r_i in 1..d dim i's place in the ranking (ours: 1-based, so floor(p*d) dims have d_i < p)."""
         d = self.ranking.numel()
         pos = torch.empty(d, dtype=torch.float32, device=self.ranking.device)
         pos[self.ranking] = torch.arange(1, d + 1, dtype=torch.float32, device=self.ranking.device) / d
         self.position.copy_(pos)
 
     def p(self, lengths: torch.Tensor) -> torch.Tensor:
+        """Eq. 4: the portion of dims shifted at input length l."""
         return torch.sigmoid(self.alpha * lengths.float() / self.cfg.length_scale + self.beta)
 
     def gate(self, lengths: torch.Tensor) -> torch.Tensor:
-        """G [batch, d]: ≈ 0 for the dims shifted at these lengths, ≈ 1 for those left alone."""
+        """G [batch, d] (Eq. 5): ≈ 0 for the dims shifted at these lengths, ≈ 1 for those left alone."""
         return torch.sigmoid(self.cfg.steepness * (self.position - self.p(lengths).unsqueeze(-1)))
 
-    def shift(self, input_ids, embeds):
-        self.check_ranked()
-        lengths = self._lengths
-        if lengths is None:  # the backbone called directly: every non-pad token counts (ours)
-            lengths = (input_ids != self.pad_id).sum(-1)
-        if lengths.shape[0] != embeds.shape[0]:  # beams / several return sequences per prompt
-            lengths = lengths.repeat_interleave(embeds.shape[0] // lengths.shape[0])
-        delta = self.bias * (1.0 - self.gate(lengths.to(embeds.device)))  # [batch, d]
-        mask = self.shift_mask[input_ids].unsqueeze(-1).to(embeds.dtype)
-        return embeds + mask * delta.unsqueeze(-2).to(embeds.dtype)
-
     def lengths(self, batch: dict) -> torch.Tensor:
+        """l of each example (``length_source``)."""
         ids, mask, labels = batch.get("input_ids"), batch.get("attention_mask"), batch.get("labels")
         if self.cfg.length_source == "prompt" and batch.get("prompt_lengths") is not None:
             return batch["prompt_lengths"].to(ids.device)
@@ -318,53 +320,40 @@ class TinyTEGated(_RankedTinyTE):
             valid = valid & (labels == -100)  # the prompt: the positions not trained on
         return valid.sum(-1)
 
+    def _gate_lengths(self, input_ids: torch.Tensor, batch_size: int) -> torch.Tensor:
+        lengths = self._lengths
+        if lengths is None:  # the backbone called directly: every non-pad token counts (ours)
+            lengths = (input_ids != self.pad_id).sum(-1)
+        if lengths.shape[0] != batch_size:  # beams / several return sequences per prompt
+            lengths = lengths.repeat_interleave(batch_size // lengths.shape[0])
+        return lengths.to(self.position.device)
+
     @contextmanager
-    def _length(self, lengths):
+    def _input_lengths(self, batch: dict):
+        """gate: hold each example's l while the backbone runs (generation keeps the prompt's)."""
+        if self.variant.mask != "gate":
+            yield
+            return
+        lengths = self.lengths(batch)
         self._lengths, self._last_lengths = lengths, lengths.detach()
         try:
             yield
         finally:
             self._lengths = None
 
-    def forward(self, **batch):
-        prompt_lengths = batch.pop("prompt_lengths", None)  # never reaches the backbone
-        with self._length(self.lengths({**batch, "prompt_lengths": prompt_lengths})):
-            return self.model(**batch)
-
-    @torch.no_grad()
-    def generate(self, **kw):
-        prompt = {k: kw.get(k) for k in ("input_ids", "attention_mask")}
-        with self._length(self.lengths(prompt)):
-            return self.model.generate(**kw)
-
     def log_values(self):
+        if self.variant.mask != "gate":
+            return {}
         out = {"alpha": self.alpha.item(), "beta": self.beta.item()}
         if self._last_lengths is not None:
             with torch.no_grad():
                 out["p_mean"] = float(self.p(self._last_lengths.to(self.alpha.device)).mean())
         return out
 
-    def export(self):
-        self.check_export()
-
-
-@register_method("tinyte_hybrid")
-class TinyTEHybrid(TinyTEFull):
-    """TinyTE-hybrid (§4.1): TinyTE-full plus one learned prompt token (peft prompt tuning).
-
-    The token is prepended to the (shifted) input embeddings and is not itself shifted; it starts
-    from the embedding of a real vocabulary token (``init_token``). Not the identity at init: b = 0,
-    so the only change is the prepended token. Logits are returned aligned with ``input_ids``
-    (the prefix position is stripped); generation prefills with ``inputs_embeds`` and continues
-    with ids, where the embedding hook still shifts every generated token. Trainable 2d.
-    """
-    export_blocker = "its learned prompt token is an extra input position, not a row of the embedding table"
-
-    Config = TinyTEHybridConfig
-
-    def __init__(self, cfg, backbone):
-        super().__init__(cfg, backbone)
-        tok = backbone.tokenizer
+    # ---- the prompt token (hybrid) ------------------------------------------------------------
+    def _init_prompt(self, cfg) -> None:
+        """peft prompt tuning with ``prompt_tokens`` tokens, initialised from a real token's raw row."""
+        tok = self.tokenizer
         if cfg.init_token == "bos":
             tid = next((t for t in (tok.bos_token_id, tok.cls_token_id, tok.eos_token_id) if t is not None), None)
             ids = [tid] if tid is not None else []
@@ -372,18 +361,66 @@ class TinyTEHybrid(TinyTEFull):
             ids = tok(cfg.init_token, add_special_tokens=False)["input_ids"][:1]
         if not ids:
             raise EmbexpError(f"method.init_token='{cfg.init_token}' gives no token with this tokenizer (choose: bos, or a non-empty text)")
-        self.model = prompt_tuning_model(self, 1)
+        self.model = prompt_tuning_model(self, self.variant.prompt_tokens)
         self.prompt = init_prompt(self.model, ids)
-        self.mark_trainable()
+        self._tensors["prompt"] = self.prompt
 
-    def method_tensors(self):  # hasattr: TinyTEFull.__init__ asks before the prompt exists
-        return {n: getattr(self, n) for n in ("bias", "prompt") if hasattr(self, n)}
 
-    def forward(self, **batch):
-        return strip_prefix(self.model(**batch), 1, self.is_decoder)
+# ---- the four registered names: a config schema and a variant each -------------------------------
+@register_method("tinyte_full")
+class TinyTEFull(TinyTE):
+    """TinyTE-full (Eq. 2): ``T(e) = e + b``, one vector b ∈ R^d (zeros at init) on every non-special token.
 
-    def generate(self, **kw):
-        return prompt_generate(self.model, **kw)
+    Exports: b is folded into the non-special rows.
+    """
 
-    def export(self):
-        self.check_export()
+    Config = TinyTEConfig
+    variant = Variant("all")
+
+
+@register_method("tinyte_half")
+class TinyTEHalf(TinyTE):
+    """TinyTE-half (Eq. 3): ``T(e) = e + m ⊙ b`` on the first ``k = floor(p*d)`` dims of the ranking.
+
+    Only the k shifted entries are parameters (a k-vector scattered into d dims); the ranking is
+    saved with the adapter so a reloaded run shifts the same dims. Exports like TinyTE-full.
+    """
+
+    Config = TinyTEHalfConfig
+    variant = Variant("first_k")
+
+
+@register_method("tinyte_gated")
+class TinyTEGated(TinyTE):
+    """TinyTE-gated (Eq. 4-5): ``e_i + b_i * (1 - G_i(l))`` with ``G_i = sigmoid(h*(d_i - p(l)))`` and
+    ``p(l) = sigmoid(alpha * l / length_scale + beta)`` (length_scale = 1 by default: the paper's Eq. 4).
+
+    ``d_i = r_i / d`` where ``r_i`` in 1..d is dim i's place in the ranking. ``G ≈ 0`` means fully
+    modified, ``G ≈ 1`` unmodified (the paper's text), so the first ~p*d ranked dims are shifted.
+    ``l`` is the input length of each example (see ``length_source``); generation keeps the
+    prompt's length for every new token. b = 0 at init, so the method is the identity; trainable
+    d + 2. The shift depends on the input length, so no plain model can hold it: ``export()`` raises.
+    """
+
+    export_blocker = ("its shift depends on each input's length (p(l) gates the dims), which a fixed embedding "
+                      "table cannot hold")
+    extra_inputs = ("prompt_lengths",)  # with task.loss_on=all no label is -100 on the prompt
+    Config = TinyTEGatedConfig
+    variant = Variant("gate")
+
+
+@register_method("tinyte_hybrid")
+class TinyTEHybrid(TinyTE):
+    """TinyTE-hybrid (§4.1): TinyTE-full plus one learned prompt token (peft prompt tuning).
+
+    The token is prepended to the (shifted) input embeddings and is not itself shifted; it starts
+    from the raw embedding row of a real vocabulary token (``init_token``) and, like every virtual
+    token, is multiplied by ``embed_scale`` as it enters the model. Not the identity at init: b = 0,
+    so the only change is the prepended token. Logits are returned aligned with ``input_ids`` (the
+    prefix position is stripped); generation prefills with ``inputs_embeds`` and continues with ids,
+    where the embedding hook still shifts every generated token. Trainable 2d.
+    """
+
+    export_blocker = "its learned prompt token is an extra input position, not a row of the embedding table"
+    Config = TinyTEHybridConfig
+    variant = Variant("all", prompt_tokens=1)

@@ -45,7 +45,7 @@ class Encoder:
         if not self.is_decoder:
             return self.encoder_features(ex)
         p, t = self.prompt_ids(ex.prompt), self.target_ids(ex.target)
-        return {"input_ids": p + t, "labels": [IGNORE] * len(p) + t}
+        return {"input_ids": p + t, "labels": [IGNORE] * len(p) + t, "prompt_len": len(p)}
 
     def encoder_features(self, ex: Example) -> dict:
         enc = self.tokenizer(*ex.text, truncation=True, max_length=self.max_source_tokens)
@@ -64,6 +64,8 @@ def collate(features: list[dict], pad_id: int, left: bool = False) -> dict[str, 
     """Pad a list of feature dicts: input_ids with pad_id, labels with -100 (or stack scalars)."""
     ids = [f["input_ids"] for f in features]
     batch = {"input_ids": pad(ids, pad_id, left), "attention_mask": pad([[1] * len(s) for s in ids], 0, left)}
+    if "prompt_len" in features[0]:  # read by methods that rewrite the prompt; never given to the backbone
+        batch["prompt_lengths"] = torch.tensor([f["prompt_len"] for f in features], dtype=torch.long)
     if "token_type_ids" in features[0]:
         batch["token_type_ids"] = pad([f["token_type_ids"] for f in features], 0, left)
     if "labels" in features[0]:
@@ -77,4 +79,5 @@ def collate(features: list[dict], pad_id: int, left: bool = False) -> dict[str, 
 
 
 def n_tokens(batch: dict[str, torch.Tensor]) -> int:
+    """Tokens of the input as tokenised (a method may feed the backbone more or fewer)."""
     return int(batch["attention_mask"].sum())

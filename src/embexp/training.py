@@ -34,7 +34,8 @@ class TrainResult:
     steps: int = 0
     micro_batches: int = 0
     examples: int = 0
-    tokens: int = 0
+    tokens: int = 0  # positions the backbone read
+    input_tokens: int = 0  # tokens of the tokenised inputs, before a method adds or merges any
     wall_seconds: float = 0.0
     tokens_per_second: float = 0.0
     final_train_loss: float = float("nan")
@@ -210,12 +211,13 @@ class Trainer:
                 batch = {k: v.to(acc.device) for k, v in batch.items()}
                 sync = a == cfg.grad_accum - 1
                 ctx = acc.no_sync(self.model) if (not sync and world > 1) else _null()
-                with ctx, acc.autocast():
+                with ctx, acc.autocast(), self.method.counting_backbone_tokens() as seen:
                     loss = self.model(**batch).loss
                     acc.backward(loss / cfg.grad_accum)
                 step_loss += loss.detach().float().item() / cfg.grad_accum
-                k = n_tokens(batch) * world
+                k = seen[0] * world  # as the backbone read them (a prefix adds, merging removes)
                 res.tokens += k
+                res.input_tokens += n_tokens(batch) * world
                 window_tokens += k
                 res.examples += len(idx) * world
                 res.micro_batches += 1

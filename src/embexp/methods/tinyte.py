@@ -19,8 +19,8 @@ from torch import nn
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.methods.base import Method, MethodConfig, embedding_hook
-from embexp.methods.peft_baselines import init_prompt, prompt_generate, prompt_tuning_model, strip_prefix
+from embexp.methods.base import Method, MethodConfig, backbone_batch, embedding_hook
+from embexp.methods.peft_baselines import init_prompt, prompt_tuning_model, virtual_tokens
 from embexp.methods.registry import register_method
 from embexp.models import embed_scale
 
@@ -325,7 +325,7 @@ class TinyTEGated(_RankedTinyTE):
 
     def forward(self, **batch):
         with self._length(self.lengths(batch)):
-            return self.model(**batch)
+            return self.model(**backbone_batch(batch))
 
     @torch.no_grad()
     def generate(self, **kw):
@@ -375,11 +375,10 @@ class TinyTEHybrid(TinyTEFull):
     def method_tensors(self):  # hasattr: TinyTEFull.__init__ asks before the prompt exists
         return {n: getattr(self, n) for n in ("bias", "prompt") if hasattr(self, n)}
 
-    def forward(self, **batch):
-        return strip_prefix(self.model(**batch), 1, self.is_decoder)
+    prefix_mode = "prepend"
 
-    def generate(self, **kw):
-        return prompt_generate(self.model, **kw)
+    def prefix(self, input_ids, attention_mask):
+        return virtual_tokens(self.model, input_ids.shape[0])
 
     def export(self):
         self.check_export()

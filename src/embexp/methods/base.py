@@ -258,8 +258,11 @@ def backbone_batch(batch: dict) -> dict:
 
 
 def positions(mask: torch.Tensor) -> torch.Tensor:
-    """Position ids that count only real tokens: left padding does not move a row's positions."""
-    return (mask.long().cumsum(-1) - 1).clamp(min=0)
+    """Position ids counted from each row's first real token, for rows whose real tokens are
+    contiguous: left padding does not move a row's positions, and a right-padded row gets the
+    default ``arange`` (so its logits equal a plain forward's, padding included)."""
+    first = mask.long().argmax(-1, keepdim=True)
+    return (torch.arange(mask.shape[-1], device=mask.device)[None] - first).clamp(min=0)
 
 
 def split_prompt(input_ids, attention_mask, labels, prompt_lengths, pad_id: int):

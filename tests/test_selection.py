@@ -254,24 +254,21 @@ def test_prompt_lengths_reach_the_method_never_the_backbone(method_name):
     bb.model.register_forward_pre_hook(lambda mod, args, kw: seen.append(set(kw)), with_kwargs=True)
     target, plen = features("target")
     every, _ = features("all")
-    from embexp.training import wants_prompt_lengths
-
-    wants = wants_prompt_lengths(method)
-    assert wants == (method_name == "tinyte_gated")
     with torch.no_grad():
         if method_name == "tinyte_gated":
             method.bias.normal_()
             method.alpha.fill_(-3.0)  # p depends on the length: a wrong length changes the logits
         ref = method(**collate(target, pad)).logits
-        batch = collate(every, pad, prompt_lengths=wants)
-        assert (PROMPT_LENGTHS in batch) == wants
+        batch = collate(every, pad)
+        assert PROMPT_LENGTHS in batch
         out = method(**batch).logits
     assert torch.equal(out, ref)
     assert all(PROMPT_LENGTHS not in keys for keys in seen) and len(seen) == 2
     if method_name == "tinyte_gated":
         assert method._last_lengths.tolist() == plen
         with torch.no_grad():  # the pitfall the batch key avoids: labels alone under loss_on=all say "no prompt"
-            assert method.lengths(collate(every, pad)).tolist() == [0, 0, 0]
+            no_key = {k: v for k, v in collate(every, pad).items() if k != PROMPT_LENGTHS}
+            assert method.lengths(no_key).tolist() == [0, 0, 0]
 
 
 def test_gated_trains_with_loss_on_all_end_to_end(tmp_run):

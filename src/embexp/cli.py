@@ -60,13 +60,21 @@ def check_compose(config_name: str, argv: list[str]) -> None:
             return compose(config_name, overrides=ovr)
 
     try:
-        attempt(overrides)
-        return
+        composed = attempt(overrides)
     except Exception as e:  # hydra/omegaconf raise several types; all are user input errors here
         text = f"{e}\n{e.__cause__ or ''}"
         skip = ("full_key", "object_type", "reference_type", "Set the environment")
         lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(skip)]
         message = ": ".join(dict.fromkeys(lines[:3]))
+    else:
+        if config_name == "train":
+            from embexp.config import validate
+
+            try:
+                validate(composed)
+            except EmbexpError as e:
+                die(str(e))
+        return
     group_keys = [a for a in overrides if a.split("=", 1)[0].lstrip("+~") in GROUPS]
     for bad in overrides:
         key = bad.split("=", 1)[0].lstrip("+~")

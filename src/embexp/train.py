@@ -143,7 +143,7 @@ def method_json(cfg, c) -> dict:
 def _train_summary(res, world_size: int = 1) -> dict:
     if res is None:
         return {"steps": 0}
-    keys = ("steps", "micro_batches", "examples", "tokens", "wall_seconds", "tokens_per_second", "final_train_loss",
+    keys = ("steps", "micro_batches", "examples", "tokens", "input_tokens", "wall_seconds", "tokens_per_second", "final_train_loss",
             "eval_loss", "select_loss", "best_step", "best_select_loss", "resumed_from_step", "state_memory")
     out = {k: getattr(res, k) for k in keys}
     out["world_size"] = world_size

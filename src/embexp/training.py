@@ -29,7 +29,7 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from embexp import EmbexpError
-from embexp.data import IGNORE, PROMPT_LENGTHS, collate, n_tokens
+from embexp.data import IGNORE, collate, n_tokens
 
 log = logging.getLogger("embexp")
 
@@ -39,7 +39,8 @@ class TrainResult:
     steps: int = 0
     micro_batches: int = 0
     examples: int = 0
-    tokens: int = 0
+    tokens: int = 0  # positions the backbone read
+    input_tokens: int = 0  # tokens of the tokenised inputs, before a method adds or merges any
     wall_seconds: float = 0.0
     tokens_per_second: float = 0.0
     final_train_loss: float = float("nan")
@@ -113,14 +114,8 @@ def check_selection(cfg) -> None:
                           f"task.eval_split (choose another split, train_holdout, or trainer.select_best=false)")
 
 
-def wants_prompt_lengths(method) -> bool:
-    """Whether `method` reads the per-row prompt length from its batch (``Method.extra_inputs``)."""
-    return PROMPT_LENGTHS in getattr(method, "extra_inputs", ())
-
-
 @torch.no_grad()
-def evaluation_loss(model, features: list[dict], pad_id: int, batch_size: int, device, accelerator, max_batches: int = -1,
-                    prompt_lengths: bool = False) -> float:
+def evaluation_loss(model, features: list[dict], pad_id: int, batch_size: int, device, accelerator, max_batches: int = -1) -> float:
     """Token-weighted (decoders) or example-weighted (encoders) mean loss over `features`."""
     was_training = model.training
     model.eval()
@@ -128,7 +123,7 @@ def evaluation_loss(model, features: list[dict], pad_id: int, batch_size: int, d
     for b, i in enumerate(range(0, len(features), batch_size)):
         if 0 <= max_batches <= b:
             break
-        batch = {k: v.to(device) for k, v in collate(features[i:i + batch_size], pad_id, prompt_lengths=prompt_lengths).items()}
+        batch = {k: v.to(device) for k, v in collate(features[i:i + batch_size], pad_id).items()}
         with accelerator.autocast():
             loss = model(**batch).loss.float().item()
         labels = batch["labels"]
@@ -149,7 +144,6 @@ class Trainer:
         self.select_features = select_features or []
         if cfg.select_best and not self.select_features:
             raise EmbexpError("trainer.select_best=true needs selection rows (task.select_split); none were given")
-        self.prompt_lengths = wants_prompt_lengths(method)
         self.pad_id, self.seed = pad_id, seed
         self.run_dir = Path(run_dir) if run_dir else None
         self.names = list(method.trainable_tensors())
@@ -248,16 +242,17 @@ class Trainer:
             for a in range(cfg.grad_accum):
                 m = step * cfg.grad_accum + a
                 idx = micro_batch_indices(n, cfg.batch_size, world, rank, self.seed, m)
-                batch = collate([self.train_features[i] for i in idx], self.pad_id, prompt_lengths=self.prompt_lengths)
+                batch = collate([self.train_features[i] for i in idx], self.pad_id)
                 batch = {k: v.to(acc.device) for k, v in batch.items()}
                 sync = a == cfg.grad_accum - 1
                 ctx = acc.no_sync(self.model) if (not sync and world > 1) else _null()
-                with ctx, acc.autocast():
+                with ctx, acc.autocast(), self.method.counting_backbone_tokens() as seen:
                     loss = self.model(**batch).loss
                     acc.backward(loss / cfg.grad_accum)
                 step_loss += loss.detach().float().item() / cfg.grad_accum
-                k = n_tokens(batch) * world
+                k = seen[0] * world  # as the backbone read them (a prefix adds, merging removes)
                 res.tokens += k
+                res.input_tokens += n_tokens(batch) * world
                 window_tokens += k
                 res.examples += len(idx) * world
                 res.micro_batches += 1
@@ -302,7 +297,7 @@ class Trainer:
 
     def _loss(self, features: list[dict]) -> float:
         return evaluation_loss(self.model, features, self.pad_id, self.cfg.eval_batch_size, self.acc.device, self.acc,
-                               self.cfg.max_eval_loss_batches, self.prompt_lengths)
+                               self.cfg.max_eval_loss_batches)
 
     def _periodic_eval(self, step: int) -> None:
         loss = self._loss(self.select_features)

@@ -69,7 +69,7 @@ def prompt_tuning_model(method: Method, n: int, init: str = "random") -> nn.Modu
 
     The virtual tokens are parameters in the space of the embedding matrix's rows and are
     multiplied by the backbone's ``embed_scale`` as they enter the model (a forward hook on peft's
-    prompt encoder, so training, scoring and ``prompt_generate`` all get it): in transformers 4.x
+    prompt encoder, so training, scoring and generation all get it): in transformers 4.x
     Gemma-2 scaled ``inputs_embeds`` in its forward, virtual tokens included; in 5.x the scale sits
     inside the embedding module, which the virtual tokens bypass. ``sample_vocab`` is peft's
     SAMPLE_VOCAB draw (``torch.randint`` over the vocabulary right after the prompt encoder is
@@ -108,40 +108,11 @@ def init_prompt(model, token_ids: list[int]) -> nn.Parameter:
     return weight
 
 
-def strip_prefix(out, n: int, is_decoder: bool):
-    """Decoder logits come back with the n virtual positions first: drop them (logits only)."""
-    if is_decoder and n:
-        out.logits = out.logits[:, n:]
-    return out
-
-
-@torch.no_grad()
-def prompt_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kw) -> torch.Tensor:
-    """Greedy/sampled generation for a peft prompt-learning model on LEFT-padded prompts.
-
-    peft's own ``generate`` puts the virtual tokens before the padding and drops ``position_ids``,
-    so a padded row sees its prompt further away than in training (right padding) and the answer
-    depends on the batch it shares: on the demo's SST-2 fixture, exact match was 68.8 at batch 32
-    against 76.6 at batch 1. Here each row becomes ``[pad..., virtual tokens, tokens]``, and the
-    base model's ``generate`` derives positions from the mask, so every row is generated as if
-    alone (tested to 1e-5). The prompt goes through the model's embedding module, so its hooks
-    (TinyTE's shift) apply to the prefill and to every generated token. Returns ``input_ids`` + the
-    new tokens, as peft does.
-    """
-    if attention_mask is None:
-        attention_mask = torch.ones_like(input_ids)
-    emb = model.get_input_embeddings()(input_ids)
-    virtual = model.get_prompt(batch_size=input_ids.shape[0]).to(emb.dtype)
-    x = torch.cat([virtual, emb], 1)
-    mask = torch.cat([attention_mask.new_ones(virtual.shape[:2]), attention_mask], 1)
-    order = torch.sort(mask, dim=1, stable=True).indices  # padding (0) first, the rest in order
-    x = torch.gather(x, 1, order.unsqueeze(-1).expand_as(x))
-    mask = torch.gather(mask, 1, order)
-    out = model.get_base_model().generate(inputs_embeds=x, attention_mask=mask, **kw)
-    if isinstance(out, torch.Tensor):
-        return torch.cat([input_ids, out], 1)
-    out.sequences = torch.cat([input_ids, out.sequences], 1)  # return_dict_in_generate=True
-    return out
+def virtual_tokens(model, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The prompt-learning prefix for the shared path (``Method.prefix``, prefix_mode='prepend'):
+    peft's virtual tokens [B, n, d] and their all-ones mask."""
+    x = model.get_prompt(batch_size=batch_size)
+    return x, torch.ones(x.shape[:2], dtype=torch.long, device=x.device)
 
 
 def lora_tensors(model) -> dict[str, nn.Parameter]:
@@ -209,10 +180,13 @@ class LoRA(Method):
 class PromptTuning(Method):
     """Prompt tuning (Lester et al., 2021) from peft: ``num_virtual_tokens`` learned embeddings
     prepended to the input, in the raw row space and scaled on the way in like token rows
-    (``prompt_tuning_model``). Not the identity at init (the sequence changes). Decoder logits are
-    returned aligned with ``input_ids``; generation (``prompt_generate``) prefills with
-    ``inputs_embeds``, the virtual tokens after the left padding, and continues with ids on the KV
-    cache. No plain model can hold extra positions: export raises."""
+    (``prompt_tuning_model``). Not the identity at init (the sequence changes). Decoders go through
+    the method contract's shared prefix path (``prefix_mode='prepend'``): logits aligned with
+    ``input_ids``, generation that prefills with ``inputs_embeds`` with the virtual tokens after the
+    left padding (peft's own generate puts them before it and drops position ids, so answers
+    depended on the batch: demo SST-2 EM 68.8 at batch 32 vs 76.6 at batch 1), then continues with
+    ids on the KV cache. Encoders use peft's forward. No plain model can hold extra positions:
+    export raises."""
     export_blocker = "its virtual tokens are extra input positions, not rows of the embedding table"
 
     Config = PromptTuningMethodConfig
@@ -231,11 +205,10 @@ class PromptTuning(Method):
     def method_tensors(self):
         return {"prompt": self.prompt}
 
-    def forward(self, **batch):
-        return strip_prefix(self.model(**batch), self.n, self.is_decoder)
+    prefix_mode = "prepend"
 
-    def generate(self, **kw):
-        return prompt_generate(self.model, **kw)
+    def prefix(self, input_ids, attention_mask):
+        return virtual_tokens(self.model, input_ids.shape[0])
 
     def export(self):
         self.check_export()

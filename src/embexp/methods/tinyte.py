@@ -33,7 +33,7 @@ from torch import nn
 from embexp import EmbexpError
 from embexp.config import f
 from embexp.methods.base import Method, MethodConfig, embedding_hook
-from embexp.methods.peft_baselines import init_prompt, prompt_generate, prompt_tuning_model, strip_prefix
+from embexp.methods.peft_baselines import init_prompt, prompt_tuning_model, virtual_tokens
 from embexp.methods.registry import register_method
 from embexp.models import untie_embeddings
 
@@ -165,13 +165,16 @@ class TinyTE(Method):
 
     def forward(self, **batch):
         with self._input_lengths(batch):
-            out = self.model(**{k: v for k, v in batch.items() if k not in self.extra_inputs})
-        return strip_prefix(out, self.variant.prompt_tokens, self.is_decoder)
+            return super().forward(**batch)  # hybrid: the contract's shared prefix path
 
     @torch.no_grad()
     def generate(self, **kw):
         with self._input_lengths({k: kw.get(k) for k in ("input_ids", "attention_mask")}):
-            return prompt_generate(self.model, **kw) if self.variant.prompt_tokens else self.model.generate(**kw)
+            return super().generate(**kw)
+
+    def prefix(self, input_ids, attention_mask):
+        """Hybrid (``prefix_mode='prepend'``): the learned prompt token(s), before the whole input."""
+        return virtual_tokens(self.model, input_ids.shape[0])
 
     def export(self):
         self.check_export()
@@ -404,7 +407,6 @@ class TinyTEGated(TinyTE):
 
     export_blocker = ("its shift depends on each input's length (p(l) gates the dims), which a fixed embedding "
                       "table cannot hold")
-    extra_inputs = ("prompt_lengths",)  # with task.loss_on=all no label is -100 on the prompt
     Config = TinyTEGatedConfig
     variant = Variant("gate")
 
@@ -424,3 +426,4 @@ class TinyTEHybrid(TinyTE):
     export_blocker = "its learned prompt token is an extra input position, not a row of the embedding table"
     Config = TinyTEHybridConfig
     variant = Variant("all", prompt_tokens=1)
+    prefix_mode = "prepend"

@@ -40,17 +40,14 @@ def reevaluate(run_dir: Path, max_eval_samples=None, batch_size=None, cpu=False)
         cfg.task.max_eval_samples = max_eval_samples
     device = torch.device("cuda" if torch.cuda.is_available() and not cpu else "cpu")
     torch.manual_seed(cfg.seed)
-    c = build(cfg, device)
-    train_ex = c.task.examples("train") if (cfg.do_train and c.method.trains) else []
-    eval_ex = c.task.examples("eval")
-    ids = lambda exs: [c.encoder.train_features(e)["input_ids"] for e in exs]  # noqa: E731
-    c.method.setup({"train": ids(train_ex), "eval": ids(eval_ex)})
+    cfg.do_eval, cfg.export = True, False
+    c = build(cfg, device, training=False)
     if c.method.trains and cfg.do_train:
         adapter = run_dir / "adapter.safetensors"
         if not adapter.is_file():
             raise EmbexpError(f"run_dir '{run_dir}' has no adapter.safetensors (was it trained with save_adapter=false?)")
         c.method.load_trainable_state(load_file(adapter))
-    c.method.to(device)
+    eval_ex = c.eval_examples
     metrics, _ = evaluate(c.method, c.task, eval_ex, c.encoder, batch_size or cfg.trainer.eval_batch_size, device,
                           cfg.trainer.progress)
     recorded = json.loads((run_dir / METRICS).read_text())["metrics"]

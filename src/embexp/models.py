@@ -233,7 +233,7 @@ def after_attention(model: nn.Module, fn) -> list:
     return handles
 
 
-def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+def resolve_dtype(name: str) -> torch.dtype:
     table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if name == "auto":
         return torch.float32  # trainable math in fp32; speed comes from autocast (trainer.mixed_precision)
@@ -242,10 +242,9 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     return table[name]
 
 
-def load_backbone(cfg, num_labels: int = 0, device: torch.device | None = None) -> Backbone:
+def load_backbone(cfg, num_labels: int = 0) -> Backbone:
     """Load model + tokenizer as configured. Encoders get a head with ``num_labels`` outputs."""
-    device = device or torch.device("cpu")
-    dtype = resolve_dtype(cfg.dtype, device)
+    dtype = resolve_dtype(cfg.dtype)
     if cfg.kind not in ("decoder", "encoder"):
         raise EmbexpError(f"unknown model.kind '{cfg.kind}' (choose from: decoder, encoder)")
     is_decoder = cfg.kind == "decoder"

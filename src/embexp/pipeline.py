@@ -1,4 +1,4 @@
-"""Build the pieces of a run from a composed config: task, backbone, method, tokenised data.
+"""Build a run from a composed config: task, backbone, method, tokenised data, set up on its device.
 
 Shared by ``train`` and ``eval`` so a saved run is rebuilt exactly as it was trained.
 """
@@ -6,7 +6,7 @@ Shared by ``train`` and ``eval`` so a saved run is rebuilt exactly as it was tra
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -21,22 +21,48 @@ log = logging.getLogger("embexp")
 
 @dataclass
 class Components:
+    """Everything a run needs, built from the config: the method is set up and on its device."""
+
     task: object
     backbone: object
     method: object
     encoder: Encoder
     n_backbone_params: int  # the pretrained model's parameters, counted before a method adds or swaps any
+    train_examples: list = field(default_factory=list)
+    eval_examples: list = field(default_factory=list)
+    select_examples: list = field(default_factory=list)  # task.select_split: model selection, never reported
+    train_features: list = field(default_factory=list)
+    eval_features: list = field(default_factory=list)
+    select_features: list = field(default_factory=list)
 
 
-def build(cfg, device: torch.device) -> Components:
+def build(cfg, device: torch.device, training: bool = True) -> Components:
+    """config -> task, backbone, method -> examples -> features -> ``method.setup`` -> device.
+
+    ``training=False`` (re-evaluation) skips the selection rows; the training rows are still read
+    when the method trains, since its setup may depend on them (PEMA's token counts)."""
     validate(cfg)
     task = build_task(cfg.task)  # first: an unknown task fails before any model loads
-    backbone = load_backbone(cfg.model, num_labels=task.num_labels, device=device)
+    backbone = load_backbone(cfg.model, num_labels=task.num_labels)
     n_backbone = count_params(backbone.model)  # before LoRA injects its layers or PEMA swaps the matrix
     method = build_method(cfg.method, backbone)
+    if cfg.export:
+        method.check_export()  # before hours of training, not after
     encoder = Encoder(backbone.tokenizer, backbone.is_decoder, cfg.task.max_source_tokens,
                       cfg.task.max_target_tokens, cfg.model.chat_template and backbone.is_decoder, task.loss_on)
-    return Components(task, backbone, method, encoder, n_backbone)
+    c = Components(task, backbone, method, encoder, n_backbone)
+    trains = cfg.do_train and method.trains
+    c.train_examples = task.examples("train") if trains else []
+    c.eval_examples = task.examples("eval") if (cfg.do_eval or trains) else []
+    # selection rows: the periodic loss and select_best, never the reported split
+    if training and c.train_examples and task.split_name("select") and (cfg.trainer.select_best or cfg.trainer.eval_every > 0):
+        c.select_examples = task.examples("select")
+    c.train_features = [encoder.train_features(e) for e in c.train_examples]
+    c.eval_features = [encoder.train_features(e) for e in c.eval_examples]
+    c.select_features = [encoder.train_features(e) for e in c.select_examples]
+    method.setup({"train": [f["input_ids"] for f in c.train_features], "eval": [f["input_ids"] for f in c.eval_features]})
+    method.to(device)
+    return c
 
 
 def count_params(module: torch.nn.Module) -> int:

@@ -57,25 +57,14 @@ def run(cfg, run_dir: Path) -> dict:
     record.start(cfg, resume=cfg.trainer.resume)
     try:
         set_seed(cfg.seed)
-        # backbone + method
+        # config -> backbone -> method -> data -> setup (pipeline.build)
         c = build(cfg, acc.device)
         method, task = c.method, c.task
-        if cfg.export:
-            method.check_export()  # before hours of training, not after
+        train_ex, eval_ex = c.train_examples, c.eval_examples
+        train_feats, eval_feats, select_feats = c.train_features, c.eval_features, c.select_features
         log.info("run %s: method=%s model=%s task=%s seed=%d (%d process%s on %s)", run_dir, cfg.method.name, cfg.model.name,
                  task.display_name, cfg.seed, acc.num_processes, "es" if acc.num_processes > 1 else "", acc.device)
-        # data
-        train_ex = task.examples("train") if (cfg.do_train and method.trains) else []
-        eval_ex = task.examples("eval") if cfg.do_eval or cfg.do_train else []
-        # selection rows (task.select_split): the periodic loss and select_best, never the eval split
-        wants_select = bool(train_ex and task.split_name("select") and (cfg.trainer.select_best or cfg.trainer.eval_every > 0))
-        select_ex = task.examples("select") if wants_select else []
-        train_feats = [c.encoder.train_features(e) for e in train_ex]
-        eval_feats = [c.encoder.train_features(e) for e in eval_ex]
-        select_feats = [c.encoder.train_features(e) for e in select_ex]
         n_total = c.n_backbone_params
-        method.setup({"train": [f["input_ids"] for f in train_feats], "eval": [f["input_ids"] for f in eval_feats]})
-        method.to(acc.device)
         n_train = method.n_trainable() if method.trains else 0
         log.info("trainable parameters: %d (method %d) of %d", n_train, method.n_trainable(include_head=False) if method.trains else 0,
                  n_total)

@@ -97,7 +97,7 @@ def run(cfg, run_dir: Path) -> dict:
                 "n_trainable_params": n_train,
                 "n_method_params": method.n_trainable(include_head=False) if method.trains else 0,
                 "n_total_params": n_total,
-                "n_train_examples": len(train_ex), "n_eval_examples": len(eval_ex), "n_select_examples": len(select_ex),
+                "n_train_examples": len(train_ex), "n_eval_examples": len(eval_ex), "n_select_examples": len(c.select_examples),
                 "select_split": task.split_name("select"), "loss_on": task.loss_on if c.backbone.is_decoder else "",
                 "metrics": metrics,
                 "train": _train_summary(train_res, acc.num_processes),

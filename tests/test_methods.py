@@ -45,6 +45,12 @@ CASES = [
     Case("tinyte_hybrid", identity=False, exportable=False),
     Case("lora"),
     Case("prompt_tuning", ("method.num_virtual_tokens=20",), identity=False, exportable=False),
+    # Tiny-Attention: modules inside every layer (no plain-model export); init_scale=0 is the exact
+    # identity, the default x0.01 output projection and a 4-module parallel variant are not.
+    Case("tinyattn", ("method.init_scale=0",), exportable=False),
+    Case("tinyattn", identity=False, exportable=False),
+    Case("tinyattn", ("method.heads=4", "method.head_dim=2", "method.placement=parallel", "method.mha_proj=true"),
+         identity=False, exportable=False),
 ]
 DECODERS = ["tiny_llama", "tiny_qwen2", "tiny_gemma2"]
 ENCODERS = ["tiny_roberta", "tiny_deberta"]

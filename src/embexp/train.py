@@ -72,13 +72,14 @@ def run(cfg, run_dir: Path) -> dict:
         method.setup({"train": [f["input_ids"] for f in train_feats], "eval": [f["input_ids"] for f in eval_feats]})
         method.to(acc.device)
         n_train = method.n_trainable() if method.trains else 0
-        log.info("trainable parameters: %d (method %d) of %d", n_train, method.n_trainable(include_head=False) if method.trains else 0,
-                 n_total)
+        n_method = method.n_trainable(include_head=False) if method.trains else 0  # as trained (before finalize)
+        log.info("trainable parameters: %d (method %d) of %d", n_train, n_method, n_total)
         # loop
         train_res = None
         if train_feats:
             trainer = Trainer(method, cfg.trainer, acc, train_feats, eval_feats, c.backbone.tokenizer.pad_token_id, cfg.seed, run_dir)
             train_res = trainer.fit()
+        method.finalize()  # e.g. parameter averaging, before the adapter is saved and evaluated
         acc.wait_for_everyone()
         # evaluation (main process) and record
         metrics = {}
@@ -100,7 +101,7 @@ def run(cfg, run_dir: Path) -> dict:
                 "method": cfg.method.name, "model": cfg.model.name, "task": task.display_name, "seed": cfg.seed,
                 "git_commit": git_commit(), "embexp_version": __version__,
                 "n_trainable_params": n_train,
-                "n_method_params": method.n_trainable(include_head=False) if method.trains else 0,
+                "n_method_params": n_method,
                 "n_total_params": n_total,
                 "n_train_examples": len(train_ex), "n_eval_examples": len(eval_ex),
                 "metrics": metrics,

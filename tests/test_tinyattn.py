@@ -286,3 +286,21 @@ def test_parameter_counts_on_roberta_large():
     assert params.count("roberta", ["method=tinyattn", "method.heads=4"])["method"] == 4 * 172_104
     head = one["tp"] - one["method"]
     assert head == (d * d + d) + (d * 2 + 2)  # transformers' RobertaClassificationHead (dense + out_proj)
+    # the stored architectures match the paper's backbone sizes (223M ALBERT-xxlarge, 125M roberta-base)
+    assert round(params.count("albert_xxlarge", ["method=tinyattn"])["total"] / 1e6) == 223
+    assert round(params.count("roberta_base", ["method=tinyattn"])["total"] / 1e6) == 125
+
+
+def test_four_module_run_saves_the_averaged_adapter_and_reevaluates(runs, tmp_path):
+    from safetensors.torch import load_file
+
+    from embexp.eval import reevaluate
+
+    cfg = smoke("method=tinyattn", "model=tiny_roberta", "task=glue", "method.heads=4", f"method.init_from={runs['one']}",
+                "trainer.lr=0.05")
+    metrics = run_train(cfg, tmp_path / "run")
+    state = load_file(tmp_path / "run" / "adapter.safetensors")
+    assert state["qkv_weight"].shape[:2] == (2, 1)  # one module per layer after averaging
+    assert metrics["n_method_params"] == 4 * metrics["method_values"]["params_per_module_set"]  # as trained
+    new, old = reevaluate(tmp_path / "run")
+    assert {k: v for k, v in new.items() if not k.endswith("seconds")} == {k: v for k, v in old.items() if not k.endswith("seconds")}

@@ -255,7 +255,7 @@ class TinyAttention(Method):
         # LayerNorm's affine folded into Linear(d, 3D): one [d -> 3·D·M] matmul for the M modules
         wq = w["qkv_weight"][i] * w["ln_weight"][i][:, None, :]  # [M, 3D, d]
         bq = torch.einsum("mkd,md->mk", w["qkv_weight"][i], w["ln_bias"][i]) + w["qkv_bias"][i]  # [M, 3D]
-        qkv = (xn @ wq.reshape(m * 3 * D, d).t() + bq.reshape(-1)).view(b, t, m, 3, D)
+        qkv = F.linear(xn, wq.reshape(m * 3 * D, d), bq.reshape(-1)).view(b, t, m, 3, D)
         if self.cfg.mha_proj:  # q' = W_in q + b_in per q/k/v (torch's MultiheadAttention in-projection)
             qkv = torch.einsum("btmjd,mjed->btmje", qkv, w["mha_in_weight"][i]) + w["mha_in_bias"][i]
         q, k, v = qkv.permute(3, 0, 2, 1, 4).unbind(0)  # each [B, M, T, D]
@@ -270,15 +270,14 @@ class TinyAttention(Method):
             k, v = torch.cat([cached[0], k], 2), torch.cat([cached[1], v], 2)
         if ctx["store"]:
             self._kv[i] = (k, v)
-        scores = (q @ k.transpose(-1, -2)) / math.sqrt(D)  # [B, M, T, S]
-        scores = scores.masked_fill(~ctx["allowed"], torch.finfo(scores.dtype).min)
-        probs = F.dropout(torch.softmax(scores, dim=-1), self.cfg.dropout, self.training)
-        o = probs @ v  # [B, M, T, D]
+        # softmax(q k^T / sqrt(D)) v over the allowed keys (a row with none gives 0), dropout on the probabilities
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=ctx["allowed"], scale=1.0 / math.sqrt(D),
+                                           dropout_p=self.cfg.dropout if self.training else 0.0)  # [B, M, T, D]
         if self.cfg.mha_proj:
             o = torch.einsum("bmtd,med->bmte", o, w["mha_out_weight"][i]) + w["mha_out_bias"][i][None, :, None, :]
         # mean over the M modules of O_m o_m + b_m: one [M·D -> d] matmul
-        wo = w["out_weight"][i].permute(1, 0, 2).reshape(d, m * D)
-        return (o.permute(0, 2, 1, 3).reshape(b, t, m * D) @ wo.t()) / m + w["out_bias"][i].mean(0)
+        wo = w["out_weight"][i].permute(1, 0, 2).reshape(d, m * D) / m
+        return F.linear(o.permute(0, 2, 1, 3).reshape(b, t, m * D), wo, w["out_bias"][i].mean(0))
 
     @torch.no_grad()
     def generate(self, **kw):

@@ -42,6 +42,8 @@ def args(argv):
 
 
 def split(source: Path, out: Path) -> tuple[int, int]:
+    if not source.is_file():
+        sys.exit(f"embexp: error: no SST-2 rows at '{source}' (pass source=PATH to validation.jsonl)")
     rows = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
     out.mkdir(parents=True, exist_ok=True)
     train = [r for r in rows if r["idx"] % 2 == 0]

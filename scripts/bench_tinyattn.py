@@ -13,7 +13,9 @@ ratios tinyattn / setup:
                must pay;
 - tinyattn:    method=tinyattn (adapters + head trainable), on its own copy of the same backbone.
 
-    python scripts/bench_tinyattn.py                        # model=minilm, 1H, batch 16
+    python scripts/bench_tinyattn.py                        # model=minilm, 1H, batch 16, GLUE fixture
+    python scripts/bench_tinyattn.py data_dir=outputs/tinyattn_sst2/data source_tokens=64   # real SST-2 rows
+                                                            # (the split scripts/tinyattn_sst2.py writes)
     python scripts/bench_tinyattn.py repeats=3 threads=1 overrides=method.heads=4
 """
 
@@ -40,7 +42,7 @@ from embexp.training import micro_batch_indices  # noqa: E402
 
 def args(argv):
     opts = dict(model="minilm", task="glue", steps="20", batch="16", repeats="2", source_tokens="128", threads="0",
-                overrides="")
+                data_dir="", overrides="")
     for a in argv:
         k, v = a.split("=", 1)
         if k not in opts:
@@ -76,8 +78,10 @@ def main():
     quiet_libraries()
     torch.set_num_threads(int(o["threads"]) or (os.cpu_count() or 1))
     extra = [x for x in o["overrides"].split(",") if x]
-    cfg = compose("method=tinyattn", f"model={o['model']}", f"task={o['task']}", "task.source=fixture",
-                  "task.fixture_size=256", f"task.max_source_tokens={o['source_tokens']}", "trainer.cpu=true", *extra)
+    data = ([f"task.data_dir={o['data_dir']}", "task.source=local", "task.subset=sst2"] if o["data_dir"]
+            else ["task.source=fixture", "task.fixture_size=256"])
+    cfg = compose("method=tinyattn", f"model={o['model']}", f"task={o['task']}", *data,
+                  f"task.max_source_tokens={o['source_tokens']}", "trainer.cpu=true", *extra)
     torch.manual_seed(0)
     c = build(cfg, torch.device("cpu"))  # tinyattn on its own backbone
     feats = [c.encoder.train_features(e) for e in c.task.examples("train")]
@@ -113,7 +117,8 @@ def main():
     med = {k: statistics.median(v) for k, v in times.items()}
     paired = {k: statistics.median(a / b for a, b in zip(times["tinyattn"], times[k])) for k in names}
     n_ad = c.method.n_trainable(include_head=False)
-    print(f"model={o['model']} batch={bs} max_source_tokens={o['source_tokens']} steps={steps} repeats={o['repeats']} "
+    n_tok = sum(int(b["attention_mask"].sum()) for b in batches) / len(batches)
+    print(f"data={o['data_dir'] or 'fixture'} tokens/batch={n_tok:.0f} model={o['model']} batch={bs} max_source_tokens={o['source_tokens']} steps={steps} repeats={o['repeats']} "
           f"threads={torch.get_num_threads()} torch={torch.__version__} tinyattn: heads={cfg.method.heads} "
           f"head_dim={cfg.method.head_dim} adapter params={n_ad} head params={sum(p.numel() for p in head)}")
     print(f"{'loop':<14}{'median s/step':>15}{'ratio of medians':>18}{'median paired ratio':>21}   quartiles s/step")

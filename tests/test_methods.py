@@ -25,6 +25,7 @@ class Case:
     identity: bool = True      # outputs equal the backbone's at init, bit for bit in fp32
     exportable: bool = True    # export() gives a plain transformers model
     decoder_only: bool = False
+    encoder_only: bool = False
     trains: bool = True
 
     def __str__(self):
@@ -33,6 +34,7 @@ class Case:
 
 CASES = [
     Case("zero_shot", trains=False),
+    Case("head_only", encoder_only=True),
     Case("full_ft"),
     Case("emb_tuning"),
     Case("tinyte_full"),
@@ -45,6 +47,12 @@ CASES = [
     Case("tinyte_hybrid", identity=False, exportable=False),
     Case("lora"),
     Case("prompt_tuning", ("method.num_virtual_tokens=20",), identity=False, exportable=False),
+    # Tiny-Attention: modules inside every layer (no plain-model export); init_scale=0 is the exact
+    # identity, the default x0.01 output projection and a 4-module parallel variant are not.
+    Case("tinyattn", ("method.init_scale=0",), exportable=False),
+    Case("tinyattn", identity=False, exportable=False),
+    Case("tinyattn", ("method.heads=4", "method.head_dim=2", "method.placement=parallel", "method.mha_proj=true"),
+         identity=False, exportable=False),
 ]
 DECODERS = ["tiny_llama", "tiny_qwen2", "tiny_gemma2"]
 ENCODERS = ["tiny_roberta", "tiny_deberta"]
@@ -75,7 +83,7 @@ def params(case_filter=lambda c: True, decoders=True, encoders=True, every_famil
     models = (DECODERS if decoders else []) + (ENCODERS if encoders else [])
     models = [m for m in models if every_family or m in CORE]
     return [pytest.param(c, m, id=f"{c}-{m}") for c in CASES if case_filter(c) for m in models
-            if not (c.decoder_only and m in ENCODERS)]
+            if not (c.decoder_only and m in ENCODERS) and not (c.encoder_only and m in DECODERS)]
 
 
 def step(method, batch, lr=1e-2, n=1):

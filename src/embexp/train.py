@@ -66,14 +66,15 @@ def run(cfg, run_dir: Path) -> dict:
                  task.display_name, cfg.seed, acc.num_processes, "es" if acc.num_processes > 1 else "", acc.device)
         n_total = c.n_backbone_params
         n_train = method.n_trainable() if method.trains else 0
-        log.info("trainable parameters: %d (method %d) of %d", n_train, method.n_trainable(include_head=False) if method.trains else 0,
-                 n_total)
+        n_method = method.n_trainable(include_head=False) if method.trains else 0  # as trained (before finalize)
+        log.info("trainable parameters: %d (method %d) of %d", n_train, n_method, n_total)
         # loop
         train_res = None
         if train_feats:
             trainer = Trainer(method, cfg.trainer, acc, train_feats, eval_feats, c.backbone.tokenizer.pad_token_id, cfg.seed, run_dir,
                               select_feats)
             train_res = trainer.fit()
+        method.finalize()  # e.g. parameter averaging, before the adapter is saved and evaluated
         acc.wait_for_everyone()
         # evaluation (main process) and record
         metrics = {}
@@ -95,7 +96,7 @@ def run(cfg, run_dir: Path) -> dict:
                 "method": cfg.method.name, "model": cfg.model.name, "task": task.display_name, "seed": cfg.seed,
                 "git_commit": git_commit(), "embexp_version": __version__,
                 "n_trainable_params": n_train,
-                "n_method_params": method.n_trainable(include_head=False) if method.trains else 0,
+                "n_method_params": n_method,
                 "n_total_params": n_total,
                 "n_train_examples": len(train_ex), "n_eval_examples": len(eval_ex), "n_select_examples": len(c.select_examples),
                 "select_split": task.split_name("select"), "loss_on": task.loss_on if c.backbone.is_decoder else "",

@@ -34,6 +34,15 @@ SPECS: dict[str, dict] = {
     "roberta": dict(family="roberta", kind="encoder", config=dict(
         hidden_size=1024, intermediate_size=4096, num_hidden_layers=24, num_attention_heads=16,
         vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1)),
+    # FacebookAI/roberta-base (model=roberta_base; the paper's Fig. 4 / Table 2)
+    "roberta_base": dict(family="roberta", kind="encoder", config=dict(
+        hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+        vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1)),
+    # albert/albert-xxlarge-v2 (model=albert_xxlarge; one layer shared by 12 calls; the Tiny-Attention FewGLUE table)
+    "albert_xxlarge": dict(family="albert", kind="encoder", config=dict(
+        embedding_size=128, hidden_size=4096, intermediate_size=16384, num_hidden_layers=12,
+        num_attention_heads=64, num_hidden_groups=1, inner_group_num=1, vocab_size=30000,
+        max_position_embeddings=512, type_vocab_size=2, pad_token_id=0)),
     # microsoft/deberta-v3-base (encoder, sequence-classification head)
     "deberta": dict(family="deberta-v2", kind="encoder", config=dict(
         hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,

@@ -39,6 +39,7 @@ PAPER = {
     "llama31": {"tinyte_full": "4096", "tinyte_half": "2048", "tinyte_gated": "4098", "tinyte_hybrid": "8192",
                 "lora": "23M", "emb_tuning": "525M", "prompt_tuning": "4096", "prompt_tuning (tk=2)": "8192",
                 "prompt_tuning (tk=20)": "82K", "zero_shot": "0"},
+    "roberta": {"tinyattn": "176K (incl. head)", "tinyattn (4H)": "0.7M (incl. head)"},  # tiny-attention.md Table 8
     "llama2": {"tinyte_full": "4096", "tinyte_gated": "4098 (Sec. 4.1 text)", "lora": "20M (Fig. 3 text)"},
 }
 LORA_ALL = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,lm_head,embed_tokens"
@@ -51,9 +52,12 @@ class Config:
     methods: list = f([], "Method config names (conf/method); [] = every one.")
     variants: dict = f({"prompt_tuning (tk=2)": ["method=prompt_tuning", "method.num_virtual_tokens=2"],
                         "prompt_tuning (tk=20)": ["method=prompt_tuning", "method.num_virtual_tokens=20"],
-                        "lora (+lm_head, embed_tokens)": ["method=lora", f"method.target_modules=[{LORA_ALL}]"]},
+                        "lora (+lm_head, embed_tokens)": ["method=lora", f"method.target_modules=[{LORA_ALL}]"],
+                        "tinyattn (4H)": ["method=tinyattn", "method.heads=4"],
+                        "tinyattn (authors' MHA)": ["method=tinyattn", "method.mha_proj=true"]},
                        "Extra rows: label -> train-config overrides (the paper's prompt-tuning sizes; LoRA also on the "
-                       "output head and input embedding, which reproduces the paper's LoRA #TP, decoders only).")
+                       "output head and input embedding, which reproduces the paper's LoRA #TP, decoders only; Tiny-Attention with 4 modules "
+                       "per layer, and with the authors' nn.MultiheadAttention in/out projections).")
     num_labels: int = f(2, "Classes of the encoders' task head (counted in #TP).")
     rank_random: bool = f(True, "Build ranked TinyTE variants (method.ranking) with ranking=random: the order of the dims never changes a count, and ranking by variance reads the whole (stand-in) embedding table, ~2 GB per model. false: exactly as configured.")
     paper: bool = f(True, "Add the paper's #TP next to ours where it reports one.")

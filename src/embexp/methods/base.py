@@ -86,6 +86,10 @@ class Method(nn.Module):
             raise EmbexpError(f"method {self.cfg.name} cannot be exported to a plain model: {self.export_blocker} "
                               "(set export=false)")
 
+    def finalize(self) -> None:
+        """After training, before the adapter is saved and the model evaluated (e.g. Tiny-Attention's
+        parameter averaging). Nothing by default."""
+
     def log_values(self) -> dict[str, float]:
         """Scalars worth logging during training (e.g. a learned gate parameter)."""
         return {}

@@ -1,7 +1,8 @@
-"""Baselines that need no adapter library: zero-shot, full fine-tuning, embedding tuning."""
+"""Baselines that need no adapter library: zero-shot, head-only, full fine-tuning, embedding tuning."""
 
 from __future__ import annotations
 
+from embexp import EmbexpError
 from embexp.methods.base import Method
 from embexp.methods.registry import register_method
 
@@ -11,6 +12,21 @@ class ZeroShot(Method):
     """The backbone as it is: no training. Encoders keep their random head (a chance baseline)."""
 
     trains = False
+
+    def export(self):
+        return self.model
+
+
+@register_method("head_only")
+class HeadOnly(Method):
+    """Encoders: the task head alone is trained on the frozen backbone (a linear probe for BERT-style
+    heads); the floor an encoder method must beat for the same steps."""
+
+    def __init__(self, cfg, backbone):
+        super().__init__(cfg, backbone)
+        if self.is_decoder or not cfg.train_head:
+            raise EmbexpError("method head_only trains an encoder's task head: it needs an encoder and method.train_head=true")
+        self.mark_trainable()
 
     def export(self):
         return self.model

@@ -1,0 +1,291 @@
+"""Tiny-Attention adapters (docs/methods_tinyattn.md; Zhao et al., "Tiny-Attention Adapter").
+
+In every layer, between the attention sublayer and the FFN, M independent modules
+
+    LayerNorm(d) -> Linear(d, 3D) -> q, k, v -> softmax(q k^T / sqrt(D)) v -> Linear(D, d)
+
+read the hidden state ``h`` (``placement=sequential``) or the layer's input (``parallel``) and
+the layer continues from ``h + mean_m(module_m)``. The modules are placed through
+``models.after_attention`` (extension point 2), so no family has its own code path; ALBERT's
+shared layer gets its own modules per call.
+
+Masks: the key-padding mask comes from the 2D ``attention_mask`` the backbone receives at its
+entry (a forward pre-hook on the transformers model), decoders add the causal mask. During
+``generate`` with the KV cache the adapter caches its own keys and values per layer: a call whose
+backbone cache is empty starts a new cache, every later call appends to it (and checks that the
+lengths agree), so greedy tokens with and without the cache are the same.
+
+Parameters are stored stacked, ``[L, M, ...]`` (L = layer calls, M = modules per layer), so a
+layer's M modules run as one batched computation. Parameter averaging (the paper's §2.2 and
+App. A): with ``average=true`` evaluation uses the mean over the M axis, and :meth:`finalize`
+(called by ``embexp.train`` after training) replaces the M modules by that mean, so the saved
+adapter holds one module per layer.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from embexp import EmbexpError
+from embexp.config import f
+from embexp.methods.base import Method, MethodConfig
+from embexp.methods.registry import register_method
+from embexp.models import after_attention, attention_sites
+
+PLACEMENTS = ("sequential", "parallel")
+# name -> shape after [L, M]; "mha_*" only with mha_proj=true (the authors' nn.MultiheadAttention)
+TENSORS = ("ln_weight", "ln_bias", "qkv_weight", "qkv_bias", "out_weight", "out_bias")
+MHA_TENSORS = ("mha_in_weight", "mha_in_bias", "mha_out_weight", "mha_out_bias")
+
+
+@dataclass
+class TinyAttnConfig(MethodConfig):
+    heads: int = f(1, "M: independent tiny-attention modules per layer, combined as their mean (paper: 1 = Tiny-Attn-1H, 4 = Tiny-Attn-4H).")
+    head_dim: int = f(1, "D: per-head dimension of each module's query, key and value (paper: 1; 4 = Tiny-Attn-1H4D).")
+    placement: str = f("sequential", "sequential: the modules read the hidden state after the attention sublayer (paper's main setting); parallel: they read the layer's input, in parallel with the attention sublayer (paper's Fig. 3). Either way their output is added after the attention sublayer, before the FFN (for parallel on post-norm encoders that is after the sublayer's LayerNorm: ours).")
+    init_scale: float = f(0.01, "The output projection Linear(D, d) starts at PyTorch's default init times this (authors' code and paper: 0.01, i.e. U(-0.01/sqrt(D), 0.01/sqrt(D)) for weight and bias); 0 makes the method an exact identity at start.")
+    dropout: float = f(0.1, "Dropout on the adapter's attention probabilities while training (authors' code: nn.MultiheadAttention dropout 0.1; the paper does not say).")
+    layer_norm_eps: float = f(1e-5, "eps of the adapter's LayerNorm (authors' code: nn.LayerNorm default 1e-5).")
+    mha_proj: bool = f(False, "Also give each module the extra in/out projections of torch's nn.MultiheadAttention inside it (3D^2+3D + D^2+D parameters), as the authors' code does; false = the paper's equations (3)-(4).")
+    average: bool = f(True, "Parameter averaging (paper §2.2): evaluate and save the mean of the M modules of each layer as one module; false keeps the M modules (paper Table 11 ablation).")
+    init_from: str = f("", "Warm start (paper App. B.1, Tiny-Attn-4H): a finished tinyattn run directory on the same model whose adapter has 1 module per layer (or M): every module starts from it plus N(0, init_noise^2) noise, the encoder head is copied unchanged (ours). '' = fresh init.")
+    init_noise: float = f(1e-6, "Std of the noise added to each copied adapter tensor on warm start (paper: 1e-6; the authors' code perturbs only Linear(d, 3D)).")
+    frozen_dropout: bool = f(False, "Keep the frozen backbone's own dropout active while training. false (authors' code): the backbone runs in eval mode; the adapters' attention dropout and the encoder head's dropout stay active.")
+
+
+@register_method("tinyattn")
+class TinyAttention(Method):
+    Config = TinyAttnConfig
+    export_blocker = ("Tiny-Attention adds attention modules inside every layer, which a plain transformers model "
+                      "of the same class does not have")
+
+    def __init__(self, cfg, backbone):
+        super().__init__(cfg, backbone)
+        if cfg.heads < 1:
+            raise EmbexpError(f"method.heads={cfg.heads}: the number of tiny-attention modules per layer must be >= 1")
+        if cfg.head_dim < 1:
+            raise EmbexpError(f"method.head_dim={cfg.head_dim}: the per-head dimension must be >= 1")
+        if cfg.placement not in PLACEMENTS:
+            raise EmbexpError(f"unknown method.placement '{cfg.placement}' (choose from: {', '.join(PLACEMENTS)})")
+        if not 0.0 <= cfg.dropout < 1.0:
+            raise EmbexpError(f"method.dropout={cfg.dropout} must be in [0, 1)")
+        self.d = backbone.hidden_size
+        self.n_layers = len(attention_sites(self.backbone_model)[1])
+        self.is_averaged = False  # True once finalize() replaced the M modules by their mean
+        self._new_tensors(cfg.heads)
+        self._reset_parameters()
+        if cfg.init_from:
+            self._warm_start(Path(cfg.init_from), backbone)
+        self._ctx = None  # masks of the current backbone call (set by the entry pre-hook)
+        self._kv: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # layer -> cached keys, values (generation)
+        self._params_of_forward = None
+        self._sig = inspect.signature(self.backbone_model.forward)
+        self._hooks = [self.backbone_model.register_forward_pre_hook(self._enter, with_kwargs=True)]
+        self._hooks += after_attention(self.backbone_model, self._delta)
+        self.train(self.backbone_model.training)  # a new module trains by default; follow the backbone (eval)
+        self.mark_trainable()
+
+    # ---- parameters ----------------------------------------------------------------------------
+    def _shapes(self, m: int) -> dict[str, tuple]:
+        L, d, D = self.n_layers, self.d, self.cfg.head_dim
+        s = {"ln_weight": (L, m, d), "ln_bias": (L, m, d), "qkv_weight": (L, m, 3 * D, d), "qkv_bias": (L, m, 3 * D),
+             "out_weight": (L, m, d, D), "out_bias": (L, m, d)}
+        if self.cfg.mha_proj:
+            s.update({"mha_in_weight": (L, m, 3, D, D), "mha_in_bias": (L, m, 3, D), "mha_out_weight": (L, m, D, D),
+                      "mha_out_bias": (L, m, D)})
+        return s
+
+    def _new_tensors(self, m: int) -> None:
+        for name, shape in self._shapes(m).items():
+            setattr(self, name, nn.Parameter(torch.zeros(shape, dtype=torch.float32)))
+
+    @torch.no_grad()
+    def _reset_parameters(self) -> None:
+        """Each module as torch initialises nn.LayerNorm / nn.Linear (uniform +-1/sqrt(fan_in),
+        weight and bias), the output projection times ``init_scale`` (the authors' x0.01). These
+        tensors live outside the backbone, so its weight init never touches them."""
+        d, D = self.d, self.cfg.head_dim
+        self.ln_weight.fill_(1.0)
+        self.ln_bias.zero_()
+        for t, fan_in, scale in ((self.qkv_weight, d, 1.0), (self.qkv_bias, d, 1.0),
+                                 (self.out_weight, D, self.cfg.init_scale), (self.out_bias, D, self.cfg.init_scale)):
+            bound = 1.0 / math.sqrt(fan_in)
+            t.uniform_(-bound, bound).mul_(scale)
+        if self.cfg.mha_proj:  # nn.MultiheadAttention._reset_parameters: xavier in_proj, zero biases
+            bound = math.sqrt(6.0 / (D + 3 * D))
+            self.mha_in_weight.uniform_(-bound, bound)
+            self.mha_in_bias.zero_()
+            self.mha_out_weight.uniform_(-1.0 / math.sqrt(D), 1.0 / math.sqrt(D))
+            self.mha_out_bias.zero_()
+
+    def tensor_names(self) -> tuple[str, ...]:
+        return TENSORS + (MHA_TENSORS if self.cfg.mha_proj else ())
+
+    def method_tensors(self):
+        return {n: getattr(self, n) for n in self.tensor_names()}
+
+    @property
+    def modules_per_layer(self) -> int:
+        return self.ln_weight.shape[1]
+
+    def _weights(self) -> dict[str, torch.Tensor]:
+        """The tensors a forward uses: in evaluation with ``average=true``, the mean over the M axis."""
+        w = self.method_tensors()
+        if self.cfg.average and not self.training and self.modules_per_layer > 1:
+            return {n: t.mean(dim=1, keepdim=True) for n, t in w.items()}
+        return w
+
+    @torch.no_grad()
+    def average_modules(self) -> None:
+        """Replace the M modules of each layer by their parameter mean (one module per layer)."""
+        for n in self.tensor_names():
+            t = getattr(self, n)
+            setattr(self, n, nn.Parameter(t.mean(dim=1, keepdim=True).contiguous(), requires_grad=t.requires_grad))
+        self.is_averaged = True
+
+    def finalize(self) -> None:
+        if self.cfg.average and self.modules_per_layer > 1:
+            self.average_modules()
+
+    def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
+        saved_m = state["ln_weight"].shape[1] if "ln_weight" in state and state["ln_weight"].dim() == 3 else None
+        if saved_m == 1 and self.modules_per_layer > 1:
+            if not self.cfg.average:
+                raise EmbexpError(f"the adapter holds averaged modules (1 per layer) but method.average=false asks for the "
+                                  f"{self.modules_per_layer}-module model")
+            self.average_modules()
+        super().load_trainable_state(state)
+
+    def log_values(self) -> dict[str, float]:
+        per_module = sum(math.prod(s[2:]) for s in self._shapes(1).values()) * self.n_layers
+        return {"modules_per_layer": float(self.modules_per_layer), "params_per_module_set": float(per_module)}
+
+    # ---- warm start ----------------------------------------------------------------------------
+    def _warm_start(self, run_dir: Path, backbone) -> None:
+        from safetensors.torch import load_file
+
+        meta_path, adapter = run_dir / "method.json", run_dir / "adapter.safetensors"
+        if not meta_path.is_file() or not adapter.is_file():
+            raise EmbexpError(f"method.init_from='{run_dir}' is not a finished run with a saved adapter "
+                              "(needs method.json and adapter.safetensors)")
+        meta = json.loads(meta_path.read_text())
+        src_method = meta.get("method", {}).get("name")
+        if src_method != self.cfg.name:
+            raise EmbexpError(f"method.init_from='{run_dir}' is a run of method '{src_method}', not {self.cfg.name}")
+        if meta.get("model") != backbone.cfg.name or meta.get("hidden_size") != self.d:
+            raise EmbexpError(f"method.init_from='{run_dir}' is a run of model '{meta.get('model')}' "
+                              f"(hidden size {meta.get('hidden_size')}), not {backbone.cfg.name} (hidden size {self.d})")
+        for key in ("head_dim", "mha_proj", "placement"):
+            if meta["method"].get(key) != getattr(self.cfg, key):
+                raise EmbexpError(f"method.init_from='{run_dir}' was trained with method.{key}={meta['method'].get(key)}, "
+                                  f"this run has {getattr(self.cfg, key)}")
+        state = load_file(adapter)
+        m = self.modules_per_layer
+        src_m = state["ln_weight"].shape[1]
+        if src_m not in (1, m):
+            raise EmbexpError(f"method.init_from='{run_dir}' has {src_m} modules per layer; warm start needs 1 or {m}")
+        g = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            for n in self.tensor_names():
+                src, own = state[n], getattr(self, n)
+                if src.shape[0] != own.shape[0] or src.shape[2:] != own.shape[2:]:
+                    raise EmbexpError(f"method.init_from='{run_dir}': tensor {n} has shape {tuple(src.shape)}, "
+                                      f"expected {(own.shape[0], src_m, *own.shape[2:])}")
+                noise = torch.randn(own.shape, generator=g) * self.cfg.init_noise
+                own.copy_(src.to(own.dtype).expand_as(own) + noise)
+            for n, p in self._head.items():
+                key = f"head.{n}"
+                if key not in state or state[key].shape != p.shape:
+                    raise EmbexpError(f"method.init_from='{run_dir}': its task head does not match this task's "
+                                      f"({key} missing or of another shape)")
+                p.copy_(state[key].to(p.device, p.dtype))
+
+    # ---- forward -------------------------------------------------------------------------------
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if mode and not self.cfg.frozen_dropout:
+            self.backbone_model.base_model.eval()  # the frozen layers without dropout (head keeps its own)
+        return self
+
+    def _enter(self, module, args, kwargs):
+        """Pre-hook on the transformers model: the masks of this call, from its 2D attention mask."""
+        bound = self._sig.bind_partial(*args, **kwargs).arguments
+        extra = bound.get("kwargs", {})
+        get = lambda k: bound.get(k, extra.get(k))  # noqa: E731
+        x = get("input_ids")
+        x = get("inputs_embeds") if x is None else x
+        b, t = x.shape[0], x.shape[1]
+        cache = get("past_key_values") if self.is_decoder else None
+        past = int(cache.get_seq_length()) if cache is not None and hasattr(cache, "get_seq_length") else 0
+        mask = get("attention_mask")
+        dev = x.device
+        if mask is None:
+            keys = torch.ones(b, past + t, dtype=torch.bool, device=dev)
+        elif mask.dim() == 2 and mask.shape == (b, past + t):
+            keys = mask.to(dev).bool()
+        else:
+            raise EmbexpError(f"method {self.cfg.name} needs a 2D attention mask [batch, past + new tokens] = "
+                              f"[{b}, {past + t}] at the model's entry; got shape {tuple(mask.shape)}")
+        allowed = keys[:, None, None, :]  # [B, 1, 1, S]
+        if self.is_decoder:
+            q_pos = past + torch.arange(t, device=dev)
+            allowed = allowed & (torch.arange(past + t, device=dev)[None, :] <= q_pos[:, None])
+        if past == 0:
+            self._kv = {}
+        self._ctx = {"allowed": allowed, "past": past,
+                     "store": self.is_decoder and cache is not None and not torch.is_grad_enabled()}
+        self._params_of_forward = self._weights()
+
+    def _delta(self, h: torch.Tensor, call) -> torch.Tensor:
+        ctx, w, i = self._ctx, self._params_of_forward, call.index
+        if ctx is None or w is None:
+            raise EmbexpError(f"method {self.cfg.name}: a layer ran without the model's forward (call the model, not its layers)")
+        x = (call.layer_input if self.cfg.placement == "parallel" else h).float()
+        b, t, d = x.shape
+        D, m = self.cfg.head_dim, w["ln_weight"].shape[1]
+        xn = F.layer_norm(x, (d,), eps=self.cfg.layer_norm_eps)
+        # LayerNorm's affine folded into Linear(d, 3D): one [d -> 3·D·M] matmul for the M modules
+        wq = w["qkv_weight"][i] * w["ln_weight"][i][:, None, :]  # [M, 3D, d]
+        bq = torch.einsum("mkd,md->mk", w["qkv_weight"][i], w["ln_bias"][i]) + w["qkv_bias"][i]  # [M, 3D]
+        qkv = F.linear(xn, wq.reshape(m * 3 * D, d), bq.reshape(-1)).view(b, t, m, 3, D)
+        if self.cfg.mha_proj:  # q' = W_in q + b_in per q/k/v (torch's MultiheadAttention in-projection)
+            qkv = torch.einsum("btmjd,mjed->btmje", qkv, w["mha_in_weight"][i]) + w["mha_in_bias"][i]
+        q, k, v = qkv.permute(3, 0, 2, 1, 4).unbind(0)  # each [B, M, T, D]
+        past = ctx["past"]
+        if past:
+            cached = self._kv.get(i)
+            if cached is None or cached[0].shape[2] != past or cached[0].shape[0] != b:
+                have = None if cached is None else tuple(cached[0].shape)
+                raise EmbexpError(f"method {self.cfg.name}: the backbone continues a KV cache of {past} positions that "
+                                  f"the adapter did not see (layer {i}: cached {have}); beam search and cache reordering "
+                                  "are not supported")
+            k, v = torch.cat([cached[0], k], 2), torch.cat([cached[1], v], 2)
+        if ctx["store"]:
+            self._kv[i] = (k, v)
+        # softmax(q k^T / sqrt(D)) v over the allowed keys (a row with none gives 0), dropout on the probabilities
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=ctx["allowed"], scale=1.0 / math.sqrt(D),
+                                           dropout_p=self.cfg.dropout if self.training else 0.0)  # [B, M, T, D]
+        if self.cfg.mha_proj:
+            o = torch.einsum("bmtd,med->bmte", o, w["mha_out_weight"][i]) + w["mha_out_bias"][i][None, :, None, :]
+        # mean over the M modules of O_m o_m + b_m: one [M·D -> d] matmul
+        wo = w["out_weight"][i].permute(1, 0, 2).reshape(d, m * D) / m
+        return F.linear(o.permute(0, 2, 1, 3).reshape(b, t, m * D), wo, w["out_bias"][i].mean(0))
+
+    @torch.no_grad()
+    def generate(self, **kw):
+        beams = kw.get("num_beams") or getattr(self.backbone_model.generation_config, "num_beams", 1) or 1
+        if beams > 1:
+            raise EmbexpError(f"method {self.cfg.name} generates greedily or by sampling; num_beams={beams} is not "
+                              "supported (the adapter's KV cache does not follow beam reordering)")
+        try:
+            return super().generate(**kw)
+        finally:
+            self._kv = {}

@@ -1,0 +1,306 @@
+"""Tiny-Attention adapters (method=tinyattn): identity, the authors' module, averaging, KV cache,
+warm start, parameter counts and bad input. The shared matrix (tests/test_methods.py) covers
+training, save/load, generation with the cache, left padding and bf16."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from conftest import run_train, smoke
+from embexp import EmbexpError
+from embexp.data import collate
+from embexp.methods import build_method
+from embexp.models import DECODER_FAMILIES, TINY, after_attention, load_backbone
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def backbone(family: str):
+    kind = "decoder" if family in DECODER_FAMILIES else "encoder"
+    cfg = smoke("model=tiny_llama", f"model.family={family}", f"model.kind={kind}", "model.name=tiny")
+    torch.manual_seed(0)
+    return load_backbone(cfg.model, num_labels=0 if kind == "decoder" else 2)
+
+
+def method_cfg(**kw):
+    cfg = smoke("method=tinyattn").method
+    for k, v in kw.items():
+        setattr(cfg, k, v)
+    return cfg
+
+
+def padded_batch(bb):
+    """Two rows of different lengths: left-padded for decoders, right-padded for encoders."""
+    rows = [list(range(10, 21)), list(range(30, 37))]
+    pad = bb.tokenizer.pad_token_id
+    return collate([{"input_ids": r} for r in rows], pad, left=bb.is_decoder)
+
+
+def logits(model, batch):
+    with torch.no_grad():
+        return model(**batch).logits
+
+
+@pytest.mark.parametrize("placement", ["sequential", "parallel"])
+@pytest.mark.parametrize("family", sorted(TINY))
+def test_init_scale_zero_is_bit_identical_on_every_family(family, placement):
+    bb = backbone(family)
+    batch = padded_batch(bb)
+    want = logits(bb.model, batch)
+    m = build_method(method_cfg(init_scale=0.0, heads=4, placement=placement), bb)
+    assert torch.equal(logits(m, batch), want)
+    # the adapters do run in every layer: a non-zero output projection changes the outputs
+    with torch.no_grad():
+        m.out_bias.fill_(0.1)
+    assert not torch.allclose(logits(m, batch), want)
+
+
+def test_output_projection_starts_at_one_hundredth_of_the_default_init():
+    bb = backbone("roberta")
+    m = build_method(method_cfg(head_dim=4), bb)
+    bound = 0.01 / math.sqrt(4)  # U(-0.01/sqrt(D), 0.01/sqrt(D)), weight and bias (paper App. B.1)
+    for t in (m.out_weight, m.out_bias):
+        assert 0 < t.abs().max() <= bound and t.abs().max() > 0.8 * bound
+    assert m.qkv_weight.abs().max() > 0.9 / math.sqrt(64)  # Linear(d, 3D) keeps the default scale
+    # the tensors live outside the backbone: its weight init cannot reach them
+    assert not any(p is m.out_weight for p in bb.model.parameters())
+    assert m.n_trainable(include_head=False) == 2 * (2 * 64 + 3 * 4 * 64 + 3 * 4 + 64 * 4 + 64)
+
+
+def authors_module(m, layer: int, k: int, d: int, D: int) -> nn.Module:
+    """Module k of a layer as the authors' code builds it (tiny_attn.TinyAttention: nn.LayerNorm,
+    nn.Linear, torch's nn.MultiheadAttention with key_padding_mask, nn.Linear), with our weights."""
+
+    class Authors(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm, self.linear1 = nn.LayerNorm(d), nn.Linear(d, 3 * D)
+            self.attention = nn.MultiheadAttention(D, 1, dropout=0.0, batch_first=True)
+            self.linear2 = nn.Linear(D, d)
+
+        def forward(self, h, mask):
+            q, k_, v = torch.split(self.linear1(self.norm(h)), D, dim=2)
+            return self.linear2(self.attention(q, k_, v, key_padding_mask=~mask.bool())[0])
+
+    a = Authors()
+    with torch.no_grad():
+        a.norm.weight.copy_(m.ln_weight[layer, k]), a.norm.bias.copy_(m.ln_bias[layer, k])
+        a.linear1.weight.copy_(m.qkv_weight[layer, k]), a.linear1.bias.copy_(m.qkv_bias[layer, k])
+        a.attention.in_proj_weight.copy_(m.mha_in_weight[layer, k].reshape(3 * D, D))
+        a.attention.in_proj_bias.copy_(m.mha_in_bias[layer, k].reshape(3 * D))
+        a.attention.out_proj.weight.copy_(m.mha_out_weight[layer, k]), a.attention.out_proj.bias.copy_(m.mha_out_bias[layer, k])
+        a.linear2.weight.copy_(m.out_weight[layer, k]), a.linear2.bias.copy_(m.out_bias[layer, k])
+    return a.eval()
+
+
+def test_matches_the_authors_module_with_padding():
+    """mha_proj=true, M=2: our batched math = the mean of two authors' modules (torch's
+    MultiheadAttention, key-padding mask) placed after attention, on a right-padded batch."""
+    bb = backbone("roberta")
+    batch = padded_batch(bb)
+    m = build_method(method_cfg(heads=2, head_dim=2, mha_proj=True, average=False, init_scale=1.0), bb)
+    with torch.no_grad():
+        for t in m.method_tensors().values():
+            t.add_(torch.randn_like(t) * 0.3)
+    got = logits(m, batch)
+    for h in m._hooks:
+        h.remove()
+    mods = [[authors_module(m, i, k, 64, 2) for k in range(2)] for i in range(m.n_layers)]
+    after_attention(bb.model, lambda h, call: sum(a(h, batch["attention_mask"]) for a in mods[call.index]) / 2)
+    want = logits(bb.model, batch)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    assert not torch.allclose(got, logits(backbone("roberta").model, batch), atol=1e-3)
+
+
+def identical_modules(family: str, heads: int = 4, **kw):
+    """A method with `heads` identical modules per layer, different across layers, large enough
+    to move the outputs."""
+    bb = backbone(family)
+    m = build_method(method_cfg(heads=heads, init_scale=1.0, **kw), bb)
+    with torch.no_grad():
+        for t in m.method_tensors().values():
+            one = t[:, :1] + torch.randn_like(t[:, :1]) * 0.5  # per layer, shared by its modules
+            t.copy_(one.expand_as(t))
+    return bb, m
+
+
+@pytest.mark.parametrize("family", ["roberta", "llama"])
+def test_averaged_module_equals_identical_modules(family):
+    bb, m = identical_modules(family, average=False)
+    batch = padded_batch(bb)
+    full = logits(m, batch)  # the M-module model
+    before = {n: t.detach().clone() for n, t in m.method_tensors().items()}
+    m.finalize()  # average=false: nothing changes
+    assert m.modules_per_layer == 4
+    m.cfg.average = True
+    assert torch.allclose(logits(m, batch), full, atol=1e-6, rtol=0)  # evaluation averages on the fly
+    m.finalize()
+    assert m.modules_per_layer == 1 and m.qkv_weight.shape[:2] == (2, 1)
+    torch.testing.assert_close(logits(m, batch), full, atol=1e-6, rtol=0)
+    # averaging over the wrong axis (layers instead of modules) gives another model
+    with torch.no_grad():
+        for n, t in m.method_tensors().items():
+            t.copy_(before[n].mean(dim=0, keepdim=True).expand(t.shape[0], *before[n].shape[1:])[:, :1])
+    assert not torch.allclose(logits(m, batch), full, atol=1e-3)
+
+
+def test_averaging_changes_a_model_whose_modules_differ_and_round_trips():
+    bb = backbone("roberta")
+    batch = padded_batch(bb)
+    m = build_method(method_cfg(heads=4, init_scale=1.0, average=True), bb)
+    with torch.no_grad():
+        m.qkv_weight.add_(torch.randn_like(m.qkv_weight))
+    averaged = logits(m, batch)
+    m.cfg.average = False
+    assert not torch.allclose(logits(m, batch), averaged, atol=1e-4)  # the two models differ here
+    m.cfg.average = True
+    m.finalize()
+    state = m.trainable_state()
+    assert state["qkv_weight"].shape[1] == 1 and state["out_bias"].shape == (2, 1, 64)
+    fresh = build_method(method_cfg(heads=4, average=True), backbone("roberta"))
+    fresh.load_trainable_state(state)  # a 4-module config loads the saved averaged adapter
+    assert torch.equal(logits(fresh, batch), logits(m, batch))
+    with pytest.raises(EmbexpError, match="average=false"):
+        build_method(method_cfg(heads=4, average=False), backbone("roberta")).load_trainable_state(state)
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma2"])
+def test_generation_with_kv_cache_equals_without(family):
+    bb = backbone(family)
+    m = build_method(method_cfg(heads=2, head_dim=2, init_scale=30.0), bb)
+    pad = bb.tokenizer.pad_token_id
+    prompts = collate([{"input_ids": [1] + list(range(40, 52))}, {"input_ids": [1, 70, 71, 72]}], pad, left=True)
+    kw = dict(max_new_tokens=8, min_new_tokens=8, do_sample=False, pad_token_id=pad, return_dict_in_generate=True,
+              output_scores=True)
+    cached = m.generate(**prompts, use_cache=True, **kw)
+    plain = m.generate(**prompts, use_cache=False, **kw)
+    assert torch.equal(cached.sequences, plain.sequences)
+    for a, b in zip(cached.scores, plain.scores):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=0)
+    assert m._kv == {}  # the adapter's cache is dropped after generation
+    for h in m._hooks:  # the adapter matters: the backbone alone generates other tokens
+        h.remove()
+    alone = bb.model.generate(**prompts, use_cache=True, **kw)
+    assert not torch.equal(alone.sequences, cached.sequences)
+
+
+def test_beam_search_is_refused():
+    bb = backbone("llama")
+    m = build_method(method_cfg(), bb)
+    with pytest.raises(EmbexpError, match="num_beams=2"):
+        m.generate(input_ids=torch.tensor([[1, 5, 6]]), max_new_tokens=2, num_beams=2)
+
+
+def test_frozen_backbone_runs_without_dropout_while_training():
+    bb = backbone("roberta")
+    m = build_method(method_cfg(), bb)
+    assert not m.training
+    m.train()
+    assert m.training and not bb.model.base_model.training and bb.model.classifier.training
+    m.cfg.frozen_dropout = True
+    m.train()
+    assert bb.model.base_model.training
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Finished smoke runs: a 1-module tinyattn run and a tinyte_full run on tiny_roberta, a
+    tinyattn run on tiny_bert."""
+    root = tmp_path_factory.mktemp("runs")
+    out = {}
+    for name, args in {"one": ("method=tinyattn", "model=tiny_roberta", "trainer.lr=0.05"),
+                       "other_method": ("method=tinyte_full", "model=tiny_roberta"),
+                       "other_model": ("method=tinyattn", "model=tiny_bert")}.items():
+        cfg = smoke(*args, "task=glue", "do_eval=false")
+        run_train(cfg, root / name)
+        out[name] = root / name
+    return out
+
+
+def test_warm_start_copies_the_one_module_run_plus_noise(runs):
+    from safetensors.torch import load_file
+
+    src = load_file(runs["one"] / "adapter.safetensors")
+    cfg = smoke("method=tinyattn", "model=tiny_roberta", "task=glue", "method.heads=4", f"method.init_from={runs['one']}")
+    torch.manual_seed(0)
+    bb = load_backbone(cfg.model, num_labels=2)
+    m = build_method(cfg.method, bb)
+    for n, t in m.method_tensors().items():
+        assert t.shape[1] == 4
+        diff = t.detach() - src[n].expand_as(t)
+        assert diff.abs().max() < 1e-5 and diff.abs().max() > 0  # N(0, 1e-6) noise on every module
+    for n, p in m._head.items():
+        assert torch.equal(p.detach(), src[f"head.{n}"])
+    # the warm-started 4-module model computes what the 1-module run computes (up to the noise)
+    one = build_method(smoke("method=tinyattn", "model=tiny_roberta", "task=glue").method, load_backbone(cfg.model, num_labels=2))
+    one.load_trainable_state(src)
+    batch = padded_batch(bb)
+    m.cfg.average = False
+    torch.testing.assert_close(logits(m, batch), logits(one, batch), atol=1e-4, rtol=0)
+
+
+def cli(*args):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO / "src")}
+    return subprocess.run([sys.executable, "-m", "embexp.train", *args], capture_output=True, text=True, cwd=REPO,
+                          env=env, timeout=300)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("method.heads=0",), "method.heads=0"),
+    (("method.head_dim=0",), "method.head_dim=0"),
+    (("method.placement=diagonal",), "unknown method.placement 'diagonal' (choose from: sequential, parallel)"),
+    (("method.init_from={other_method}",), "is a run of method 'tinyte_full', not tinyattn"),
+    (("method.init_from={other_model}",), "is a run of model 'tiny_bert'"),
+    (("method.init_from={missing}",), "is not a finished run with a saved adapter"),
+])
+def test_bad_input_is_one_clear_line(args, needle, runs, tmp_path):
+    paths = {k: str(v) for k, v in runs.items()} | {"missing": str(tmp_path / "nope")}
+    args = [a.format(**paths) for a in args]
+    r = cli("debug=smoke", "method=tinyattn", "model=tiny_roberta", "task=glue", *args, f"hydra.run.dir={tmp_path / 'run'}")
+    assert r.returncode != 0
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert json.loads((tmp_path / "run" / "status.json").read_text())["status"] == "failed"
+
+
+def test_parameter_counts_on_roberta_large():
+    """Paper: Tiny-Attn-1H on roberta-large trains 176K parameters (adapters + head); 4H is 4x in
+    training and 1H after averaging. docs/methods_tinyattn.md explains the difference term by term."""
+    from embexp.analysis import params
+
+    d, L = 1024, 24
+    per_module = 2 * d + (3 * d + 3) + (d + d)  # LayerNorm, Linear(d, 3), Linear(1, d)
+    one = params.count("roberta", ["method=tinyattn"])
+    assert one["method"] == L * per_module == 172_104
+    assert params.count("roberta", ["method=tinyattn", "method.mha_proj=true"])["method"] == L * (per_module + 8) == 172_296
+    assert params.count("roberta", ["method=tinyattn", "method.heads=4"])["method"] == 4 * 172_104
+    head = one["tp"] - one["method"]
+    assert head == (d * d + d) + (d * 2 + 2)  # transformers' RobertaClassificationHead (dense + out_proj)
+    # the stored architectures match the paper's backbone sizes (223M ALBERT-xxlarge, 125M roberta-base)
+    assert round(params.count("albert_xxlarge", ["method=tinyattn"])["total"] / 1e6) == 223
+    assert round(params.count("roberta_base", ["method=tinyattn"])["total"] / 1e6) == 125
+
+
+def test_four_module_run_saves_the_averaged_adapter_and_reevaluates(runs, tmp_path):
+    from safetensors.torch import load_file
+
+    from embexp.eval import reevaluate
+
+    cfg = smoke("method=tinyattn", "model=tiny_roberta", "task=glue", "method.heads=4", f"method.init_from={runs['one']}",
+                "trainer.lr=0.05")
+    metrics = run_train(cfg, tmp_path / "run")
+    state = load_file(tmp_path / "run" / "adapter.safetensors")
+    assert state["qkv_weight"].shape[:2] == (2, 1)  # one module per layer after averaging
+    assert metrics["n_method_params"] == 4 * metrics["method_values"]["params_per_module_set"]  # as trained
+    new, old = reevaluate(tmp_path / "run")
+    assert {k: v for k, v in new.items() if not k.endswith("seconds")} == {k: v for k, v in old.items() if not k.endswith("seconds")}

@@ -45,6 +45,8 @@ CASES = [
     Case("tinyte_hybrid", identity=False, exportable=False),
     Case("lora"),
     Case("prompt_tuning", ("method.num_virtual_tokens=20",), identity=False, exportable=False),
+    # PETE replaces the embedding table by design (Fourier features + MLP): not the identity.
+    Case("pete", identity=False),
 ]
 DECODERS = ["tiny_llama", "tiny_qwen2", "tiny_gemma2"]
 ENCODERS = ["tiny_roberta", "tiny_deberta"]

@@ -144,3 +144,37 @@ def test_cli_bad_kernel_is_one_line(tmp_path):
                        env={**__import__("os").environ, "PYTHONPATH": str(REPO / "src")})
     assert r.returncode != 0
     assert r.stderr.strip().splitlines() == ["embexp: error: unknown method.kernel 'legendre' (choose from: fourier)"]
+
+
+# ---- model=scratch_encoder -------------------------------------------------------------------
+def test_scratch_encoder_is_the_papers_size_from_a_transformers_class():
+    from conftest import compose
+
+    cfg = compose("model=scratch_encoder", "task=glue")
+    torch.manual_seed(0)
+    bb = load_backbone(cfg.model, num_labels=2, sentence=True)
+    c = bb.model.config
+    assert type(bb.model).__name__ == "ModernBertModel" and bb.head_parameters() == []
+    assert (c.num_hidden_layers, c.num_attention_heads, c.hidden_size, c.vocab_size) == (2, 2, 512, 30522)
+    assert bb.tokenizer("Hello world")["input_ids"] == [101, 7592, 2088, 102]  # uncased BERT WordPiece
+    assert (c.pad_token_id, c.cls_token_id, c.sep_token_id) == (0, 101, 102)
+
+
+@pytest.mark.parametrize("model", ["scratch_encoder", "tiny_bert"])
+def test_pete_and_full_ft_start_from_the_same_body(model):
+    """Same seed, same architecture: the two runs differ only in the input table."""
+    from embexp.pipeline import build as build_run
+
+    cfgs = {m: smoke(f"method={m}", f"model={model}", "task=glue", "model.source=scratch", "model.tokenizer=byte",
+                     f"++model.scratch={{hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 64}}",
+                     "seed=3") for m in ("pete", "full_ft")}
+    built = {}
+    for m, cfg in cfgs.items():
+        torch.manual_seed(cfg.seed)
+        built[m] = build_run(cfg, torch.device("cpu"))
+    pete, full = (dict(built[m].method.model.named_parameters()) for m in ("pete", "full_ft"))
+    emb = {n for n in full if n.endswith(("word_embeddings.weight", "tok_embeddings.weight"))}
+    assert len(emb) == 1 and all(not n.startswith(tuple(emb)) for n in pete)
+    rest = [n for n in full if n not in emb]
+    assert rest and all(torch.equal(pete[n], full[n]) for n in rest)
+    assert built["full_ft"].method.model.config.hidden_size == 32

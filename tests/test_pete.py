@@ -178,3 +178,23 @@ def test_pete_and_full_ft_start_from_the_same_body(model):
     rest = [n for n in full if n not in emb]
     assert rest and all(torch.equal(pete[n], full[n]) for n in rest)
     assert built["full_ft"].method.model.config.hidden_size == 32
+
+
+# ---- parameter accounting (python -m embexp.analyze params) ---------------------------------
+def test_parameter_counts_of_the_papers_pair_term_by_term():
+    """Ours from the configs, and the paper's 24.3M / 8.9M once the authors' pooler
+    (Linear(512, 512) + tanh on the mean, 262,656) is added: docs/methods_pete.md."""
+    from embexp.analysis import params
+
+    full = params.count("scratch_encoder", ["method=full_ft"], num_labels=0)
+    pete = params.count("scratch_encoder", ["method=pete"], num_labels=0)
+    code = params.count("scratch_encoder", ["method=pete", "method.variant=code"], num_labels=0)
+    assert (full["tp"], pete["tp"], code["tp"]) == (24_031_744, 8_667_392, 8_667_648)
+    assert full["groups"]["embeddings.tok_embeddings"] == 30522 * 512
+    assert pete["groups"]["embeddings.tok_embeddings"] == (512 * 256 + 256) + (256 * 512 + 512)  # d -> d/2 -> d
+    assert code["groups"]["embeddings.tok_embeddings"] == 512 * 512 + 512 + 512  # Linear + RMSNorm
+    body = {k: v for k, v in full["groups"].items() if k != "embeddings.tok_embeddings"}
+    assert body == {k: v for k, v in pete["groups"].items() if k != "embeddings.tok_embeddings"}
+    pooler = 512 * 512 + 512
+    assert round((full["tp"] + pooler) / 1e6, 1) == 24.3 and round((code["tp"] + pooler) / 1e6, 1) == 8.9
+    assert round((pete["tp"] + pooler) / 1e6, 1) == 8.9

@@ -17,6 +17,7 @@ from safetensors.torch import load_file
 
 from embexp import EmbexpError, cli
 from embexp.config import register_core_schemas
+from embexp.data import token_lists
 from embexp.evaluation import evaluate
 from embexp.pipeline import build
 from embexp.results import CONFIG, METRICS, is_complete
@@ -43,7 +44,7 @@ def reevaluate(run_dir: Path, max_eval_samples=None, batch_size=None, cpu=False)
     c = build(cfg, device)
     train_ex = c.task.examples("train") if (cfg.do_train and c.method.trains) else []
     eval_ex = c.task.examples("eval")
-    ids = lambda exs: [c.encoder.train_features(e)["input_ids"] for e in exs]  # noqa: E731
+    ids = lambda exs: [s for e in exs for s in token_lists(c.encoder.train_features(e))]  # noqa: E731
     c.method.setup({"train": ids(train_ex), "eval": ids(eval_ex)})
     if c.method.trains and cfg.do_train:
         adapter = run_dir / "adapter.safetensors"

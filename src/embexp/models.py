@@ -137,6 +137,7 @@ SITES = {
     "deberta-v2": SiteSpec("encoder.layer", "attention.output", False),
     "distilbert": SiteSpec("transformer.layer", "sa_layer_norm", False),  # sa_layer_norm(attn + x) -> ffn
     "albert": SiteSpec("encoder.albert_layer_groups", "attention", False),  # shared layers, called num_hidden_layers times
+    "modernbert": SiteSpec("layers", "attn", True),  # pre-norm: h = x + attn(attn_norm(x)), then mlp_norm -> mlp
 }
 
 

@@ -13,6 +13,7 @@ import torch
 from embexp.data import Encoder
 from embexp.methods import build_method
 from embexp.models import load_backbone
+from embexp.sentence import SENTENCE_KINDS, ContrastiveObjective
 from embexp.tasks import build_task
 
 log = logging.getLogger("embexp")
@@ -29,11 +30,14 @@ class Components:
 
 def build(cfg, device: torch.device) -> Components:
     task = build_task(cfg.task)  # first: an unknown task fails before any model loads
-    backbone = load_backbone(cfg.model, num_labels=task.num_labels, device=device)
+    sentence = task.kind in SENTENCE_KINDS  # sentence embeddings: the encoder without a head (embexp/sentence.py)
+    backbone = load_backbone(cfg.model, num_labels=task.num_labels, device=device, sentence=sentence)
     n_backbone = count_params(backbone.model)  # before LoRA injects its layers or PEMA swaps the matrix
     method = build_method(cfg.method, backbone)
+    if task.kind == "pairs" and method.trains:
+        method.attach_objective(ContrastiveObjective(cfg.task.temperature, cfg.task.learn_temperature))
     encoder = Encoder(backbone.tokenizer, backbone.is_decoder, cfg.task.max_source_tokens,
-                      cfg.task.max_target_tokens, cfg.model.chat_template and backbone.is_decoder)
+                      cfg.task.max_target_tokens, cfg.model.chat_template and backbone.is_decoder, separate=sentence)
     return Components(task, backbone, method, encoder, n_backbone)
 
 

@@ -20,9 +20,11 @@ from safetensors.torch import save_file
 
 from embexp import EmbexpError, __version__, cli
 from embexp.config import register_core_schemas
+from embexp.data import token_lists
 from embexp.evaluation import evaluate
 from embexp.pipeline import build
 from embexp.results import RunRecord, git_commit, is_complete
+from embexp.sentence import SENTENCE_KINDS
 from embexp.training import Trainer, peak_memory
 
 register_core_schemas()
@@ -69,7 +71,9 @@ def run(cfg, run_dir: Path) -> dict:
         train_feats = [c.encoder.train_features(e) for e in train_ex]
         eval_feats = [c.encoder.train_features(e) for e in eval_ex]
         n_total = c.n_backbone_params
-        method.setup({"train": [f["input_ids"] for f in train_feats], "eval": [f["input_ids"] for f in eval_feats]})
+        method.setup({"train": [s for f in train_feats for s in token_lists(f)], "eval": [s for f in eval_feats for s in token_lists(f)]})
+        if task.kind in SENTENCE_KINDS:
+            eval_feats = []  # no evaluation loss: the eval split is a similarity task (scored after training)
         method.to(acc.device)
         n_train = method.n_trainable() if method.trains else 0
         log.info("trainable parameters: %d (method %d) of %d", n_train, method.n_trainable(include_head=False) if method.trains else 0,

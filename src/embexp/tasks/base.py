@@ -53,7 +53,7 @@ class Task:
     """Base class: subclasses set the class attributes and implement the hooks below."""
 
     Config: ClassVar[type] = TaskConfig
-    kind: ClassVar[str] = "generation"  # generation | classification | regression
+    kind: ClassVar[str] = "generation"  # generation | classification | regression | pairs | similarity (sentence embeddings: embexp/sentence.py)
     subsets: ClassVar[tuple[str, ...]] = ()  # valid `subset` values ('' allowed when empty)
 
     def __init__(self, cfg):

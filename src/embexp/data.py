@@ -24,6 +24,7 @@ class Encoder:
     max_target_tokens: int = 128
     chat_template: bool = False
     loss_on: str = "target"  # decoders: target (prompt labels -100) or all (every token of prompt + target)
+    separate: bool = False  # encoders, sentence-embedding tasks: the texts of an example are two sequences
 
     def prompt_ids(self, prompt: str) -> list[int]:
         tok = self.tokenizer
@@ -56,6 +57,12 @@ class Encoder:
         return {"input_ids": p + t, "labels": labels, PROMPT_LENGTH: len(p)}
 
     def encoder_features(self, ex: Example) -> dict:
+        if self.separate:  # text pairs for sentence embeddings: input_ids / input_ids_b (embexp.sentence)
+            ids = [list(self.tokenizer(t, truncation=True, max_length=self.max_source_tokens)["input_ids"]) for t in ex.text]
+            out = {"input_ids": ids[0], "input_ids_b": ids[1]}
+            if ex.label is not None:
+                out["labels"] = ex.label
+            return out
         enc = self.tokenizer(*ex.text, truncation=True, max_length=self.max_source_tokens)
         out = {k: list(v) for k, v in enc.items() if k in ("input_ids", "token_type_ids")}
         out["labels"] = ex.label
@@ -76,6 +83,10 @@ def collate(features: list[dict], pad_id: int, left: bool = False) -> dict[str, 
     (``methods.base.backbone_batch``)."""
     ids = [f["input_ids"] for f in features]
     batch = {"input_ids": pad(ids, pad_id, left), "attention_mask": pad([[1] * len(s) for s in ids], 0, left)}
+    if "input_ids_b" in features[0]:  # the second text of a pair (sentence-embedding tasks)
+        ids_b = [f["input_ids_b"] for f in features]
+        batch["input_ids_b"] = pad(ids_b, pad_id, left)
+        batch["attention_mask_b"] = pad([[1] * len(s) for s in ids_b], 0, left)
     if "token_type_ids" in features[0]:
         batch["token_type_ids"] = pad([f["token_type_ids"] for f in features], 0, left)
     if "labels" in features[0]:
@@ -90,6 +101,11 @@ def collate(features: list[dict], pad_id: int, left: bool = False) -> dict[str, 
     return batch
 
 
+def token_lists(feature: dict) -> list[list[int]]:
+    """The token id sequences of one feature (two for a text pair)."""
+    return [feature[k] for k in ("input_ids", "input_ids_b") if k in feature]
+
+
 def n_tokens(batch: dict[str, torch.Tensor]) -> int:
     """Tokens of the input as tokenised (a method may feed the backbone more or fewer)."""
-    return int(batch["attention_mask"].sum())
+    return int(batch["attention_mask"].sum()) + (int(batch["attention_mask_b"].sum()) if "attention_mask_b" in batch else 0)

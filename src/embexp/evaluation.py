@@ -11,6 +11,7 @@ from tqdm.auto import tqdm
 
 from embexp import EmbexpError
 from embexp.data import Encoder, collate
+from embexp.sentence import SENTENCE_KINDS, evaluate_similarity
 from embexp.tasks.base import Example
 
 
@@ -96,6 +97,8 @@ def evaluate(method, task, examples: list[Example], encoder: Encoder, batch_size
     records = [{"prompt": ex.prompt, "target": ex.target, "label": ex.label} if encoder.is_decoder
                else {"text": list(ex.text), "label": ex.label} for ex in examples]
     metrics: dict = {}
+    if task.kind in SENTENCE_KINDS:  # sentence embeddings: cosine similarity of the pooled texts
+        return evaluate_similarity(method, task, examples, encoder, batch_size, device, progress)
     if not encoder.is_decoder:
         preds = head_predictions(method, encoder, examples, batch_size, device, task.kind == "regression", progress)
         gold = [ex.label for ex in examples]

@@ -13,6 +13,7 @@ Family quirks handled here and nowhere else:
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import logging
 import os
 from dataclasses import dataclass
@@ -48,9 +49,11 @@ TINY = {
     "deberta-v2": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                        max_position_embeddings=1024, relative_attention=True, position_buckets=64,
                        pos_att_type=["p2c", "c2p"], position_biased_input=False),
+    "modernbert": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                       max_position_embeddings=1024, global_attn_every_n_layers=1),
 }
 DECODER_FAMILIES = ("llama", "qwen2", "gemma2")
-ENCODER_FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert", "deberta-v2", "albert")
+ENCODER_FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert", "deberta-v2", "albert", "modernbert")
 
 
 @dataclass
@@ -99,8 +102,9 @@ class Backbone:
 
     def head_parameters(self) -> list[tuple[str, nn.Parameter]]:
         """An encoder's task head: every parameter outside the pretrained base model
-        (classifier; DeBERTa's context pooler). Trained by every method except zero_shot."""
-        if self.is_decoder:
+        (classifier; DeBERTa's context pooler). Trained by every method except zero_shot.
+        A base model without a head (sentence-embedding tasks) has none."""
+        if self.is_decoder or self.model.base_model is self.model:
             return []
         base = self.model.base_model_prefix + "."
         return [(n, p) for n, p in self.model.named_parameters() if not n.startswith(base)]
@@ -160,6 +164,7 @@ SITES = {
     "deberta-v2": SiteSpec("encoder.layer", "attention.output", False),
     "distilbert": SiteSpec("transformer.layer", "sa_layer_norm", False),  # sa_layer_norm(attn + x) -> ffn
     "albert": SiteSpec("encoder.albert_layer_groups", "attention", False),  # shared layers, called num_hidden_layers times
+    "modernbert": SiteSpec("layers", "attn", True),  # pre-norm: h = x + attn(attn_norm(x)), then mlp_norm -> mlp
 }
 
 
@@ -242,23 +247,33 @@ def resolve_dtype(name: str) -> torch.dtype:
     return table[name]
 
 
-def load_backbone(cfg, num_labels: int = 0) -> Backbone:
-    """Load model + tokenizer as configured. Encoders get a head with ``num_labels`` outputs."""
+def load_backbone(cfg, num_labels: int = 0, sentence: bool = False) -> Backbone:
+    """Load model + tokenizer as configured. Encoders get a head with ``num_labels`` outputs, or
+    none with ``sentence=True`` (the base model, for sentence-embedding tasks)."""
     dtype = resolve_dtype(cfg.dtype)
     if cfg.kind not in ("decoder", "encoder"):
         raise EmbexpError(f"unknown model.kind '{cfg.kind}' (choose from: decoder, encoder)")
     is_decoder = cfg.kind == "decoder"
-    if not is_decoder and num_labels <= 0:
-        raise EmbexpError(f"model {cfg.name} is an encoder: it needs a classification or regression task")
+    if sentence and is_decoder:
+        raise EmbexpError(f"model {cfg.name} is a decoder: sentence-embedding tasks need model.kind=encoder")
+    if sentence:
+        num_labels = 0
+    elif not is_decoder and num_labels <= 0:
+        raise EmbexpError(f"model {cfg.name} is an encoder: it needs a classification, regression or sentence-embedding task")
     if cfg.source == "tiny":
         model, tok = _tiny(cfg, num_labels)
+    elif cfg.source == "scratch":
+        model, tok = _scratch(cfg, is_decoder, num_labels)
     elif cfg.source in ("hub", "minilm", "smollm2"):
         path = {"hub": lambda: cfg.id, "minilm": minilm_path, "smollm2": smollm2_path}[cfg.source]()
         if not path:
             raise EmbexpError(f"model {cfg.name}: model.id is empty (a hub id or local folder)")
         model, tok = _pretrained(cfg, str(path), is_decoder, num_labels, dtype)
     else:
-        raise EmbexpError(f"unknown model.source '{cfg.source}' (choose from: hub, minilm, smollm2, tiny)")
+        raise EmbexpError(f"unknown model.source '{cfg.source}' (choose from: hub, minilm, smollm2, tiny, scratch)")
+    if not is_decoder and "token_type_ids" not in inspect.signature(model.forward).parameters:
+        # e.g. ModernBERT with the BERT tokenizer: never feed the model an input it does not read
+        tok.model_input_names = [n for n in tok.model_input_names if n != "token_type_ids"]
     model.to(dtype=dtype)
     model.eval()  # from_config leaves dropout on; the trainer switches to train() itself
     if tok.pad_token_id is None:
@@ -281,6 +296,10 @@ def _pretrained(cfg, path: str, is_decoder: bool, num_labels: int, dtype: torch.
         tok = AutoTokenizer.from_pretrained(path, **kw)
         if is_decoder:
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **_attn(cfg), **kw)
+        elif num_labels == 0:  # sentence embeddings: the base model, no head
+            from transformers import AutoModel
+
+            model = AutoModel.from_pretrained(path, dtype=dtype, **kw)
         else:
             problem = "regression" if num_labels == 1 else "single_label_classification"
             model = AutoModelForSequenceClassification.from_pretrained(
@@ -386,13 +405,82 @@ def _tiny(cfg, num_labels: int):
         raise EmbexpError(f"model.family '{family}' is {'a decoder' if is_decoder else 'an encoder'} but model.kind is {cfg.kind}")
     tok = byte_tokenizer(encoder=not is_decoder)
     kw = dict(TINY[family], **dict(cfg.tiny), vocab_size=len(tok), pad_token_id=tok.pad_token_id)
+    if family not in DECODER_FAMILIES:
+        kw.update(encoder_special_ids(family, tok))
     config = tf.AutoConfig.for_model(family, **kw)
     torch.manual_seed(0)  # the same tiny weights in every process and run
+    return _from_config(cfg, config, tok, is_decoder, num_labels), tok
+
+
+def _from_config(cfg, config, tok, is_decoder: bool, num_labels: int):
+    """A randomly initialised model of the config's class: a causal LM, a sequence classifier with
+    ``num_labels`` outputs, or (``num_labels=0``) the base encoder. Special ids come from the tokenizer."""
+    import transformers as tf
+
     if is_decoder:
         config.bos_token_id, config.eos_token_id = tok.bos_token_id, tok.eos_token_id
-        model = tf.AutoModelForCausalLM.from_config(config, **_attn(cfg))
-    else:
-        config.num_labels = num_labels
-        config.problem_type = "regression" if num_labels == 1 else "single_label_classification"
-        model = tf.AutoModelForSequenceClassification.from_config(config)
-    return model, tok
+        return tf.AutoModelForCausalLM.from_config(config, **_attn(cfg))
+    if num_labels == 0:
+        return tf.AutoModel.from_config(config, **_attn(cfg))
+    config.num_labels = num_labels
+    config.problem_type = "regression" if num_labels == 1 else "single_label_classification"
+    return tf.AutoModelForSequenceClassification.from_config(config, **_attn(cfg))
+
+
+def encoder_special_ids(family: str, tok) -> dict:
+    """Config fields for the special ids whose family default lies outside the tokenizer's
+    vocabulary (ModernBERT's point into its own 50k vocabulary): the tokenizer's CLS/SEP instead."""
+    import transformers as tf
+
+    defaults = tf.CONFIG_MAPPING[family]()
+    ids = {"cls_token_id": tok.cls_token_id, "sep_token_id": tok.sep_token_id,
+           "bos_token_id": tok.cls_token_id, "eos_token_id": tok.sep_token_id}
+    out = {}
+    for key, value in ids.items():
+        default = getattr(defaults, key, None)
+        if isinstance(default, int) and default >= len(tok):
+            out[key] = value
+    return out
+
+
+def scratch_tokenizer(cfg):
+    """The tokenizer of a from-scratch model (model.tokenizer)."""
+    from transformers import AutoTokenizer
+
+    name = cfg.tokenizer
+    if name == "byte":
+        return byte_tokenizer(encoder=cfg.kind == "encoder")
+    if name == "minilm":
+        name = str(minilm_path())
+    if not name:
+        raise EmbexpError(f"model {cfg.name}: source=scratch needs model.tokenizer (minilm, byte, or a hub id/local folder)")
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except OSError as e:
+        raise EmbexpError(f"could not load tokenizer '{name}': {str(e).splitlines()[0]}") from e
+
+
+def scratch_config(cfg, tok):
+    """The transformers config of a source=scratch model: model.scratch over the family's
+    defaults, vocab_size from the tokenizer unless given (it may not be smaller)."""
+    import transformers as tf
+
+    vocab_size = len(tok)
+    if cfg.family not in tf.CONFIG_MAPPING:
+        raise EmbexpError(f"model.family '{cfg.family}' is not a transformers model type (e.g. modernbert, bert, llama)")
+    fields = dict(cfg.scratch)
+    fields.setdefault("vocab_size", vocab_size)
+    fields.setdefault("pad_token_id", tok.pad_token_id)
+    if cfg.kind == "encoder":
+        fields.update({k: v for k, v in encoder_special_ids(cfg.family, tok).items() if k not in fields})
+    if fields["vocab_size"] < vocab_size:
+        raise EmbexpError(f"model.scratch.vocab_size={fields['vocab_size']} is smaller than the tokenizer's {vocab_size} tokens")
+    return tf.AutoConfig.for_model(cfg.family, **fields)
+
+
+def _scratch(cfg, is_decoder: bool, num_labels: int):
+    """A model built from ``model.scratch`` with random weights drawn from the current RNG state
+    (train.py seeds it with ``seed``, so method=pete and method=full_ft start from the same body)."""
+    tok = scratch_tokenizer(cfg)
+    config = scratch_config(cfg, tok)
+    return _from_config(cfg, config, tok, is_decoder, num_labels), tok

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 import torch
 
 from embexp.config import validate
-from embexp.data import Encoder
+from embexp.data import Encoder, token_lists
 from embexp.methods import build_method
 from embexp.models import load_backbone
+from embexp.sentence import SENTENCE_KINDS, ContrastiveObjective
 from embexp.tasks import build_task
 
 log = logging.getLogger("embexp")
@@ -43,13 +44,16 @@ def build(cfg, device: torch.device, training: bool = True) -> Components:
     when the method trains, since its setup may depend on them (PEMA's token counts)."""
     validate(cfg)
     task = build_task(cfg.task)  # first: an unknown task fails before any model loads
-    backbone = load_backbone(cfg.model, num_labels=task.num_labels)
+    sentence = task.kind in SENTENCE_KINDS  # sentence embeddings: the encoder without a head (embexp/sentence.py)
+    backbone = load_backbone(cfg.model, num_labels=task.num_labels, sentence=sentence)
     n_backbone = count_params(backbone.model)  # before LoRA injects its layers or PEMA swaps the matrix
     method = build_method(cfg.method, backbone)
     if cfg.export:
         method.check_export()  # before hours of training, not after
-    encoder = Encoder(backbone.tokenizer, backbone.is_decoder, cfg.task.max_source_tokens,
-                      cfg.task.max_target_tokens, cfg.model.chat_template and backbone.is_decoder, task.loss_on)
+    if task.kind == "pairs" and method.trains:
+        method.attach_objective(ContrastiveObjective(cfg.task.temperature, cfg.task.learn_temperature))
+    encoder = Encoder(backbone.tokenizer, backbone.is_decoder, cfg.task.max_source_tokens, cfg.task.max_target_tokens,
+                      cfg.model.chat_template and backbone.is_decoder, task.loss_on, separate=sentence)
     c = Components(task, backbone, method, encoder, n_backbone)
     trains = cfg.do_train and method.trains
     c.train_examples = task.examples("train") if trains else []
@@ -60,7 +64,10 @@ def build(cfg, device: torch.device, training: bool = True) -> Components:
     c.train_features = [encoder.train_features(e) for e in c.train_examples]
     c.eval_features = [encoder.train_features(e) for e in c.eval_examples]
     c.select_features = [encoder.train_features(e) for e in c.select_examples]
-    method.setup({"train": [f["input_ids"] for f in c.train_features], "eval": [f["input_ids"] for f in c.eval_features]})
+    ids = lambda feats: [s for f in feats for s in token_lists(f)]  # noqa: E731  (two sequences for a text pair)
+    method.setup({"train": ids(c.train_features), "eval": ids(c.eval_features)})
+    if sentence:
+        c.eval_features = []  # no evaluation loss: the eval split is a similarity task, scored after training
     method.to(device)
     return c
 

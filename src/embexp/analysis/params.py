@@ -41,6 +41,8 @@ PAPER = {
                 "prompt_tuning (tk=20)": "82K", "zero_shot": "0"},
     "roberta": {"tinyattn": "176K (incl. head)", "tinyattn (4H)": "0.7M (incl. head)"},  # tiny-attention.md Table 8
     "llama2": {"tinyte_full": "4096", "tinyte_gated": "4098 (Sec. 4.1 text)", "lora": "20M (Fig. 3 text)"},
+    # pete.md Table 2 (total parameters of the 2L/2H d=512 encoders; docs/methods_pete.md explains the difference)
+    "scratch_encoder": {"full_ft": "24.3M", "pete": "8.9M", "pete (variant=code)": "8.9M"},
 }
 LORA_ALL = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,lm_head,embed_tokens"
 MODELS = ["gemma2", "qwen25", "llama31", "llama2", "smollm2", "roberta", "deberta", "minilm"]
@@ -54,11 +56,15 @@ class Config:
                         "prompt_tuning (tk=20)": ["method=prompt_tuning", "method.num_virtual_tokens=20"],
                         "lora (+lm_head, embed_tokens)": ["method=lora", f"method.target_modules=[{LORA_ALL}]"],
                         "tinyattn (4H)": ["method=tinyattn", "method.heads=4"],
-                        "tinyattn (authors' MHA)": ["method=tinyattn", "method.mha_proj=true"]},
+                        "tinyattn (authors' MHA)": ["method=tinyattn", "method.mha_proj=true"],
+                        "pete (variant=code)": ["method=pete", "method.variant=code"]},
                        "Extra rows: label -> train-config overrides (the paper's prompt-tuning sizes; LoRA also on the "
                        "output head and input embedding, which reproduces the paper's LoRA #TP, decoders only; Tiny-Attention with 4 modules "
-                       "per layer, and with the authors' nn.MultiheadAttention in/out projections).")
-    num_labels: int = f(2, "Classes of the encoders' task head (counted in #TP).")
+                       "per layer, and with the authors' nn.MultiheadAttention in/out projections; PETE's code variant).")
+    num_labels: int = f(2, "Classes of the encoders' task head (counted in #TP); 0 = no head, the base encoder as the "
+                           "sentence-embedding tasks load it (the PETE comparison: models=[scratch_encoder] num_labels=0).")
+    breakdown: bool = f(False, "Also print, per model and method, the parameters of the built model grouped by module "
+                               "(first two levels of the module path), trainable or not: the terms behind a total.")
     rank_random: bool = f(True, "Build ranked TinyTE variants (method.ranking) with ranking=random: the order of the dims never changes a count, and ranking by variance reads the whole (stand-in) embedding table, ~2 GB per model. false: exactly as configured.")
     paper: bool = f(True, "Add the paper's #TP next to ours where it reports one.")
     out: str = f("", "Also write <out>.md and <out>.csv ('' = print only).")
@@ -77,14 +83,24 @@ def meta_backbone(model_name: str, model_cfg, num_labels: int = 2):
 
     from embexp.models import Backbone, byte_tokenizer
 
-    if model_name not in SPECS:
-        raise EmbexpError(f"no stored architecture for model '{model_name}' (choose from: {', '.join(SPECS)})")
-    spec = SPECS[model_name]
-    is_decoder = spec["kind"] == "decoder"
-    config = tf.AutoConfig.for_model(spec["family"], **spec["config"])
+    tok = None
+    if model_name in SPECS:
+        spec = SPECS[model_name]
+        is_decoder = spec["kind"] == "decoder"
+        config = tf.AutoConfig.for_model(spec["family"], **spec["config"])
+    elif getattr(model_cfg, "source", "") == "scratch":  # the architecture is the config itself (conf/model/<name>.yaml)
+        from embexp.models import scratch_config, scratch_tokenizer
+
+        tok = scratch_tokenizer(model_cfg)
+        is_decoder = model_cfg.kind == "decoder"
+        config = scratch_config(model_cfg, tok)
+    else:
+        raise EmbexpError(f"no stored architecture for model '{model_name}' (choose from: {', '.join(SPECS)}, or a source=scratch model)")
     with torch.device("meta"):
         if is_decoder:
             model = tf.AutoModelForCausalLM.from_config(config)
+        elif num_labels == 0:  # the base encoder, as sentence-embedding tasks load it
+            model = tf.AutoModel.from_config(config)
         else:
             config.num_labels = num_labels
             model = tf.AutoModelForSequenceClassification.from_config(config)
@@ -99,7 +115,7 @@ def meta_backbone(model_name: str, model_cfg, num_labels: int = 2):
         if buf.is_meta:
             value = getattr(emb, "scalar_embed_scale", 1.0) if buf.dim() == 0 else 0.0
             emb.register_buffer(name, torch.full(buf.shape, float(value), dtype=buf.dtype), persistent=False)
-    return Backbone(model=model, tokenizer=byte_tokenizer(encoder=not is_decoder), cfg=model_cfg, is_decoder=is_decoder)
+    return Backbone(model=model, tokenizer=tok or byte_tokenizer(encoder=not is_decoder), cfg=model_cfg, is_decoder=is_decoder)
 
 
 def count(model_name: str, overrides: list[str], num_labels: int = 2, rank_random: bool = True) -> dict:
@@ -108,23 +124,39 @@ def count(model_name: str, overrides: list[str], num_labels: int = 2, rank_rando
     from embexp.methods import Method, build_method
     from embexp.pipeline import count_params
 
-    if model_name not in SPECS:
-        raise EmbexpError(f"no stored architecture for model '{model_name}' (choose from: {', '.join(SPECS)})")
-    task = "task=wmt16" if SPECS[model_name]["kind"] == "decoder" else "task=glue"
+    if model_name in SPECS:
+        kind = SPECS[model_name]["kind"]
+    elif model_name in cli.choices("model"):
+        kind = compose_train([f"model={model_name}"]).model.kind
+    else:
+        raise EmbexpError(f"no stored architecture for model '{model_name}' (choose from: {', '.join(SPECS)}, or a source=scratch model)")
+    task = "task=wmt16" if kind == "decoder" else "task=glue"
     tcfg = compose_train([f"model={model_name}", task, *overrides])
     if rank_random and "ranking" in tcfg.method:
         tcfg.method.ranking = "random"
     bb = meta_backbone(model_name, tcfg.model, num_labels)
+    total = count_params(bb.model)  # before the method adds (LoRA) or replaces (PETE) modules
     method = build_method(tcfg.method, bb)
     trains = getattr(method, "trains", True)
     out = {"tp": method.n_trainable() if trains else 0, "method": method.n_trainable(include_head=False) if trains else 0,
-           "total": count_params(bb.model), "data_dependent": False}
+           "total": total, "after": count_params(bb.model), "data_dependent": False, "groups": module_groups(bb.model)}
     if type(method).setup is not Method.setup:  # does data change the count? try a few token ids
         try:
             method.setup({"train": [[5, 6, 7, 8]], "eval": [[5, 9]]})
             out["data_dependent"] = method.n_trainable() != out["tp"]
         except Exception:  # noqa: BLE001 - a setup that cannot run on stand-in data needs real data
             out["data_dependent"] = True
+    return out
+
+
+def module_groups(model: torch.nn.Module) -> dict[str, int]:
+    """Parameters per module, by the first two levels of the module path (``layers.0``,
+    ``embeddings.tok_embeddings``); shared tensors counted once, where first met."""
+    out: dict[str, int] = {}
+    for name, p in model.named_parameters():  # named_parameters already skips repeats of a shared tensor
+        parts = name.split(".")[:-1] or [name]
+        key = ".".join(parts[:2])
+        out[key] = out.get(key, 0) + p.numel()
     return out
 
 
@@ -137,7 +169,7 @@ def rows_to_count(cfg: Config) -> list[tuple[str, list[str]]]:
     return rows
 
 
-def table(cfg: Config) -> list[dict]:
+def table(cfg: Config, groups: dict | None = None) -> list[dict]:
     out, totals = [], {}
     for label, overrides in rows_to_count(cfg):
         row = {"Method": label}
@@ -149,6 +181,8 @@ def table(cfg: Config) -> list[dict]:
                 if c["data_dependent"]:
                     row["Method"] = f"{label} (before setup; data-dependent)"
                 totals[m] = c["total"]
+                if groups is not None:
+                    groups[(m, label)] = c
             except Exception as e:  # a method that cannot attach to this model: say why, keep going
                 msg = str(e).splitlines()[0] if str(e) else type(e).__name__
                 row[m] = f"n/a: {msg[:80]}"
@@ -159,10 +193,27 @@ def table(cfg: Config) -> list[dict]:
     return out
 
 
+def breakdown_rows(groups: dict) -> list[dict]:
+    """One row per (model, method) cell and module group: the model's parameters after the method
+    is built (trainable or not), so each total can be read term by term."""
+    rows = []
+    for (m, label), c in groups.items():
+        for key, n in c["groups"].items():
+            rows.append({"Model": m, "Method": label, "Module": key, "Parameters": n})
+        rows.append({"Model": m, "Method": label, "Module": "(model total)", "Parameters": c["after"]})
+    return rows
+
+
 def run(cfg: Config) -> list[dict]:
-    rows = table(cfg)
+    groups: dict | None = {} if cfg.breakdown else None
+    rows = table(cfg, groups)
     cols = ["Method"] + [c for m in cfg.models for c in ([m, f"{m} (paper)"] if cfg.paper and m in PAPER else [m])]
-    title = "Trainable parameters (#TP; encoders include a %d-class head)" % cfg.num_labels
+    head = "encoders include a %d-class head" % cfg.num_labels if cfg.num_labels else "encoders without a task head"
+    title = f"Trainable parameters (#TP; {head})"
     print(write_table(rows, cols, Path(cfg.out), title=title) if cfg.out else markdown(rows, cols, title))
+    if groups:
+        brows, bcols = breakdown_rows(groups), ["Model", "Method", "Module", "Parameters"]
+        title = "Parameters of the built model by module"
+        print(write_table(brows, bcols, Path(f"{cfg.out}_breakdown"), title=title) if cfg.out else markdown(brows, bcols, title))
     return rows
 

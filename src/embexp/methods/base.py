@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 from embexp import EmbexpError
 from embexp.config import f
 from embexp.data import IGNORE, pad
+from embexp.sentence import PAIR_KEY, mean_pool
 
 # Batch keys that describe the examples for methods (data.collate adds them) and that the
 # backbone's forward never receives.
@@ -64,6 +65,7 @@ class Method(nn.Module):
         self.is_decoder = backbone.is_decoder
         self.embed_scale = backbone.embed_scale  # what the embedding module multiplies rows by (models.py)
         self._head = dict(backbone.head_parameters()) if (self.trains and cfg.train_head) else {}
+        self.objective: nn.Module | None = None  # a training objective of the task kind (sentence.py), if any
         for p in self.model.parameters():
             p.requires_grad_(False)
 
@@ -105,7 +107,29 @@ class Method(nn.Module):
     def trainable_tensors(self) -> dict[str, nn.Parameter]:
         out = dict(self.method_tensors())
         out.update({f"head.{n}": p for n, p in self._head.items()})
+        if self.objective is not None:
+            out.update({f"objective.{n}": p for n, p in self.objective.named_parameters() if p.requires_grad})
         return out
+
+    # ---- sentence embeddings (embexp.sentence) ------------------------------------------------
+    def attach_objective(self, objective: nn.Module) -> None:
+        """Train with a task kind's objective (a registered submodule: DDP, ``.to()`` and the
+        optimizer see it; its learnable tensors are trained and saved as ``objective.*``)."""
+        self.objective = objective
+
+    def __call__(self, *args, **kw):
+        """A batch of text pairs (``input_ids_b``) goes to the attached objective, which embeds each
+        side through this method's own ``forward`` (so every method works unchanged) and returns
+        the loss; any other call is ``forward``."""
+        if self.objective is not None and PAIR_KEY in kw:
+            return self.objective(self, kw)
+        return super().__call__(*args, **kw)
+
+    def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kw) -> torch.Tensor:
+        """Sentence embeddings [B, d]: the method's forward, last hidden states mean-pooled over
+        the attention mask (the encoder is loaded without a head for sentence-embedding tasks)."""
+        out = self(input_ids=input_ids, attention_mask=attention_mask, **kw)
+        return mean_pool(out.last_hidden_state, attention_mask)
 
     def mark_trainable(self) -> None:
         """Switch gradients on for the trainable tensors. ``build_method`` calls it once, after

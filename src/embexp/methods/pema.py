@@ -138,6 +138,10 @@ class PEMA(Method):
     def trainable_tensors(self):
         return self.inner.trainable_tensors()
 
+    def attach_objective(self, objective):
+        super().attach_objective(objective)
+        self.inner.attach_objective(objective)  # the inner method owns (and saves) the trainable tensors
+
     def _embedding_key(self) -> str:
         w = self.model.get_input_embeddings().weight
         return next(k for k, p in self.inner.trainable_tensors().items() if p is w)

@@ -1,0 +1,179 @@
+"""Sentence-embedding tasks (embexp/sentence.py has the shared machinery).
+
+``nli_pairs`` (kind ``pairs``): the PETE paper's training data, SNLI + MNLI premise/hypothesis
+pairs labelled *entailment* (label 0 in both hub schemas; ``stanfordnlp/snli`` plain_text and
+``nyu-mll/glue`` mnli), trained with symmetric InfoNCE over in-batch negatives and a learnable
+temperature (0.07 at the start). It is evaluated zero-shot on ``eval_task`` (STS-B), as the paper
+does. ``max_train_samples`` keeps the first N *entailment pairs* (datasets in the order given,
+splits in the order given; ours). ``train_split`` may join splits with ``+`` (e.g.
+``validation+test``, for the local SNLI files, which have no train split); MNLI's ``validation``
+is ``validation_matched``.
+
+``stsb_similarity`` (kind ``similarity``): STS-B (``nyu-mll/glue`` stsb), zero-shot: the cosine
+similarity of the two sentences' mean-pooled embeddings against the gold 0–5 score, Spearman (and
+Pearson) x100, as the PETE paper reports it. It has no training split of its own: train on
+``nli_pairs`` (which evaluates on it), or evaluate any encoder with ``method=zero_shot``.
+
+Fixtures (ours): the templated animal sentences of the GLUE fixture, in the hub schemas (SNLI and
+MNLI rows with all three labels, some SNLI rows unlabelled (-1); STS-B pairs whose score falls with
+the number of content words changed), so that a contrastive model trained on the NLI fixture ranks
+the STS fixture's pairs.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from omegaconf import OmegaConf
+
+from embexp import EmbexpError
+from embexp.config import f
+from embexp.tasks.base import Example, Task, TaskConfig, read_jsonl
+from embexp.tasks.glue import _fixture_mnli, _fixture_stsb
+from embexp.tasks.registry import TASKS, register_task
+
+SOURCES = {"snli": ("stanfordnlp/snli", "plain_text"), "mnli": ("nyu-mll/glue", "mnli")}
+ENTAILMENT = 0  # both hub schemas: 0 entailment, 1 neutral, 2 contradiction (-1: no gold label, SNLI)
+
+
+@dataclass
+class StsbSimilarityConfig(TaskConfig):
+    name: str = f("stsb_similarity", "Task family (the file under conf/task).")
+    eval_split: str = f("validation", "STS-B split scored (the GLUE test split has no scores).")
+    max_source_tokens: int = f(128, "Truncate each sentence to this many tokens (the PETE code's max_seq_len).")
+
+
+@dataclass
+class NliPairsConfig(TaskConfig):
+    name: str = f("nli_pairs", "Task family (the file under conf/task).")
+    datasets: list = f(["snli", "mnli"], "NLI datasets whose entailment pairs are trained on, in this order: snli, mnli (the paper: both).")
+    train_split: str = f("train", "Split(s) trained on; join several with '+' (e.g. validation+test for the local SNLI files).")
+    eval_task: str = f("stsb_similarity", "The similarity task evaluated zero-shot after training (it reads eval_split, data_dir, source, max_eval_samples from here).")
+    eval_split: str = f("validation", "Split of eval_task that is scored.")
+    max_source_tokens: int = f(128, "Truncate each sentence to this many tokens (the PETE code's max_seq_len).")
+    temperature: float = f(0.07, "InfoNCE temperature at the start (the PETE code's 0.07).")
+    learn_temperature: bool = f(True, "Learn the temperature (as log tau, ours; the code learns tau itself) with the method's tensors.")
+
+
+def spearman_pearson(gold: Sequence[float], pred: Sequence[float]) -> dict[str, float]:
+    """Spearman and Pearson correlation x100 (0 when undefined: fewer than two rows or a constant)."""
+    from scipy.stats import pearsonr, spearmanr
+
+    gold, pred = np.asarray(gold, dtype=float), np.asarray(pred, dtype=float)
+    if len(gold) < 2 or np.ptp(gold) == 0 or np.ptp(pred) == 0:
+        return {"spearman": 0.0, "pearson": 0.0}
+    return {"spearman": float(spearmanr(gold, pred)[0]) * 100, "pearson": float(pearsonr(gold, pred)[0]) * 100}
+
+
+@register_task("stsb_similarity")
+class StsbSimilarityTask(Task):
+    """STS-B zero-shot: cosine similarity of pooled sentence embeddings, Spearman x100."""
+
+    Config = StsbSimilarityConfig
+    kind = "similarity"
+    required_fields = ("sentence1", "sentence2", "label")
+
+    def hub_source(self):
+        return "nyu-mll/glue", "stsb"
+
+    def load(self, which: str) -> list[dict]:
+        if which == "train":
+            raise EmbexpError("task stsb_similarity is zero-shot and has no training objective: train on task=nli_pairs "
+                              "(it evaluates on STS-B) or evaluate with method=zero_shot")
+        return super().load(which)
+
+    def format(self, row: dict) -> Example:
+        return Example(prompt="", target="", label=float(row["label"]), text=(row["sentence1"], row["sentence2"]),
+                       meta={"idx": row.get("idx")})
+
+    def score_similarity(self, gold: Sequence[float], cosine: Sequence[float]) -> dict[str, float]:
+        return spearman_pearson(gold, cosine)
+
+    def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:
+        rows = []
+        for i in range(n):
+            k = rng.randrange(5)  # content words changed: 0 -> 5.0 ... 4 -> 0.0
+            rows.append({**_fixture_stsb(rng, k), "label": 5.0 * (4 - k) / 4, "idx": i})
+        return rows
+
+
+@register_task("nli_pairs")
+class NliPairsTask(Task):
+    """SNLI + MNLI entailment pairs for contrastive sentence-embedding training; evaluated on eval_task."""
+
+    Config = NliPairsConfig
+    kind = "pairs"
+    required_fields = ("premise", "hypothesis", "label")
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        bad = [d for d in cfg.datasets if d not in SOURCES]
+        if bad or not cfg.datasets:
+            raise EmbexpError(f"unknown task.datasets entry '{bad[0] if bad else ''}' (choose from: {', '.join(SOURCES)})")
+        similarity = sorted(n for n, c in TASKS.items() if c.kind == "similarity")
+        if cfg.eval_task not in similarity:
+            raise EmbexpError(f"unknown task.eval_task '{cfg.eval_task}' (choose from: {', '.join(similarity)})")
+        ecls = TASKS[cfg.eval_task]
+        shared = {k: cfg[k] for k in ("source", "data_dir", "eval_split", "max_eval_samples", "max_source_tokens",
+                                       "fixture_size", "fixture_seed")}
+        self.eval_task = ecls(OmegaConf.merge(OmegaConf.structured(ecls.Config), {"name": cfg.eval_task, **shared}))
+        self._dataset = cfg.datasets[0]
+
+    def hub_source(self):
+        return SOURCES[self._dataset]
+
+    def split_of(self, dataset: str, split: str) -> str:
+        return "validation_matched" if dataset == "mnli" and split == "validation" else split
+
+    def load(self, which: str) -> list[dict]:
+        if which != "train":
+            return self.eval_task.load(which)
+        source, rows = self.resolved_source(), []
+        for dataset in self.cfg.datasets:
+            self._dataset = dataset
+            for split in self.cfg.train_split.split("+"):
+                split = self.split_of(dataset, split)
+                if source == "fixture":
+                    rng = random.Random(f"{self.cfg.fixture_seed}/{self.cfg.name}/{dataset}/{split}")
+                    part = self.fixture_rows(split, self.cfg.fixture_size, rng)
+                elif source == "local":
+                    part = read_jsonl(self.local_path(split))
+                else:
+                    part = self.load_hub(split, -1)
+                missing = [k for k in self.required_fields if part and k not in part[0]]
+                if missing:
+                    raise EmbexpError(f"task nli_pairs ({dataset}) split '{split}': rows lack required field(s) "
+                                      f"{', '.join(missing)} (expected fields: {', '.join(self.required_fields)})")
+                rows += [r for r in part if int(r["label"]) == ENTAILMENT]
+        cap = self.cfg.max_train_samples
+        rows = rows[:cap] if cap is not None and cap >= 0 else rows
+        if not rows:
+            raise EmbexpError(f"empty dataset: task nli_pairs has no entailment pairs in {'+'.join(self.cfg.datasets)} "
+                              f"split '{self.cfg.train_split}' (source={source})")
+        return rows
+
+    def format(self, row: dict) -> Example:
+        return Example(prompt="", target="", label=None, text=(row["premise"], row["hypothesis"]))
+
+    def examples(self, which: str) -> list[Example]:
+        if which != "train":
+            return self.eval_task.examples(which)
+        return super().examples(which)
+
+    def score_similarity(self, gold, cosine) -> dict[str, float]:
+        return self.eval_task.score_similarity(gold, cosine)
+
+    def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:
+        rows = []
+        for i in range(n):
+            label = rng.randrange(3)
+            row = {**_fixture_mnli(rng, label), "label": label}
+            if self._dataset == "snli" and rng.random() < 0.1:
+                row["label"] = -1  # SNLI rows without a gold label
+            if self._dataset == "mnli":
+                row["idx"] = i
+            rows.append(row)
+        return rows

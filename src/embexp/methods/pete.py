@@ -46,9 +46,9 @@ from torch import nn
 from embexp import EmbexpError
 from embexp.config import f
 from embexp.methods.base import Method, MethodConfig
-from embexp.methods.pema import _untie, count_tokens
+from embexp.methods.pema import count_tokens
 from embexp.methods.registry import register_method
-from embexp.models import embed_scale
+from embexp.models import untie_embeddings
 
 KERNELS = ("fourier",)  # the authors' repository also has Chebyshev/Legendre/Hermite/Laguerre kernels; unused there
 NORMS = ("vocab", "seq_len")
@@ -191,14 +191,12 @@ class PETE(Method):
         vocab, dim = emb.weight.shape
         if dim % 2:
             raise EmbexpError(f"method=pete needs an even embedding dimension (sin/cos pairs); {name} embeds tokens in d={dim}")
-        pete = PETEEmbedding(cfg, vocab, dim, embed_scale(model), emb.padding_idx)
+        pete = PETEEmbedding(cfg, vocab, dim, self.embed_scale, emb.padding_idx)
         if emb.weight.device.type != "meta":
             pete.to(emb.weight.device)
             if emb.weight.is_floating_point():
                 pete.to(emb.weight.dtype)
-        out = model.get_output_embeddings()
-        if out is not None and out.weight is emb.weight:  # tied head: it keeps its own copy of the table
-            _untie(model.config)
+        untie_embeddings(model)  # a tied head keeps its own (frozen) copy of the table
         try:
             model.set_input_embeddings(pete)
         except NotImplementedError:

@@ -45,6 +45,10 @@ CASES = [
     Case("tinyte_hybrid", identity=False, exportable=False),
     Case("lora"),
     Case("prompt_tuning", ("method.num_virtual_tokens=20",), identity=False, exportable=False),
+    # K-Token merging replaces the prompt by ceil(n/K) merged embeddings: not the identity, and no
+    # plain model reads a learned encoder's merged positions (export_blocker).
+    Case("ktoken", identity=False, exportable=False, decoder_only=True),
+    Case("ktoken", ("method.k=3", "method.inner=tinyte_full"), identity=False, exportable=False, decoder_only=True),
 ]
 DECODERS = ["tiny_llama", "tiny_qwen2", "tiny_gemma2"]
 ENCODERS = ["tiny_roberta", "tiny_deberta"]

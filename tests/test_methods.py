@@ -55,6 +55,10 @@ CASES = [
          identity=False, exportable=False),
     # PETE replaces the embedding table by design (Fourier features + MLP): not the identity.
     Case("pete", identity=False),
+    # K-Token merging replaces the prompt by ceil(n/K) merged embeddings: not the identity, and no
+    # plain model reads a learned encoder's merged positions (export_blocker).
+    Case("ktoken", identity=False, exportable=False, decoder_only=True),
+    Case("ktoken", ("method.k=3", "method.inner=tinyte_full"), identity=False, exportable=False, decoder_only=True),
 ]
 DECODERS = ["tiny_llama", "tiny_qwen2", "tiny_gemma2"]
 ENCODERS = ["tiny_roberta", "tiny_deberta"]

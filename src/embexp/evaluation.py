@@ -131,4 +131,28 @@ def evaluate(method, task, examples: list[Example], encoder: Encoder, batch_size
         metrics.update({f"ll_{k}": v for k, v in task.score_labels([ex.label for ex in examples], pred).items()})
         for r, p, s in zip(records, pred, scores):
             r["ll_pred"], r["ll_scores"] = p, s
+    metrics.update(compression_metrics(method, encoder, examples, metrics, batch_size, device))
     return metrics, records
+
+
+@torch.no_grad()
+def compression_metrics(method, encoder: Encoder, examples: Sequence[Example], metrics: dict, batch_size: int,
+                        device) -> dict[str, float]:
+    """``length_reduction`` (0-100): the mean over examples of 1 - (positions the backbone reads for
+    the prompt, ``Method.prompt_positions``) / (the prompt's tokens); 0 for methods that read the
+    prompt as is (negative when a method adds positions, e.g. prompt tuning). ``pl_score`` (0-1,
+    K-Token Merging's Eq. 3) from it (a negative reduction counts as 0) and the accuracy (the
+    generated answer's exact match where there is one) on classification tasks."""
+    from embexp.analysis.pl_score import pl_from_accuracy
+
+    ids = [encoder.prompt_ids(ex.prompt) for ex in examples]
+    ratios = []
+    for s in range(0, len(ids), batch_size):
+        batch = collate([{"input_ids": x} for x in ids[s:s + batch_size]], encoder.tokenizer.pad_token_id, left=True)
+        seen = method.prompt_positions(batch["input_ids"].to(device), batch["attention_mask"].to(device))
+        ratios += [1.0 - int(m) / max(len(x), 1) for m, x in zip(seen.tolist(), ids[s:s + batch_size])]
+    out = {"length_reduction": 100.0 * sum(ratios) / len(ratios) if ratios else 0.0}
+    acc = next((metrics[k] for k in ("em_accuracy", "accuracy", "ll_accuracy") if k in metrics), None)
+    if acc is not None:
+        out["pl_score"] = pl_from_accuracy(acc, max(out["length_reduction"], 0.0))
+    return out

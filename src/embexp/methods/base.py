@@ -152,6 +152,18 @@ class Method(nn.Module):
             return self._prefix_generate(**kw)
         return self.model.generate(**kw)
 
+    @torch.no_grad()
+    def prompt_positions(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Per row of LEFT-padded prompts [B, n]: the positions the backbone reads for the prompt
+        (its real tokens; a ``replace`` prefix's length; a ``prepend`` prefix's plus the tokens).
+        What the evaluation's length reduction compares with the prompt's own tokens."""
+        own = attention_mask.sum(1)
+        if not (self.prefix_mode and self.is_decoder):
+            return own
+        if self.prefix_mode == "replace":
+            return self.prefix(input_ids, attention_mask)[1].sum(1)
+        return self.prefix(input_ids[:, :0], attention_mask[:, :0])[1].sum(1) + own
+
     @contextmanager
     def counting_backbone_tokens(self):
         """Count the positions the backbone itself reads (its attention mask) while the block runs:

@@ -1,0 +1,188 @@
+"""K-Token Merging (k-token-merging.md; the authors' code, REFERENCE.md §5): each block of K prompt
+token embeddings is merged into one embedding by a small encoder, and a LoRA-adapted backbone reads
+the merged prefix followed by the answer tokens, embedded by its own table.
+
+- **Encoder** (the authors' ``AverageInitializedEncoder``): ``mean(block) + MLP(concat(block))`` with
+  ``MLP = Lin(Kd, h) - ReLU - Lin(h, Kd) - ReLU - Lin(Kd, d)``, ``h = int(f*K) * d``,
+  ``f = {2: 2, 3: 2, 4: 1.5}``, PyTorch's default init (the authors' code). ``zero_init=true``
+  zeroes the last layer, so every merged embedding starts at exactly its block's mean (the paper's
+  "close to zero" taken literally; ours). ``init=random`` drops the mean path (the ablation's
+  random initialisation; ours). The encoder reads the embedding module's output (the authors read
+  a copy of the embedding table; the same numbers for a frozen table without an embedding scale).
+- **Layout** (ours where the authors' batches differ): a prompt of n real tokens is padded at its
+  end with ``pad_id`` (the space token by default, as the authors) to ``ceil(n/K) * K`` tokens and
+  merged into ``ceil(n/K)`` positions; rows of a batch are then LEFT-padded block-wise with a zero
+  mask (``prefix()``'s contract). The authors left-pad the batch first and merge the padding too,
+  with an all-ones mask, so their rows depend on the batch; ours are exactly their batch of one.
+- **Backbone**: ``inner`` (default ``lora``: r=4, alpha=16, dropout 0.05 on q/k/v/o/gate/up/down
+  and lm_head, from peft, as the authors) or any embexp method that works on the backbone's own
+  forward (``tinyte_full``, ``full_ft``, ...), or ``none`` (only the encoder trains).
+- Training, generation (prefill from the merged prefix, then ids on the KV cache, left-padded
+  batches), log-likelihood scoring and token counting go through the contract's shared path for
+  ``prefix_mode = "replace"``; the loss is on the answer tokens only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from omegaconf import OmegaConf
+from torch import nn
+
+from embexp import EmbexpError
+from embexp.config import f
+from embexp.methods.base import Method, MethodConfig
+from embexp.methods.registry import METHODS, register_method
+
+HIDDEN_FACTOR = {2: 2.0, 3: 2.0, 4: 1.5}  # the authors' DEFAULT_HIDDEN_DIM_FACTOR
+INITS = ("average", "random")
+AUTHORS_LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"]
+
+
+@dataclass
+class KTokenConfig(MethodConfig):
+    k: int = f(2, "Tokens merged into one embedding: 2, 3 or 4 (the authors' encoder sizes); the prompt shrinks to ceil(n/K) positions.")
+    pad_id: int = f(-1, "Token id that pads each prompt at its end to a multiple of K; -1 = the tokenizer's space token (the authors).")
+    zero_init: bool = f(False, "Zero the encoder's last layer so each merged embedding starts at exactly its block's mean (ours; the authors' code keeps PyTorch's default init, the paper says 'close to zero').")
+    init: str = f("average", "average: mean(block) + MLP(concat(block)) (the paper's average-initialised encoder); random: MLP(concat(block)) alone (the ablation's random initialisation; ours).")
+    inner: str = f("lora", "Method that adapts the backbone to the merged prompts: lora (the authors' recipe, lora_* fields), none (only the encoder trains), or an embexp method that works on the backbone's own forward (tinyte_full, tinyte_half, emb_tuning, full_ft, ...).")
+    inner_args: dict = f({}, "Overrides of the inner method's config fields, e.g. {p: 0.25} for inner=tinyte_half (for lora the lora_* fields come first).")
+    lora_r: int = f(4, "inner=lora: rank (the authors: 4).")
+    lora_alpha: float = f(16.0, "inner=lora: lora_alpha (the authors: 16).")
+    lora_dropout: float = f(0.05, "inner=lora: dropout on the LoRA branch (the authors: 0.05).")
+    lora_targets: list = f(list(AUTHORS_LORA_TARGETS), "inner=lora: module names given LoRA (the authors: attention and MLP projections and lm_head).")
+
+
+class MergingEncoder(nn.Module):
+    """``mean(block) + MLP(concat(block))`` on [..., K*d] inputs -> [..., d]."""
+
+    def __init__(self, k: int, d: int, zero_init: bool = False, average: bool = True):
+        super().__init__()
+        self.k, self.d, self.average = k, d, average
+        h = int(HIDDEN_FACTOR[k] * k) * d
+        self.net = nn.Sequential(nn.Linear(k * d, h), nn.ReLU(), nn.Linear(h, k * d), nn.ReLU(), nn.Linear(k * d, d))
+        if zero_init:
+            nn.init.zeros_(self.net[-1].weight)
+            nn.init.zeros_(self.net[-1].bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.net(x)
+        if self.average:
+            out = x.view(*x.shape[:-1], self.k, self.d).mean(-2) + out
+        return out
+
+
+def block_layout(input_ids: torch.Tensor, attention_mask: torch.Tensor, k: int, pad_id: int):
+    """LEFT-padded prompts [B, n] -> (ids [B, M*K], block mask [B, M]): row i's n_i real tokens,
+    padded at their end with ``pad_id`` to ``m_i = ceil(n_i/K)`` blocks, right-aligned; M = max m_i.
+    Positions of the blocks left of a row's own are ``pad_id`` with mask 0."""
+    dev = input_ids.device
+    n = attention_mask.sum(1).long()
+    m = (n + k - 1) // k
+    width = int(m.max()) if m.numel() else 0
+    pos = torch.arange(width * k, device=dev)[None]
+    j = pos - (width - m[:, None]) * k  # index into the row's own tokens
+    valid = (j >= 0) & (j < n[:, None])
+    src = (input_ids.shape[1] - n[:, None] + j).clamp(0, max(input_ids.shape[1] - 1, 0))
+    ids = input_ids.gather(1, src) if input_ids.shape[1] else input_ids.new_zeros(src.shape)
+    ids = torch.where(valid, ids, torch.full_like(ids, pad_id))
+    mask = (torch.arange(width, device=dev)[None] >= (width - m)[:, None]).long()
+    return ids, mask
+
+
+@register_method("ktoken")
+class KTokenMerging(Method):
+    """K-Token Merging: the prompt replaced by ceil(n/K) merged embeddings (see the module doc).
+    Not the identity at init (the backbone reads another sequence); export is impossible."""
+
+    Config = KTokenConfig
+    prefix_mode = "replace"
+    export_blocker = ("the backbone reads merged K-token embeddings from a learned encoder, which no plain "
+                      "transformers model holds (its input is a token per position)")
+
+    def __init__(self, cfg, backbone):
+        super().__init__(cfg, backbone)
+        if not self.is_decoder:
+            raise EmbexpError(f"method ktoken needs a decoder model; model {backbone.cfg.name} is an encoder")
+        if cfg.k not in HIDDEN_FACTOR:
+            raise EmbexpError(f"method.k={cfg.k} is not supported (choose from: {', '.join(map(str, HIDDEN_FACTOR))})")
+        if cfg.init not in INITS:
+            raise EmbexpError(f"unknown method.init '{cfg.init}' (choose from: {', '.join(INITS)})")
+        self.k = cfg.k
+        self.pad_id = self._pad_id(cfg.pad_id, backbone)
+        self.inner = self._inner(cfg, backbone)
+        if self.inner is not None:
+            self.model = self.inner.model  # e.g. the peft model; backbone_model stays the transformers model
+        self.encoder = MergingEncoder(cfg.k, backbone.hidden_size, cfg.zero_init, cfg.init == "average")
+        self.encoder.to(next(backbone.model.parameters()).device)
+        self.mark_trainable()
+
+    @staticmethod
+    def _pad_id(pad_id: int, backbone) -> int:
+        vocab = backbone.vocab_size
+        if pad_id == -1:
+            ids = backbone.tokenizer(" ", add_special_tokens=False)["input_ids"]
+            if len(ids) != 1:
+                raise EmbexpError(f"method.pad_id=-1 (the space token): the tokenizer encodes ' ' as {len(ids)} tokens; "
+                                  f"set method.pad_id to a token id in 0..{vocab - 1}")
+            return int(ids[0])
+        if not 0 <= pad_id < vocab:
+            raise EmbexpError(f"method.pad_id={pad_id} is outside the vocabulary (choose -1 for the space token, or 0..{vocab - 1})")
+        return pad_id
+
+    def _inner(self, cfg, backbone):
+        name = cfg.inner
+        if name == "none":
+            if cfg.inner_args:
+                raise EmbexpError(f"method.inner_args={dict(cfg.inner_args)} given but method.inner=none")
+            return None
+        cls = METHODS.get_class(name) if name in METHODS else None
+        usable = sorted(n for n in METHODS if n != "ktoken" and not n.startswith("_") and _composable(METHODS.get_class(n)))
+        if cls is None or cls is type(self) or not _composable(cls):
+            raise EmbexpError(f"unknown method.inner '{name}' (choose from: none, {', '.join(usable)})")
+        icfg = OmegaConf.structured(cls.Config)
+        icfg.name, icfg.train_head = name, cfg.train_head
+        if name == "lora":
+            icfg.r, icfg.alpha, icfg.dropout, icfg.target_modules = cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout, list(cfg.lora_targets)
+        for key, value in dict(cfg.inner_args).items():
+            if key not in icfg or key in ("name", "train_head"):
+                raise EmbexpError(f"unknown key '{key}' in method.inner_args (valid keys of method {name}: "
+                                  f"{', '.join(k for k in icfg if k not in ('name', 'train_head'))})")
+            icfg[key] = value
+        inner = cls(icfg, backbone)
+        return inner if inner.trains else None
+
+    # ---- tensors ------------------------------------------------------------------------------
+    def method_tensors(self):
+        out = {f"encoder.{n}": p for n, p in self.encoder.named_parameters()} if hasattr(self, "encoder") else {}
+        if getattr(self, "inner", None) is not None:
+            out.update({f"inner.{n}": p for n, p in self.inner.method_tensors().items()})
+        return out
+
+    def setup(self, token_ids):
+        if self.inner is not None:
+            self.inner.setup(token_ids)
+            self.mark_trainable()
+
+    def log_values(self):
+        return self.inner.log_values() if self.inner is not None else {}
+
+    # ---- extension point 3 ----------------------------------------------------------------------
+    def prefix(self, input_ids, attention_mask):
+        ids, mask = block_layout(input_ids, attention_mask, self.k, self.pad_id)
+        emb = self.backbone_model.get_input_embeddings()(ids)  # [B, M*K, d], the embedding module's output
+        b, width = mask.shape
+        x = emb.reshape(b, width, self.k * emb.shape[-1])
+        merged = self.encoder(x.to(self.encoder.net[0].weight.dtype))
+        return merged * mask.unsqueeze(-1).to(merged.dtype), mask
+
+    def export(self):
+        self.check_export()
+
+
+def _composable(cls) -> bool:
+    """An inner method must drive the backbone's own forward: no prefix of its own, no forward or
+    generate of its own (those would be bypassed by the shared path)."""
+    return (not cls.prefix_mode and cls.forward is Method.forward and cls.generate is Method.generate)
+

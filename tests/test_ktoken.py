@@ -1,0 +1,180 @@
+"""K-Token Merging: the merge, the prefix length, the measured length reduction, the P-L score of the
+paper's tables, scoring on the compressed prefix, the run record, and bad input. (The shared matrix in
+test_methods.py covers training, save/load, KV-cache generation and padding independence.)"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import run_train, smoke
+from embexp.analysis.pl_score import pl_from_accuracy, pl_from_perplexity, pl_score
+from embexp.data import Encoder, collate
+from embexp.evaluation import compression_metrics
+from embexp.methods import build_method
+from embexp.methods.ktoken import block_layout
+from embexp.models import load_backbone
+from embexp.tasks.base import Example
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def ktoken(*overrides, model="tiny_llama"):
+    cfg = smoke("method=ktoken", f"model={model}", "task=tree", *overrides)
+    torch.manual_seed(0)
+    bb = load_backbone(cfg.model)
+    return build_method(cfg.method, bb)
+
+
+def rows(method, lengths):
+    """Left-padded prompts of the given lengths (ids of real bytes, never the pad id)."""
+    seqs = [[10 + (7 * i + j) % 200 for j in range(n)] for i, n in enumerate(lengths)]
+    return seqs, collate([{"input_ids": s} for s in seqs], method.tokenizer.pad_token_id, left=True)
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_zero_init_merges_each_block_to_its_exact_mean(k):
+    method = ktoken(f"method.k={k}", "method.zero_init=true")
+    space = method.tokenizer(" ", add_special_tokens=False)["input_ids"]
+    assert method.pad_id == space[0] and len(space) == 1  # the authors' pad: the space token
+    lengths = [1, 5, 7, 8, 12]
+    seqs, batch = rows(method, lengths)
+    emb = method.backbone_model.get_input_embeddings()
+    with torch.no_grad():
+        x, mask = method.prefix(batch["input_ids"], batch["attention_mask"])
+    width = max(math.ceil(n / k) for n in lengths)
+    assert x.shape[:2] == mask.shape == (len(lengths), width)
+    for row, seq in enumerate(seqs):
+        m = math.ceil(len(seq) / k)
+        assert mask[row].tolist() == [0] * (width - m) + [1] * m  # ceil(n/K) positions, left-padded
+        padded = seq + [method.pad_id] * (m * k - len(seq))  # the end of the prompt padded with spaces
+        with torch.no_grad():
+            want = emb(torch.tensor(padded)).view(m, k, -1).mean(1)
+        assert torch.equal(x[row, width - m:], want)
+        assert not x[row, : width - m].any()
+
+
+def test_default_init_is_the_mean_plus_the_authors_mlp():
+    method = ktoken("method.k=4")
+    net = method.encoder.net
+    d = method.backbone_model.config.hidden_size
+    assert [type(m).__name__ for m in net] == ["Linear", "ReLU", "Linear", "ReLU", "Linear"]
+    assert (net[0].in_features, net[0].out_features, net[2].out_features, net[4].out_features) == (4 * d, 6 * d, 4 * d, d)
+    assert net[4].weight.abs().sum() > 0  # PyTorch's default init, not zero (the authors' code)
+    _, batch = rows(method, [8])
+    emb = method.backbone_model.get_input_embeddings()
+    with torch.no_grad():
+        x, _ = method.prefix(batch["input_ids"], batch["attention_mask"])
+        blocks = emb(batch["input_ids"]).view(1, 2, 4 * d)
+        want = blocks.view(1, 2, 4, d).mean(2) + net(blocks)
+    torch.testing.assert_close(x, want, atol=1e-6, rtol=0)
+
+
+def test_block_layout_is_per_row_over_the_real_tokens():
+    ids = torch.tensor([[0, 0, 0, 5, 6, 7], [1, 2, 3, 4, 5, 6]])
+    mask = torch.tensor([[0, 0, 0, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    got, bmask = block_layout(ids, mask, 4, pad_id=99)
+    assert got.tolist() == [[99, 99, 99, 99, 5, 6, 7, 99], [1, 2, 3, 4, 5, 6, 99, 99]]
+    assert bmask.tolist() == [[0, 1], [1, 1]]
+
+
+@pytest.mark.parametrize("k,want", [(2, 50.0), (3, 66.7), (4, 75.0)])
+def test_measured_length_reduction_on_prompts_of_a_multiple_of_k(k, want):
+    method = ktoken(f"method.k={k}")
+    enc = Encoder(method.tokenizer, True, 1024, 8)
+    # byte tokenizer: <s> + one id per byte, so a text of 12*j - 1 bytes is 12*j tokens
+    examples = [Example(prompt="x" * (12 * j - 1), target="t") for j in (1, 2, 3, 5)]
+    assert all(len(enc.prompt_ids(e.prompt)) % k == 0 for e in examples)
+    out = compression_metrics(method, enc, examples, {"em_accuracy": 90.0}, 3, torch.device("cpu"))
+    assert out["length_reduction"] == pytest.approx(100.0 * (1 - 1 / k), abs=1e-9)
+    assert round(out["length_reduction"], 1) == want
+    assert out["pl_score"] == pytest.approx(pl_score(0.9, 1 - 1 / k))
+    # a prompt that is not a multiple of K keeps its padding: 5 tokens -> 3 positions at K=2
+    if k == 2:
+        short = compression_metrics(method, enc, [Example(prompt="xxxx", target="t")], {}, 1, torch.device("cpu"))
+        assert short["length_reduction"] == pytest.approx(40.0) and "pl_score" not in short
+
+
+def test_uncompressed_methods_report_no_reduction():
+    cfg = smoke("method=lora", "model=tiny_llama", "task=tree")
+    method = build_method(cfg.method, load_backbone(cfg.model))
+    enc = Encoder(method.tokenizer, True, 1024, 8)
+    out = compression_metrics(method, enc, [Example(prompt="abc", target="t")], {"em_accuracy": 99.0}, 1, torch.device("cpu"))
+    assert out == {"length_reduction": 0.0, "pl_score": 0.0}
+
+
+# The paper's Tables 1-3: (accuracy or perplexity, length reduction %, printed P-L).
+TABLE1 = [(99.97, 0.0, 0.000), (90.43, 52.5, 0.664), (82.17, 27.0, 0.406), (99.68, 27.1, 0.426),
+          (99.91, 50.0, 0.666), (98.63, 66.7, 0.796), (98.38, 75.0, 0.851)]
+TABLE2 = [(93.54, 0.0, 0.000), (91.30, 44.6, 0.599), (91.49, 51.0, 0.655), (93.48, 0.1, 0.002),
+          (92.51, 50.0, 0.649), (92.23, 66.7, 0.774), (91.05, 75.0, 0.822)]
+TABLE3 = [(1.293, 0.0, 0.000), (1.380, 39.9, 0.560), (1.381, 30.0, 0.454), (1.296, 17.2, 0.293),
+          (1.343, 50.0, 0.658), (1.382, 66.7, 0.779), (1.391, 75.0, 0.830)]
+
+
+@pytest.mark.parametrize("table", [TABLE1, TABLE2], ids=["table1_tree", "table2_amazon"])
+def test_pl_score_reproduces_the_paper_accuracy_tables(table):
+    assert [round(pl_from_accuracy(acc, red), 3) for acc, red, _ in table] == [pl for _, _, pl in table]
+
+
+def test_pl_score_reproduces_the_paper_perplexity_table():
+    uncompressed = TABLE3[0][0]
+    assert [round(pl_from_perplexity(ppl, uncompressed, red), 3) for ppl, red, _ in TABLE3] == [pl for _, _, pl in TABLE3]
+    # without Eq. 4's normalisation (raw perplexity as P) the table is not reproduced
+    assert round(pl_score(1.391, 0.75), 3) != 0.830
+
+
+def test_loglik_scoring_on_the_compressed_prefix_by_hand():
+    method = ktoken("method.k=3")
+    with torch.no_grad():
+        for p in method.encoder.parameters():
+            p.normal_(std=0.05)
+    method.eval()
+    seqs, _ = rows(method, [7, 4, 9, 5])
+    requests = [(s[:-2], s[-2:]) for s in seqs] + [(seqs[0][:-2], seqs[1][-1:])]
+    got = method.score_continuations(requests, batch_size=3)
+    emb = method.backbone_model.get_input_embeddings()
+    with torch.no_grad():
+        for (ctx, cont), score in zip(requests, got):
+            one = collate([{"input_ids": list(ctx)}], method.tokenizer.pad_token_id, left=True)
+            px, _ = method.prefix(one["input_ids"], one["attention_mask"])
+            assert px.shape[1] == math.ceil(len(ctx) / 3)
+            x = torch.cat([px, emb(torch.tensor([cont[:-1]], dtype=torch.long))], 1)
+            logp = torch.log_softmax(method.backbone_model(inputs_embeds=x).logits[0].float(), -1)
+            want = sum(float(logp[x.shape[1] - len(cont) + j, c]) for j, c in enumerate(cont))
+            assert abs(score - want) < 1e-4, (score, want)
+
+
+def test_run_record_reports_reduction_pl_and_backbone_tokens(tmp_path):
+    cfg = smoke("method=ktoken", "model=tiny_llama", "task=tree", "method.k=4", "trainer.max_steps=2")
+    cfg.save_adapter = False
+    m = run_train(cfg, tmp_path / "run")
+    metrics, train = m["metrics"], m["train"]
+    assert 60.0 < metrics["length_reduction"] < 75.0  # tree prompts: ceil(n/4) positions each
+    assert {"em_accuracy", "ll_accuracy", "pl_score"} <= set(metrics)
+    assert 0 < train["tokens"] < train["input_tokens"]
+
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO / "src")}
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("method.k=1",), "method.k=1 is not supported (choose from: 2, 3, 4)"),
+    (("method.k=5",), "method.k=5 is not supported (choose from: 2, 3, 4)"),
+    (("model=tiny_roberta", "task=glue"), "method ktoken needs a decoder model; model tiny_roberta is an encoder"),
+    (("method.pad_id=100000",), "method.pad_id=100000 is outside the vocabulary (choose -1 for the space token, or 0..260)"),
+    (("method.inner=prompt_tuning",), "unknown method.inner 'prompt_tuning' (choose from: none,"),
+])
+def test_bad_input_is_one_clear_line(args, needle, tmp_path):
+    r = subprocess.run([sys.executable, "-m", "embexp.train", "debug=smoke", "method=ktoken", "task=tree", *args,
+                        f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
+    assert r.returncode != 0
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+    assert "Traceback" not in r.stderr

@@ -18,6 +18,14 @@ pema_comma := ,
 pema_empty :=
 pema_space := $(pema_empty) $(pema_empty)
 _pema_csv = $(subst $(pema_space),$(pema_comma),$(strip $(1)))
+PEMA_T2_MODELS := distilbert distilroberta distilmbert bert roberta_base deberta mbert xlmr xlmv
+PEMA_T3_MODELS := deberta_v3_xsmall deberta_v3_small deberta deberta_v3_large
+PEMA_T4_MODELS := distilmbert mbert xlmr xlmv
+# DRY_RUN=1 also names the checkpoint behind every model config name: the id of conf/model/<name>.yaml
+# (BERT and DistilBERT are the uncased ones: docs/pema.md)
+define pema_ckpts
+$(if $(DRY_RUN),@for m in $(1); do printf '# model=%s: %s\n' "$$m" "$$(sed -n 's/^id: *"\{0,1\}\([^"]*\)"\{0,1\}.*/\1/p' conf/model/$$m.yaml)"; done)
+endef
 # one Hydra multirun per (experiment, method): every sub-task x seed x model of the group
 define pema_sweep
 $(PEMA_DO)$(PY) -m embexp.train -m experiment=$(1) model=$(call _pema_csv,$(2)) method=$(3) task.subset=$(call _pema_csv,$(PEMA_GLUE)) seed=$(call _pema_csv,$(PEMA_SEEDS)) trainer.resume=true $(if $(filter pema,$(3)),'method.count_splits=[train$(pema_comma)eval]') $(EXTRA)
@@ -25,22 +33,28 @@ endef
 
 .PHONY: pema_table2 pema_table3 pema_table4 pema_table9 pema_table10 pema_tables pema_bench
 pema_table2: install  ## PEMA Table 2: % embedding/model parameters removed, model x GLUE task (tokenizers + configs; no training)
+	$(call pema_ckpts,$(PEMA_T2_MODELS))
 	$(PEMA_DO)$(PY) -m embexp.analyze vocab what=table2 out=$(PEMA_OUT) $(PEMA_VOCAB_ARGS)
 pema_table3: install  ## PEMA Table 3: millions of parameters removed, DeBERTaV3 xsmall/small/base/large x GLUE task
+	$(call pema_ckpts,$(PEMA_T3_MODELS))
 	$(PEMA_DO)$(PY) -m embexp.analyze vocab what=table3 out=$(PEMA_OUT) $(PEMA_VOCAB_ARGS)
 pema_table4: install  ## PEMA Table 4: multilingual models x XNLI en, en-de, en-zh, all
+	$(call pema_ckpts,$(PEMA_T4_MODELS))
 	$(PEMA_DO)$(PY) -m embexp.analyze vocab what=table4 out=$(PEMA_OUT) $(PEMA_VOCAB_ARGS)
 pema_table9: install  ## PEMA Table 9: PEMA preprocessing vs fine-tuning time on RoBERTa-base x GLUE (+ measured memory vs full FT)
+	$(call pema_ckpts,roberta_base)
 	$(call pema_sweep,pema_glue,roberta_base,pema)
 	$(call pema_sweep,pema_glue,roberta_base,full_ft)
 	$(PEMA_DO)$(PY) -m embexp.analyze pema what=table9 runs=$(PEMA_RUNS) model=roberta_base out=$(PEMA_OUT)
 pema_table10: install  ## PEMA Table 10: GLUE validation results with and without PEMA, every model, 5 seeds
+	$(call pema_ckpts,$(PEMA_MODELS))
 	$(if $(filter-out $(PEMA_XLM),$(PEMA_MODELS)),$(call pema_sweep,pema_glue,$(filter-out $(PEMA_XLM),$(PEMA_MODELS)),pema))
 	$(if $(filter-out $(PEMA_XLM),$(PEMA_MODELS)),$(call pema_sweep,pema_glue,$(filter-out $(PEMA_XLM),$(PEMA_MODELS)),full_ft))
 	$(if $(filter $(PEMA_XLM),$(PEMA_MODELS)),$(call pema_sweep,pema_glue_xlm,$(filter $(PEMA_XLM),$(PEMA_MODELS)),pema))
 	$(if $(filter $(PEMA_XLM),$(PEMA_MODELS)),$(call pema_sweep,pema_glue_xlm,$(filter $(PEMA_XLM),$(PEMA_MODELS)),full_ft))
 	$(PEMA_DO)$(PY) -m embexp.analyze pema what=table10 runs=$(PEMA_RUNS) out=$(PEMA_OUT)
 pema_tables: install  ## render PEMA Tables 9 and 10 from existing runs and compute Tables 2-4 (never trains)
+	$(call pema_ckpts,$(sort $(PEMA_T2_MODELS) $(PEMA_T3_MODELS)))
 	-$(PEMA_DO)$(PY) -m embexp.analyze pema what=table9 runs=$(PEMA_RUNS) model=roberta_base out=$(PEMA_OUT)
 	-$(PEMA_DO)$(PY) -m embexp.analyze pema what=table10 runs=$(PEMA_RUNS) out=$(PEMA_OUT)
 	-$(PEMA_DO)$(PY) -m embexp.analyze vocab what=table2 out=$(PEMA_OUT) $(PEMA_VOCAB_ARGS)

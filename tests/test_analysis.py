@@ -140,7 +140,8 @@ def test_report_tables_from_synthetic_runs(tmp_path):
     from embexp import report
 
     for seed, rl in ((0, 30.0), (1, 32.0)):
-        fake_run(tmp_path, "cnndm", "gemma2", "tinyte_full", seed, {"rougeL": rl, "rougeL_stderr": 0.5}, n_method=2304)
+        fake_run(tmp_path, "cnndm", "gemma2", "tinyte_full", seed,
+                 {"rougeLsum": rl, "rougeLsum_stderr": 0.5, "rougeL": rl - 10, "rougeL_stderr": 0.4}, n_method=2304)
     fake_run(tmp_path, "wmt16", "gemma2", "tinyte_full", 0, {"bleu": 24.0, "ter": 60.0}, n_method=2304)
     fake_run(tmp_path, "wmt16", "qwen25", "prompt_tuning", 0, {"bleu": 20.0, "ter": 70.0}, tag="tk2", n_method=7168)
     for sub, acc in (("boolq", 80.0), ("cb", 70.0), ("copa", 60.0), ("rte", 50.0), ("wic", 40.0)):
@@ -152,18 +153,44 @@ def test_report_tables_from_synthetic_runs(tmp_path):
     out = tmp_path / "tables"
     md = report.render(OmegaConf.merge(OmegaConf.structured(report.Config), {"runs": str(tmp_path), "out": str(out)}))
     t1 = md["1"].splitlines()
-    assert "| Gemma-2 | TinyTE-full | 2304 | 31.00 | 24.00 | 60.00 |" in t1
-    assert "| Qwen-2.5 | TinyTE-full |  |  |  |  |" in t1  # a missing cell stays empty
-    assert "| Gemma-2 | TinyTE-full | 2304 | 31.00 ± 1.00 | 24.00 | 60.00 |" in md["11"]  # se across the 2 seeds
-    assert "| Qwen-2.5 | PromptT (tk=2) | 7168 |  | 20.00 |" in md["2"]
+    assert "| Gemma-2 | TinyTE-full | 2304 | 31.00 | 24.00 | 60.00 | 21.00 |" in t1  # R-L = rougeLsum, + rougeL
+    assert "| Qwen-2.5 | TinyTE-full |  |  |  |  |  |" in t1  # a missing cell stays empty
+    assert "| Gemma-2 | TinyTE-full | 2304 | 31.00 ± 0.35 |" in md["11"]  # Table 11's default: the recorded s.e. 0.5 / sqrt(2 seeds)
+    assert "| Qwen-2.5 | PromptT (tk=2) | 7168 |  | 20.00 |  |" in md["2"]
     assert "| Gemma-2 | Zero-shot | 80.00 | 60.00 | 70.00 | 50.00 | 40.00 | 60.00 |" in md["3"]
     assert "| Llama-3.1 | TinyTE-all (Multitask) | 88.00 |" in md["3"]
     assert "| Qwen-2.5 | WMT'16 | 96.00 |  |  |  | 70.00 |  | 40.00 |" in md["4"]
     assert (out / "figure5.png").is_file() and (out / "table11.csv").is_file()
     row = next(r for r in __import__("csv").DictReader(open(out / "table11.csv")) if r["Method"] == "TinyTE-full" and r["Model"] == "Gemma-2")
-    assert float(row["R-L se"]) == pytest.approx(1.0) and row["R-L seeds"] == "2"
-    ex = report.render(OmegaConf.merge(OmegaConf.structured(report.Config), {"runs": str(tmp_path), "out": str(out), "table": "11", "se": "examples"}))
-    assert "31.00 ± 0.35" in ex["11"]  # the recorded rougeL_stderr 0.5 of two seeds: 0.5 / sqrt(2)
+    assert float(row["R-L se"]) == pytest.approx(0.5 / 2 ** 0.5) and row["R-L seeds"] == "2"
+    assert float(row["rougeL"]) == pytest.approx(21.0) and float(row["rougeL se"]) == pytest.approx(0.4 / 2 ** 0.5)
+    ex = report.render(OmegaConf.merge(OmegaConf.structured(report.Config), {"runs": str(tmp_path), "out": str(out), "table": "11", "se": "seeds"}))
+    assert "| Gemma-2 | TinyTE-full | 2304 | 31.00 ± 1.00 |" in ex["11"]  # se=seeds: across the 2 seeds
+    assert "± " not in md["1"]  # Tables 1 and 2 print no ±
+
+
+def test_table11_of_a_one_seed_sweep_has_no_empty_plus_minus(tmp_path):
+    """The paper's Table 11 reports test-example standard errors of one run per cell: with one seed the
+    default se must still fill every ± (ROUGE from the recorded s.e., BLEU/TER by bootstrap)."""
+    from embexp import report
+
+    recs = [{"prompt": "x", "target": f"the cat number {i} sat on the mat", "generation": f"the cat {i} sat on a mat"} for i in range(12)]
+    cells = [c for _, group in report.TABLE11 for c in group]
+    for method, tag in cells:
+        fake_run(tmp_path, "cnndm", "gemma2", method, 0, {"rougeLsum": 33.0, "rougeLsum_stderr": 0.25, "rougeL": 23.0,
+                                                          "rougeL_stderr": 0.2}, tag=tag, n_method=2304)
+        fake_run(tmp_path, "wmt16", "gemma2", method, 0, {"bleu": 24.0, "ter": 60.0}, recs, tag=tag, n_method=2304)
+    cfg = OmegaConf.merge(OmegaConf.structured(report.Config), {"runs": str(tmp_path), "out": str(tmp_path / "t"), "table": "11",
+                                                                "models": ["gemma2"], "bootstrap_iters": 20})
+    md = report.render(cfg)["11"]
+    rows = [line for line in md.splitlines() if line.startswith("| Gemma-2")]
+    assert len(rows) == len(cells) == 10
+    for line in rows:
+        values = [v.strip() for v in line.strip("|").split("|")][3:]  # R-L, BLEU-4, TER, rougeL
+        assert len(values) == 4 and all(" ± " in v for v in values), line
+    assert "33.00 ± 0.25" in rows[0] and "23.00 ± 0.20" in rows[0] and "(examples;" in md
+    seeds = report.render(OmegaConf.merge(cfg, {"se": "seeds"}))["11"]
+    assert " ± " not in seeds  # across seeds, one seed has no s.e.: why Table 11 defaults to examples
 
 
 def test_bootstrap_se_of_corpus_bleu(tmp_path):

@@ -211,13 +211,102 @@ def test_minilm_20_steps_same_weights_metrics_and_memory(tmp_path):
 def test_registry_parameter_counts_match_the_papers_tables_5_and_6():
     from embexp.analysis.vocab import model_config, shape_of
 
-    paper = {"distilbert": (22.3, 65.8), "distilroberta": (38.6, 82.1), "distilmbert": (91.8, 135.3), "bert": (22.3, 108.3),
+    # BERT, DistilBERT: Table 5 prints the cased checkpoints (22.3M / 65.8M, 108.3M) but Table 2 counts the
+    # uncased ones (test below), whose sizes the registry holds: 30,522 x 768 = 23.4M embedding parameters.
+    paper = {"distilbert": (23.4, 67.0), "distilroberta": (38.6, 82.1), "distilmbert": (91.8, 135.3), "bert": (23.4, 109.5),
              "roberta_base": (38.6, 124.6), "deberta": (98.4, 184.4), "mbert": (91.8, 177.9), "xlmr": (192.0, 278.0),
              "xlmv": (692.5, 778.5), "deberta_v3_xsmall": (49.2, 70.8), "deberta_v3_small": (98.4, 141.9),
              "deberta_v3_large": (131.2, 435.1)}
     for name, (emb, total) in paper.items():
         rows, dim, n = shape_of(model_config(name, 2))
         assert (round(rows * dim / 1e6, 1), round(n / 1e6, 1)) == (emb, total), name
+
+
+# The paper's Table 2, BERT and DistilBERT rows (identical embedding %: the same vocabulary).
+PAPER_T2_EMB = {"cola": 80.1, "mnli": 14.8, "mrpc": 54.9, "qnli": 13.1, "qqp": 11.5, "rte": 41.5, "sst2": 57.9, "stsb": 57.2, "wnli": 94.3}
+PAPER_T2_MODEL = {"bert": (17.1, 3.2, 11.8, 2.8, 2.5, 8.9, 12.4, 12.2, 20.2),
+                  "distilbert": (28.0, 5.2, 19.2, 4.6, 4.0, 14.5, 20.3, 20.0, 33.0)}
+
+
+class _KeptRows:
+    """A TokenCache stand-in that keeps a fixed number of rows (as if counted from the real GLUE splits)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def kept(self, tok_name, task_name, subset):
+        return np.arange(self.n)
+
+
+def _model_pct_range(name, subset, fields):
+    """Model-% that vocab.reductions gives for the paper's embedding-% of the cell (printed to 0.1: the
+    fewest and the most kept rows it can stand for), with the model's stored config `fields`."""
+    from embexp.analysis import vocab
+
+    spec = vocab.MODELS[name]
+    vocab.MODELS[name] = spec._replace(fields=fields)
+    try:
+        rows = vocab.shape_of(vocab.model_config(name, vocab.num_labels("glue", subset)))[0]
+        e = PAPER_T2_EMB[subset]
+        ends = (round(rows * (1 - (e + 0.05) / 100)), round(rows * (1 - (e - 0.05) / 100)))
+        recs = [vocab.reductions(vocab.Config(), _KeptRows(k), [name], "glue", [subset])[0] for k in ends]
+    finally:
+        vocab.MODELS[name] = spec
+    assert all(r["embedding_pct"] == pytest.approx(100 * (rows - r["kept_rows"]) / rows) for r in recs)
+    return min(r["model_pct"] for r in recs), max(r["model_pct"] for r in recs)
+
+
+@pytest.fixture
+def cached_shapes(monkeypatch):
+    """vocab.shape_of memoised on the config (one meta-device build per architecture and head)."""
+    from embexp.analysis import vocab
+
+    cache, real = {}, vocab.shape_of
+
+    def memo(config):
+        key = config.to_json_string()
+        if key not in cache:
+            cache[key] = real(config)
+        return cache[key]
+
+    monkeypatch.setattr(vocab, "shape_of", memo)
+
+
+@pytest.mark.parametrize("name", ["bert", "distilbert"])
+def test_table2_bert_percentages_need_the_uncased_vocabulary(name, cached_shapes):
+    """Every BERT/DistilBERT model-% of the paper's Table 2 follows from its embedding-% with the uncased
+    30,522-row vocabulary the registry holds (CoLA: 17.1 / 28.0), and none with the cased 28,996 rows
+    its Table 5 prints (CoLA: 16.5 / 27.1)."""
+    from embexp.analysis import vocab
+
+    uncased, cased = vocab.MODELS[name].fields, {**vocab.MODELS[name].fields, "vocab_size": 28996}
+    assert uncased["vocab_size"] == 30522 and vocab.MODELS[name].tokenizer.endswith("-base-uncased")
+    for subset, paper in zip(vocab.GLUE, PAPER_T2_MODEL[name]):
+        lo, hi = _model_pct_range(name, subset, uncased)
+        assert lo - 0.05 <= paper <= hi + 0.05, (subset, lo, hi, paper)
+        lo, hi = _model_pct_range(name, subset, cased)
+        assert not lo - 0.05 <= paper <= hi + 0.05, (subset, lo, hi, paper)
+
+
+def test_pema_tables_name_the_uncased_checkpoints():
+    """`make pema_table2 DRY_RUN=1` (and the other PEMA targets) name the checkpoint of every model, and
+    the analysis registry counts with the same checkpoints that conf/model trains."""
+    import subprocess
+
+    from omegaconf import OmegaConf
+
+    from conftest import CONF
+    from embexp.analysis import vocab
+
+    for target in ("pema_table2", "pema_table10", "pema_tables"):
+        out = subprocess.run(["make", "-s", target, "DRY_RUN=1"], cwd=CONF.parent, capture_output=True, text=True, check=True).stdout
+        named = dict(line[len("# model="):].split(": ", 1) for line in out.splitlines() if line.startswith("# model="))
+        assert named["bert"] == "google-bert/bert-base-uncased" and named["distilbert"] == "distilbert/distilbert-base-uncased", target
+    for name, spec in vocab.MODELS.items():
+        if (CONF / "model" / f"{name}.yaml").is_file() and spec.tokenizer != "minilm":
+            assert OmegaConf.load(CONF / "model" / f"{name}.yaml").id == spec.tokenizer, name
+    tok = vocab.load_tokenizer("minilm")  # offline stand-in: the same uncased WordPiece
+    assert len(tok) == 30522 and tok.convert_tokens_to_ids(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the"]) == [0, 100, 101, 102, 1996]
 
 
 def test_table2_for_the_bert_wordpiece_tokenizer_on_glue_fixtures(tmp_path):

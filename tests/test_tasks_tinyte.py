@@ -17,7 +17,7 @@ from embexp.methods import build_method
 from embexp.models import load_backbone
 from embexp.tasks import TASKS, build_task
 from embexp.tasks.alpaca import AlpacaConfig, AlpacaTask
-from embexp.tasks.cnndm import CnnDmConfig, CnnDmTask, rouge_scores
+from embexp.tasks.cnndm import CnnDmConfig, CnnDmTask, rouge_scores, split_sentences
 from embexp.tasks.superglue import SUBSETS, SuperGlueConfig, SuperGlueTask, macro_f1
 
 # Field names and types exactly as datasets.load_dataset("aps/super_glue", <subset>) returns them
@@ -224,6 +224,95 @@ def test_rouge_by_hand():
         rouge_scores(["the dogs were running"], ["the dog was run"], stemmer=False)["rougeL"]
     two = rouge_scores(["a b", "a b"], ["a b", "c d"])
     assert two["rougeL"] == 50 and math.isclose(two["rougeL_stderr"], 50)  # sd 70.71 / sqrt(2)
+
+
+SUMMARY_REF = ("Harry Kane scored twice as Tottenham beat Arsenal 2-1 on Saturday .\n"
+               "The striker now has 21 league goals this season .\nMauricio Pochettino praised his side's spirit .")
+SUMMARY_HYP = ("Tottenham beat Arsenal 2-1 on Saturday. Pochettino praised the spirit of his side. "
+               "Kane, who scored twice, has 21 goals in the league this season.")
+
+
+def test_rouge_lsum_is_rouge_scores_own_on_newline_split_sentences():
+    """rougeLsum = rouge-score's rougeLsum fed one sentence per line (both sides split the same way)."""
+    from rouge_score import rouge_scorer
+
+    ref_sents = ["Harry Kane scored twice as Tottenham beat Arsenal 2-1 on Saturday .",
+                 "The striker now has 21 league goals this season .", "Mauricio Pochettino praised his side's spirit ."]
+    hyp_sents = ["Tottenham beat Arsenal 2-1 on Saturday.", "Pochettino praised the spirit of his side.",
+                 "Kane, who scored twice, has 21 goals in the league this season."]
+    assert split_sentences(SUMMARY_REF) == ref_sents and split_sentences(SUMMARY_HYP) == hyp_sents
+    for stem in (True, False):
+        own = rouge_scorer.RougeScorer(["rougeLsum", "rougeL"], use_stemmer=stem).score("\n".join(ref_sents), "\n".join(hyp_sents))
+        m = rouge_scores([SUMMARY_REF], [SUMMARY_HYP], stemmer=stem)
+        assert m["rougeLsum"] == pytest.approx(100 * own["rougeLsum"].fmeasure, abs=1e-9)
+        assert m["rougeL"] == pytest.approx(100 * own["rougeL"].fmeasure, abs=1e-9)
+        assert m["rougeLsum"] > m["rougeL"] + 10  # summary-level LCS: sentences may match in any order
+    two = rouge_scores([SUMMARY_REF, "A b ."], [SUMMARY_HYP, "A b."])
+    assert two["rougeLsum_stderr"] > 0 and set(two) >= {"rouge1", "rouge2", "rougeL", "rougeLsum", "rougeL_stderr"}
+
+
+def test_sentence_splitter_keeps_abbreviations_initials_and_lower_case_continuations():
+    text = 'The U.S. Army said so. Mr. Smith left! "Why?" he asked. J. R. Tolkien wrote it.\nLine two .\n\nEnd'
+    assert split_sentences(text) == ["The U.S. Army said so.", "Mr. Smith left!", '"Why?" he asked.',
+                                     "J. R. Tolkien wrote it.", "Line two .", "End"]
+    assert split_sentences("He paid $3.5 million on Jan. 5. It was St. Louis.") == ["He paid $3.5 million on Jan. 5.", "It was St. Louis."]
+    assert split_sentences("  \n ") == []
+
+
+# ---- generation: end-of-sequence ids, newline stop -----------------------------------------------
+def test_generation_stops_at_every_eos_id_of_the_generation_config():
+    """Llama-3.1 and Qwen-2.5 list several ids in generation_config.eos_token_id: each one must stop."""
+    from embexp.evaluation import eos_ids, generate
+
+    cfg = smoke("method=zero_shot", "model=tiny_llama", "task=wmt16")
+    torch.manual_seed(0)
+    backbone = load_backbone(cfg.model)
+    method, tok = build_method(cfg.method, backbone), backbone.tokenizer
+    encoder, cpu, prompt = Encoder(tok, True, max_source_tokens=4096), torch.device("cpu"), "Czech phrase: pes\nEnglish phrase:"
+    ids = encoder.prompt_ids(prompt)
+    free = method.generate(input_ids=torch.tensor([ids]), max_new_tokens=8, do_sample=False, eos_token_id=None)[0, len(ids):].tolist()
+    k = next(i for i in range(1, len(free)) if free[i] not in free[:i] and free[i] != tok.eos_token_id)
+    backbone.model.generation_config.eos_token_id = [tok.eos_token_id, free[k]]  # two ids, the second one generated at step k
+    assert eos_ids(method, tok) == [tok.eos_token_id, free[k]]
+    assert generate(method, encoder, [prompt], 1, 8, cpu, False) == [tok.decode(free[:k + 1], skip_special_tokens=True)]
+    backbone.model.generation_config.eos_token_id = tok.eos_token_id
+    assert generate(method, encoder, [prompt], 1, 8, cpu, False) == [tok.decode(free, skip_special_tokens=True)]
+
+
+class _ScriptedMethod(torch.nn.Module):
+    """Generates a fixed continuation token by token, honouring stopping criteria as HF generate does."""
+
+    def __init__(self, tok, text):
+        super().__init__()
+        self.tok, self.script, self.seen, self.steps = tok, tok(text, add_special_tokens=False)["input_ids"], {}, 0
+
+    def generate(self, input_ids, attention_mask, max_new_tokens, stopping_criteria=(), **kw):
+        self.seen = kw
+        rows, done, self.steps = input_ids, torch.zeros(len(input_ids), dtype=torch.bool), 0
+        for t in self.script[:max_new_tokens]:
+            self.steps += 1
+            nxt = torch.where(done, torch.tensor(kw["pad_token_id"]), torch.tensor(t))
+            rows = torch.cat([rows, nxt[:, None]], 1)
+            for crit in stopping_criteria:
+                done |= crit(rows, None)
+            if done.all():
+                break
+        return rows
+
+
+def test_stop_at_newline_is_an_explicit_option():
+    from embexp.evaluation import generate
+
+    tok = load_backbone(smoke("model=tiny_llama").model).tokenizer
+    encoder, cpu = Encoder(tok, True, max_source_tokens=4096), torch.device("cpu")
+    method = _ScriptedMethod(tok, " the dog\nCzech phrase: x")
+    assert generate(method, encoder, ["a", "bb"], 2, 32, cpu, False) == [" the dog\nCzech phrase: x"] * 2
+    assert method.seen["eos_token_id"] == [tok.eos_token_id] and method.steps == len(method.script)
+    assert generate(method, encoder, ["a", "bb"], 2, 32, cpu, False, stop_at_newline=True) == [" the dog"] * 2
+    assert method.steps == len(tok(" the dog\n", add_special_tokens=False)["input_ids"])  # stopped at the newline
+    for name in ("wmt16", "cnndm", "alpaca"):  # off by default: the paper's numbers need multi-line outputs
+        cfg = smoke(f"task={name}")
+        assert cfg.task.stop_at_newline is False
 
 
 # ---- Alpaca --------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Sequence
 
 import torch
 from tqdm.auto import tqdm
+from transformers import StoppingCriteria, StoppingCriteriaList
 
 from embexp import EmbexpError
 from embexp.data import Encoder, collate
@@ -19,23 +20,72 @@ def _batches(n: int, size: int, desc: str, progress: bool):
     return tqdm(range(0, n, size), desc=desc, disable=not progress, leave=False, dynamic_ncols=True)
 
 
+def eos_ids(method, tokenizer) -> list[int]:
+    """Every end-of-sequence id generation stops at: the tokenizer's eos plus each id of the model's
+    ``generation_config.eos_token_id`` (an int or a list: Llama-3.1-Instruct lists 128001, 128008,
+    128009; Qwen-2.5-Instruct 151645, 151643; Gemma-2-it 1 and 107, its ``<end_of_turn>``)."""
+    model = getattr(method, "model", method)
+    config = getattr(model, "generation_config", None)
+    found: list[int] = []
+    for value in (tokenizer.eos_token_id, getattr(config, "eos_token_id", None)):
+        if value is None:
+            continue
+        found += [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
+    return list(dict.fromkeys(found))
+
+
+class _StopAtNewline(StoppingCriteria):
+    """Per-row stop once a generated token's text contains a newline (the text is cut there after)."""
+
+    def __init__(self, tokenizer):
+        self.ids = torch.tensor(sorted(newline_ids(tokenizer)), dtype=torch.long)
+        self.start: int | None = None  # where the new tokens begin (the prompt is absent from input_ids
+        #                                when a method generates from inputs_embeds, e.g. prompt tuning)
+
+    def __call__(self, input_ids, scores, **kw):
+        if self.start is None:  # first call: exactly one new token so far
+            self.start = input_ids.shape[1] - 1
+        new = input_ids[:, self.start:]
+        return torch.isin(new, self.ids.to(new.device)).any(dim=1)
+
+
+def newline_ids(tokenizer) -> set[int]:
+    """Ids whose decoded text contains a newline (cached on the tokenizer)."""
+    cached = getattr(tokenizer, "_embexp_newline_ids", None)
+    if cached is None:
+        cached = {i for i in range(len(tokenizer)) if "\n" in tokenizer.decode([i])}
+        try:
+            tokenizer._embexp_newline_ids = cached
+        except AttributeError:  # a tokenizer that refuses new attributes: recompute next time
+            pass
+    return cached
+
+
 @torch.no_grad()
 def generate(method, encoder: Encoder, prompts: Sequence[str], batch_size: int, max_new_tokens: int,
-             device, progress: bool = True) -> list[str]:
-    """Greedy continuations of `prompts` (left-padded batches, KV cache), special tokens dropped."""
+             device, progress: bool = True, stop_at_newline: bool = False) -> list[str]:
+    """Greedy continuations of `prompts` (left-padded batches, KV cache), special tokens dropped.
+
+    Generation stops at every id of :func:`eos_ids` or after `max_new_tokens`; with
+    `stop_at_newline` (lm-eval's ``until: ["\\n"]``) also at the first newline, and the text is cut
+    before it."""
     tok = encoder.tokenizer
     ids = [encoder.prompt_ids(p) for p in prompts]
     order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # similar lengths share a batch
     out: list[str] = [""] * len(ids)
+    stop = eos_ids(method, tok)
     method.eval()
     for s in _batches(len(order), batch_size, "generate", progress):
         chunk = order[s:s + batch_size]
         batch = {k: v.to(device) for k, v in collate([{"input_ids": ids[i]} for i in chunk], tok.pad_token_id, left=True).items()}
+        prompt_len = batch["input_ids"].shape[1]
+        extra = {"stopping_criteria": StoppingCriteriaList([_StopAtNewline(tok)])} if stop_at_newline else {}
         gen = method.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False, use_cache=True,
-                              pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-        new = gen[:, batch["input_ids"].shape[1]:]
+                              pad_token_id=tok.pad_token_id, eos_token_id=stop, **extra)
+        new = gen[:, prompt_len:]
         for i, row in zip(chunk, new):
-            out[i] = tok.decode(row, skip_special_tokens=True)
+            text = tok.decode(row, skip_special_tokens=True)
+            out[i] = text.split("\n", 1)[0] if stop_at_newline else text
     return out
 
 
@@ -113,7 +163,8 @@ def evaluate(method, task, examples: list[Example], encoder: Encoder, batch_size
     if task.kind != "classification":
         mode = "generate"
     if mode in ("generate", "both"):
-        hyps = generate(method, encoder, [ex.prompt for ex in examples], batch_size, task.cfg.max_new_tokens, device, progress)
+        hyps = generate(method, encoder, [ex.prompt for ex in examples], batch_size, task.cfg.max_new_tokens, device, progress,
+                        stop_at_newline=bool(getattr(task.cfg, "stop_at_newline", False)))
         for r, h in zip(records, hyps):
             r["generation"] = h
         if task.kind == "generation":

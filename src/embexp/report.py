@@ -2,7 +2,7 @@
 
     python -m embexp.report table=1                     # tables/tinyte/table1.md + .csv from outputs/
     python -m embexp.report table=all                   # every TinyTE table (what `make tables` runs)
-    python -m embexp.report table=11 se=examples        # ± from the test examples instead of seeds
+    python -m embexp.report table=11 se=seeds           # ± across seeds instead of the test examples
     python -m embexp.report table=4 debug=smoke         # read outputs/smoke, write outputs/smoke/tables/tinyte
 
 Tables (tinyte.md): 1 (TinyTE variants vs base), 2 (vs PEFT baselines), 3 (SuperGLUE individual vs
@@ -11,12 +11,21 @@ multitask), 4 and 10 (embedding ablation, random / variance sorting, with Figure
 for the Alpaca runs of Fig. 3). Cells come from finished runs only; a missing cell stays empty, and
 several seeds are averaged. #TP is the run record's ``n_method_params``.
 
+R-L (Tables 1, 2, 5, 11) is the cnndm task's ``rougeLsum``: summary-level ROUGE-L over sentences
+split the same way on both sides (``embexp.tasks.cnndm.split_sentences``), the variant CNN/DM
+evaluations report and the scale of the paper's numbers; sentence-level ``rougeL`` is an extra column
+(``rougeL``) of Tables 1, 2 and 11. Runs recorded before ``rougeLsum`` existed leave R-L empty.
+The Alpaca table's R-L is sentence-level ``rougeL`` (the instruction-tuning convention), with
+``rougeLsum`` as R-Lsum.
+
 Standard errors (``se``): seeds = the standard error of the mean across seeds (needs >= 2 seeds);
 examples = the uncertainty from the test examples of each run, as the paper's Table 11 reports it
-(one run per cell): the task's recorded ``<metric>_stderr`` (ROUGE-L), a bootstrap over sentences for
+(one run per cell): the task's recorded ``<metric>_stderr`` (ROUGE), a bootstrap over sentences for
 corpus BLEU/TER (sacreBLEU's sentence statistics, ``bootstrap_iters`` resamples, cached in
 ``<out>/.se_cache.json``), the binomial s.e. for accuracies; with several seeds, their mean / sqrt(n).
-auto = seeds where a cell has >= 2 seeds, else examples. Every CSV has a ``<column> se`` column.
+auto = seeds where a cell has >= 2 seeds, else examples. The default (``se=``) is each table's own:
+examples for Table 11 (so a one-seed sweep fills every ±), seeds elsewhere. Every CSV has a
+``<column> se`` column.
 """
 
 from __future__ import annotations
@@ -47,7 +56,7 @@ class Config:
     out: str = f("", "Folder for <table>.md/.csv/.png ('' = tables/tinyte, or <output_root>/tables/tinyte with debug=...).")
     models: list = f(["gemma2", "qwen25", "llama31"], "Model config names, in row order.")
     length_model: str = f("gemma2", "Table 5: the model whose CNN/DM runs are bucketed (the paper: Gemma-2).")
-    se: str = f("seeds", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples) or none. See the module doc.")
+    se: str = f("", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples), none, or '' = each table's default: examples for Table 11 (the paper's test-example s.e.; one run per cell), seeds elsewhere. See the module doc.")
     bootstrap_iters: int = f(100, "se=examples: bootstrap resamples for corpus BLEU/TER (lm-eval uses 100 for BLEU/TER).")
     debug: str = f("", "A conf/debug preset: read its output_root (smoke: outputs/smoke) and write tables under it.")
 
@@ -67,12 +76,16 @@ class Runs:
                       key=lambda r: r.get("seed", 0))
 
 
+SE_MODES = ("seeds", "examples", "auto", "none")
+TABLE_SE = {"11": "examples"}  # each table's default standard error; seeds for the others
+
+
 class SE:
     """Standard-error policy (see the module doc), with a cache for the bootstraps."""
 
     def __init__(self, mode: str, iters: int, cache: Path):
-        if mode not in ("seeds", "examples", "auto", "none"):
-            raise EmbexpError(f"unknown se '{mode}' (choose from: seeds, examples, auto, none)")
+        if mode not in SE_MODES:
+            raise EmbexpError(f"unknown se '{mode}' (choose from: {', '.join(SE_MODES)}, or empty for each table's default)")
         self.mode, self.iters, self.path = mode, iters, cache
         self.cache = json.loads(cache.read_text()) if cache.is_file() else {}
 
@@ -136,7 +149,10 @@ def n_params(*groups: list[dict]):
 
 
 # ---- tables ------------------------------------------------------------------------------------------
-GEN_COLS = [("cnndm", "rougeL", "R-L"), ("wmt16", "bleu", "BLEU-4"), ("wmt16", "ter", "TER")]
+RL, BLEU, TER = ("cnndm", "rougeLsum", "R-L"), ("wmt16", "bleu", "BLEU-4"), ("wmt16", "ter", "TER")
+RL_SENT = ("cnndm", "rougeL", "rougeL")  # sentence-level ROUGE-L, an extra column
+GEN_COLS = [RL, BLEU, TER, RL_SENT]
+RL_NOTE = "R-L: ROUGE-Lsum on CNN/DailyMail (summary-level, sentence-split); rougeL: sentence-level"
 TABLE1 = [("zero_shot", ""), ("tinyte_full", ""), ("tinyte_half", ""), ("tinyte_gated", ""), ("tinyte_hybrid", "")]
 TABLE2 = [("lora", ""), ("emb_tuning", ""), ("prompt_tuning", "tk1"), ("prompt_tuning", "tk2"), ("tinyte_gated", ""), ("tinyte_hybrid", "")]
 TABLE11 = [("Base Models", [("zero_shot", "")]),
@@ -158,12 +174,12 @@ def gen_row(idx: Runs, se: SE, model: str, method: str, tag: str, cols) -> dict:
 
 def table_1(cfg, idx, se):
     rows = [gen_row(idx, se, m, me, tg, GEN_COLS) for m in cfg.models for me, tg in TABLE1]
-    return rows, ["Model", "Method", "#TP", "R-L", "BLEU-4", "TER"], "Table 1: TinyTE variants (R-L: CNN/DailyMail; BLEU-4, TER: WMT16 cs-en)", False
+    return rows, ["Model", "Method", "#TP", "R-L", "BLEU-4", "TER", "rougeL"], f"Table 1: TinyTE variants ({RL_NOTE}; BLEU-4, TER: WMT16 cs-en)", False
 
 
 def table_2(cfg, idx, se):
-    rows = [gen_row(idx, se, m, me, tg, GEN_COLS[:2]) for m in cfg.models for me, tg in TABLE2]
-    return rows, ["Model", "Method", "#TP", "R-L", "BLEU-4"], "Table 2: TinyTE vs PEFT baselines (R-L: CNN/DailyMail; BLEU-4: WMT16 cs-en)", False
+    rows = [gen_row(idx, se, m, me, tg, [RL, BLEU, RL_SENT]) for m in cfg.models for me, tg in TABLE2]
+    return rows, ["Model", "Method", "#TP", "R-L", "BLEU-4", "rougeL"], f"Table 2: TinyTE vs PEFT baselines ({RL_NOTE}; BLEU-4: WMT16 cs-en)", False
 
 
 def table_11(cfg, idx, se):
@@ -171,7 +187,7 @@ def table_11(cfg, idx, se):
     for section, cells in TABLE11:
         rows.append({"Model": f"**{section}**"})
         rows += [gen_row(idx, se, m, me, tg, GEN_COLS) for m in cfg.models for me, tg in cells]
-    return rows, ["Model", "Method", "#TP", "R-L", "BLEU-4", "TER"], f"Table 11: full results with standard errors ({se.mode})", True
+    return rows, ["Model", "Method", "#TP", "R-L", "BLEU-4", "TER", "rougeL"], f"Table 11: full results with standard errors ({se.mode}; {RL_NOTE})", True
 
 
 def table_3(cfg, idx, se):
@@ -243,15 +259,15 @@ def table_5(cfg, root: Path):
     have = {r["Method"]: r for r in rows}
     labels = labels or ["0-300", "301-500", "501-800", "801+"]
     rows = [have.get(m, {"Model": cfg.length_model, "Method": m}) for m in order] + [r for r in rows if r["Method"] not in order]
-    return rows, ["Method"] + labels + ["all"], f"Table 5: ROUGE-L by input length (words) on CNN/DailyMail, {DISPLAY.get(cfg.length_model, cfg.length_model)}", False
+    return rows, ["Method"] + labels + ["all"], f"Table 5: R-L (ROUGE-Lsum) by input length (words) on CNN/DailyMail, {DISPLAY.get(cfg.length_model, cfg.length_model)}", False
 
 
 def table_alpaca(cfg, idx, se):
-    cols = [("alpaca", "rougeL", "R-L"), ("alpaca", "rouge1", "R-1"), ("alpaca", "rouge2", "R-2")]
+    cols = [("alpaca", "rougeL", "R-L"), ("alpaca", "rougeLsum", "R-Lsum"), ("alpaca", "rouge1", "R-1"), ("alpaca", "rouge2", "R-2")]
     models = sorted({k[2] for k in idx.by_key if k[0] == "alpaca"}) or ["llama2"]
     cells = [("zero_shot", ""), ("tinyte_full", ""), ("tinyte_gated", ""), ("lora", ""), ("prompt_tuning", "tk1")]
     rows = [gen_row(idx, se, m, me, tg, cols) for m in models for me, tg in cells]
-    return rows, ["Model", "Method", "#TP", "R-L", "R-1", "R-2"], "Alpaca held-out set (Fig. 3 runs; the paper's GPT-4 judge score is not computed)", False
+    return rows, ["Model", "Method", "#TP", "R-L", "R-Lsum", "R-1", "R-2"], "Alpaca held-out set (Fig. 3 runs; R-L: sentence-level rougeL; the paper's GPT-4 judge score is not computed)", False
 
 
 # ---- output ------------------------------------------------------------------------------------------
@@ -284,9 +300,10 @@ def render(cfg: Config) -> dict[str, str]:
         if n not in TABLES:
             raise EmbexpError(f"unknown table '{n}' (choose from: {', '.join(TABLES)}, all)")
     idx = Runs(collect_runs(str(root)))
-    se = SE(cfg.se, cfg.bootstrap_iters, out / ".se_cache.json")
+    se = SE(cfg.se or "seeds", cfg.bootstrap_iters, out / ".se_cache.json")
     done = {}
     for n in names:
+        se.mode = cfg.se or TABLE_SE.get(n, "seeds")
         if n in ("4", "10"):
             rows, cols, title, pm = table_ablation(cfg, root, out, "random" if n == "4" else "variance", n)
         elif n == "5":

@@ -217,7 +217,8 @@ def run(cfg: Config) -> dict:
     bs = cfg.batch_size or tcfg.trainer.eval_batch_size
     new_tokens = cfg.max_new_tokens or tcfg.task.max_new_tokens
     progress = cfg.progress and tcfg.trainer.progress
-    gen = lambda: generate(method, c.encoder, prompts, bs, new_tokens, device, progress)  # noqa: E731
+    stop_nl = bool(getattr(tcfg.task, "stop_at_newline", False))  # the task's own stop rule
+    gen = lambda: generate(method, c.encoder, prompts, bs, new_tokens, device, progress, stop_nl)  # noqa: E731
 
     weight = c.backbone.model.get_input_embeddings().weight
     d = weight.shape[1]

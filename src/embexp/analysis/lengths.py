@@ -1,4 +1,7 @@
-"""A task metric by input-length bucket (tinyte.md Table 5: ROUGE-L on CNN/DailyMail by article length).
+"""A task metric by input-length bucket (tinyte.md Table 5: R-L on CNN/DailyMail by article length).
+
+R-L is the cnndm task's ``rougeLsum`` (summary-level, sentence-split; ``metric=rougeL`` gives the
+sentence-level variant).
 
     python -m embexp.analyze lengths runs=outputs/cnndm/gemma2
     python -m embexp.analyze lengths runs='outputs/cnndm/*' edges=[] out=tables/lengths   # quartiles
@@ -37,7 +40,7 @@ class Config:
     runs: str = f("", "A run directory, a folder holding runs (searched recursively) or a glob ('' = the output_root: outputs, or the debug preset's).")
     task: str = f("cnndm", "Only runs of this task family ('' = any generation task).")
     model: str = f("", "Only runs of this model config name ('' = every model; the paper's Table 5 is gemma2).")
-    metric: str = f("rougeL", "Metric key of the task's scorer to report per bucket (cnndm: rougeL; wmt16: bleu).")
+    metric: str = f("rougeLsum", "Metric key of the task's scorer to report per bucket (cnndm: rougeLsum, the paper's R-L; rougeL: sentence-level; wmt16: bleu).")
     edges: list = f([300, 500, 800], "Inclusive upper bounds of the buckets (the paper's 0-300, 301-500, 501-800, 801+); [] = quartiles.")
     unit: str = f("words", "words (whitespace words of the input, template removed) or tokens (the run's tokenizer).")
     debug: str = f("", "A conf/debug preset whose output_root is searched when runs='' (smoke: outputs/smoke).")

@@ -55,13 +55,17 @@ _DEBERTA = dict(vocab_size=128100, max_position_embeddings=512, type_vocab_size=
                 position_buckets=256, max_relative_positions=-1, pos_att_type=["p2c", "c2p"],
                 position_biased_input=False, norm_rel_ebd="layer_norm", share_att_key=True)
 # Keys are conf/model names. Parameter counts from these fields equal the paper's Tables 5 and 6
-# (tests/test_pema.py); source: config.json of each hub repo named here.
+# (tests/test_pema.py), except BERT and DistilBERT: Table 5 prints the cased checkpoints (28,996 rows,
+# N 108.3M / 65.8M), but every BERT and DistilBERT cell of Table 2 follows from its embedding % only
+# with the uncased vocabulary (30,522 rows, N 109.5M / 67.0M; CoLA: 17.1 / 28.0 vs 16.5 / 27.1 cased),
+# so the uncased checkpoints are the ones the paper counted. Source: config.json of each hub repo named here.
+BERT_UNCASED_VOCAB = 30522  # google-bert/bert-base-uncased = distilbert-base-uncased = MiniLM's WordPiece
 MODELS = {
-    "distilbert": ModelSpec("DistilBERT", "distilbert/distilbert-base-cased", "distilbert", dict(vocab_size=28996)),
+    "distilbert": ModelSpec("DistilBERT", "distilbert/distilbert-base-uncased", "distilbert", dict(vocab_size=BERT_UNCASED_VOCAB)),
     "distilroberta": ModelSpec("DistilRoBERTa", "distilbert/distilroberta-base", "roberta",
                                dict(vocab_size=50265, num_hidden_layers=6, **_ROBERTA)),
     "distilmbert": ModelSpec("DistilmBERT", "distilbert/distilbert-base-multilingual-cased", "distilbert", dict(vocab_size=119547)),
-    "bert": ModelSpec("BERT", "google-bert/bert-base-cased", "bert", dict(vocab_size=28996)),
+    "bert": ModelSpec("BERT", "google-bert/bert-base-uncased", "bert", dict(vocab_size=BERT_UNCASED_VOCAB)),
     "roberta_base": ModelSpec("RoBERTa", "FacebookAI/roberta-base", "roberta", dict(vocab_size=50265, **_ROBERTA)),
     "deberta": ModelSpec("DeBERTaV3", "microsoft/deberta-v3-base", "deberta-v2",
                          dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, **_DEBERTA)),
@@ -74,7 +78,8 @@ MODELS = {
                                   dict(hidden_size=768, num_hidden_layers=6, num_attention_heads=12, intermediate_size=3072, **_DEBERTA)),
     "deberta_v3_large": ModelSpec("Large", "microsoft/deberta-v3-large", "deberta-v2",
                                   dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096, **_DEBERTA)),
-    # offline: all-MiniLM-L6-v2 (BERT uncased WordPiece, 30,522 rows), config read from its folder
+    # offline: all-MiniLM-L6-v2 (BERT uncased WordPiece, 30,522 rows, the tokenizer of bert and
+    # distilbert above: tokenizer_override=minilm gives their real numbers offline), config read from its folder
     "minilm": ModelSpec("MiniLM-L6 (BERT WordPiece)", "minilm", "", {}),
 }
 DEFAULT_MODELS = {
@@ -89,7 +94,7 @@ class Config:
     what: str = f("heaps", "heaps (Fig. 2: unique vs total tokens, Heaps' law fit, PNG), table2 (GLUE x models), table3 (DeBERTaV3 sizes, millions removed) or table4 (XNLI subsets).")
     tokenizer: str = f("openai-community/gpt2", "heaps: the tokenizer (the paper: GPT-2's): minilm (offline BERT WordPiece), byte (the tiny models' byte tokenizer), a model name of the registry, or any hub id / local folder.")
     models: list = f([], "tables: model names (the registry in embexp/analysis/vocab.py, or hub ids); [] = the paper's rows of that table.")
-    tokenizer_override: str = f("", "tables: count every row with this tokenizer instead of each model's own (offline checks of the code path; the numbers are then not the paper's).")
+    tokenizer_override: str = f("", "tables: count every row with this tokenizer instead of each model's own (offline: minilm is the uncased BERT WordPiece of bert and distilbert, so their rows are the real ones; for other models only the code path is checked).")
     task: str = f("glue", "heaps: task family whose sub-tasks are counted (glue or xnli; table2/3 use glue, table4 xnli).")
     subsets: list = f([], "Sub-tasks ([] = the nine GLUE tasks; table4: en, en-de, en-zh, all).")
     splits: list = f(["train", "eval"], "Splits counted: train, eval (the task's evaluation split; MNLI both validation splits, as the authors' code), test, or a hub split name.")

@@ -9,18 +9,28 @@ Articles longer than ``max_article_words`` whitespace words are cut at the end (
 news story carries the summary; the generic token truncation keeps the *end* of a prompt, which would
 drop the lead). ``meta["input_words"]`` holds the full article's word count (tokeniser-independent,
 for the input-length buckets of the paper's Table 5) and ``meta["truncated"]`` whether it was cut.
+Generation (ours; docs/tasks_tinyte.md): greedy, up to 256 new tokens, stopping only at the model's
+end-of-sequence ids (highlights span several lines, so never at a newline).
 Evaluation: the test split, capped at 2,500 rows (the paper: "we limit the number of test samples on
 CNN/Dailymail and Alpaca to 2500"; conf/task/cnndm.yaml sets max_eval_samples: 2500).
 
-Metrics (0–100): ROUGE-1/2/L F-measure from Google's ``rouge-score`` (its default tokeniser:
+Metrics (0–100): ROUGE-1/2/L/Lsum F-measure from Google's ``rouge-score`` (its default tokeniser:
 lowercase, alphanumeric tokens), Porter stemming on (ours: the paper does not say; stemming is the
-common summarisation setting, e.g. the transformers summarisation examples), averaged over examples;
-``rougeL_stderr`` is the standard error of that mean (the paper reports R-L ± s.e.).
+common summarisation setting, e.g. the transformers summarisation examples), averaged over examples,
+with the standard error of each L mean (``rougeLsum_stderr``, ``rougeL_stderr``).
+
+``rougeLsum`` is summary-level ROUGE-L (the union LCS over sentences), the variant CNN/DM
+evaluations report and the scale of the paper's R-L column (LoRA 37–39; sentence-level ``rougeL``
+is ~10 points lower on CNN/DM). rouge-score's ``rougeLsum`` reads sentences as newline-separated
+lines; reference and hypothesis are both put through :func:`split_sentences` (ours; nltk's punkt
+data is not available offline) and re-joined with newlines, so the two sides are split the same way.
+``rougeL`` (sentence-level LCS over the whole text) is kept as an extra column.
 """
 
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -44,23 +54,74 @@ class CnnDmConfig(TaskConfig):
     max_article_words: int = f(1500, "Cut articles after this many whitespace words, keeping the lead (ours; -1: never).")
     max_source_tokens: int = f(2048, "Truncate the prompt to this many tokens (1,500 words are ~2,000 tokens; rarely hit).")
     max_target_tokens: int = f(160, "Truncate training summaries to this many tokens (highlights: ~55 words, 99th pct ~125).")
-    max_new_tokens: int = f(128, "Greedy generation budget for one summary (ours).")
+    max_new_tokens: int = f(256, "Greedy generation budget for one summary (ours): covers every test highlight (longest 202 SmolLM2 tokens; 3.6% exceed 128), the same budget as wmt16 (scripts/tinyte_eval_evidence.py).")
+    stop_at_newline: bool = f(False, "Also stop at the first newline and cut the text there. Off: highlights put one sentence per line, so a newline stop would keep only the first.")
     rouge_stemmer: bool = f(True, "Porter-stem tokens before ROUGE (ours; rouge-score's use_stemmer).")
 
 
+# ---- sentence splitting for ROUGE-Lsum (ours) ------------------------------------------------------
+# A boundary is sentence-final punctuation (. ! ?), any closing quotes/brackets, then whitespace, unless
+# the word before it is an abbreviation or initials (U.S., J.) or the next word starts in lower case.
+_BOUNDARY = re.compile(r"""(?<=[.!?])["'\u201d\u2019)\]]*\s+""")
+_INITIALS = re.compile(r"(?:[A-Za-z]\.)*[A-Za-z]")
+ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof st jr sr gov sen rep gen col lt sgt capt cpl adm maj rev hon pres supt det insp "
+    "vs etc inc co corp ltd no nos jan feb mar apr jun jul aug sep sept oct nov dec approx dept est fig".split())
+
+
+def _abbreviation_before(piece: str) -> bool:
+    words = piece.split()
+    if not words or not words[-1].endswith("."):
+        return False
+    core = words[-1].rstrip(".").lstrip("\"'(\u201c\u2018[")
+    return bool(core) and (core.lower() in ABBREVIATIONS or bool(_INITIALS.fullmatch(core)))
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of `text` (ours): every line is split at sentence-final punctuation followed by
+    whitespace, except after abbreviations/initials or before a lower-case word; pieces are stripped
+    and empty ones dropped. CNN/DM highlights (one sentence per line, " ." tokenised spacing) come
+    back line by line."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        start = 0
+        for m in _BOUNDARY.finditer(line):
+            nxt = line[m.end():m.end() + 1]
+            if nxt.islower() or _abbreviation_before(line[start:m.start()]):
+                continue
+            out.append(line[start:m.start()].strip())
+            start = m.end()
+        out.append(line[start:].strip())
+    return [s for s in out if s]
+
+
+def lsum_text(text: str) -> str:
+    """`text` as rouge-score's rougeLsum reads it: one sentence per line."""
+    return "\n".join(split_sentences(text))
+
+
+def _stderr(values: list[float]) -> float:
+    return float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else 0.0
+
+
 def rouge_scores(refs: Sequence[str], hyps: Sequence[str], stemmer: bool = True) -> dict[str, float]:
-    """Mean ROUGE-1/2/L F-measure ×100 over examples, and the standard error of the ROUGE-L mean."""
+    """Mean ROUGE-1/2/L/Lsum F-measure ×100 over examples, and the standard errors of the L means.
+
+    rougeLsum scores both sides sentence-split by :func:`split_sentences` and newline-joined."""
     from rouge_score import rouge_scorer
 
     scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=stemmer)
-    per = {k: [] for k in ("rouge1", "rouge2", "rougeL")}
+    lsum = rouge_scorer.RougeScorer(["rougeLsum"], use_stemmer=stemmer)
+    keys = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+    per: dict[str, list[float]] = {k: [] for k in keys}
     for ref, hyp in zip(refs, hyps):
         s = scorer.score(ref, hyp)
-        for k in per:
+        s["rougeLsum"] = lsum.score(lsum_text(ref), lsum_text(hyp))["rougeLsum"]
+        for k in keys:
             per[k].append(100.0 * s[k].fmeasure)
     out = {k: float(np.mean(v)) if v else 0.0 for k, v in per.items()}
-    n = len(per["rougeL"])
-    out["rougeL_stderr"] = float(np.std(per["rougeL"], ddof=1) / np.sqrt(n)) if n > 1 else 0.0
+    out["rougeL_stderr"] = _stderr(per["rougeL"])
+    out["rougeLsum_stderr"] = _stderr(per["rougeLsum"])
     return out
 
 

@@ -304,3 +304,49 @@ def test_four_module_run_saves_the_averaged_adapter_and_reevaluates(runs, tmp_pa
     assert metrics["n_method_params"] == 4 * metrics["method_values"]["params_per_module_set"]  # as trained
     new, old = reevaluate(tmp_path / "run")
     assert {k: v for k, v in new.items() if not k.endswith("seconds")} == {k: v for k, v in old.items() if not k.endswith("seconds")}
+
+
+# ---- the paper's sweeps (scripts/tinyattn_sweep.py, mk/tinyattn.mk) ----------------------------------
+def sweep_commands(table: str) -> list[list[str]]:
+    r = subprocess.run([sys.executable, "scripts/tinyattn_sweep.py", table, "--dry-run", "--extra", "debug=smoke"], cwd=REPO,
+                       capture_output=True, text=True, check=True)
+    import shlex
+
+    return [shlex.split(line) for line in r.stdout.splitlines() if " -m embexp.train " in line]
+
+
+def test_every_sweep_command_composes_with_debug_smoke_and_every_experiment_is_used():
+    used = set()
+    for table in ("table2", "table8", "table10", "table11", "table12"):
+        cmds = sweep_commands(table)
+        assert cmds and all(c[1:3] == ["-m", "embexp.train"] and c[-1] == "debug=smoke" for c in cmds)
+        for c in cmds:
+            cfg = smoke(*c[3:])
+            assert cfg.method.name == "tinyattn" and cfg.model.source == "tiny" and cfg.trainer.max_steps == 4
+            assert cfg.trainer.batch_size == 4 and cfg.trainer.warmup_steps == 0  # the smoke preset wins over the paper's
+            used.add(c[3].split("=", 1)[1])
+        heads = [c for c in cmds if "4h" in c[3]]
+        firsts = {c[3].replace("_1h_", "_") for c in cmds if "_1h_" in c[3]}
+        for c in heads:  # a 4H cell comes after the 1H run it warm-starts from
+            assert c[3].replace("_4h_noavg_", "_").replace("_4h_", "_") in firsts
+    assert used == {p.stem for p in (REPO / "conf" / "experiment").glob("tinyattn_*.yaml")}
+    cfg = compose_paper("tinyattn_1h_sst2")
+    assert (cfg.trainer.batch_size, cfg.trainer.epochs, cfg.trainer.optimizer, cfg.trainer.max_grad_norm) == (16, 20, "adamw", 1.0)
+    assert (cfg.trainer.lr, cfg.trainer.weight_decay, cfg.trainer.scheduler) == (8e-4, 0.01, "cosine")  # paper Table 4
+    assert cfg.trainer.warmup_steps == round(0.1 * 20 * math.ceil(67349 / 16))
+
+
+def compose_paper(exp: str, model: str = "roberta"):
+    from conftest import compose
+
+    return compose(f"experiment={exp}", f"model={model}")
+
+
+def test_four_head_experiment_warm_starts_from_the_one_head_run(tmp_path):
+    root = tmp_path / "out"
+    one = smoke("experiment=tinyattn_1h_rte", "model=roberta", f"output_root={root}")
+    run_train(one, root / "glue_rte" / "roberta" / "tinyattn_1h" / "seed0")
+    four = smoke("experiment=tinyattn_4h_rte", "model=roberta", f"output_root={root}")
+    assert four.method.init_from == str(root / "glue_rte" / "roberta" / "tinyattn_1h" / "seed0")
+    metrics = run_train(four, tmp_path / "four")
+    assert metrics["n_method_params"] == 4 * metrics["method_values"]["params_per_module_set"]

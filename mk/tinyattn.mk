@@ -1,0 +1,22 @@
+# Tiny-Attention paper tables (tiny-attention.md; docs/methods_tinyattn.md). Included by the top-level Makefile.
+#   make tinyattn_table8                       run the missing cells of Table 8 (GLUE dev, roberta-large, 1H and 4H), print the table
+#   make tinyattn_table8 DRY_RUN=1             print the exact commands only
+#   make tinyattn_table8 EXTRA="debug=smoke"   append overrides to every command (offline end-to-end check)
+# Not here: Table 1 (FewGLUE CB/RTE with PET cloze prompts: not implemented) and Table 9 (GLUE test set: GLUE server).
+TINYATTN_SEEDS ?= $(if $(SEEDS),$(SEEDS),0)
+EXTRA ?=
+TINYATTN_SWEEP = $(PY) scripts/tinyattn_sweep.py $(if $(DRY_RUN),--dry-run) --py $(PY) --seeds "$(TINYATTN_SEEDS)" --extra "$(EXTRA)"
+
+.PHONY: tinyattn_table2 tinyattn_table8 tinyattn_table10 tinyattn_table11 tinyattn_table12 tinyattn_params
+tinyattn_table8: install  ## Tiny-Attention Table 8: GLUE dev, roberta-large, 1H (8 tasks) and 4H warm-started (CoLA RTE MRPC QNLI)
+	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) table8
+tinyattn_table2: install  ## Tiny-Attention Table 2 + Fig. 4: roberta-base vs roberta-large drop on MNLI and SST-2
+	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) table2
+tinyattn_table10: install  ## Tiny-Attention Table 10: sequential vs parallel placement (roberta-base, SST-2 and MNLI)
+	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) table10
+tinyattn_table11: install  ## Tiny-Attention Table 11: 4H with and without parameter averaging (CoLA, RTE)
+	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) table11
+tinyattn_table12: install  ## Tiny-Attention Table 12: 1H4D (head_dim 4) vs 1H (CoLA, RTE)
+	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) table12
+tinyattn_params: install  ## Tiny-Attention trainable parameters (1H, 4H, authors' MHA) on roberta(-base), ALBERT-xxlarge, MiniLM
+	$(PY) -m embexp.analyze params "models=[roberta,roberta_base,albert_xxlarge,minilm]" "methods=[tinyattn]"

@@ -250,3 +250,38 @@ def test_export_gives_the_trained_sentence_embeddings_without_embexp(tmp_path):
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got["table_rows"] == c.method.pete.num_embeddings
     torch.testing.assert_close(torch.tensor(got["emb"]), want, atol=1e-5, rtol=0)
+
+
+# ---- make pete_table -------------------------------------------------------------------------------
+def pete_commands(extra: str, runs: str = "") -> list[list[str]]:
+    import shlex
+
+    args = ["make", "-s", "-o", "install", "pete_table", "DRY_RUN=1", f"EXTRA={extra}"] + ([f"PETE_RUNS={runs}"] if runs else [])
+    out = subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=True).stdout
+    return [[sys.executable] + shlex.split(line)[1:] for line in out.splitlines() if " -m embexp." in line]
+
+
+def test_make_pete_table_dry_run_composes_with_debug_smoke():
+    from conftest import compose
+
+    cmds = pete_commands("debug=smoke")
+    assert [c[2] for c in cmds] == ["embexp.analyze", "embexp.train", "embexp.train", "embexp.analyze"]
+    dropouts = []
+    for cmd in cmds[1:3]:
+        assert cmd[3] == "-m" and "method=pete,full_ft" in cmd and cmd[-1] == "debug=smoke"
+        for method in ("pete", "full_ft"):
+            cfg = compose(*[a if a != "method=pete,full_ft" else f"method={method}" for a in cmd[4:]])
+            assert cfg.model.name == "scratch_encoder" and cfg.task.name == "nli_pairs" and cfg.model.source == "tiny"
+            assert cfg.model.scratch.mlp_dropout == cfg.model.tiny.mlp_dropout == cfg.model.tiny.attention_dropout
+            dropouts.append(cfg.model.scratch.mlp_dropout)
+    assert dropouts == [0, 0, 0.2, 0.2]
+
+
+@pytest.mark.slow
+def test_make_pete_table_runs_offline_with_debug_smoke(tmp_path):
+    env = {**__import__("os").environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
+    for cmd in pete_commands(f"debug=smoke output_root={tmp_path}", runs=str(tmp_path)):
+        cmd = [a.replace("out=tables/", f"out={tmp_path}/tables/") for a in cmd]
+        subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True)
+    text = (tmp_path / "tables" / "pete" / "comparison.md").read_text()
+    assert sum(line.startswith(("| pete |", "| full_ft |")) for line in text.splitlines()) == 4, text

@@ -24,6 +24,7 @@ ANALYSES = {
     "lengths": "embexp.analysis.lengths",
     "vocab": "embexp.analysis.vocab",
     "pema": "embexp.analysis.pema_tables",
+    "pete": "embexp.analysis.pete_table",
 }
 
 

@@ -1,0 +1,63 @@
+"""PETE against the standard encoder (pete.md Table 2) from finished runs:
+``python -m embexp.analyze pete runs=outputs out=tables/pete/comparison``.
+
+One row per (method, tag) among the runs of ``task`` on ``model`` (``make pete_table`` tags them
+``drop0`` / ``dropP``): parameters (the run record's ``n_method_params``: the model's parameters,
+without the objective's temperature), STS-B Spearman and Pearson (x100), seconds per optimizer step
+and per epoch (seconds per step x the steps of one pass over the run's training pairs), with the
+mean over seeds. The paper's figures are printed alongside.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from embexp import EmbexpError
+from embexp.analysis import collect_runs, markdown
+from embexp.config import f
+from embexp.results import write_table
+
+PAPER = {"pete": ("8.9M", "77.40"), "full_ft": ("24.3M", "77.54")}
+COLUMNS = ["Method", "Tag", "Seeds", "Parameters", "STS-B Spearman", "STS-B Pearson", "s/step", "s/epoch", "Paper params", "Paper Spearman"]
+
+
+@dataclass
+class Config:
+    runs: str = f("outputs", "Root (or glob) of the run directories.")
+    task: str = f("nli_pairs", "Task of the runs compared.")
+    model: str = f("scratch_encoder", "Model config of the runs compared.")
+    methods: list = f(["pete", "full_ft"], "Methods, in row order.")
+    out: str = f("", "Also write <out>.md and <out>.csv ('' = print only).")
+
+
+def rows(cfg: Config) -> list[dict]:
+    runs = [r for r in collect_runs(cfg.runs) if r["task_name"] == cfg.task and r["model"] == cfg.model and r["method"] in cfg.methods]
+    if not runs:
+        raise EmbexpError(f"no finished {cfg.task} runs of model {cfg.model} under {cfg.runs}")
+    out = []
+    for method in cfg.methods:
+        for tag in sorted({r["tag"] for r in runs if r["method"] == method}):
+            group = [r for r in runs if r["method"] == method and r["tag"] == tag]
+            mean = lambda xs: statistics.fmean(xs) if xs else None  # noqa: E731
+            per_step = [r["train"]["wall_seconds"] / r["train"]["steps"] for r in group if r["train"].get("steps")]
+            batch = [r["config"].get("trainer", {}).get("batch_size", 0) for r in group]
+            per_epoch = [s * math.ceil(r["n_train_examples"] / b) for s, r, b in zip(per_step, group, batch) if b]
+            out.append({
+                "Method": method, "Tag": tag, "Seeds": len(group),
+                "Parameters": group[0]["n_method_params"],
+                "STS-B Spearman": mean([r["metrics"]["spearman"] for r in group]),
+                "STS-B Pearson": mean([r["metrics"]["pearson"] for r in group]),
+                "s/step": mean(per_step), "s/epoch": mean(per_epoch),
+                "Paper params": PAPER.get(method, ("", ""))[0], "Paper Spearman": PAPER.get(method, ("", ""))[1],
+            })
+    return out
+
+
+def run(cfg: Config) -> list[dict]:
+    table = rows(cfg)
+    title = f"PETE vs the standard encoder: {cfg.model} trained on {cfg.task}, STS-B zero-shot"
+    print(write_table(table, COLUMNS, Path(cfg.out), title=title) if cfg.out else markdown(table, COLUMNS, title))
+    return table

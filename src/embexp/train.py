@@ -18,7 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 from safetensors.torch import save_file
 
-from embexp import EmbexpError, __version__, cli
+from embexp import EmbexpError, __version__, cli, curriculum
 from embexp.config import register_core_schemas
 from embexp.evaluation import evaluate
 from embexp.pipeline import build
@@ -64,7 +64,8 @@ def run(cfg, run_dir: Path) -> dict:
         log.info("run %s: method=%s model=%s task=%s seed=%d (%d process%s on %s)", run_dir, cfg.method.name, cfg.model.name,
                  task.display_name, cfg.seed, acc.num_processes, "es" if acc.num_processes > 1 else "", acc.device)
         # data
-        train_ex = task.examples("train") if (cfg.do_train and method.trains) else []
+        curriculum.check(cfg, task)
+        train_ex = task.examples("train") if (cfg.do_train and method.trains and not cfg.trainer.curriculum) else []
         eval_ex = task.examples("eval") if cfg.do_eval or cfg.do_train else []
         train_feats = [c.encoder.train_features(e) for e in train_ex]
         eval_feats = [c.encoder.train_features(e) for e in eval_ex]
@@ -76,7 +77,9 @@ def run(cfg, run_dir: Path) -> dict:
                  n_total)
         # loop
         train_res = None
-        if train_feats:
+        if cfg.do_train and method.trains and cfg.trainer.curriculum:
+            train_res = curriculum.fit(cfg, c, acc)
+        elif train_feats:
             trainer = Trainer(method, cfg.trainer, acc, train_feats, eval_feats, c.backbone.tokenizer.pad_token_id, cfg.seed, run_dir)
             train_res = trainer.fit()
         acc.wait_for_everyone()

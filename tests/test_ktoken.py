@@ -178,3 +178,27 @@ def test_bad_input_is_one_clear_line(args, needle, tmp_path):
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
     assert len(lines) == 1 and needle in lines[0], r.stderr
     assert "Traceback" not in r.stderr
+
+
+# ---- the curriculum (a trainer feature; the paper's tree recipe) -------------------------------
+def test_curriculum_trains_each_stage_until_its_gate(tmp_path):
+    args = ("method=ktoken", "model=tiny_llama", "task=tree", "task.subset=xsmall", "trainer.max_steps=2",
+            "trainer.curriculum=[small,xsmall]", "trainer.curriculum_max_rounds=2")
+    passing = run_train(smoke(*args, "trainer.curriculum_gate=0", "trainer.curriculum_final_gate=0"), tmp_path / "pass")
+    rounds = [h for h in passing["train"]["history"] if "stage" in h]
+    assert [(h["stage"], h["round"], h["passed"]) for h in rounds] == [("small", 1, True), ("xsmall", 1, True)]
+    assert passing["train"]["steps"] == 4 and passing["task"] == "tree_xsmall"
+    missing = run_train(smoke(*args, "trainer.curriculum_gate=0", "trainer.curriculum_final_gate=101"), tmp_path / "miss")
+    rounds = [h for h in missing["train"]["history"] if "stage" in h]
+    assert [(h["stage"], h["round"], h["passed"], h["gate"]) for h in rounds] == [
+        ("small", 1, True, 0.0), ("xsmall", 1, False, 101.0), ("xsmall", 2, False, 101.0)]
+    assert missing["train"]["steps"] == 6 and 0 < missing["train"]["tokens"] < missing["train"]["input_tokens"]
+
+
+def test_curriculum_bad_stage_is_one_line(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "embexp.train", "debug=smoke", "method=lora", "task=tree",
+                        "trainer.curriculum=[small,huge]", f"hydra.run.dir={tmp_path / 'run'}"],
+                       capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == ("embexp: error: unknown trainer.curriculum stage 'huge' for task tree "
+                                                 "(choose from: small, xsmall, medium, xmedium, large, x3large)")

@@ -91,6 +91,11 @@ class TrainerConfig:
     max_eval_loss_batches: int = f(-1, "Cap on batches per loss evaluation: the selection rows, and the eval split's loss recorded once at the end (-1: all rows).")
     progress: bool = f(True, "Show a progress bar.")
     cpu: bool = f(False, "Force the CPU even when a GPU is present.")
+    curriculum: list = f([], "Task subsets trained in order before the final evaluation, e.g. [small,xsmall,medium,xmedium,large,x3large] for task=tree (the K-Token Merging paper); each stage is repeated until it passes its gate (src/embexp/curriculum.py). [] = train on task.subset only.")
+    curriculum_metric: str = f("em_accuracy", "Metric of a stage's evaluation split that its gate reads (the authors: the generated answer's accuracy).")
+    curriculum_gate: float = f(85.0, "A stage passes at this metric value (the authors: 85).")
+    curriculum_final_gate: float = f(95.0, "The last stage passes at this value (the authors: 95).")
+    curriculum_max_rounds: int = f(10, "Rounds (trainer runs) per stage at most; a stage still below its gate is then left (ours: the authors loop until it passes).")
 
 
 @dataclass

@@ -18,7 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 from safetensors.torch import save_file
 
-from embexp import EmbexpError, __version__, cli
+from embexp import EmbexpError, __version__, cli, curriculum
 from embexp.config import register_core_schemas
 from embexp.evaluation import evaluate
 from embexp.pipeline import build
@@ -64,13 +64,16 @@ def run(cfg, run_dir: Path) -> dict:
         train_feats, eval_feats, select_feats = c.train_features, c.eval_features, c.select_features
         log.info("run %s: method=%s model=%s task=%s seed=%d (%d process%s on %s)", run_dir, cfg.method.name, cfg.model.name,
                  task.display_name, cfg.seed, acc.num_processes, "es" if acc.num_processes > 1 else "", acc.device)
+        curriculum.check(cfg, task)  # trainer.curriculum: stage rows come from the curriculum, not task.train_split
         n_total = c.n_backbone_params
         n_train = method.n_trainable() if method.trains else 0
         n_method = method.n_trainable(include_head=False) if method.trains else 0  # as trained (before finalize)
         log.info("trainable parameters: %d (method %d) of %d", n_train, n_method, n_total)
         # loop
         train_res = None
-        if train_feats:
+        if cfg.do_train and method.trains and cfg.trainer.curriculum:
+            train_res = curriculum.fit(cfg, c, acc)
+        elif train_feats:
             trainer = Trainer(method, cfg.trainer, acc, train_feats, eval_feats, c.backbone.tokenizer.pad_token_id, cfg.seed, run_dir,
                               select_feats)
             train_res = trainer.fit()

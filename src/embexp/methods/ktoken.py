@@ -160,6 +160,31 @@ class KTokenMerging(Method):
             out.update({f"inner.{n}": p for n, p in self.inner.method_tensors().items()})
         return out
 
+    def trainable_state(self):
+        """The encoder's tensors and the inner method's own saved state (so e.g. PEMA merges its rows
+        and TinyTE-half keeps its ranking), under ``encoder.*`` and ``inner.*``."""
+        out = {f"encoder.{n}": p.detach().to("cpu").contiguous().clone() for n, p in self.encoder.named_parameters()}
+        if self.inner is not None:
+            out.update({f"inner.{n}": t for n, t in self.inner.trainable_state().items()})
+        return out
+
+    def load_trainable_state(self, state):
+        enc = {n[len("encoder."):]: t for n, t in state.items() if n.startswith("encoder.")}
+        inner = {n[len("inner."):]: t for n, t in state.items() if n.startswith("inner.")}
+        other = sorted(set(state) - {f"encoder.{n}" for n in enc} - {f"inner.{n}" for n in inner})
+        own = dict(self.encoder.named_parameters())
+        if other or set(enc) != set(own) or (inner and self.inner is None):
+            raise EmbexpError(f"adapter does not match method {self.cfg.name}: encoder tensors missing "
+                              f"{sorted(set(own) - set(enc))[:5]}, unexpected {(other + sorted(set(enc) - set(own)))[:5]}"
+                              + (", inner tensors but method.inner=none" if inner and self.inner is None else ""))
+        with torch.no_grad():
+            for n, p in own.items():
+                if p.shape != enc[n].shape:
+                    raise EmbexpError(f"adapter tensor encoder.{n} has shape {tuple(enc[n].shape)}, expected {tuple(p.shape)}")
+                p.copy_(enc[n].to(p.device, p.dtype))
+        if self.inner is not None:
+            self.inner.load_trainable_state(inner)
+
     def setup(self, token_ids):
         if self.inner is not None:
             self.inner.setup(token_ids)

@@ -1,0 +1,87 @@
+"""Curriculum training (the K-Token Merging paper's Textualized Tree recipe; a trainer feature any
+method and task with subsets can use): ``trainer.curriculum=[small,xsmall,...]`` trains the stages
+in order, each round one trainer run on the stage's training split (``trainer.epochs``, the authors:
+one epoch; or ``trainer.max_steps``), then scores the stage's evaluation split; a stage is repeated
+until ``trainer.curriculum_metric`` reaches ``curriculum_gate`` (the authors: 85), the last stage
+``curriculum_final_gate`` (95).
+
+Choices (ours): a stage that misses its gate after ``curriculum_max_rounds`` rounds is left and the
+next one starts (the authors loop until it passes); the optimizer state (AdamW moments) carries over
+from round to round, as the authors' single optimizer, but the lr schedule restarts each round
+(``trainer.scheduler=constant`` is the authors'); each round draws its own data order
+(seed ``seed * 1009 + round``). Resuming from a checkpoint is not supported within a curriculum.
+The run's final evaluation is on ``task.subset`` as usual (normally the last stage).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+from omegaconf import OmegaConf
+
+from embexp import EmbexpError
+from embexp.evaluation import evaluate
+from embexp.tasks import build_task
+from embexp.training import Trainer, TrainResult
+
+log = logging.getLogger("embexp")
+
+SUMMED = ("steps", "micro_batches", "examples", "tokens", "input_tokens", "wall_seconds")
+
+
+def check(cfg, task) -> None:
+    """Reject a curriculum that cannot run, before any training."""
+    t = cfg.trainer
+    stages = list(t.curriculum)
+    if not stages:
+        return
+    if not task.subsets:
+        raise EmbexpError(f"trainer.curriculum needs a task with subsets; task {cfg.task.name} has none")
+    bad = [s for s in stages if s not in task.subsets]
+    if bad:
+        raise EmbexpError(f"unknown trainer.curriculum stage '{bad[0]}' for task {cfg.task.name} (choose from: {', '.join(task.subsets)})")
+    if t.resume or t.save_every > 0:
+        raise EmbexpError("trainer.curriculum does not support checkpoints (set trainer.resume=false trainer.save_every=0)")
+    if t.curriculum_max_rounds < 1:
+        raise EmbexpError(f"trainer.curriculum_max_rounds={t.curriculum_max_rounds} must be >= 1")
+
+
+def fit(cfg, c, acc) -> TrainResult:
+    """Train ``c.method`` through the stages of ``cfg.trainer.curriculum``; returns the summed
+    TrainResult, whose history holds one ``{"stage", "round", metric, "gate", "passed"}`` entry
+    per round."""
+    t = cfg.trainer
+    stages = list(t.curriculum)
+    total, opt_state, k = TrainResult(), None, 0
+    pad_id = c.backbone.tokenizer.pad_token_id
+    for i, stage in enumerate(stages):
+        tcfg = copy.deepcopy(cfg.task)
+        OmegaConf.update(tcfg, "subset", stage)
+        task = build_task(tcfg)
+        train = [c.encoder.train_features(e) for e in task.examples("train")]
+        evals = task.examples("eval")
+        gate = t.curriculum_final_gate if i == len(stages) - 1 else t.curriculum_gate
+        for r in range(t.curriculum_max_rounds):
+            trainer = Trainer(c.method, t, acc, train, [], pad_id, cfg.seed * 1009 + k)
+            if opt_state is not None:
+                trainer.optimizer.load_state_dict(opt_state)
+            res = trainer.fit()
+            opt_state, k = trainer.optimizer.state_dict(), k + 1
+            metrics, _ = evaluate(c.method, task, evals, c.encoder, t.eval_batch_size, acc.device, progress=False)
+            c.method.train()
+            if t.curriculum_metric not in metrics:
+                raise EmbexpError(f"trainer.curriculum_metric '{t.curriculum_metric}' is not a metric of task "
+                                  f"{task.display_name} (choose from: {', '.join(sorted(metrics))})")
+            value, passed = metrics[t.curriculum_metric], metrics[t.curriculum_metric] >= gate
+            log.info("curriculum stage %s round %d: %s=%.2f (gate %.1f) %s", stage, r + 1, t.curriculum_metric, value,
+                     gate, "passed" if passed else "missed")
+            for key in SUMMED:
+                setattr(total, key, getattr(total, key) + getattr(res, key))
+            total.final_train_loss, total.state_memory = res.final_train_loss, total.state_memory or res.state_memory
+            total.history += res.history + [{"stage": stage, "round": r + 1, t.curriculum_metric: value, "gate": gate,
+                                             "passed": bool(passed), "steps": res.steps}]
+            if passed:
+                break
+    total.tokens_per_second = total.tokens / max(total.wall_seconds, 1e-9)
+    return total

@@ -56,6 +56,13 @@ class Method(nn.Module):
     # the place of the prompt (K-Token merging), so the backbone sees another sequence length.
     prefix_mode: str = ""
 
+    @classmethod
+    def composable(cls) -> bool:
+        """Can another method run this one inside its own forward (K-Token merging's ``method.inner``)?
+        Yes when it works through the backbone's modules alone (hooks, adapters, rows): no prefix,
+        forward or generate of its own, which the outer method's shared path would bypass."""
+        return not cls.prefix_mode and cls.forward is Method.forward and cls.generate is Method.generate
+
     def __init__(self, cfg, backbone):
         super().__init__()
         self.cfg = cfg

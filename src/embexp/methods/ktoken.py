@@ -138,8 +138,8 @@ class KTokenMerging(Method):
                 raise EmbexpError(f"method.inner_args={dict(cfg.inner_args)} given but method.inner=none")
             return None
         cls = METHODS.get_class(name) if name in METHODS else None
-        usable = sorted(n for n in METHODS if n != "ktoken" and not n.startswith("_") and _composable(METHODS.get_class(n)))
-        if cls is None or cls is type(self) or not _composable(cls):
+        usable = sorted(n for n in METHODS if n != "ktoken" and not n.startswith("_") and METHODS.get_class(n).composable())
+        if cls is None or cls is type(self) or not cls.composable():
             raise EmbexpError(f"unknown method.inner '{name}' (choose from: none, {', '.join(usable)})")
         icfg = OmegaConf.structured(cls.Config)
         icfg.name, icfg.train_head = name, cfg.train_head
@@ -204,10 +204,4 @@ class KTokenMerging(Method):
 
     def export(self):
         self.check_export()
-
-
-def _composable(cls) -> bool:
-    """An inner method must drive the backbone's own forward: no prefix of its own, no forward or
-    generate of its own (those would be bypassed by the shared path)."""
-    return (not cls.prefix_mode and cls.forward is Method.forward and cls.generate is Method.generate)
 

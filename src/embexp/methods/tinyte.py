@@ -143,6 +143,12 @@ class TinyTE(Method):
         if v.prompt_tokens:
             self._init_prompt(cfg)
 
+    @classmethod
+    def composable(cls) -> bool:
+        """full and half shift through the embedding hook alone, so K-Token merging can run them
+        inside its forward; gated reads each input's length in its own forward and hybrid prepends."""
+        return cls.variant.mask != "gate" and not cls.variant.prompt_tokens
+
     def method_tensors(self):
         return dict(self._tensors)
 

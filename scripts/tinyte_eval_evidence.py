@@ -14,8 +14,8 @@ Reads real rows in the hub schema (``<data>/wmt16/cs-en/test.jsonl``: newstest20
 2. CNN/DM: highlight (reference) lengths in words and tokens, and the share longer than each budget;
    lead-3 (the article's first three sentences) scored with sentence-level rougeL and summary-level
    rougeLsum, to show the scale of the two variants on real rows.
-3. Alpaca: output lengths in tokens; the paper's "repeating the question" baseline (R-L 18.58, its Table 8) scored with both
-   variants, and how many reference outputs span several lines.
+3. Alpaca: output lengths in tokens; the paper's "repeating the question" baseline (R-L 18.58, its
+   Table 8) scored with both variants, and how many reference outputs span several lines.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import torch
 from conftest import run_train, smoke
 from embexp.eval import reevaluate
 from embexp.results import is_complete
-from embexp.training import Trainer
+from embexp.loop import Trainer
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}

@@ -20,10 +20,10 @@ from safetensors.torch import save_file
 
 from embexp import EmbexpError, __version__, cli, curriculum
 from embexp.config import register_core_schemas
-from embexp.evaluation import evaluate
+from embexp.inference import evaluate
 from embexp.pipeline import build
 from embexp.results import RunRecord, git_commit, is_complete
-from embexp.training import Trainer, check_selection, peak_memory
+from embexp.loop import Trainer, check_selection, peak_memory
 
 register_core_schemas()
 import embexp.methods  # noqa: E402,F401  (register method schemas)
@@ -87,7 +87,7 @@ def run(cfg, run_dir: Path) -> dict:
                 (run_dir / "method.json").write_text(json.dumps(method_json(cfg, c), indent=2))
             if cfg.do_eval:
                 t0 = time.perf_counter()
-                metrics, preds = evaluate(method, task, eval_ex, c.encoder, cfg.trainer.eval_batch_size, acc.device,
+                metrics, preds = evaluate(method, task, eval_ex, c.featurizer, cfg.trainer.eval_batch_size, acc.device,
                                           cfg.trainer.progress)
                 metrics["eval_seconds"] = time.perf_counter() - t0
                 record.write_jsonl("predictions.jsonl", preds)

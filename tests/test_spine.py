@@ -87,7 +87,7 @@ def _same(a, b):
     (("task=imagenet",), "unknown task 'imagenet' (choose from:"),
     (("trainer.lrr=1",), "unknown key 'trainer.lrr'"),
     (("debug=smoke", "task=glue", "task.subset=sst3"), "unknown task.subset 'sst3'"),
-    (("debug=smoke", "task=glue", "task.max_train_samples=0"), "empty dataset"),
+    (("debug=smoke", "task=glue", "task.max_train_samples=0"), "task.max_train_samples=0 is out of range"),
     (("debug=smoke", "method=tinyte_gated", "export=true"), "cannot be exported to a plain model"),  # before training
 ])
 def test_bad_input_is_one_clear_line(args, needle, tmp_path):

@@ -256,6 +256,11 @@ class Trainer:
                 window_tokens += k
                 res.examples += len(idx) * world
                 res.micro_batches += 1
+            if not math.isfinite(step_loss):  # before the update: the weights and checkpoints stay finite
+                ckpt = self.ckpt_dir is not None and (self.ckpt_dir / "meta.json").is_file()
+                kept = f"the last checkpoint ({self.ckpt_dir}) is kept" if ckpt else "no checkpoint had been written"
+                raise EmbexpError(f"non-finite training loss ({step_loss}) at step {step + 1}: run stopped and marked failed; "
+                                  f"{kept} (try a lower trainer.lr, or trainer.mixed_precision=no)")
             if cfg.max_grad_norm > 0:
                 acc.clip_grad_norm_(self.params, cfg.max_grad_norm)
             self.optimizer.step()

@@ -76,6 +76,41 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_sigterm_checkpoints_marks_interrupted_and_resume_matches_an_uninterrupted_run(tmp_path):
+    """A cluster's preemption notice, sent to a real `python -m embexp.train` after its first checkpoint."""
+    import signal
+    import time
+
+    args = ["debug=smoke", "method=tinyte_full", "model=tiny_llama", "task=glue", "task.subset=sst2", "trainer.max_steps=40",
+            "trainer.save_every=2", "trainer.lr=0.05", "do_eval=false"]
+    part = tmp_path / "part"
+    proc = subprocess.Popen([sys.executable, "-m", "embexp.train", *args, f"hydra.run.dir={part}"], cwd=REPO, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (part / "checkpoint" / "meta.json").is_file() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.startswith("embexp: error:")]
+    assert len(lines) == 1 and "SIGTERM received: stopped after step" in lines[0] and "trainer.resume=true" in lines[0], err
+    status = json.loads((part / "status.json").read_text())
+    assert status["status"] == "interrupted" and not is_complete(part)
+    stopped = json.loads((part / "checkpoint" / "meta.json").read_text())["step"]
+    assert 2 <= stopped < 40
+    r = cli(*args, "trainer.resume=true", f"hydra.run.dir={part}")
+    assert r.returncode == 0, r.stderr
+    w = cli(*args, f"hydra.run.dir={tmp_path / 'whole'}")
+    assert w.returncode == 0, w.stderr
+    resumed, whole = (json.loads((d / "metrics.json").read_text()) for d in (part, tmp_path / "whole"))
+    assert resumed["train"]["resumed_from_step"] == stopped
+    assert resumed["train"]["final_train_loss"] == whole["train"]["final_train_loss"]
+    from safetensors.torch import load_file
+
+    a, b = load_file(part / "adapter.safetensors"), load_file(tmp_path / "whole" / "adapter.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def _same(a, b):
     drop = lambda m: {k: v for k, v in m["metrics"].items() if not k.endswith("seconds")}  # noqa: E731
     return drop(a) == drop(b)

@@ -81,6 +81,12 @@ class RunRecord:
         write_json(self.dir / METRICS, metrics)
         write_json(self.dir / STATUS, {"status": "complete", "finished": time.strftime("%Y-%m-%dT%H:%M:%S")})
 
+    def interrupt(self, message: str) -> None:
+        """Stopped on a preemption notice with a checkpoint: never ``complete``; resume continues it."""
+        if self.is_main and self.dir.is_dir():
+            write_json(self.dir / STATUS, {"status": "interrupted", "reason": message,
+                                           "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+
     def fail(self, message: str) -> None:
         if self.is_main and self.dir.is_dir():
             write_json(self.dir / STATUS, {"status": "failed", "error": message})

@@ -18,7 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 from safetensors.torch import save_file
 
-from embexp import EmbexpError, __version__, cli, curriculum
+from embexp import EmbexpError, RunInterrupted, __version__, cli, curriculum
 from embexp.config import register_core_schemas
 from embexp.inference import evaluate
 from embexp.pipeline import build
@@ -114,6 +114,9 @@ def run(cfg, run_dir: Path) -> dict:
             metrics = record_metrics
         acc.wait_for_everyone()
         return metrics
+    except RunInterrupted as e:
+        record.interrupt(str(e))
+        raise
     except EmbexpError as e:
         record.fail(str(e))
         raise

@@ -2,7 +2,7 @@
 
 A directory is complete only when ``status.json`` says so; ``metrics.json`` is written (by
 rename) just before that, and removed when a run starts, so a killed run is never mistaken for
-a finished one.
+a finished one. Statuses: running, failed, interrupted (a preemption notice; resumable), complete.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from conftest import run_train, smoke
+from embexp import EmbexpError
 from embexp.eval import reevaluate
 from embexp.results import is_complete
 from embexp.loop import Trainer
@@ -197,3 +198,43 @@ def test_total_params_is_the_backbone_size_for_every_method():
     lora = build(smoke("method=lora", "model=tiny_llama", "task=wmt16"), torch.device("cpu"))
     assert len(set(sizes.values())) == 1
     assert count_params(lora.backbone.model) == sizes["lora"] + lora.method.n_trainable(include_head=False)
+
+
+def _scalars(event_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Read TensorBoard event files (TFRecord framing around Event protos) without TensorFlow."""
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    out: dict[str, list[tuple[int, float]]] = {}
+    for path in sorted(event_dir.rglob("events.out.tfevents.*")):
+        data, pos = path.read_bytes(), 0
+        while pos + 12 <= len(data):
+            (n,) = struct.unpack("<Q", data[pos:pos + 8])
+            ev = event_pb2.Event.FromString(data[pos + 12:pos + 12 + n])
+            pos += 12 + n + 4
+            for v in ev.summary.value:
+                if v.HasField("simple_value"):
+                    out.setdefault(v.tag, []).append((ev.step, v.simple_value))
+    return out
+
+
+def test_tensorboard_tracker_writes_the_loss_curve_and_the_metrics(tmp_run):
+    m = run_train(smoke("method=tinyte_full", "model=tiny_llama", "task=glue", "task.subset=sst2", "trainer.log_with=tensorboard",
+                        "trainer.log_every=1"), tmp_run)
+    scalars = _scalars(tmp_run / "trackers")
+    losses = scalars["train/loss"]
+    assert [s for s, _ in losses] == [1, 2, 3, 4]
+    assert [v for _, v in losses] == pytest.approx([h["loss"] for h in m["train"]["history"] if "loss" in h], rel=1e-6)
+    assert {"train/lr", "train/tokens_per_second"} <= set(scalars)
+    assert scalars["eval/em_accuracy"] == [(4, pytest.approx(m["metrics"]["em_accuracy"]))]
+
+
+def test_an_unavailable_tracker_is_one_clear_line(monkeypatch):
+    import accelerate.tracking
+
+    from embexp.train import make_accelerator
+
+    monkeypatch.setattr(accelerate.tracking, "get_available_trackers", lambda: [])
+    with pytest.raises(EmbexpError, match=r"trainer.log_with=wandb needs the wandb package \(pip install wandb\), or trainer.log_with=none"):
+        make_accelerator(smoke("trainer.log_with=wandb"))

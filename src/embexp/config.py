@@ -133,6 +133,8 @@ class TrainerConfig:
     resume: bool = f(False, "Continue from the run directory's checkpoint if one exists.")
     max_eval_loss_batches: int = f(-1, "Cap on batches per loss evaluation: the selection rows, and the eval split's loss recorded once at the end (-1: all rows).", ge=1, also=(-1,))
     progress: bool = f(True, "Show a progress bar.")
+    log_with: str = f("none", "Experiment tracker, through Accelerate's tracker API: none, tensorboard (event files under <run_dir>/trackers; needs tensorboard or tensorboardX), wandb, mlflow or trackio (each needs its package). Logs the config, the train loss, lr and tokens/s every log_every steps, the selection loss, and the final metrics.",
+                      choices=("none", "tensorboard", "wandb", "mlflow", "trackio"))
     cpu: bool = f(False, "Force the CPU even when a GPU is present.")
     curriculum: list = f([], "Task subsets trained in order before the final evaluation, e.g. [small,xsmall,medium,xmedium,large,x3large] for task=tree (the K-Token Merging paper); each stage is repeated until it passes its gate (src/embexp/curriculum.py). [] = train on task.subset only.")
     curriculum_metric: str = f("em_accuracy", "Metric of a stage's evaluation split that its gate reads (the authors: the generated answer's accuracy).")

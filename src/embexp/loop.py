@@ -298,6 +298,7 @@ class Trainer:
                 rec = {"step": res.steps, "loss": window_loss / cfg.log_every, "lr": lr,
                        "tokens_per_second": window_tokens / max(dt, 1e-9), **self.method.log_values()}
                 res.history.append(rec)
+                acc.log({f"train/{k}": v for k, v in rec.items() if k != "step"}, step=res.steps)
                 log.info("step %d/%d  %s", res.steps, self.total,
                          "  ".join(f"{k}={v:.4g}" for k, v in rec.items() if k != "step"))
                 window_loss, window_tokens, window_t = 0.0, 0, time.perf_counter()
@@ -325,6 +326,7 @@ class Trainer:
         loss = self._loss(self.select_features)
         log.info("step %d  select_loss=%.4f", step, loss)
         self.result.history.append({"step": step, "select_loss": loss})
+        self.acc.log({"select/loss": loss}, step=step)
         if self.cfg.select_best:
             self._consider_best(loss, step)
 

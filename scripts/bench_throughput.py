@@ -26,7 +26,7 @@ from conftest import compose  # noqa: E402  (composes the real configs)
 from embexp.cli import quiet_libraries  # noqa: E402
 from embexp.data import collate, n_tokens  # noqa: E402
 from embexp.pipeline import build  # noqa: E402
-from embexp.training import Trainer, micro_batch_indices  # noqa: E402
+from embexp.loop import Trainer, micro_batch_indices  # noqa: E402
 
 
 def args(argv):
@@ -46,7 +46,7 @@ def setup(o, method):
                   f"trainer.batch_size={o['batch']}", "trainer.cpu=true", "trainer.progress=false", "trainer.log_every=0",
                   "trainer.mixed_precision=no", "trainer.max_grad_norm=1.0", "trainer.warmup_steps=0")
     c = build(cfg, torch.device("cpu"))
-    feats = [c.encoder.train_features(e) for e in c.task.examples("train")]
+    feats = [c.featurizer.train_features(e) for e in c.task.examples("train")]
     c.method.setup({"train": [f["input_ids"] for f in feats], "eval": []})
     return cfg, c, feats
 

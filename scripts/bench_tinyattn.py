@@ -37,7 +37,7 @@ from embexp.cli import quiet_libraries  # noqa: E402
 from embexp.data import collate  # noqa: E402
 from embexp.models import load_backbone  # noqa: E402
 from embexp.pipeline import build  # noqa: E402
-from embexp.training import micro_batch_indices  # noqa: E402
+from embexp.loop import micro_batch_indices  # noqa: E402
 
 
 def args(argv):
@@ -84,7 +84,7 @@ def main():
                   f"task.max_source_tokens={o['source_tokens']}", "trainer.cpu=true", *extra)
     torch.manual_seed(0)
     c = build(cfg, torch.device("cpu"))  # tinyattn on its own backbone
-    feats = [c.encoder.train_features(e) for e in c.task.examples("train")]
+    feats = [c.featurizer.train_features(e) for e in c.task.examples("train")]
     pad = c.backbone.tokenizer.pad_token_id
     steps, bs = int(o["steps"]), int(o["batch"])
     batches = [collate([feats[i] for i in micro_batch_indices(len(feats), bs, 1, 0, 0, m)], pad) for m in range(steps)]

@@ -35,7 +35,10 @@ def table(cls, base=None) -> list[str]:
             continue
         d = default(fl)
         d = "(required)" if str(d) == "???" else repr(d) if isinstance(d, str) else d
-        rows.append(f"| `{fl.name}` | `{d}` | {fl.metadata.get('help', '').replace('|', '/')} |")
+        text = fl.metadata.get("help", "").replace("|", "/")
+        if "range" in fl.metadata:
+            text += f" Valid: {config.domain_text(fl.metadata)}."
+        rows.append(f"| `{fl.name}` | `{d}` | {text} |")
     return rows
 
 

@@ -83,7 +83,7 @@ def report_args(table: str, extra: list[str], out: str) -> list[str]:
 
 def done(args: list[str]) -> str:
     """The run directory (or ablation folder) of a command when it already finished, else ''."""
-    from embexp.analysis import compose_train
+    from embexp.studies import compose_train
     from embexp.config import run_name
     from embexp.results import is_complete
 

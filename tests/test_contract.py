@@ -19,7 +19,7 @@ from torch import nn
 
 from conftest import run_train, smoke
 from embexp.config import f
-from embexp.data import Encoder, collate
+from embexp.data import Featurizer, collate
 from embexp.methods import Method, MethodConfig, build_method, register_method
 from embexp.models import DECODER_FAMILIES, TINY, after_attention, attention_sites, load_backbone
 from embexp.tasks import build_task
@@ -133,7 +133,7 @@ def toy(model="tiny_llama"):
     bb = load_backbone(cfg.model)
     method = build_method(cfg.method, bb)
     task = build_task(cfg.task)
-    enc = Encoder(bb.tokenizer, True, 64, 16)
+    enc = Featurizer(bb.tokenizer, True, 64, 16)
     feats = [enc.train_features(e) for e in task.examples("train")[:6]]
     return method, feats
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+import torch
 
 from conftest import CONF, compose
 from embexp import EmbexpError
@@ -41,3 +44,84 @@ def test_choice_field_error_from_the_cli_is_one_line(tmp_path):
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines() == ["embexp: error: unknown trainer.optimizer 'sgd' (choose from: adam, adamw)"]
     assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+# (override, the start of the one error line): numeric domains declared with f(..., ge=/gt=/also=)
+BAD_NUMBERS = [
+    ("trainer.batch_size=0", "trainer.batch_size=0 is out of range (valid: >= 1)"),
+    ("trainer.eval_batch_size=-2", "trainer.eval_batch_size=-2 is out of range (valid: >= 1)"),
+    ("trainer.grad_accum=0", "trainer.grad_accum=0 is out of range (valid: >= 1)"),
+    ("trainer.lr=-1", "trainer.lr=-1.0 is out of range (valid: > 0)"),
+    ("trainer.lr=0", "trainer.lr=0.0 is out of range (valid: > 0)"),
+    ("trainer.lr=nan", "trainer.lr=nan is not a finite number (valid: > 0)"),
+    ("trainer.weight_decay=-0.1", "trainer.weight_decay=-0.1 is out of range (valid: >= 0)"),
+    ("trainer.eps=0", "trainer.eps=0.0 is out of range (valid: > 0)"),
+    ("trainer.warmup_steps=-5", "trainer.warmup_steps=-5 is out of range (valid: >= 0)"),
+    ("trainer.max_steps=0", "trainer.max_steps=0 is out of range (valid: >= 1, or -1)"),
+    ("trainer.max_steps=-7", "trainer.max_steps=-7 is out of range (valid: >= 1, or -1)"),
+    ("trainer.epochs=0", "trainer.epochs=0.0 is out of range (valid: > 0)"),
+    ("trainer.epochs=inf", "trainer.epochs=inf is not a finite number (valid: > 0)"),
+    ("trainer.max_grad_norm=-1", "trainer.max_grad_norm=-1.0 is out of range (valid: >= 0)"),
+    ("trainer.eval_every=-1", "trainer.eval_every=-1 is out of range (valid: >= 0)"),
+    ("trainer.save_every=-1", "trainer.save_every=-1 is out of range (valid: >= 0)"),
+    ("trainer.log_every=-1", "trainer.log_every=-1 is out of range (valid: >= 0)"),
+    ("trainer.max_eval_loss_batches=0", "trainer.max_eval_loss_batches=0 is out of range (valid: >= 1, or -1)"),
+    ("trainer.curriculum_max_rounds=0", "trainer.curriculum_max_rounds=0 is out of range (valid: >= 1)"),
+    ("seed=-3", "seed=-3 is out of range (valid: >= 0)"),
+    ("task.max_train_samples=0", "task.max_train_samples=0 is out of range (valid: >= 1, or -1)"),
+    ("task.max_eval_samples=-5", "task.max_eval_samples=-5 is out of range (valid: >= 1, or -1)"),
+    ("task.max_source_tokens=0", "task.max_source_tokens=0 is out of range (valid: >= 1)"),
+    ("task.max_target_tokens=-1", "task.max_target_tokens=-1 is out of range (valid: >= 1)"),
+    ("task.max_new_tokens=0", "task.max_new_tokens=0 is out of range (valid: >= 1)"),
+    ("task.fixture_size=0", "task.fixture_size=0 is out of range (valid: >= 1)"),
+    ("task.select_size=0", "task.select_size=0 is out of range (valid: >= 1, or -1)"),
+]
+
+
+@pytest.mark.parametrize("override,line", BAD_NUMBERS, ids=[o for o, _ in BAD_NUMBERS])
+def test_numeric_fields_are_checked_when_composed(override, line):
+    with pytest.raises(EmbexpError) as e:
+        validate(compose("debug=smoke", override))
+    assert str(e.value) == line
+
+
+def test_the_special_values_and_boundaries_stay_valid():
+    validate(compose("debug=smoke", "trainer.max_steps=-1", "task.max_eval_samples=-1", "trainer.log_every=0",
+                     "trainer.max_grad_norm=0", "trainer.eval_every=0", "seed=0", "trainer.warmup_steps=0"))
+
+
+def test_numeric_error_from_the_cli_is_one_line_and_writes_nothing(tmp_path):
+    r = cli("debug=smoke", "trainer.batch_size=0", f"hydra.run.dir={tmp_path / 'run'}")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == ["embexp: error: trainer.batch_size=0 is out of range (valid: >= 1)"]
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_non_finite_loss_stops_the_run_marks_it_failed_and_keeps_the_checkpoint(tmp_path, monkeypatch):
+    from conftest import run_train
+    from embexp.methods.tinyte import TinyTE
+    from embexp.results import is_complete
+
+    real, calls = TinyTE.forward, []
+
+    def forward(self, **batch):  # a loss that turns NaN at the third training forward
+        out = real(self, **batch)
+        calls.append(self.training)
+        if sum(calls) >= 3 and self.training:
+            out.loss = out.loss * float("nan")
+        return out
+
+    monkeypatch.setattr(TinyTE, "forward", forward)
+    run_dir = tmp_path / "run"
+    cfg = compose("debug=smoke", "method=tinyte_full", "model=tiny_llama", "task=glue", "task.subset=sst2",
+                  "trainer.max_steps=6", "trainer.save_every=1")
+    with pytest.raises(EmbexpError, match=r"non-finite training loss \(nan\) at step 3: run stopped and marked failed; "
+                                          r"the last checkpoint \(.*checkpoint\) is kept"):
+        run_train(cfg, run_dir)
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["status"] == "failed" and "non-finite training loss" in status["error"]
+    assert not is_complete(run_dir) and not (run_dir / "adapter.safetensors").exists()
+    from safetensors.torch import load_file
+
+    assert all(torch.isfinite(t).all() for t in load_file(run_dir / "checkpoint" / "state.safetensors").values()
+               if t.is_floating_point())

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from conftest import run_train, smoke
-from embexp.analysis.pl_score import pl_from_accuracy, pl_from_perplexity, pl_score
-from embexp.data import Encoder, collate
-from embexp.evaluation import compression_metrics
+from embexp.studies.pl_score import pl_from_accuracy, pl_from_perplexity, pl_score
+from embexp.data import Featurizer, collate
+from embexp.inference import compression_metrics
 from embexp.methods import build_method
 from embexp.methods.ktoken import block_layout
 from embexp.models import load_backbone
@@ -87,7 +87,7 @@ def test_block_layout_is_per_row_over_the_real_tokens():
 @pytest.mark.parametrize("k,want", [(2, 50.0), (3, 66.7), (4, 75.0)])
 def test_measured_length_reduction_on_prompts_of_a_multiple_of_k(k, want):
     method = ktoken(f"method.k={k}")
-    enc = Encoder(method.tokenizer, True, 1024, 8)
+    enc = Featurizer(method.tokenizer, True, 1024, 8)
     # byte tokenizer: <s> + one id per byte, so a text of 12*j - 1 bytes is 12*j tokens
     examples = [Example(prompt="x" * (12 * j - 1), target="t") for j in (1, 2, 3, 5)]
     assert all(len(enc.prompt_ids(e.prompt)) % k == 0 for e in examples)
@@ -104,7 +104,7 @@ def test_measured_length_reduction_on_prompts_of_a_multiple_of_k(k, want):
 def test_uncompressed_methods_report_no_reduction():
     cfg = smoke("method=lora", "model=tiny_llama", "task=tree")
     method = build_method(cfg.method, load_backbone(cfg.model))
-    enc = Encoder(method.tokenizer, True, 1024, 8)
+    enc = Featurizer(method.tokenizer, True, 1024, 8)
     out = compression_metrics(method, enc, [Example(prompt="abc", target="t")], {"em_accuracy": 99.0}, 1, torch.device("cpu"))
     assert out == {"length_reduction": 0.0, "pl_score": 0.0}
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import smoke
-from embexp.data import Encoder, collate
+from embexp.data import Featurizer, collate
 from embexp.methods import build_method
 from embexp.models import load_backbone
 from embexp.tasks import build_task
@@ -73,7 +73,7 @@ def setup_case(case: Case, model: str, task: str = "wmt16"):
     ref = load_backbone(cfg.model, num_labels=t.num_labels)  # an untouched twin (same seed)
     ref.model.load_state_dict(bb.model.state_dict())
     method = build_method(cfg.method, bb)
-    enc = Encoder(bb.tokenizer, bb.is_decoder, 128, 32)
+    enc = Featurizer(bb.tokenizer, bb.is_decoder, 128, 32)
     feats = [enc.train_features(e) for e in t.examples("train")[:6]]
     method.setup({"train": [f["input_ids"] for f in feats], "eval": []})
     batch = collate(feats, bb.tokenizer.pad_token_id)

@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 
 from conftest import run_train, smoke
 from embexp import EmbexpError
-from embexp.data import Encoder, collate
+from embexp.data import Featurizer, collate
 from embexp.methods import build_method
 from embexp.methods.pema import count_tokens
 from embexp.models import load_backbone
@@ -28,7 +28,7 @@ def build(model="tiny_bert", task="glue", *overrides):
     bb = load_backbone(cfg.model, num_labels=t.num_labels)
     ref = load_backbone(cfg.model, num_labels=t.num_labels)
     ref.model.load_state_dict(bb.model.state_dict())
-    enc = Encoder(bb.tokenizer, bb.is_decoder, 128, 32)
+    enc = Featurizer(bb.tokenizer, bb.is_decoder, 128, 32)
     feats = [enc.train_features(e) for e in t.examples("train")[:8]]
     return cfg, bb, ref, feats
 
@@ -182,7 +182,7 @@ def test_saved_run_reevaluates_to_the_same_metrics(runs):
 
 
 def test_tables_9_and_10_from_the_runs(runs, tmp_path):
-    from embexp.analysis import pema_tables
+    from embexp.studies import pema_tables
 
     root = str(runs["pema"][1].parent)
     t9 = pema_tables.run(pema_tables.Config(what="table9", runs=root, out=str(tmp_path)))["rows"]
@@ -209,7 +209,7 @@ def test_minilm_20_steps_same_weights_metrics_and_memory(tmp_path):
 
 # ---- vocabulary analysis ----------------------------------------------------------------------------
 def test_registry_parameter_counts_match_the_papers_tables_5_and_6():
-    from embexp.analysis.vocab import model_config, shape_of
+    from embexp.studies.vocab import model_config, shape_of
 
     # BERT, DistilBERT: Table 5 prints the cased checkpoints (22.3M / 65.8M, 108.3M) but Table 2 counts the
     # uncased ones (test below), whose sizes the registry holds: 30,522 x 768 = 23.4M embedding parameters.
@@ -241,7 +241,7 @@ class _KeptRows:
 def _model_pct_range(name, subset, fields):
     """Model-% that vocab.reductions gives for the paper's embedding-% of the cell (printed to 0.1: the
     fewest and the most kept rows it can stand for), with the model's stored config `fields`."""
-    from embexp.analysis import vocab
+    from embexp.studies import vocab
 
     spec = vocab.MODELS[name]
     vocab.MODELS[name] = spec._replace(fields=fields)
@@ -259,7 +259,7 @@ def _model_pct_range(name, subset, fields):
 @pytest.fixture
 def cached_shapes(monkeypatch):
     """vocab.shape_of memoised on the config (one meta-device build per architecture and head)."""
-    from embexp.analysis import vocab
+    from embexp.studies import vocab
 
     cache, real = {}, vocab.shape_of
 
@@ -277,7 +277,7 @@ def test_table2_bert_percentages_need_the_uncased_vocabulary(name, cached_shapes
     """Every BERT/DistilBERT model-% of the paper's Table 2 follows from its embedding-% with the uncased
     30,522-row vocabulary the registry holds (CoLA: 17.1 / 28.0), and none with the cased 28,996 rows
     its Table 5 prints (CoLA: 16.5 / 27.1)."""
-    from embexp.analysis import vocab
+    from embexp.studies import vocab
 
     uncased, cased = vocab.MODELS[name].fields, {**vocab.MODELS[name].fields, "vocab_size": 28996}
     assert uncased["vocab_size"] == 30522 and vocab.MODELS[name].tokenizer.endswith("-base-uncased")
@@ -296,7 +296,7 @@ def test_pema_tables_name_the_uncased_checkpoints():
     from omegaconf import OmegaConf
 
     from conftest import CONF
-    from embexp.analysis import vocab
+    from embexp.studies import vocab
 
     for target in ("pema_table2", "pema_table10", "pema_tables"):
         out = subprocess.run(["make", "-s", target, "DRY_RUN=1"], cwd=CONF.parent, capture_output=True, text=True, check=True).stdout
@@ -310,8 +310,8 @@ def test_pema_tables_name_the_uncased_checkpoints():
 
 
 def test_table2_for_the_bert_wordpiece_tokenizer_on_glue_fixtures(tmp_path):
-    from embexp.analysis import vocab
-    from embexp.analysis.vocab import load_tokenizer, texts
+    from embexp.studies import vocab
+    from embexp.studies.vocab import load_tokenizer, texts
 
     cfg = vocab.Config(what="table2", models=["minilm"], subsets=["rte", "stsb"], source="fixture", out=str(tmp_path))
     recs = vocab.run(cfg)["records"]
@@ -327,7 +327,7 @@ def test_table2_for_the_bert_wordpiece_tokenizer_on_glue_fixtures(tmp_path):
 
 
 def test_heaps_curve_fit_and_plot(tmp_path):
-    from embexp.analysis import vocab
+    from embexp.studies import vocab
 
     ids = np.array([5, 5, 7, 5, 9, 7, 11, 11])
     n, u = vocab.growth_curve(ids, points=8)
@@ -341,7 +341,7 @@ def test_heaps_curve_fit_and_plot(tmp_path):
 
 
 def test_tables_3_and_4_code_path_offline(tmp_path):
-    from embexp.analysis import vocab
+    from embexp.studies import vocab
 
     t3 = vocab.run(vocab.Config(what="table3", tokenizer_override="minilm", subsets=["wnli"], source="fixture", out=None))
     by = {r["model"]: r for r in t3["records"]}

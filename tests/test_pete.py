@@ -184,7 +184,7 @@ def test_pete_and_full_ft_start_from_the_same_body(model):
 def test_parameter_counts_of_the_papers_pair_term_by_term():
     """Ours from the configs, and the paper's 24.3M / 8.9M once the authors' pooler
     (Linear(512, 512) + tanh on the mean, 262,656) is added: docs/methods_pete.md."""
-    from embexp.analysis import params
+    from embexp.studies import params
 
     full = params.count("scratch_encoder", ["method=full_ft"], num_labels=0)
     pete = params.count("scratch_encoder", ["method=pete"], num_labels=0)
@@ -228,15 +228,15 @@ def test_export_gives_the_trained_sentence_embeddings_without_embexp(tmp_path):
 
     from embexp.pipeline import build as build_run
     from embexp.sentence import embed_texts
-    from embexp.training import Trainer
+    from embexp.loop import Trainer
 
     cfg = smoke("method=pete", "model=scratch_encoder", "task=nli_pairs", "trainer.max_steps=3", "trainer.lr=1e-2")
     torch.manual_seed(cfg.seed)
     c = build_run(cfg, torch.device("cpu"))
-    feats = [c.encoder.train_features(e) for e in c.task.examples("train")]
+    feats = [c.featurizer.train_features(e) for e in c.task.examples("train")]
     Trainer(c.method, cfg.trainer, Accelerator(cpu=True), feats, [], c.backbone.tokenizer.pad_token_id, cfg.seed).fit()
     texts = ["The red cat chased the dog.", "A dog.", "The old horse helped the big sheep yesterday."]
-    want = embed_texts(c.method, c.encoder, texts, batch_size=8, device="cpu")
+    want = embed_texts(c.method, c.featurizer, texts, batch_size=8, device="cpu")
     c.method.export().save_pretrained(tmp_path / "export")
     c.backbone.tokenizer.save_pretrained(tmp_path / "export")
     with torch.no_grad():  # the exported table is E(p) for every id (times no scale: ModernBERT has none)

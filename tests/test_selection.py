@@ -16,13 +16,13 @@ from omegaconf import OmegaConf
 
 from conftest import run_train, smoke
 from embexp import EmbexpError
-from embexp.data import IGNORE, PROMPT_LENGTHS, Encoder, collate
+from embexp.data import IGNORE, PROMPT_LENGTHS, Featurizer, collate
 from embexp.methods import build_method
 from embexp.models import load_backbone
 from embexp.tasks import build_task
 from embexp.tasks.alpaca import AlpacaConfig, AlpacaTask
 from embexp.tasks.superglue import SuperGlueConfig, SuperGlueTask
-from embexp.training import Trainer, check_selection
+from embexp.loop import Trainer, check_selection
 
 REPO = Path(__file__).resolve().parents[1]
 TINYTE_EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("tinyte_*.yaml"))
@@ -144,7 +144,7 @@ def decoder(method="tinyte_full", *overrides):
     cfg = smoke(f"method={method}", "model=tiny_llama", "task=wmt16", *overrides)
     torch.manual_seed(0)
     bb = load_backbone(cfg.model, num_labels=0)
-    enc = Encoder(bb.tokenizer, True, 64, 16, False, cfg.task.loss_on)
+    enc = Featurizer(bb.tokenizer, True, 64, 16, False, cfg.task.loss_on)
     task = build_task(cfg.task)
     feats = {w: [enc.train_features(e) for e in task.examples(w)] for w in ("train", "eval", "select")}
     return cfg, build_method(cfg.method, bb), bb, feats
@@ -153,9 +153,9 @@ def decoder(method="tinyte_full", *overrides):
 def test_select_best_restores_the_lowest_selection_loss_and_never_reads_the_eval_split(monkeypatch):
     cfg, method, bb, feats = decoder("tinyte_full", "trainer.lr=0.05", "trainer.max_steps=6", "trainer.eval_every=1",
                                      "trainer.select_best=true", "trainer.scheduler=constant")
-    import embexp.training as training
+    import embexp.loop as loop
 
-    calls, real = [], training.evaluation_loss
+    calls, real = [], loop.evaluation_loss
     dip = [5.0, 4.0, 3.0, 3.5, 4.5, 6.0]  # selection losses with their minimum at step 3 (whatever lr does)
 
     def spy(model, features, *a, **kw):
@@ -164,7 +164,7 @@ def test_select_best_restores_the_lowest_selection_loss_and_never_reads_the_eval
         calls.append((features, bias, dip[len(calls)] if features is feats["select"] else value))
         return calls[-1][2]
 
-    monkeypatch.setattr(training, "evaluation_loss", spy)
+    monkeypatch.setattr(loop, "evaluation_loss", spy)
     trainer = Trainer(method, cfg.trainer, Accelerator(cpu=True), feats["train"], feats["eval"], bb.tokenizer.pad_token_id,
                       0, select_features=feats["select"])
     res = trainer.fit()
@@ -200,7 +200,7 @@ def test_smoke_run_records_its_selection_rows(tmp_run):
 def features(loss_on: str):
     cfg = smoke("model=tiny_llama", "task=wmt16", f"task.loss_on={loss_on}")
     bb = load_backbone(cfg.model, num_labels=0)
-    enc = Encoder(bb.tokenizer, True, 64, 16, False, loss_on)
+    enc = Featurizer(bb.tokenizer, True, 64, 16, False, loss_on)
     exs = build_task(cfg.task).examples("train")[:3]
     return [enc.train_features(e) for e in exs], [len(enc.prompt_ids(e.prompt)) for e in exs]
 

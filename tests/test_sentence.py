@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from conftest import run_train, smoke
 from embexp import EmbexpError
-from embexp.data import Encoder, collate
+from embexp.data import Featurizer, collate
 from embexp.pipeline import build
 from embexp.sentence import ContrastiveObjective, mean_pool
 from embexp.tasks import build_task
@@ -127,7 +127,7 @@ def test_similarity_evaluation_by_hand(tmp_run):
     m = run_train(smoke("method=zero_shot", "model=tiny_bert", "task=stsb_similarity"), tmp_run)
     preds = [json.loads(ln) for ln in (tmp_run / "predictions.jsonl").read_text().splitlines()]
     c = build(smoke("method=zero_shot", "model=tiny_bert", "task=stsb_similarity"), torch.device("cpu"))
-    enc = Encoder(c.backbone.tokenizer, False, 128, separate=True)
+    enc = Featurizer(c.backbone.tokenizer, False, 128, separate=True)
     f0 = enc.encoder_features(c.task.examples("eval")[0])
     with torch.no_grad():
         a = c.method.embed(torch.tensor([f0["input_ids"]]), torch.ones(1, len(f0["input_ids"]), dtype=torch.long))

@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from conftest import run_train, smoke
+from embexp import EmbexpError
 from embexp.eval import reevaluate
 from embexp.results import is_complete
-from embexp.training import Trainer
+from embexp.loop import Trainer
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
@@ -76,6 +77,41 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_sigterm_checkpoints_marks_interrupted_and_resume_matches_an_uninterrupted_run(tmp_path):
+    """A cluster's preemption notice, sent to a real `python -m embexp.train` after its first checkpoint."""
+    import signal
+    import time
+
+    args = ["debug=smoke", "method=tinyte_full", "model=tiny_llama", "task=glue", "task.subset=sst2", "trainer.max_steps=40",
+            "trainer.save_every=2", "trainer.lr=0.05", "do_eval=false"]
+    part = tmp_path / "part"
+    proc = subprocess.Popen([sys.executable, "-m", "embexp.train", *args, f"hydra.run.dir={part}"], cwd=REPO, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (part / "checkpoint" / "meta.json").is_file() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.startswith("embexp: error:")]
+    assert len(lines) == 1 and "SIGTERM received: stopped after step" in lines[0] and "trainer.resume=true" in lines[0], err
+    status = json.loads((part / "status.json").read_text())
+    assert status["status"] == "interrupted" and not is_complete(part)
+    stopped = json.loads((part / "checkpoint" / "meta.json").read_text())["step"]
+    assert 2 <= stopped < 40
+    r = cli(*args, "trainer.resume=true", f"hydra.run.dir={part}")
+    assert r.returncode == 0, r.stderr
+    w = cli(*args, f"hydra.run.dir={tmp_path / 'whole'}")
+    assert w.returncode == 0, w.stderr
+    resumed, whole = (json.loads((d / "metrics.json").read_text()) for d in (part, tmp_path / "whole"))
+    assert resumed["train"]["resumed_from_step"] == stopped
+    assert resumed["train"]["final_train_loss"] == whole["train"]["final_train_loss"]
+    from safetensors.torch import load_file
+
+    a, b = load_file(part / "adapter.safetensors"), load_file(tmp_path / "whole" / "adapter.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def _same(a, b):
     drop = lambda m: {k: v for k, v in m["metrics"].items() if not k.endswith("seconds")}  # noqa: E731
     return drop(a) == drop(b)
@@ -87,7 +123,7 @@ def _same(a, b):
     (("task=imagenet",), "unknown task 'imagenet' (choose from:"),
     (("trainer.lrr=1",), "unknown key 'trainer.lrr'"),
     (("debug=smoke", "task=glue", "task.subset=sst3"), "unknown task.subset 'sst3'"),
-    (("debug=smoke", "task=glue", "task.max_train_samples=0"), "empty dataset"),
+    (("debug=smoke", "task=glue", "task.max_train_samples=0"), "task.max_train_samples=0 is out of range"),
     (("debug=smoke", "method=tinyte_gated", "export=true"), "cannot be exported to a plain model"),  # before training
 ])
 def test_bad_input_is_one_clear_line(args, needle, tmp_path):
@@ -162,3 +198,43 @@ def test_total_params_is_the_backbone_size_for_every_method():
     lora = build(smoke("method=lora", "model=tiny_llama", "task=wmt16"), torch.device("cpu"))
     assert len(set(sizes.values())) == 1
     assert count_params(lora.backbone.model) == sizes["lora"] + lora.method.n_trainable(include_head=False)
+
+
+def _scalars(event_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Read TensorBoard event files (TFRecord framing around Event protos) without TensorFlow."""
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    out: dict[str, list[tuple[int, float]]] = {}
+    for path in sorted(event_dir.rglob("events.out.tfevents.*")):
+        data, pos = path.read_bytes(), 0
+        while pos + 12 <= len(data):
+            (n,) = struct.unpack("<Q", data[pos:pos + 8])
+            ev = event_pb2.Event.FromString(data[pos + 12:pos + 12 + n])
+            pos += 12 + n + 4
+            for v in ev.summary.value:
+                if v.HasField("simple_value"):
+                    out.setdefault(v.tag, []).append((ev.step, v.simple_value))
+    return out
+
+
+def test_tensorboard_tracker_writes_the_loss_curve_and_the_metrics(tmp_run):
+    m = run_train(smoke("method=tinyte_full", "model=tiny_llama", "task=glue", "task.subset=sst2", "trainer.log_with=tensorboard",
+                        "trainer.log_every=1"), tmp_run)
+    scalars = _scalars(tmp_run / "trackers")
+    losses = scalars["train/loss"]
+    assert [s for s, _ in losses] == [1, 2, 3, 4]
+    assert [v for _, v in losses] == pytest.approx([h["loss"] for h in m["train"]["history"] if "loss" in h], rel=1e-6)
+    assert {"train/lr", "train/tokens_per_second"} <= set(scalars)
+    assert scalars["eval/em_accuracy"] == [(4, pytest.approx(m["metrics"]["em_accuracy"]))]
+
+
+def test_an_unavailable_tracker_is_one_clear_line(monkeypatch):
+    import accelerate.tracking
+
+    from embexp.train import make_accelerator
+
+    monkeypatch.setattr(accelerate.tracking, "get_available_trackers", lambda: [])
+    with pytest.raises(EmbexpError, match=r"trainer.log_with=wandb needs the wandb package \(pip install wandb\), or trainer.log_with=none"):
+        make_accelerator(smoke("trainer.log_with=wandb"))

@@ -11,8 +11,8 @@ from omegaconf import OmegaConf
 
 from conftest import run_train, smoke
 from embexp import EmbexpError
-from embexp.data import Encoder
-from embexp.evaluation import choice_logliks
+from embexp.data import Featurizer
+from embexp.inference import choice_logliks
 from embexp.methods import build_method
 from embexp.models import load_backbone
 from embexp.tasks import TASKS, build_task
@@ -146,7 +146,7 @@ def tiny_decoder():
     torch.manual_seed(0)
     backbone = load_backbone(cfg.model)
     method = build_method(cfg.method, backbone)
-    return backbone, method, Encoder(backbone.tokenizer, True, max_source_tokens=4096)
+    return backbone, method, Featurizer(backbone.tokenizer, True, max_source_tokens=4096)
 
 
 @torch.no_grad()
@@ -180,7 +180,7 @@ def test_loglik_scorer_matches_hand_computation_real_bpe():
     cfg = smoke("method=zero_shot", "model=smollm2", "task=superglue", "model.source=smollm2")
     backbone = load_backbone(cfg.model)
     method = build_method(cfg.method, backbone)
-    encoder = Encoder(backbone.tokenizer, True, max_source_tokens=4096)
+    encoder = Featurizer(backbone.tokenizer, True, max_source_tokens=4096)
     for subset in SUBSETS:
         exs = [sg(subset).format(r) for r in fixture(sg(subset), n=3, seed=2)]
         scores = choice_logliks(method, encoder, exs, batch_size=4, device=torch.device("cpu"), progress=False)
@@ -262,13 +262,13 @@ def test_sentence_splitter_keeps_abbreviations_initials_and_lower_case_continuat
 # ---- generation: end-of-sequence ids, newline stop -----------------------------------------------
 def test_generation_stops_at_every_eos_id_of_the_generation_config():
     """Llama-3.1 and Qwen-2.5 list several ids in generation_config.eos_token_id: each one must stop."""
-    from embexp.evaluation import eos_ids, generate
+    from embexp.inference import eos_ids, generate
 
     cfg = smoke("method=zero_shot", "model=tiny_llama", "task=wmt16")
     torch.manual_seed(0)
     backbone = load_backbone(cfg.model)
     method, tok = build_method(cfg.method, backbone), backbone.tokenizer
-    encoder, cpu, prompt = Encoder(tok, True, max_source_tokens=4096), torch.device("cpu"), "Czech phrase: pes\nEnglish phrase:"
+    encoder, cpu, prompt = Featurizer(tok, True, max_source_tokens=4096), torch.device("cpu"), "Czech phrase: pes\nEnglish phrase:"
     ids = encoder.prompt_ids(prompt)
     free = method.generate(input_ids=torch.tensor([ids]), max_new_tokens=8, do_sample=False, eos_token_id=None)[0, len(ids):].tolist()
     k = next(i for i in range(1, len(free)) if free[i] not in free[:i] and free[i] != tok.eos_token_id)
@@ -301,10 +301,10 @@ class _ScriptedMethod(torch.nn.Module):
 
 
 def test_stop_at_newline_is_an_explicit_option():
-    from embexp.evaluation import generate
+    from embexp.inference import generate
 
     tok = load_backbone(smoke("model=tiny_llama").model).tokenizer
-    encoder, cpu = Encoder(tok, True, max_source_tokens=4096), torch.device("cpu")
+    encoder, cpu = Featurizer(tok, True, max_source_tokens=4096), torch.device("cpu")
     method = _ScriptedMethod(tok, " the dog\nCzech phrase: x")
     assert generate(method, encoder, ["a", "bb"], 2, 32, cpu, False) == [" the dog\nCzech phrase: x"] * 2
     assert method.seen["eos_token_id"] == [tok.eos_token_id] and method.steps == len(method.script)

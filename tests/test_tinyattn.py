@@ -277,7 +277,7 @@ def test_bad_input_is_one_clear_line(args, needle, runs, tmp_path):
 def test_parameter_counts_on_roberta_large():
     """Paper: Tiny-Attn-1H on roberta-large trains 176K parameters (adapters + head); 4H is 4x in
     training and 1H after averaging. docs/methods_tinyattn.md explains the difference term by term."""
-    from embexp.analysis import params
+    from embexp.studies import params
 
     d, L = 1024, 24
     per_module = 2 * d + (3 * d + 3) + (d + d)  # LayerNorm, Linear(d, 3), Linear(1, d)

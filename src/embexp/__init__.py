@@ -5,3 +5,8 @@ __version__ = "0.1.0"
 
 class EmbexpError(Exception):
     """A user-facing error: printed as one line by the entry points, exit status 1."""
+
+
+class RunInterrupted(EmbexpError):
+    """SIGTERM/SIGUSR1 (a cluster's preemption notice): the run saved a checkpoint and stopped; it
+    is marked ``interrupted``, and the same command with ``trainer.resume=true`` continues it."""

@@ -1,6 +1,6 @@
 """Analyses behind the papers' tables: ``python -m embexp.analyze <analysis> key=value ...``.
 
-Each analysis is a module in ``embexp.analysis`` with a config dataclass (every field has help
+Each analysis is a module in ``embexp.studies`` with a config dataclass (every field has help
 text) and ``run(cfg)``; arguments are OmegaConf dot-list overrides checked against the dataclass,
 so a typo fails with one line naming the valid keys. ``python -m embexp.analyze <analysis> --help``
 lists the fields.
@@ -17,14 +17,14 @@ from omegaconf.errors import OmegaConfBaseException
 
 from embexp import EmbexpError, cli
 
-# name -> module under embexp.analysis exposing `Config` (a dataclass) and `run(cfg)`.
+# name -> module under embexp.studies exposing `Config` (a dataclass) and `run(cfg)`.
 ANALYSES = {
-    "params": "embexp.analysis.params",
-    "ablation": "embexp.analysis.ablation",
-    "lengths": "embexp.analysis.lengths",
-    "vocab": "embexp.analysis.vocab",
-    "pema": "embexp.analysis.pema_tables",
-    "pete": "embexp.analysis.pete_table",
+    "params": "embexp.studies.params",
+    "ablation": "embexp.studies.ablation",
+    "lengths": "embexp.studies.lengths",
+    "vocab": "embexp.studies.vocab",
+    "pema": "embexp.studies.pema_tables",
+    "pete": "embexp.studies.pete_table",
 }
 
 

@@ -15,34 +15,77 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 
-def f(default: Any, help: str, choices: tuple = (), **kw):  # noqa: A002 - 'help' reads best at call sites
-    """A dataclass field with help text (mutable defaults go through default_factory). ``choices``:
-    the only valid values, checked by :func:`validate` as soon as the config is composed."""
-    meta = {"help": help, **({"choices": tuple(choices)} if choices else {})}
+def f(default: Any, help: str, choices: tuple = (), *, ge=None, gt=None, le=None, also: tuple = (), **kw):  # noqa: A002
+    """A dataclass field with help text (mutable defaults go through default_factory). The field's
+    domain, checked by :func:`validate` as soon as the config is composed: ``choices`` (the only
+    valid values), or a numeric range ``ge`` (>=), ``gt`` (>), ``le`` (<=) with ``also`` the special
+    values allowed outside it (e.g. -1 for "all"). A subclass that redeclares a field keeps its
+    base class's domain unless it gives its own."""
+    meta = {"help": help}
+    if choices:
+        meta["choices"] = tuple(choices)
+    rng = {k: v for k, v in (("ge", ge), ("gt", gt), ("le", le)) if v is not None}
+    if rng:
+        meta["range"], meta["also"] = rng, tuple(also)
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda d=default: type(d)(d), metadata=meta, **kw)
     return field(default=default, metadata=meta, **kw)
 
 
-def validate(cfg) -> None:
-    """Check every field declared with ``choices`` in the composed config's groups, so a bad value
-    fails with one line naming the field and the valid values before anything loads."""
-    import dataclasses
+def domain_text(meta: dict) -> str:
+    """'>= 1, or -1' for the help table and the error line."""
+    ops = {"ge": ">=", "gt": ">", "le": "<="}
+    text = " and ".join(f"{ops[k]} {v}" for k, v in meta["range"].items())
+    return text + (f", or {', '.join(map(str, meta['also']))}" if meta.get("also") else "")
+
+
+def _check(where: str, value, meta: dict) -> None:
+    import math
 
     from embexp import EmbexpError
 
-    for group in ("model", "trainer", "task", "method"):
-        node = cfg.get(group) if hasattr(cfg, "get") else getattr(cfg, group, None)
+    valid = meta.get("choices")
+    if valid and value not in valid:
+        raise EmbexpError(f"unknown {where} '{value}' (choose from: {', '.join(map(str, valid))})")
+    rng = meta.get("range")
+    if not rng or value is None or value in meta.get("also", ()):
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)):
+        raise EmbexpError(f"{where}={value!r} is not a finite number (valid: {domain_text(meta)})")
+    if (("ge" in rng and value < rng["ge"]) or ("gt" in rng and value <= rng["gt"]) or ("le" in rng and value > rng["le"])):
+        raise EmbexpError(f"{where}={value} is out of range (valid: {domain_text(meta)})")
+
+
+def _domains(typ) -> dict[str, dict]:
+    """Field name -> metadata, the most derived declaration that states a domain winning."""
+    import dataclasses
+
+    out: dict[str, dict] = {}
+    for cls in reversed(typ.__mro__):
+        if dataclasses.is_dataclass(cls):
+            for fl in dataclasses.fields(cls):
+                if "choices" in fl.metadata or "range" in fl.metadata or fl.name not in out:
+                    out[fl.name] = dict(fl.metadata)
+    return out
+
+
+def validate(cfg) -> None:
+    """Check every field of the composed config that declares a domain (``choices`` or a numeric
+    range), top level and groups, so a bad value fails with one line naming the field, the value
+    and what is valid, before anything loads."""
+    import dataclasses
+
+    nodes = [("", cfg)] + [(g, cfg.get(g) if hasattr(cfg, "get") else getattr(cfg, g, None))
+                          for g in ("model", "trainer", "task", "method")]
+    for group, node in nodes:
         if node is None:
             continue
         typ = OmegaConf.get_type(node) if OmegaConf.is_config(node) else type(node)
         if not dataclasses.is_dataclass(typ):
             continue
-        for fl in dataclasses.fields(typ):
-            valid = fl.metadata.get("choices")
-            value = getattr(node, fl.name, None)
-            if valid and value not in valid:
-                raise EmbexpError(f"unknown {group}.{fl.name} '{value}' (choose from: {', '.join(map(str, valid))})")
+        for name, meta in _domains(typ).items():
+            if "choices" in meta or "range" in meta:
+                _check(f"{group}.{name}" if group else name, getattr(node, name, None), meta)
 
 
 @dataclass
@@ -69,38 +112,40 @@ class ModelConfig:
 @dataclass
 class TrainerConfig:
     optimizer: str = f("adamw", "adam or adamw (torch.optim).", choices=("adam", "adamw"))
-    lr: float = f(5e-4, "Peak learning rate.")
-    weight_decay: float = f(0.0, "Decoupled weight decay (adamw) or L2 (adam).")
+    lr: float = f(5e-4, "Peak learning rate.", gt=0)
+    weight_decay: float = f(0.0, "Decoupled weight decay (adamw) or L2 (adam).", ge=0)
     betas: list = f([0.9, 0.999], "Adam betas.")
-    eps: float = f(1e-8, "Adam epsilon.")
+    eps: float = f(1e-8, "Adam epsilon.", gt=0)
     scheduler: str = f("cosine", "Learning-rate schedule after warm-up: cosine, linear or constant.", choices=("cosine", "linear", "constant"))
-    warmup_steps: int = f(0, "Linear warm-up steps (optimizer steps).")
-    batch_size: int = f(8, "Examples per device per micro-batch.")
-    eval_batch_size: int = f(16, "Examples per device per evaluation batch.")
-    grad_accum: int = f(1, "Micro-batches per optimizer step.")
-    max_steps: int = f(-1, "Optimizer steps to train; -1 means use `epochs`.")
-    epochs: float = f(1.0, "Epochs over the training split, when max_steps is -1.")
-    max_grad_norm: float = f(1.0, "Clip the gradient norm to this value; 0 disables clipping.")
+    warmup_steps: int = f(0, "Linear warm-up steps (optimizer steps).", ge=0)
+    batch_size: int = f(8, "Examples per device per micro-batch.", ge=1)
+    eval_batch_size: int = f(16, "Examples per device per evaluation batch.", ge=1)
+    grad_accum: int = f(1, "Micro-batches per optimizer step.", ge=1)
+    max_steps: int = f(-1, "Optimizer steps to train; -1 means use `epochs`.", ge=1, also=(-1,))
+    epochs: float = f(1.0, "Epochs over the training split, when max_steps is -1.", gt=0)
+    max_grad_norm: float = f(1.0, "Clip the gradient norm to this value; 0 disables clipping.", ge=0)
     mixed_precision: str = f("auto", "auto (bf16 where the GPU supports it, else no), no, bf16 or fp16.", choices=("auto", "no", "bf16", "fp16"))
     tf32: bool = f(True, "Allow TF32 matmuls on Ampere+ GPUs (the TinyTE recipe trains in tf32).")
-    log_every: int = f(10, "Log train loss and throughput every N optimizer steps.")
-    eval_every: int = f(0, "Compute the loss on the task's selection rows (task.select_split, never the reported eval split) every N optimizer steps (0: only after the last step).")
+    log_every: int = f(10, "Log train loss and throughput every N optimizer steps (0: never).", ge=0)
+    eval_every: int = f(0, "Compute the loss on the task's selection rows (task.select_split, never the reported eval split) every N optimizer steps (0: only after the last step).", ge=0)
     select_best: bool = f(False, "Keep the trainable state with the lowest loss on the selection rows (task.select_split; a run whose selection split is the reported eval_split, or '', is refused before the model loads). Needs eval_every > 0 to choose among more than the last step.")
-    save_every: int = f(0, "Write a resumable checkpoint every N optimizer steps (0: never; the final state is always saved).")
+    save_every: int = f(0, "Write a resumable checkpoint every N optimizer steps (0: never; the final state is always saved).", ge=0)
     resume: bool = f(False, "Continue from the run directory's checkpoint if one exists.")
-    max_eval_loss_batches: int = f(-1, "Cap on batches per loss evaluation: the selection rows, and the eval split's loss recorded once at the end (-1: all rows).")
+    max_eval_loss_batches: int = f(-1, "Cap on batches per loss evaluation: the selection rows, and the eval split's loss recorded once at the end (-1: all rows).", ge=1, also=(-1,))
     progress: bool = f(True, "Show a progress bar.")
+    log_with: str = f("none", "Experiment tracker, through Accelerate's tracker API: none, tensorboard (event files under <run_dir>/trackers; needs tensorboard or tensorboardX), wandb, mlflow or trackio (each needs its package). Logs the config, the train loss, lr and tokens/s every log_every steps, the selection loss, and the final metrics.",
+                      choices=("none", "tensorboard", "wandb", "mlflow", "trackio"))
     cpu: bool = f(False, "Force the CPU even when a GPU is present.")
     curriculum: list = f([], "Task subsets trained in order before the final evaluation, e.g. [small,xsmall,medium,xmedium,large,x3large] for task=tree (the K-Token Merging paper); each stage is repeated until it passes its gate (src/embexp/curriculum.py). [] = train on task.subset only.")
     curriculum_metric: str = f("em_accuracy", "Metric of a stage's evaluation split that its gate reads (the authors: the generated answer's accuracy).")
-    curriculum_gate: float = f(85.0, "A stage passes at this metric value (the authors: 85).")
-    curriculum_final_gate: float = f(95.0, "The last stage passes at this value (the authors: 95).")
-    curriculum_max_rounds: int = f(10, "Rounds (trainer runs) per stage at most; a stage still below its gate is then left (ours: the authors loop until it passes).")
+    curriculum_gate: float = f(85.0, "A stage passes at this metric value (the authors: 85).", ge=0)
+    curriculum_final_gate: float = f(95.0, "The last stage passes at this value (the authors: 95).", ge=0)
+    curriculum_max_rounds: int = f(10, "Rounds (trainer runs) per stage at most; a stage still below its gate is then left (ours: the authors loop until it passes).", ge=1)
 
 
 @dataclass
 class TrainConfig:
-    seed: int = f(0, "Seed for weights, data order and dropout.")
+    seed: int = f(0, "Seed for weights, data order and dropout.", ge=0)
     method: Any = f(MISSING, "Method group (conf/method).")
     model: ModelConfig = f(MISSING, "Model group (conf/model).")
     task: Any = f(MISSING, "Task group (conf/task).")

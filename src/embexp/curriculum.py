@@ -21,9 +21,9 @@ import logging
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
-from embexp.evaluation import evaluate
+from embexp.inference import evaluate
 from embexp.tasks import build_task
-from embexp.training import Trainer, TrainResult
+from embexp.loop import Trainer, TrainResult
 
 log = logging.getLogger("embexp")
 
@@ -59,7 +59,7 @@ def fit(cfg, c, acc) -> TrainResult:
         tcfg = copy.deepcopy(cfg.task)
         OmegaConf.update(tcfg, "subset", stage)
         task = build_task(tcfg)
-        train = [c.encoder.train_features(e) for e in task.examples("train")]
+        train = [c.featurizer.train_features(e) for e in task.examples("train")]
         evals = task.examples("eval")
         gate = t.curriculum_final_gate if i == len(stages) - 1 else t.curriculum_gate
         for r in range(t.curriculum_max_rounds):
@@ -68,7 +68,7 @@ def fit(cfg, c, acc) -> TrainResult:
                 trainer.optimizer.load_state_dict(opt_state)
             res = trainer.fit()
             opt_state, k = trainer.optimizer.state_dict(), k + 1
-            metrics, _ = evaluate(c.method, task, evals, c.encoder, t.eval_batch_size, acc.device, progress=False)
+            metrics, _ = evaluate(c.method, task, evals, c.featurizer, t.eval_batch_size, acc.device, progress=False)
             c.method.train()
             if t.curriculum_metric not in metrics:
                 raise EmbexpError(f"trainer.curriculum_metric '{t.curriculum_metric}' is not a metric of task "

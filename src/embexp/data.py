@@ -15,7 +15,7 @@ PROMPT_LENGTHS = "prompt_lengths"  # its batch tensor [batch], read by methods, 
 
 
 @dataclass
-class Encoder:
+class Featurizer:
     """Tokenises examples for one backbone; decoders get prompt/target ids, encoders text pairs."""
 
     tokenizer: object

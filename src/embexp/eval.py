@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 
 from embexp import EmbexpError, cli
 from embexp.config import register_core_schemas
-from embexp.evaluation import evaluate
+from embexp.inference import evaluate
 from embexp.pipeline import build
 from embexp.results import CONFIG, METRICS, is_complete
 
@@ -48,7 +48,7 @@ def reevaluate(run_dir: Path, max_eval_samples=None, batch_size=None, cpu=False)
             raise EmbexpError(f"run_dir '{run_dir}' has no adapter.safetensors (was it trained with save_adapter=false?)")
         c.method.load_trainable_state(load_file(adapter))
     eval_ex = c.eval_examples
-    metrics, _ = evaluate(c.method, c.task, eval_ex, c.encoder, batch_size or cfg.trainer.eval_batch_size, device,
+    metrics, _ = evaluate(c.method, c.task, eval_ex, c.featurizer, batch_size or cfg.trainer.eval_batch_size, device,
                           cfg.trainer.progress)
     recorded = json.loads((run_dir / METRICS).read_text())["metrics"]
     return metrics, recorded

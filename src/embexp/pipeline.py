@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from embexp.config import validate
-from embexp.data import Encoder, token_lists
+from embexp.data import Featurizer, token_lists
 from embexp.methods import build_method
 from embexp.models import load_backbone
 from embexp.sentence import SENTENCE_KINDS, ContrastiveObjective
@@ -27,7 +27,7 @@ class Components:
     task: object
     backbone: object
     method: object
-    encoder: Encoder
+    featurizer: Featurizer
     n_backbone_params: int  # the pretrained model's parameters, counted before a method adds or swaps any
     train_examples: list = field(default_factory=list)
     eval_examples: list = field(default_factory=list)
@@ -52,18 +52,18 @@ def build(cfg, device: torch.device, training: bool = True) -> Components:
         method.check_export()  # before hours of training, not after
     if task.kind == "pairs" and method.trains:
         method.attach_objective(ContrastiveObjective(cfg.task.temperature, cfg.task.learn_temperature))
-    encoder = Encoder(backbone.tokenizer, backbone.is_decoder, cfg.task.max_source_tokens, cfg.task.max_target_tokens,
+    featurizer = Featurizer(backbone.tokenizer, backbone.is_decoder, cfg.task.max_source_tokens, cfg.task.max_target_tokens,
                       cfg.model.chat_template and backbone.is_decoder, task.loss_on, separate=sentence)
-    c = Components(task, backbone, method, encoder, n_backbone)
+    c = Components(task, backbone, method, featurizer, n_backbone)
     trains = cfg.do_train and method.trains
     c.train_examples = task.examples("train") if trains else []
     c.eval_examples = task.examples("eval") if (cfg.do_eval or trains) else []
     # selection rows: the periodic loss and select_best, never the reported split
     if training and c.train_examples and task.split_name("select") and (cfg.trainer.select_best or cfg.trainer.eval_every > 0):
         c.select_examples = task.examples("select")
-    c.train_features = [encoder.train_features(e) for e in c.train_examples]
-    c.eval_features = [encoder.train_features(e) for e in c.eval_examples]
-    c.select_features = [encoder.train_features(e) for e in c.select_examples]
+    c.train_features = [featurizer.train_features(e) for e in c.train_examples]
+    c.eval_features = [featurizer.train_features(e) for e in c.eval_examples]
+    c.select_features = [featurizer.train_features(e) for e in c.select_examples]
     ids = lambda feats: [s for f in feats for s in token_lists(f)]  # noqa: E731  (two sequences for a text pair)
     method.setup({"train": ids(c.train_features), "eval": ids(c.eval_features)})
     if sentence:

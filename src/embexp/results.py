@@ -2,7 +2,7 @@
 
 A directory is complete only when ``status.json`` says so; ``metrics.json`` is written (by
 rename) just before that, and removed when a run starts, so a killed run is never mistaken for
-a finished one.
+a finished one. Statuses: running, failed, interrupted (a preemption notice; resumable), complete.
 """
 
 from __future__ import annotations
@@ -80,6 +80,12 @@ class RunRecord:
             return
         write_json(self.dir / METRICS, metrics)
         write_json(self.dir / STATUS, {"status": "complete", "finished": time.strftime("%Y-%m-%dT%H:%M:%S")})
+
+    def interrupt(self, message: str) -> None:
+        """Stopped on a preemption notice with a checkpoint: never ``complete``; resume continues it."""
+        if self.is_main and self.dir.is_dir():
+            write_json(self.dir / STATUS, {"status": "interrupted", "reason": message,
+                                           "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
 
     def fail(self, message: str) -> None:
         if self.is_main and self.dir.is_dir():

@@ -5,7 +5,7 @@ The pieces, and where they plug in:
 
 - **Model**: encoders load without a task head (``AutoModel``) for these kinds
   (``models.load_backbone(sentence=True)``).
-- **Data**: ``data.Encoder(separate=True)`` tokenises the two texts of an example as two sequences
+- **Data**: ``data.Featurizer(separate=True)`` tokenises the two texts of an example as two sequences
   (``input_ids`` / ``input_ids_b``), and ``data.collate`` pads each side.
 - **Embedding**: :meth:`Method.embed` runs the method's own forward on one side and pools it with
   :func:`mean_pool` (the attention mask is respected: padding never enters the mean).
@@ -72,12 +72,12 @@ class ContrastiveObjective(nn.Module):
 
 
 @torch.no_grad()
-def embed_texts(method, encoder, texts: Sequence[str], batch_size: int, device, progress: bool = False) -> torch.Tensor:
+def embed_texts(method, featurizer, texts: Sequence[str], batch_size: int, device, progress: bool = False) -> torch.Tensor:
     """Pooled embeddings [N, d] (fp32, CPU) of ``texts``, longest first in batches (fewer pads)."""
     from embexp.data import pad
 
-    tok = encoder.tokenizer
-    ids = [list(tok(t, truncation=True, max_length=encoder.max_source_tokens)["input_ids"]) for t in texts]
+    tok = featurizer.tokenizer
+    ids = [list(tok(t, truncation=True, max_length=featurizer.max_source_tokens)["input_ids"]) for t in texts]
     order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
     method.eval()
     chunks = []
@@ -89,10 +89,10 @@ def embed_texts(method, encoder, texts: Sequence[str], batch_size: int, device, 
     return torch.cat(chunks)[torch.tensor(order).argsort()]
 
 
-def evaluate_similarity(method, task, examples, encoder, batch_size: int, device, progress: bool = True) -> tuple[dict, list[dict]]:
+def evaluate_similarity(method, task, examples, featurizer, batch_size: int, device, progress: bool = True) -> tuple[dict, list[dict]]:
     """Cosine similarity of the two texts' embeddings per example, scored by the task."""
-    a = embed_texts(method, encoder, [ex.text[0] for ex in examples], batch_size, device, progress)
-    b = embed_texts(method, encoder, [ex.text[1] for ex in examples], batch_size, device, progress)
+    a = embed_texts(method, featurizer, [ex.text[0] for ex in examples], batch_size, device, progress)
+    b = embed_texts(method, featurizer, [ex.text[1] for ex in examples], batch_size, device, progress)
     cos = F.cosine_similarity(a, b, dim=-1).tolist()
     metrics = task.score_similarity([ex.label for ex in examples], cos)
     records = [{"text": list(ex.text), "label": ex.label, "prediction": c} for ex, c in zip(examples, cos)]

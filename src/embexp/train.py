@@ -18,19 +18,22 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 from safetensors.torch import save_file
 
-from embexp import EmbexpError, __version__, cli, curriculum
+from embexp import EmbexpError, RunInterrupted, __version__, cli, curriculum
 from embexp.config import register_core_schemas
-from embexp.evaluation import evaluate
+from embexp.inference import evaluate
 from embexp.pipeline import build
 from embexp.results import RunRecord, git_commit, is_complete
-from embexp.training import Trainer, check_selection, peak_memory
+from embexp.loop import Trainer, check_selection, peak_memory
 
 register_core_schemas()
 import embexp.methods  # noqa: E402,F401  (register method schemas)
 import embexp.tasks  # noqa: E402,F401  (register task schemas)
 
 
-def make_accelerator(cfg) -> Accelerator:
+TRACKER_PACKAGES = {"tensorboard": "tensorboardX", "wandb": "wandb", "mlflow": "mlflow", "trackio": "trackio"}
+
+
+def make_accelerator(cfg, run_dir: Path | None = None) -> Accelerator:
     mp = cfg.trainer.mixed_precision
     if mp not in ("auto", "no", "bf16", "fp16"):
         raise EmbexpError(f"unknown trainer.mixed_precision '{mp}' (choose from: auto, no, bf16, fp16)")
@@ -40,12 +43,40 @@ def make_accelerator(cfg) -> Accelerator:
     if cuda and cfg.trainer.tf32:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    return Accelerator(mixed_precision=mp, cpu=not cuda)
+    kw = {}
+    if cfg.trainer.get("log_with", "none") != "none":
+        from accelerate.tracking import get_available_trackers
+
+        name = cfg.trainer.log_with
+        if name not in {str(t) for t in get_available_trackers()}:
+            raise EmbexpError(f"trainer.log_with={name} needs the {TRACKER_PACKAGES[name]} package (pip install {TRACKER_PACKAGES[name]}), "
+                              f"or trainer.log_with=none")
+        kw = dict(log_with=name, project_dir=str(Path(run_dir or ".") / "trackers"))
+    return Accelerator(mixed_precision=mp, cpu=not cuda, **kw)
+
+
+def tracker_config(cfg) -> dict:
+    """The resolved config flattened to dotted keys with scalar values (what trackers accept)."""
+    out = {}
+
+    def walk(prefix, node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        else:
+            out[prefix] = node if isinstance(node, (int, float, str, bool)) else str(node)
+
+    walk("", OmegaConf.to_container(cfg, resolve=True))
+    return out
+
+
+def numeric(d: dict, prefix: str) -> dict:
+    return {f"{prefix}{k}": float(v) for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def run(cfg, run_dir: Path) -> dict:
     check_selection(cfg)  # before the run directory, the data and the model
-    acc = make_accelerator(cfg)
+    acc = make_accelerator(cfg, run_dir)
     cli.setup_logging(run_dir, acc.is_main_process)
     import logging
 
@@ -55,6 +86,8 @@ def run(cfg, run_dir: Path) -> dict:
         log.info("run %s is already complete; nothing to resume", run_dir)
         return json.loads((run_dir / "metrics.json").read_text())
     record.start(cfg, resume=cfg.trainer.resume)
+    if acc.log_with:
+        acc.init_trackers("embexp", config=tracker_config(cfg))
     try:
         set_seed(cfg.seed)
         # config -> backbone -> method -> data -> setup (pipeline.build)
@@ -87,7 +120,7 @@ def run(cfg, run_dir: Path) -> dict:
                 (run_dir / "method.json").write_text(json.dumps(method_json(cfg, c), indent=2))
             if cfg.do_eval:
                 t0 = time.perf_counter()
-                metrics, preds = evaluate(method, task, eval_ex, c.encoder, cfg.trainer.eval_batch_size, acc.device,
+                metrics, preds = evaluate(method, task, eval_ex, c.featurizer, cfg.trainer.eval_batch_size, acc.device,
                                           cfg.trainer.progress)
                 metrics["eval_seconds"] = time.perf_counter() - t0
                 record.write_jsonl("predictions.jsonl", preds)
@@ -109,17 +142,24 @@ def run(cfg, run_dir: Path) -> dict:
                 "method_values": method.log_values(),
                 "notes": cfg.notes,
             }
+            steps = train_res.steps if train_res is not None else 0
+            acc.log(numeric(metrics, "eval/"), step=steps)
             record.finish(record_metrics)
             log.info("metrics: %s", json.dumps(metrics))
             metrics = record_metrics
         acc.wait_for_everyone()
         return metrics
+    except RunInterrupted as e:
+        record.interrupt(str(e))
+        raise
     except EmbexpError as e:
         record.fail(str(e))
         raise
     except BaseException as e:  # keep the status honest for crashes and Ctrl-C too
         record.fail(f"{type(e).__name__}: {e}")
         raise
+    finally:
+        acc.end_training()  # closes the trackers' files/runs (a no-op without trackers)
 
 
 def method_json(cfg, c) -> dict:

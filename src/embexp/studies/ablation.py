@@ -45,7 +45,7 @@ from omegaconf import open_dict
 from torch import nn
 
 from embexp import EmbexpError
-from embexp.analysis import compose_train
+from embexp.studies import compose_train
 from embexp.config import f
 from embexp.results import atomic_write, write_json, write_table
 
@@ -191,7 +191,7 @@ def ablated_embedding(model: nn.Module, dims, in_place: bool = False):
 
 def run(cfg: Config) -> dict:
     from embexp.cli import setup_logging
-    from embexp.evaluation import generate
+    from embexp.inference import generate
     from embexp.pipeline import build
 
     setup_logging(None, True)
@@ -218,7 +218,7 @@ def run(cfg: Config) -> dict:
     new_tokens = cfg.max_new_tokens or tcfg.task.max_new_tokens
     progress = cfg.progress and tcfg.trainer.progress
     stop_nl = bool(getattr(tcfg.task, "stop_at_newline", False))  # the task's own stop rule
-    gen = lambda: generate(method, c.encoder, prompts, bs, new_tokens, device, progress, stop_nl)  # noqa: E731
+    gen = lambda: generate(method, c.featurizer, prompts, bs, new_tokens, device, progress, stop_nl)  # noqa: E731
 
     weight = c.backbone.model.get_input_embeddings().weight
     d = weight.shape[1]

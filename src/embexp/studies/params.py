@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 
 from embexp import EmbexpError, cli
-from embexp.analysis import compose_train, markdown
-from embexp.analysis.model_specs import SPECS
+from embexp.studies import compose_train, markdown
+from embexp.studies.model_specs import SPECS
 from embexp.config import f
 from embexp.results import write_table
 

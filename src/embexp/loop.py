@@ -19,6 +19,8 @@ import math
 import random
 import resource
 import shutil
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,7 +30,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
-from embexp import EmbexpError
+from embexp import EmbexpError, RunInterrupted
 from embexp.data import IGNORE, collate, n_tokens
 
 log = logging.getLogger("embexp")
@@ -226,14 +228,33 @@ class Trainer:
     def fit(self) -> TrainResult:
         cfg, acc = self.cfg, self.acc
         start = self.load_checkpoint() if cfg.resume else 0
-        world, rank = acc.num_processes, acc.process_index
-        n = len(self.train_features)
         self.model.train()
         res = self.result
         t_start = time.perf_counter() - res.wall_seconds  # a resumed run keeps counting its wall time
         bar = tqdm(total=self.total, initial=start, desc="train", disable=not (cfg.progress and acc.is_main_process),
                    dynamic_ncols=True, leave=False)
         window_loss, window_tokens, window_t = 0.0, 0, time.perf_counter()
+        with _stop_signals() as stop:
+            self._steps(start, t_start, bar, window_loss, window_tokens, window_t, stop)
+        bar.close()
+        res.wall_seconds = time.perf_counter() - t_start
+        res.tokens_per_second = res.tokens / max(res.wall_seconds, 1e-9)
+        if self.select_features:
+            res.select_loss = self._loss(self.select_features)
+            if cfg.select_best:
+                self._consider_best(res.select_loss, res.steps)
+                if self.best_state is not None and res.best_step != res.steps:
+                    log.info("restoring the trainable state of step %d (selection loss %.4f)", res.best_step, res.best_select_loss)
+                    self.method.load_trainable_state(self.best_state)
+                    res.select_loss = res.best_select_loss
+        if self.eval_features:  # recorded only: nothing is chosen by it
+            res.eval_loss = self._loss(self.eval_features)
+        return res
+
+    def _steps(self, start, t_start, bar, window_loss, window_tokens, window_t, stop) -> None:
+        cfg, acc, res = self.cfg, self.acc, self.result
+        world, rank = acc.num_processes, acc.process_index
+        n = len(self.train_features)
         for step in range(start, self.total):
             lr = cfg.lr * lr_factor(step, self.total, cfg.warmup_steps, cfg.scheduler)
             for g in self.optimizer.param_groups:
@@ -256,6 +277,11 @@ class Trainer:
                 window_tokens += k
                 res.examples += len(idx) * world
                 res.micro_batches += 1
+            if not math.isfinite(step_loss):  # before the update: the weights and checkpoints stay finite
+                ckpt = self.ckpt_dir is not None and (self.ckpt_dir / "meta.json").is_file()
+                kept = f"the last checkpoint ({self.ckpt_dir}) is kept" if ckpt else "no checkpoint had been written"
+                raise EmbexpError(f"non-finite training loss ({step_loss}) at step {step + 1}: run stopped and marked failed; "
+                                  f"{kept} (try a lower trainer.lr, or trainer.mixed_precision=no)")
             if cfg.max_grad_norm > 0:
                 acc.clip_grad_norm_(self.params, cfg.max_grad_norm)
             self.optimizer.step()
@@ -272,6 +298,7 @@ class Trainer:
                 rec = {"step": res.steps, "loss": window_loss / cfg.log_every, "lr": lr,
                        "tokens_per_second": window_tokens / max(dt, 1e-9), **self.method.log_values()}
                 res.history.append(rec)
+                acc.log({f"train/{k}": v for k, v in rec.items() if k != "step"}, step=res.steps)
                 log.info("step %d/%d  %s", res.steps, self.total,
                          "  ".join(f"{k}={v:.4g}" for k, v in rec.items() if k != "step"))
                 window_loss, window_tokens, window_t = 0.0, 0, time.perf_counter()
@@ -280,20 +307,16 @@ class Trainer:
             if cfg.save_every > 0 and res.steps % cfg.save_every == 0 and res.steps < self.total:
                 res.wall_seconds = time.perf_counter() - t_start
                 self.save_checkpoint(res.steps)
-        bar.close()
-        res.wall_seconds = time.perf_counter() - t_start
-        res.tokens_per_second = res.tokens / max(res.wall_seconds, 1e-9)
-        if self.select_features:
-            res.select_loss = self._loss(self.select_features)
-            if cfg.select_best:
-                self._consider_best(res.select_loss, res.steps)
-                if self.best_state is not None and res.best_step != res.steps:
-                    log.info("restoring the trainable state of step %d (selection loss %.4f)", res.best_step, res.best_select_loss)
-                    self.method.load_trainable_state(self.best_state)
-                    res.select_loss = res.best_select_loss
-        if self.eval_features:  # recorded only: nothing is chosen by it
-            res.eval_loss = self._loss(self.eval_features)
-        return res
+            if world > 1:  # every process stops at the same step, whichever got the signal
+                flag = torch.tensor([float(bool(stop))], device=acc.device)
+                if acc.reduce(flag, reduction="sum").item() > 0 and not stop:
+                    stop.append(signal.SIGTERM)
+            if stop and res.steps < self.total:  # a preemption notice: checkpoint this step and stop
+                res.wall_seconds = time.perf_counter() - t_start
+                self.save_checkpoint(res.steps)
+                bar.close()
+                raise RunInterrupted(f"{signal.Signals(stop[0]).name} received: stopped after step {res.steps}/{self.total} with a "
+                                     f"checkpoint; rerun the same command with trainer.resume=true to continue")
 
     def _loss(self, features: list[dict]) -> float:
         return evaluation_loss(self.model, features, self.pad_id, self.cfg.eval_batch_size, self.acc.device, self.acc,
@@ -303,6 +326,7 @@ class Trainer:
         loss = self._loss(self.select_features)
         log.info("step %d  select_loss=%.4f", step, loss)
         self.result.history.append({"step": step, "select_loss": loss})
+        self.acc.log({"select/loss": loss}, step=step)
         if self.cfg.select_best:
             self._consider_best(loss, step)
 
@@ -357,3 +381,25 @@ def peak_memory() -> dict:
     if torch.cuda.is_available():
         out["peak_cuda_allocated_bytes"] = torch.cuda.max_memory_allocated()
     return out
+
+
+class _stop_signals:
+    """While training: SIGTERM and SIGUSR1 (SLURM's and submitit's preemption notices) only set a
+    flag, read after each optimizer step, so the step finishes and its checkpoint is consistent.
+    The previous handlers come back afterwards. Off the main thread (signals cannot be caught
+    there) it does nothing."""
+
+    SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGUSR1", None)) if s is not None)
+
+    def __enter__(self) -> list[int]:
+        self.flag: list[int] = []
+        self.previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self.previous[sig] = signal.signal(sig, lambda signum, frame: self.flag.append(signum))
+        return self.flag
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+

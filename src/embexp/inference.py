@@ -11,7 +11,7 @@ from tqdm.auto import tqdm
 from transformers import StoppingCriteria, StoppingCriteriaList
 
 from embexp import EmbexpError
-from embexp.data import Encoder, collate
+from embexp.data import Featurizer, collate
 from embexp.sentence import SENTENCE_KINDS, evaluate_similarity
 from embexp.tasks.base import Example
 
@@ -62,15 +62,15 @@ def newline_ids(tokenizer) -> set[int]:
 
 
 @torch.no_grad()
-def generate(method, encoder: Encoder, prompts: Sequence[str], batch_size: int, max_new_tokens: int,
+def generate(method, featurizer: Featurizer, prompts: Sequence[str], batch_size: int, max_new_tokens: int,
              device, progress: bool = True, stop_at_newline: bool = False) -> list[str]:
     """Greedy continuations of `prompts` (left-padded batches, KV cache), special tokens dropped.
 
     Generation stops at every id of :func:`eos_ids` or after `max_new_tokens`; with
     `stop_at_newline` (lm-eval's ``until: ["\\n"]``) also at the first newline, and the text is cut
     before it."""
-    tok = encoder.tokenizer
-    ids = [encoder.prompt_ids(p) for p in prompts]
+    tok = featurizer.tokenizer
+    ids = [featurizer.prompt_ids(p) for p in prompts]
     order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # similar lengths share a batch
     out: list[str] = [""] * len(ids)
     stop = eos_ids(method, tok)
@@ -89,25 +89,25 @@ def generate(method, encoder: Encoder, prompts: Sequence[str], batch_size: int, 
     return out
 
 
-def continuation_ids(encoder: Encoder, prompt: str, choice: str) -> tuple[list[int], list[int]]:
+def continuation_ids(featurizer: Featurizer, prompt: str, choice: str) -> tuple[list[int], list[int]]:
     """(context ids, continuation ids) the way lm-eval splits them: encode context+choice and cut
     at the length of the encoded context; with a chat template the choice is the reply."""
-    ctx = encoder.prompt_ids(prompt)
-    if encoder.chat_template:
-        return ctx, encoder.tokenizer(choice, add_special_tokens=False)["input_ids"]
-    full_enc = Encoder(encoder.tokenizer, True, max_source_tokens=10**9)
+    ctx = featurizer.prompt_ids(prompt)
+    if featurizer.chat_template:
+        return ctx, featurizer.tokenizer(choice, add_special_tokens=False)["input_ids"]
+    full_enc = Featurizer(featurizer.tokenizer, True, max_source_tokens=10**9)
     whole, ctx_full = full_enc.prompt_ids(prompt + choice), full_enc.prompt_ids(prompt)
     return ctx, whole[len(ctx_full):]
 
 
-def choice_logliks(method, encoder: Encoder, examples: Sequence[Example], batch_size: int, device,
+def choice_logliks(method, featurizer: Featurizer, examples: Sequence[Example], batch_size: int, device,
                    progress: bool = True) -> list[list[float]]:
     """Summed log-probability of each choice's continuation given the prompt, per example
     (lm-eval's multiple-choice scoring; the method scores, so prefixes and shorter prompts work)."""
     requests, where = [], []
     for i, ex in enumerate(examples):
         for j, c in enumerate(ex.choices):
-            ctx, cont = continuation_ids(encoder, ex.prompt, c)
+            ctx, cont = continuation_ids(featurizer, ex.prompt, c)
             if not cont:
                 raise EmbexpError(f"choice {c!r} of example {i} encodes to no tokens after its prompt")
             requests.append((ctx, cont))
@@ -120,15 +120,15 @@ def choice_logliks(method, encoder: Encoder, examples: Sequence[Example], batch_
 
 
 @torch.no_grad()
-def head_predictions(method, encoder: Encoder, examples: Sequence[Example], batch_size: int, device,
+def head_predictions(method, featurizer: Featurizer, examples: Sequence[Example], batch_size: int, device,
                      regression: bool, progress: bool = True) -> list:
-    feats = [encoder.encoder_features(ex) for ex in examples]
+    feats = [featurizer.encoder_features(ex) for ex in examples]
     for f in feats:
         f.pop("labels", None)
     out = []
     method.eval()
     for s in _batches(len(feats), batch_size, "predict", progress):
-        batch = {k: v.to(device) for k, v in collate(feats[s:s + batch_size], encoder.tokenizer.pad_token_id).items()}
+        batch = {k: v.to(device) for k, v in collate(feats[s:s + batch_size], featurizer.tokenizer.pad_token_id).items()}
         logits = method(**batch).logits.float()
         out += logits[:, 0].tolist() if regression else logits.argmax(-1).tolist()
     return out
@@ -141,16 +141,16 @@ def parse_float(text: str) -> float:
         return math.nan
 
 
-def evaluate(method, task, examples: list[Example], encoder: Encoder, batch_size: int, device,
+def evaluate(method, task, examples: list[Example], featurizer: Featurizer, batch_size: int, device,
              progress: bool = True) -> tuple[dict, list[dict]]:
     """Predict and score `examples`; returns (metrics, one prediction record per example)."""
-    records = [{"prompt": ex.prompt, "target": ex.target, "label": ex.label} if encoder.is_decoder
+    records = [{"prompt": ex.prompt, "target": ex.target, "label": ex.label} if featurizer.is_decoder
                else {"text": list(ex.text), "label": ex.label} for ex in examples]
     metrics: dict = {}
     if task.kind in SENTENCE_KINDS:  # sentence embeddings: cosine similarity of the pooled texts
-        return evaluate_similarity(method, task, examples, encoder, batch_size, device, progress)
-    if not encoder.is_decoder:
-        preds = head_predictions(method, encoder, examples, batch_size, device, task.kind == "regression", progress)
+        return evaluate_similarity(method, task, examples, featurizer, batch_size, device, progress)
+    if not featurizer.is_decoder:
+        preds = head_predictions(method, featurizer, examples, batch_size, device, task.kind == "regression", progress)
         gold = [ex.label for ex in examples]
         metrics = task.score_regression(gold, preds) if task.kind == "regression" else task.score_labels(gold, preds)
         for r, p in zip(records, preds):
@@ -163,7 +163,7 @@ def evaluate(method, task, examples: list[Example], encoder: Encoder, batch_size
     if task.kind != "classification":
         mode = "generate"
     if mode in ("generate", "both"):
-        hyps = generate(method, encoder, [ex.prompt for ex in examples], batch_size, task.cfg.max_new_tokens, device, progress,
+        hyps = generate(method, featurizer, [ex.prompt for ex in examples], batch_size, task.cfg.max_new_tokens, device, progress,
                         stop_at_newline=bool(getattr(task.cfg, "stop_at_newline", False)))
         for r, h in zip(records, hyps):
             r["generation"] = h
@@ -177,29 +177,29 @@ def evaluate(method, task, examples: list[Example], encoder: Encoder, batch_size
             for r, p in zip(records, pred):
                 r["em_pred"] = p
     if mode in ("loglik", "both"):
-        scores = choice_logliks(method, encoder, examples, batch_size, device, progress)
+        scores = choice_logliks(method, featurizer, examples, batch_size, device, progress)
         pred = [max(range(len(s)), key=s.__getitem__) for s in scores]
         metrics.update({f"ll_{k}": v for k, v in task.score_labels([ex.label for ex in examples], pred).items()})
         for r, p, s in zip(records, pred, scores):
             r["ll_pred"], r["ll_scores"] = p, s
-    metrics.update(compression_metrics(method, encoder, examples, metrics, batch_size, device))
+    metrics.update(compression_metrics(method, featurizer, examples, metrics, batch_size, device))
     return metrics, records
 
 
 @torch.no_grad()
-def compression_metrics(method, encoder: Encoder, examples: Sequence[Example], metrics: dict, batch_size: int,
+def compression_metrics(method, featurizer: Featurizer, examples: Sequence[Example], metrics: dict, batch_size: int,
                         device) -> dict[str, float]:
     """``length_reduction`` (0-100): the mean over examples of 1 - (positions the backbone reads for
     the prompt, ``Method.prompt_positions``) / (the prompt's tokens); 0 for methods that read the
     prompt as is (negative when a method adds positions, e.g. prompt tuning). ``pl_score`` (0-1,
     K-Token Merging's Eq. 3) from it (a negative reduction counts as 0) and the accuracy (the
     generated answer's exact match where there is one) on classification tasks."""
-    from embexp.analysis.pl_score import pl_from_accuracy
+    from embexp.studies.pl_score import pl_from_accuracy
 
-    ids = [encoder.prompt_ids(ex.prompt) for ex in examples]
+    ids = [featurizer.prompt_ids(ex.prompt) for ex in examples]
     ratios = []
     for s in range(0, len(ids), batch_size):
-        batch = collate([{"input_ids": x} for x in ids[s:s + batch_size]], encoder.tokenizer.pad_token_id, left=True)
+        batch = collate([{"input_ids": x} for x in ids[s:s + batch_size]], featurizer.tokenizer.pad_token_id, left=True)
         seen = method.prompt_positions(batch["input_ids"].to(device), batch["attention_mask"].to(device))
         ratios += [1.0 - int(m) / max(len(x), 1) for m, x in zip(seen.tolist(), ids[s:s + batch_size])]
     out = {"length_reduction": 100.0 * sum(ratios) / len(ratios) if ratios else 0.0}

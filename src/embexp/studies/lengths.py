@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.analysis import collect_runs, debug_output_root, markdown, method_label
+from embexp.studies import collect_runs, debug_output_root, markdown, method_label
 from embexp.config import f
 from embexp.results import write_table
 

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from conftest import CONF, compose
 from embexp import EmbexpError
-from embexp.analysis import ablation, lengths, params
+from embexp.studies import ablation, lengths, params
 
 ROOT = CONF.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -137,7 +137,7 @@ def test_length_buckets_on_synthetic_predictions(tmp_path):
 
 # ---- report -------------------------------------------------------------------------------------------
 def test_report_tables_from_synthetic_runs(tmp_path):
-    from embexp import report
+    from embexp.report import tinyte as report
 
     for seed, rl in ((0, 30.0), (1, 32.0)):
         fake_run(tmp_path, "cnndm", "gemma2", "tinyte_full", seed,
@@ -172,7 +172,7 @@ def test_report_tables_from_synthetic_runs(tmp_path):
 def test_table11_of_a_one_seed_sweep_has_no_empty_plus_minus(tmp_path):
     """The paper's Table 11 reports test-example standard errors of one run per cell: with one seed the
     default se must still fill every ± (ROUGE from the recorded s.e., BLEU/TER by bootstrap)."""
-    from embexp import report
+    from embexp.report import tinyte as report
 
     recs = [{"prompt": "x", "target": f"the cat number {i} sat on the mat", "generation": f"the cat {i} sat on a mat"} for i in range(12)]
     cells = [c for _, group in report.TABLE11 for c in group]
@@ -194,7 +194,7 @@ def test_table11_of_a_one_seed_sweep_has_no_empty_plus_minus(tmp_path):
 
 
 def test_bootstrap_se_of_corpus_bleu(tmp_path):
-    from embexp.report import bootstrap_se
+    from embexp.report.index import bootstrap_se
 
     recs = [{"target": f"the cat number {i} sat on the mat", "generation": f"the cat number {i} sat on a mat" if i % 2 else "a dog"} for i in range(40)]
     d = fake_run(tmp_path, "wmt16", "gemma2", "tinyte_full", 0, {"bleu": 1.0}, recs)

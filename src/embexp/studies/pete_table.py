@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from embexp import EmbexpError
-from embexp.analysis import collect_runs, markdown
+from embexp.studies import collect_runs, markdown
 from embexp.config import f
 from embexp.results import write_table
 

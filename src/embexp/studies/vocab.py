@@ -34,7 +34,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.analysis import markdown
+from embexp.studies import markdown
 from embexp.config import f
 
 GLUE = ("cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "stsb", "wnli")
@@ -93,7 +93,7 @@ DEFAULT_MODELS = {
 class Config:
     what: str = f("heaps", "heaps (Fig. 2: unique vs total tokens, Heaps' law fit, PNG), table2 (GLUE x models), table3 (DeBERTaV3 sizes, millions removed) or table4 (XNLI subsets).")
     tokenizer: str = f("openai-community/gpt2", "heaps: the tokenizer (the paper: GPT-2's): minilm (offline BERT WordPiece), byte (the tiny models' byte tokenizer), a model name of the registry, or any hub id / local folder.")
-    models: list = f([], "tables: model names (the registry in embexp/analysis/vocab.py, or hub ids); [] = the paper's rows of that table.")
+    models: list = f([], "tables: model names (the registry in embexp/studies/vocab.py, or hub ids); [] = the paper's rows of that table.")
     tokenizer_override: str = f("", "tables: count every row with this tokenizer instead of each model's own (offline: minilm is the uncased BERT WordPiece of bert and distilbert, so their rows are the real ones; for other models only the code path is checked).")
     task: str = f("glue", "heaps: task family whose sub-tasks are counted (glue or xnli; table2/3 use glue, table4 xnli).")
     subsets: list = f([], "Sub-tasks ([] = the nine GLUE tasks; table4: en, en-de, en-zh, all).")

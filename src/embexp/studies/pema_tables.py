@@ -25,7 +25,7 @@ from typing import Optional
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.analysis import collect_runs, markdown
+from embexp.studies import collect_runs, markdown
 from embexp.config import f
 
 GLUE = ("cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "stsb", "wnli")

@@ -1,0 +1,3 @@
+from embexp.report import main
+
+main()

@@ -4,7 +4,9 @@ One module per paper's tables, all over one shared run index:
 
 - ``report.index``: finished runs indexed by (task family, subset, model, method, tag), standard
   errors, cells, Markdown + CSV output;
-- ``report.tinyte``: the TinyTE paper's Tables 1-5, 10, 11 and the Alpaca table.
+- ``report.tinyte``: the TinyTE paper's Tables 1-5, 10, 11 and the Alpaca table;
+- ``report.compare``: every method side by side (``table=compare``): quality, parameters, memory,
+  speed, export.
 
 PEMA's and PETE's tables are computed by ``python -m embexp.analyze pema_tables|pete`` (they need
 tokenizers and configs as well as runs); Tiny-Attention's and K-Token's sweeps write ordinary runs.
@@ -20,10 +22,12 @@ from embexp import cli
 @cli.one_line_errors
 def main(argv: list[str] | None = None) -> None:
     from embexp.analyze import parse, usage
-    from embexp.report import tinyte
+    from embexp.report import compare, tinyte
 
     argv = sys.argv[1:] if argv is None else argv
+    module = compare if "table=compare" in argv else tinyte
     if argv and argv[0] in ("-h", "--help"):
-        print(tinyte.__doc__.split("\n\n")[1] + "\n\n" + usage("", tinyte.Config).replace("analyze  key", "report key"))
+        print("\n\n".join(m.__doc__.split("\n\n")[1] + "\n\n" + usage("", m.Config).replace("analyze  key", "report key")
+                          for m in (tinyte, compare)))
         return
-    tinyte.render(parse(tinyte.Config, argv))
+    module.render(parse(module.Config, argv))

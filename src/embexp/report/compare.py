@@ -1,0 +1,162 @@
+"""One comparison of every method: ``python -m embexp.report table=compare [runs=...] [task=...] [model=...]``.
+
+    python -m embexp.report table=compare                          # every finished run under outputs/
+    python -m embexp.report table=compare runs=outputs/compare task=glue_sst2 model=smollm2
+    python -m embexp.report table=compare debug=smoke              # read outputs/smoke
+
+One table per (task, model) found, one row per method (and tag), whatever methods exist: the
+quality metric ± s.e. (``metric``, or the task's headline metric: ``PREFERRED``), the trainable parameters as
+trained (``n_method_params``, plus an encoder's head: ``n_trainable_params``) and their share of
+the backbone, the memory training held in parameters + gradients + optimizer state and the
+process's peak resident memory (or the GPU's peak where one was used), training tokens per second (as the backbone
+saw them), evaluation examples per second, and whether the method exports to a plain transformers
+model (its ``export_blocker``). Several seeds are averaged (s.e. across seeds where there are two
+or more, else from the test examples, as ``se=auto``). Writes ``compare_<task>_<model>.md/.csv``
+and a Pareto plot ``compare_<task>_<model>.png`` (quality against trainable parameters, log x).
+A cell is empty only where a method has no such figure (e.g. a zero-shot run trains nothing),
+which the table's footnote says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from embexp import EmbexpError
+from embexp.config import f
+from embexp.report.index import SE, Runs, cell, emit
+from embexp.results import atomic_write
+from embexp.studies import collect_runs, debug_output_root, method_label
+
+SKIP = ("_stderr", "_seconds")  # metric keys that are not a quality figure
+SIDE = ("length_reduction", "pl_score", "n_choices")  # figures reported beside the quality metric
+# The headline metric where a task records several (each paper's main column), else the first one.
+LOWER = ("perplexity", "ter")  # lower is better
+PREFERRED = ("rougeLsum", "bleu", "spearman", "mcc", "em_accuracy", "accuracy", "ll_accuracy", "perplexity")
+COLS = ["Method", "metric", "#TP", "% of backbone", "train state MB", "peak MB", "train tok/s", "eval ex/s", "exports", "seeds"]
+NOTE = ("Empty cells: a method that trains nothing has no #TP, training memory or tokens/s; peak MB is the "
+        "process's resident peak on CPU (the GPU's allocated peak with CUDA).")
+
+
+@dataclass
+class Config:
+    table: str = f("compare", "compare (this table); the TinyTE tables are 1, 2, 3, 4, 5, 10, 11, alpaca.")
+    runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
+    out: str = f("", "Folder for compare_<task>_<model>.md/.csv/.png ('' = tables/compare, or <output_root>/tables/compare with debug=...).")
+    task: str = f("", "Only runs of this task (its display name, e.g. glue_sst2); '' = every task found.")
+    model: str = f("", "Only runs of this model config name (e.g. smollm2); '' = every model found.")
+    metric: str = f("", "The quality column: a metric key of the runs (e.g. ll_accuracy); '' = the task's first metric.")
+    se: str = f("auto", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples) or none.")
+    debug: str = f("", "A conf/debug preset: read its output_root (smoke: outputs/smoke) and write tables under it.")
+
+
+def quality_metric(runs: list[dict], wanted: str) -> str:
+    if wanted:
+        if not any(wanted in r["metrics"] for r in runs):
+            have = sorted({k for r in runs for k in r["metrics"] if not k.endswith(SKIP)})
+            raise EmbexpError(f"metric '{wanted}' is in none of these runs (choose from: {', '.join(have)})")
+        return wanted
+    keys = [k for r in runs for k in r["metrics"] if not k.endswith(SKIP) and k not in SIDE]
+    return next((k for k in PREFERRED if k in keys), keys[0] if keys else "")
+
+
+def exports(method: str) -> str:
+    from embexp.methods import METHODS
+
+    if method not in METHODS:
+        return ""
+    cls = METHODS.get_class(method)
+    return "no" if cls.export_blocker else "yes"
+
+
+def _mean(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def row(runs: list[dict], metric: str, se: SE) -> dict:
+    r0 = runs[0]
+    value, err = cell(runs, metric, se)
+    tp = r0.get("n_trainable_params") if r0["method"] != "zero_shot" else None
+    total = r0.get("n_total_params")
+    train = [r.get("train", {}) for r in runs]
+    state = [t.get("state_memory", {}).get("total_bytes") for t in train]
+    peak = [(r.get("memory") or {}).get("peak_cuda_allocated_bytes") or (r.get("memory") or {}).get("peak_rss_bytes") for r in runs]
+    eval_rate = [r["n_eval_examples"] / r["metrics"]["eval_seconds"] for r in runs
+                 if r["metrics"].get("eval_seconds") and r.get("n_eval_examples")]
+    trained = any(t.get("steps") for t in train)
+    mb = lambda b: b / 2**20 if b else None  # noqa: E731
+    return {
+        "Method": method_label(r0["method"], r0.get("tag", "")), "method": r0["method"],
+        "metric": value, "metric se": err,
+        "#TP": tp or None, "% of backbone": (100.0 * tp / total) if tp and total else None,
+        "train state MB": mb(_mean(state)) if trained else None, "peak MB": mb(_mean(peak)),
+        "train tok/s": _mean([t.get("tokens_per_second") for t in train]) if trained else None,
+        "eval ex/s": _mean(eval_rate), "exports": exports(r0["method"]), "seeds": len(runs),
+    }
+
+
+def plot(rows: list[dict], path: Path, title: str, ylabel: str) -> None:
+    """Quality against trainable parameters (log x); methods without #TP are drawn at the left edge.
+    The step line is the Pareto front (no method with fewer parameters does better)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = [(r["#TP"], r["metric"], r["Method"]) for r in rows if r["metric"] is not None]
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    have = [p for p in pts if p[0]]
+    left = min((p[0] for p in have), default=1) / 4
+    for tp, q, label in pts:
+        x = tp or left
+        ax.scatter([x], [q], marker="o" if tp else "x")
+        ax.annotate(label, (x, q), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    sign = -1.0 if ylabel in LOWER else 1.0
+    front, best = [], -np.inf
+    for tp, q, _ in sorted(have):
+        if sign * q > best:
+            front.append((tp, q))
+            best = sign * q
+    if front:
+        ax.step([p[0] for p in front], [p[1] for p in front], where="post", alpha=0.4)
+    ax.set_xscale("log")
+    ax.set_xlabel("trainable parameters (log; x: trains nothing)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def render(cfg: Config) -> dict[str, str]:
+    root = cfg.runs or debug_output_root(cfg.debug)
+    out = Path(cfg.out or (Path(debug_output_root(cfg.debug)) / "tables" / "compare" if cfg.debug else Path("tables") / "compare"))
+    runs = [r for r in collect_runs(root) if (not cfg.task or r["task"] == cfg.task) and (not cfg.model or r["model"] == cfg.model)]
+    if not runs:
+        raise EmbexpError(f"no finished runs under '{root}'" + (f" for task={cfg.task}" if cfg.task else "")
+                          + (f" model={cfg.model}" if cfg.model else "") + " (train some first: make compare)")
+    se = SE(cfg.se, 100, out / ".se_cache.json")
+    idx = Runs(runs)
+    done = {}
+    for task, model in sorted({(r["task"], r["model"]) for r in runs}):
+        group = [r for r in runs if r["task"] == task and r["model"] == model]
+        metric = quality_metric(group, cfg.metric)
+        keys = sorted({(r["task_name"], r["subset"], r["method"], r["tag"]) for r in group})
+        rows = [row(idx.get(t, model, me, tg, s), metric, se) for t, s, me, tg in keys]
+        rows.sort(key=lambda x: (x["#TP"] or 0, x["Method"]))
+        cols = [metric if c == "metric" else c for c in COLS]
+        for r in rows:
+            r[metric], r[f"{metric} se"] = r.pop("metric"), r.pop("metric se")
+        title = f"Every method on {task}, {model}: {metric} ({se.mode} s.e.), cost and export"
+        stem = out / f"compare_{task}_{model}"
+        md = emit(rows, cols, stem, title, pm=True) + f"\n{NOTE}\n"
+        atomic_write(stem.with_suffix(".md"), md)
+        plot([{**r, "metric": r[metric]} for r in rows], stem.with_suffix(".png"), f"{task}, {model}", metric)
+        done[f"{task}/{model}"] = md
+        print(md + f"(written: {stem}.md, .csv, .png)\n")
+    return done

@@ -31,7 +31,7 @@ from accelerate import Accelerator  # noqa: E402
 from conftest import compose  # noqa: E402  (composes the real configs)
 from embexp.cli import quiet_libraries  # noqa: E402
 from embexp.pipeline import build  # noqa: E402
-from embexp.training import Trainer  # noqa: E402
+from embexp.loop import Trainer  # noqa: E402
 
 METHODS = ("pete", "full_ft")
 

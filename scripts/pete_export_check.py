@@ -52,9 +52,9 @@ def main() -> None:
     c = build(cfg, torch.device("cpu"))
     c.method.load_trainable_state(load_file(run / "adapter.safetensors"))
     texts = [t for ex in c.task.examples("eval")[:n] for t in ex.text][:n]
-    want = embed_texts(c.method, c.encoder, texts, 16, "cpu")
+    want = embed_texts(c.method, c.featurizer, texts, 16, "cpu")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    r = subprocess.run([sys.executable, "-c", PLAIN, str(run / "export"), str(c.encoder.max_source_tokens)],
+    r = subprocess.run([sys.executable, "-c", PLAIN, str(run / "export"), str(c.featurizer.max_source_tokens)],
                        input=json.dumps(texts), capture_output=True, text=True, env=env, check=True)
     got = torch.tensor(json.loads(r.stdout.strip().splitlines()[-1]))
     print(f"{len(texts)} sentences, embedding dim {got.shape[1]}: largest |export - trained| = {(got - want).abs().max().item():.2e}")

@@ -91,10 +91,15 @@ def generate(method, encoder: Encoder, prompts: Sequence[str], batch_size: int, 
 
 def continuation_ids(encoder: Encoder, prompt: str, choice: str) -> tuple[list[int], list[int]]:
     """(context ids, continuation ids) the way lm-eval splits them: encode context+choice and cut
-    at the length of the encoded context; with a chat template the choice is the reply."""
-    ctx = encoder.prompt_ids(prompt)
+    at the length of the encoded context; with a chat template the choice is the reply. As lm-eval's
+    ``_encode_pair``, trailing whitespace of the context moves to the continuation (a BPE tokenizer
+    merges ``"Answer: " + "true"`` into ``Answer: | true``, which leaves nothing after the context)."""
     if encoder.chat_template:
-        return ctx, encoder.tokenizer(choice, add_special_tokens=False)["input_ids"]
+        return encoder.prompt_ids(prompt), encoder.tokenizer(choice, add_special_tokens=False)["input_ids"]
+    n_spaces = len(prompt) - len(prompt.rstrip())
+    if n_spaces:
+        prompt, choice = prompt[:-n_spaces], prompt[-n_spaces:] + choice
+    ctx = encoder.prompt_ids(prompt)
     full_enc = Encoder(encoder.tokenizer, True, max_source_tokens=10**9)
     whole, ctx_full = full_enc.prompt_ids(prompt + choice), full_enc.prompt_ids(prompt)
     return ctx, whole[len(ctx_full):]
@@ -157,6 +162,10 @@ def evaluate(method, task, examples: list[Example], encoder: Encoder, batch_size
             r["prediction"] = p
         return metrics, records
 
+    if task.kind == "perplexity":  # the target's perplexity given the prompt as the method reads it
+        metrics = perplexity(method, encoder, examples, batch_size, progress)
+        metrics.update(compression_metrics(method, encoder, examples, metrics, batch_size, device))
+        return metrics, records
     mode = task.cfg.eval_mode if task.cfg.eval_mode != "auto" else "both"
     if mode not in ("generate", "loglik", "both"):
         raise EmbexpError(f"unknown task.eval_mode '{mode}' (choose from: auto, generate, loglik, both)")
@@ -184,6 +193,19 @@ def evaluate(method, task, examples: list[Example], encoder: Encoder, batch_size
             r["ll_pred"], r["ll_scores"] = p, s
     metrics.update(compression_metrics(method, encoder, examples, metrics, batch_size, device))
     return metrics, records
+
+
+def perplexity(method, encoder: Encoder, examples: Sequence[Example], batch_size: int,
+               progress: bool = True) -> dict[str, float]:
+    """``perplexity`` = exp(total NLL / total tokens) of the targets (their tokens and the EOS after
+    them, as trained) given the prompts, token-weighted over the examples (K-Token Merging's
+    CommitPackFT metric); ``nll`` in nats per token; ``scored_tokens``. Scored by the method, so a
+    compressed prefix counts as its context."""
+    requests = [(encoder.prompt_ids(ex.prompt), encoder.target_ids(ex.target)) for ex in examples]
+    logliks = method.score_continuations(requests, batch_size, progress)
+    n = sum(len(c) for _, c in requests)
+    nll = -sum(logliks) / n
+    return {"perplexity": math.exp(nll), "nll": nll, "scored_tokens": float(n)}
 
 
 @torch.no_grad()

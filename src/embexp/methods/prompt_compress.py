@@ -130,7 +130,8 @@ class PromptCompress(Method):
             ctx = model.disable_adapter() if hasattr(model, "disable_adapter") else nullcontext()
             with ctx:
                 x = torch.tensor([ids], device=next(self.parameters()).device)
-                logp = torch.log_softmax(self.backbone_model(input_ids=x).logits[0, :-1].float(), -1)
+                # .forward: the compressor's pass is not what the backbone read (Method.count_tokens hooks __call__)
+                logp = torch.log_softmax(self.backbone_model.forward(input_ids=x).logits[0, :-1].float(), -1)
         finally:
             model.train(was)
         info = (-logp.gather(1, x[0, 1:, None])[:, 0]).tolist()

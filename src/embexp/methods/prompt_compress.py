@@ -14,7 +14,9 @@ go through the contract's shared path, so the reduction is measured from what th
   disabled), and the ``floor(rate * n)`` tokens of lowest self-information are dropped (ties: the
   earlier token goes first); the tokenizer's BOS is always kept and scores the first token (without
   a BOS the first token is always kept). The paper's package drops phrases or sentences by a
-  percentile of their summed self-information; tokens are its finest unit.
+  percentile of their summed self-information; tokens are its finest unit. With an inner method that
+  changes the backbone's own weights (``full_ft``, ``emb_tuning``, ...) rather than a LoRA that can
+  be switched off, the scorer is the backbone as it was when the prompt was first compressed (cached).
 - ``llmlingua`` (LLMLingua, Jiang et al. 2023) and ``llmlingua2`` (Pan et al. 2024) from the
   ``llmlingua`` package (``pip install 'embexp[compress]'``): the prompt's text goes through
   ``PromptCompressor.compress_prompt`` (``rate = 1 - method.rate``) and the compressed text is

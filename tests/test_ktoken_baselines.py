@@ -139,6 +139,43 @@ def test_llmlingua_missing_package_or_network_is_one_line(tmp_path):
         assert r.returncode != 0 and len(lines) == 1 and needle in lines[0], r.stderr
 
 
+class FakeCompressor:
+    """Stands in for llmlingua.PromptCompressor (its real one needs the network): keeps every other word."""
+
+    calls: list = []
+
+    def __init__(self, model_name, device_map, model_config, **extra):
+        FakeCompressor.calls.append(("init", model_name, device_map, dict(model_config), extra))
+
+    def compress_prompt(self, text, rate):
+        FakeCompressor.calls.append(("compress", text, rate))
+        return {"compressed_prompt": " ".join(text.split()[::2])}
+
+
+def test_llmlingua_glue_decodes_compresses_and_tokenises_again(monkeypatch):
+    import types
+
+    monkeypatch.setitem(sys.modules, "llmlingua", types.SimpleNamespace(PromptCompressor=FakeCompressor))
+    FakeCompressor.calls = []
+    cfg = smoke("method=prompt_compress", "model=tiny_llama", "task=tree", "method.compressor=llmlingua2", "method.rate=0.4")
+    method = build_method(cfg.method, load_backbone(cfg.model))
+    assert FakeCompressor.calls[0] == ("init", "microsoft/llmlingua-2-xlm-roberta-large-meetingbank", "cpu",
+                                       {"trust_remote_code": False}, {"use_llmlingua2": True})
+    text = "Tree: AB +CD, Parent: AB, Child: CD, Answer:"
+    ids = method.tokenizer(text)["input_ids"]
+    assert method.compress_ids(ids) == method.tokenizer("Tree: +CD, AB, CD,")["input_ids"]
+    assert FakeCompressor.calls[1] == ("compress", text, pytest.approx(0.6))  # rate = 1 - method.rate
+    method.compress_ids(ids)
+    assert len(FakeCompressor.calls) == 2  # cached
+    with pytest.raises(EmbexpError, match="loads its scorer from a path: model tiny_llama"):
+        build_method(smoke("method=prompt_compress", "model=tiny_llama", "task=tree", "method.compressor=llmlingua").method,
+                     load_backbone(cfg.model))
+    cfg1 = smoke("method=prompt_compress", "model=tiny_llama", "task=tree", "method.compressor=llmlingua",
+                 "method.compressor_model=/models/scorer")
+    build_method(cfg1.method, load_backbone(cfg1.model))
+    assert FakeCompressor.calls[-1] == ("init", "/models/scorer", "cpu", {"trust_remote_code": False}, {})
+
+
 # ---- the paper's sweeps (scripts/ktoken_sweep.py, mk/ktoken.mk) ----------------------------------
 def sweep_commands(table: str) -> list[list[str]]:
     r = subprocess.run([sys.executable, "scripts/ktoken_sweep.py", table, "--dry-run", "--extra", "debug=smoke"], cwd=REPO,

@@ -31,11 +31,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DECODER = ["zero_shot", "full_ft", "emb_tuning", "pema", "lora", "prompt_tuning", "tinyte_full", "tinyte_half",
-           "tinyte_gated", "tinyte_hybrid", "tinyattn", "ktoken"]
+           "tinyte_gated", "tinyte_hybrid", "tinyattn", "ktoken", "prompt_compress"]
 ENCODER = ["head_only", "full_ft", "emb_tuning", "pema", "lora", "prompt_tuning", "tinyte_full", "tinyte_half",
            "tinyte_gated", "tinyte_hybrid", "tinyattn"]
 ELSEWHERE = {"pete": "trained from scratch with its encoder (make pete_table)"}
-LR = {"full_ft": 2e-5, "emb_tuning": 1e-4, "pema": 1e-4, "lora": 1e-3, "tinyattn": 1e-3, "ktoken": 1e-3, "head_only": 1e-3,
+LR = {"full_ft": 2e-5, "emb_tuning": 1e-4, "pema": 1e-4, "lora": 1e-3, "tinyattn": 1e-3, "ktoken": 1e-3, "prompt_compress": 1e-3, "head_only": 1e-3,
       "prompt_tuning": 1e-2, "tinyte_full": 1e-2, "tinyte_half": 1e-2, "tinyte_gated": 1e-2, "tinyte_hybrid": 1e-2}
 MODELS = {"decoder": ("smollm2", DECODER), "encoder": ("minilm", ENCODER)}
 DATA = Path("outputs/compare/sst2")

@@ -59,6 +59,8 @@ CASES = [
     # plain model reads a learned encoder's merged positions (export_blocker).
     Case("ktoken", identity=False, exportable=False, decoder_only=True),
     Case("ktoken", ("method.k=3", "method.inner=tinyte_full"), identity=False, exportable=False, decoder_only=True),
+    # Hard prompt compression (K-Token Merging's baselines): the backbone reads fewer prompt tokens.
+    Case("prompt_compress", identity=False, exportable=False, decoder_only=True),
 ]
 DECODERS = ["tiny_llama", "tiny_qwen2", "tiny_gemma2"]
 ENCODERS = ["tiny_roberta", "tiny_deberta"]

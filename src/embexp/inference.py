@@ -91,10 +91,15 @@ def generate(method, featurizer: Featurizer, prompts: Sequence[str], batch_size:
 
 def continuation_ids(featurizer: Featurizer, prompt: str, choice: str) -> tuple[list[int], list[int]]:
     """(context ids, continuation ids) the way lm-eval splits them: encode context+choice and cut
-    at the length of the encoded context; with a chat template the choice is the reply."""
-    ctx = featurizer.prompt_ids(prompt)
+    at the length of the encoded context; with a chat template the choice is the reply. As lm-eval's
+    ``_encode_pair``, trailing whitespace of the context moves to the continuation (a BPE tokenizer
+    merges ``"Answer: " + "true"`` into ``Answer: | true``, which leaves nothing after the context)."""
     if featurizer.chat_template:
-        return ctx, featurizer.tokenizer(choice, add_special_tokens=False)["input_ids"]
+        return featurizer.prompt_ids(prompt), featurizer.tokenizer(choice, add_special_tokens=False)["input_ids"]
+    n_spaces = len(prompt) - len(prompt.rstrip())
+    if n_spaces:
+        prompt, choice = prompt[:-n_spaces], prompt[-n_spaces:] + choice
+    ctx = featurizer.prompt_ids(prompt)
     full_enc = Featurizer(featurizer.tokenizer, True, max_source_tokens=10**9)
     whole, ctx_full = full_enc.prompt_ids(prompt + choice), full_enc.prompt_ids(prompt)
     return ctx, whole[len(ctx_full):]
@@ -157,6 +162,10 @@ def evaluate(method, task, examples: list[Example], featurizer: Featurizer, batc
             r["prediction"] = p
         return metrics, records
 
+    if task.kind == "perplexity":  # the target's perplexity given the prompt as the method reads it
+        metrics = perplexity(method, featurizer, examples, batch_size, progress)
+        metrics.update(compression_metrics(method, featurizer, examples, metrics, batch_size, device))
+        return metrics, records
     mode = task.cfg.eval_mode if task.cfg.eval_mode != "auto" else "both"
     if mode not in ("generate", "loglik", "both"):
         raise EmbexpError(f"unknown task.eval_mode '{mode}' (choose from: auto, generate, loglik, both)")
@@ -184,6 +193,19 @@ def evaluate(method, task, examples: list[Example], featurizer: Featurizer, batc
             r["ll_pred"], r["ll_scores"] = p, s
     metrics.update(compression_metrics(method, featurizer, examples, metrics, batch_size, device))
     return metrics, records
+
+
+def perplexity(method, featurizer: Featurizer, examples: Sequence[Example], batch_size: int,
+               progress: bool = True) -> dict[str, float]:
+    """``perplexity`` = exp(total NLL / total tokens) of the targets (their tokens and the EOS after
+    them, as trained) given the prompts, token-weighted over the examples (K-Token Merging's
+    CommitPackFT metric); ``nll`` in nats per token; ``scored_tokens``. Scored by the method, so a
+    compressed prefix counts as its context."""
+    requests = [(featurizer.prompt_ids(ex.prompt), featurizer.target_ids(ex.target)) for ex in examples]
+    logliks = method.score_continuations(requests, batch_size, progress)
+    n = sum(len(c) for _, c in requests)
+    nll = -sum(logliks) / n
+    return {"perplexity": math.exp(nll), "nll": nll, "scored_tokens": float(n)}
 
 
 @torch.no_grad()

@@ -132,26 +132,7 @@ class KTokenMerging(Method):
         return pad_id
 
     def _inner(self, cfg, backbone):
-        name = cfg.inner
-        if name == "none":
-            if cfg.inner_args:
-                raise EmbexpError(f"method.inner_args={dict(cfg.inner_args)} given but method.inner=none")
-            return None
-        cls = METHODS.get_class(name) if name in METHODS else None
-        usable = sorted(n for n in METHODS if n != "ktoken" and not n.startswith("_") and METHODS.get_class(n).composable())
-        if cls is None or cls is type(self) or not cls.composable():
-            raise EmbexpError(f"unknown method.inner '{name}' (choose from: none, {', '.join(usable)})")
-        icfg = OmegaConf.structured(cls.Config)
-        icfg.name, icfg.train_head = name, cfg.train_head
-        if name == "lora":
-            icfg.r, icfg.alpha, icfg.dropout, icfg.target_modules = cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout, list(cfg.lora_targets)
-        for key, value in dict(cfg.inner_args).items():
-            if key not in icfg or key in ("name", "train_head"):
-                raise EmbexpError(f"unknown key '{key}' in method.inner_args (valid keys of method {name}: "
-                                  f"{', '.join(k for k in icfg if k not in ('name', 'train_head'))})")
-            icfg[key] = value
-        inner = cls(icfg, backbone)
-        return inner if inner.trains else None
+        return build_inner(cfg, backbone, type(self))
 
     # ---- tensors ------------------------------------------------------------------------------
     def method_tensors(self):
@@ -205,3 +186,28 @@ class KTokenMerging(Method):
     def export(self):
         self.check_export()
 
+
+def build_inner(cfg, backbone, owner: type):
+    """The method that adapts the backbone under a prompt-replacing ``owner`` (``cfg.inner`` with
+    ``cfg.inner_args``; for lora the ``lora_*`` fields first), or None for ``none`` / a method that
+    trains nothing. Shared by ``ktoken`` and ``prompt_compress``."""
+    name = cfg.inner
+    if name == "none":
+        if cfg.inner_args:
+            raise EmbexpError(f"method.inner_args={dict(cfg.inner_args)} given but method.inner=none")
+        return None
+    cls = METHODS.get_class(name) if name in METHODS else None
+    usable = sorted(n for n in METHODS if not n.startswith("_") and METHODS.get_class(n).composable())
+    if cls is None or cls is owner or not cls.composable():
+        raise EmbexpError(f"unknown method.inner '{name}' (choose from: none, {', '.join(usable)})")
+    icfg = OmegaConf.structured(cls.Config)
+    icfg.name, icfg.train_head = name, cfg.train_head
+    if name == "lora":
+        icfg.r, icfg.alpha, icfg.dropout, icfg.target_modules = cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout, list(cfg.lora_targets)
+    for key, value in dict(cfg.inner_args).items():
+        if key not in icfg or key in ("name", "train_head"):
+            raise EmbexpError(f"unknown key '{key}' in method.inner_args (valid keys of method {name}: "
+                              f"{', '.join(k for k in icfg if k not in ('name', 'train_head'))})")
+        icfg[key] = value
+    inner = cls(icfg, backbone)
+    return inner if inner.trains else None

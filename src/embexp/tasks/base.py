@@ -68,7 +68,7 @@ class Task:
     """
 
     Config: ClassVar[type] = TaskConfig
-    kind: ClassVar[str] = "generation"  # generation | classification | regression | pairs | similarity (sentence embeddings: embexp/sentence.py)
+    kind: ClassVar[str] = "generation"  # generation | classification | regression | perplexity (the target scored, nothing generated) | pairs | similarity (sentence embeddings: embexp/sentence.py)
     subsets: ClassVar[tuple[str, ...]] = ()  # valid `subset` values ('' allowed when empty)
 
     def __init__(self, cfg):

@@ -1,0 +1,194 @@
+"""Hard prompt compression before LoRA training: the K-Token Merging paper's baselines (its Tables 1-3:
+SelectiveContext, LLMLingua-2; LLMLingua too), on the same backbone and LoRA recipe as ``ktoken``.
+
+Each prompt is compressed once by a frozen compressor (cached by its token ids) and the backbone
+reads the kept tokens, embedded by its own table, in place of the prompt (``prefix_mode = "replace"``):
+training, generation, log-likelihood scoring, perplexity and the measured ``length_reduction`` all
+go through the contract's shared path, so the reduction is measured from what the backbone read.
+
+``compressor``:
+
+- ``selective_context`` (ours: Selective Context, Li et al. 2023, at token level with the backbone as
+  its scorer; the ``selective-context`` package needs spaCy models and GPT-2 from the network):
+  self-information ``-log p(x_i | x_<i)`` of every prompt token under the frozen backbone (LoRA
+  disabled), and the ``floor(rate * n)`` tokens of lowest self-information are dropped (ties: the
+  earlier token goes first); the tokenizer's BOS is always kept and scores the first token (without
+  a BOS the first token is always kept). The paper's package drops phrases or sentences by a
+  percentile of their summed self-information; tokens are its finest unit. With an inner method that
+  changes the backbone's own weights (``full_ft``, ``emb_tuning``, ...) rather than a LoRA that can
+  be switched off, the scorer is the backbone as it was when the prompt was first compressed (cached).
+- ``llmlingua`` (LLMLingua, Jiang et al. 2023) and ``llmlingua2`` (Pan et al. 2024) from the
+  ``llmlingua`` package (``pip install 'embexp[compress]'``): the prompt's text goes through
+  ``PromptCompressor.compress_prompt`` (``rate = 1 - method.rate``) and the compressed text is
+  tokenised again. LLMLingua's scorer is the run's own backbone, loaded by the package from the
+  model's path (``model=smollm2`` or a hub id; not a tiny in-memory model); LLMLingua-2 loads its
+  token classifier ``method.compressor_model`` (default the authors' meetingbank XLM-R large) from
+  the hub. The package also needs ``tiktoken``'s GPT-3.5 encoding, fetched from the network once:
+  offline, both fail with one line saying so.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import torch
+
+from embexp import EmbexpError
+from embexp.config import f
+from embexp.methods.base import Method, MethodConfig
+from embexp.methods.ktoken import AUTHORS_LORA_TARGETS, build_inner
+from embexp.methods.registry import register_method
+
+COMPRESSORS = ("selective_context", "llmlingua", "llmlingua2")
+LLMLINGUA2_MODEL = "microsoft/llmlingua-2-xlm-roberta-large-meetingbank"
+
+
+@dataclass
+class PromptCompressConfig(MethodConfig):
+    compressor: str = f("selective_context", "selective_context (self-information token dropping with the frozen backbone; ours), llmlingua or llmlingua2 (the llmlingua package).")
+    rate: float = f(0.35, "Fraction of prompt tokens to drop (selective_context; Selective Context's default reduce_ratio 0.35), or 1 - the rate handed to llmlingua's compress_prompt.")
+    compressor_model: str = f("", "llmlingua2: the token-classifier hub id ('' = microsoft/llmlingua-2-xlm-roberta-large-meetingbank, the authors'); llmlingua: a causal LM path or hub id ('' = the run's backbone).")
+    inner: str = f("lora", "Method that adapts the backbone to the compressed prompts: lora (the same recipe as ktoken: lora_* fields), none, or a composable embexp method.")
+    inner_args: dict = f({}, "Overrides of the inner method's config fields.")
+    lora_r: int = f(4, "inner=lora: rank (K-Token Merging's recipe: 4).")
+    lora_alpha: float = f(16.0, "inner=lora: lora_alpha (16).")
+    lora_dropout: float = f(0.05, "inner=lora: dropout on the LoRA branch (0.05).")
+    lora_targets: list = f(list(AUTHORS_LORA_TARGETS), "inner=lora: module names given LoRA (attention and MLP projections and lm_head).")
+
+
+def drop_lowest(info: list[float], rate: float, keep: set[int]) -> list[int]:
+    """Indices kept after dropping the ``floor(rate * n)`` lowest ``info`` values (never those in
+    ``keep``; ties: the earlier index is dropped first), in their order."""
+    n = len(info)
+    candidates = sorted((i for i in range(n) if i not in keep), key=lambda i: (info[i], i))
+    drop = set(candidates[: min(int(rate * n), len(candidates))])
+    kept = [i for i in range(n) if i not in drop]
+    return kept or [n - 1]
+
+
+@register_method("prompt_compress")
+class PromptCompress(Method):
+    """The prompt replaced by its compressed tokens (see the module doc); LoRA on the backbone."""
+
+    Config = PromptCompressConfig
+    prefix_mode = "replace"
+    export_blocker = ("the prompt is compressed by a separate compressor before the backbone reads it; the exported "
+                      "model would read uncompressed prompts (export method.inner's LoRA with method=lora instead)")
+
+    def __init__(self, cfg, backbone):
+        super().__init__(cfg, backbone)
+        if not self.is_decoder:
+            raise EmbexpError(f"method prompt_compress needs a decoder model; model {backbone.cfg.name} is an encoder")
+        if cfg.compressor not in COMPRESSORS:
+            raise EmbexpError(f"unknown method.compressor '{cfg.compressor}' (choose from: {', '.join(COMPRESSORS)})")
+        if not 0 <= cfg.rate < 1:
+            raise EmbexpError(f"method.rate={cfg.rate} must be in [0, 1)")
+        self.backbone_cfg = backbone.cfg
+        self._cache: dict[tuple[int, ...], list[int]] = {}
+        self._external = self._load_llmlingua(cfg) if cfg.compressor != "selective_context" else None
+        self.inner = build_inner(cfg, backbone, type(self))
+        if self.inner is not None:
+            self.model = self.inner.model
+        self.mark_trainable()
+
+    # ---- the compressors ------------------------------------------------------------------------
+    def _load_llmlingua(self, cfg):
+        try:
+            from llmlingua import PromptCompressor
+        except ImportError as e:
+            raise EmbexpError(f"method.compressor={cfg.compressor} needs the llmlingua package "
+                              f"(pip install 'embexp[compress]'): {e}") from e
+        if cfg.compressor == "llmlingua2":
+            name, extra = cfg.compressor_model or LLMLINGUA2_MODEL, {"use_llmlingua2": True}
+        else:
+            name, extra = cfg.compressor_model or self._backbone_path(), {}
+        try:
+            return PromptCompressor(model_name=name, device_map="cpu", model_config={"trust_remote_code": False}, **extra)
+        except Exception as e:  # offline: the hub model or tiktoken's encoding cannot be fetched
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise EmbexpError(f"method.compressor={cfg.compressor}: could not load the compressor '{name}' "
+                              f"(the llmlingua package needs the hub model and tiktoken's encoding, i.e. the network, once): {msg}") from e
+
+    def _backbone_path(self) -> str:
+        from embexp.models import smollm2_path
+
+        src = self.backbone_cfg.source
+        if src == "hub":
+            return self.backbone_cfg.id
+        if src == "smollm2":
+            return str(smollm2_path())
+        raise EmbexpError(f"method.compressor=llmlingua loads its scorer from a path: model {self.backbone_cfg.name} "
+                          f"(source={src}) has none; set method.compressor_model or use a hub/smollm2 model")
+
+    @torch.no_grad()
+    def self_information(self, ids: list[int]) -> list[float]:
+        """-log p(x_i | x_<i) under the frozen backbone (LoRA disabled); a leading BOS scores the
+        first token, which otherwise gets +inf (always kept)."""
+        model = self.model
+        was = model.training
+        model.eval()
+        try:
+            ctx = model.disable_adapter() if hasattr(model, "disable_adapter") else nullcontext()
+            with ctx:
+                x = torch.tensor([ids], device=next(self.parameters()).device)
+                # .forward: the compressor's pass is not what the backbone read (Method.count_tokens hooks __call__)
+                logp = torch.log_softmax(self.backbone_model.forward(input_ids=x).logits[0, :-1].float(), -1)
+        finally:
+            model.train(was)
+        info = (-logp.gather(1, x[0, 1:, None])[:, 0]).tolist()
+        return [float("inf")] + info
+
+    def compress_ids(self, ids: list[int]) -> list[int]:
+        """The token ids the backbone reads for a prompt of ``ids`` (cached)."""
+        key = tuple(ids)
+        if key in self._cache:
+            return self._cache[key]
+        if self._external is None:
+            # the first id stays: a BOS, or the first token, which nothing before it scores
+            out = [ids[i] for i in drop_lowest(self.self_information(ids), self.cfg.rate, {0})] if ids else []
+        else:
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            short = self._external.compress_prompt(text, rate=1.0 - self.cfg.rate)["compressed_prompt"]
+            out = self.tokenizer(short)["input_ids"] or ids[-1:]
+        self._cache[key] = out
+        return out
+
+    # ---- tensors --------------------------------------------------------------------------------
+    def method_tensors(self):
+        if getattr(self, "inner", None) is None:
+            return {}
+        return {f"inner.{n}": p for n, p in self.inner.method_tensors().items()}
+
+    def trainable_state(self):
+        return {f"inner.{n}": t for n, t in self.inner.trainable_state().items()} if self.inner is not None else {}
+
+    def load_trainable_state(self, state):
+        inner = {n[len("inner."):]: t for n, t in state.items() if n.startswith("inner.")}
+        if len(inner) != len(state) or (inner and self.inner is None):
+            raise EmbexpError(f"adapter does not match method {self.cfg.name}: unexpected tensors "
+                              f"{sorted(set(state) - {'inner.' + n for n in inner})[:5]}")
+        if self.inner is not None:
+            self.inner.load_trainable_state(inner)
+
+    def setup(self, token_ids):
+        if self.inner is not None:
+            self.inner.setup(token_ids)
+            self.mark_trainable()
+
+    def log_values(self):
+        return self.inner.log_values() if self.inner is not None else {}
+
+    # ---- extension point 3 ------------------------------------------------------------------------
+    def prefix(self, input_ids, attention_mask):
+        rows = [self.compress_ids(r[m.bool()].tolist()) for r, m in zip(input_ids, attention_mask)]
+        width = max((len(r) for r in rows), default=0)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], dtype=torch.long, device=input_ids.device)
+        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long, device=input_ids.device)
+        ids, mask = ids.view(len(rows), width), mask.view(len(rows), width)
+        x = self.backbone_model.get_input_embeddings()(ids)
+        return x * mask.unsqueeze(-1).to(x.dtype), mask
+
+    def export(self):
+        self.check_export()

@@ -1,0 +1,163 @@
+"""Amazon Reviews sentiment (the K-Token Merging paper's Table 2): ``McAuley-Lab/Amazon-Reviews-2023``,
+config ``raw_review_Amazon_Fashion``, one hub split ``full``.
+
+Rows use the hub schema: ``{"rating", "title", "text", "images", "asin", "parent_asin", "user_id",
+"timestamp", "helpful_vote", "verified_purchase"}``. Prompt and label verbatim from the authors'
+``scripts/amazon_reviews/run.py`` (REFERENCE.md §5): ``"Review: {text}, Label:"``, target
+``positive`` when ``rating >= 3.5`` else ``negative`` (no leading space: the authors tokenise the
+answer on its own). Splits as the authors: ``full.train_test_split(test_size=50000, seed=42)`` (the
+same permutation as ``datasets``' own, :func:`authors_split`, so hub and local rows split alike),
+then a random 10% of the training part (``train_fraction``). The authors draw that sample with the
+process's unseeded ``random`` module (a spawned worker), so it is not reproducible; ours draws it with
+``random.Random(sample_seed)``.
+
+Hub loading reads the category's JSONL file through the ``json`` builder
+(``hf://datasets/McAuley-Lab/Amazon-Reviews-2023/raw/review_categories/<category>.jsonl``, the file
+the dataset's loading script reads; embexp never runs a hub script). ``task.data_dir`` reads
+``full.jsonl`` in that schema (e.g. the Alexa reviews in ../shared/data: another category, for local
+checks only, with a smaller ``task.test_size``). The fixture (ours) writes ``full`` rows in the hub
+schema whose text carries its sentiment.
+Metrics (0–100): accuracy, balanced accuracy, F1 of ``positive`` and ``majority_baseline``.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from embexp import EmbexpError
+from embexp.config import f
+from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.glue import accuracy, f1_score
+from embexp.tasks.registry import register_task
+
+PROMPT = "Review: {text}, Label:"
+HUB_ID = "McAuley-Lab/Amazon-Reviews-2023"
+CATEGORIES = ("Amazon_Fashion",)  # the paper's category; the loader works for any raw_review_* file
+FULL = "full"
+
+
+def authors_split(n: int, test_size: int, seed: int) -> tuple[list[int], list[int]]:
+    """(train indices, test indices) of ``datasets.Dataset.train_test_split(test_size=int, seed=seed)``
+    on n rows: ``np.random.default_rng(seed).permutation(n)``, the first ``test_size`` are the test split."""
+    if not 0 < test_size < n:
+        raise EmbexpError(f"task.test_size={test_size} must be between 1 and {n - 1} (the full split has {n} rows)")
+    perm = np.random.default_rng(seed).permutation(n)
+    return perm[test_size:].tolist(), perm[:test_size].tolist()
+
+
+@dataclass
+class AmazonConfig(TaskConfig):
+    name: str = f("amazon", "Task family (the file under conf/task).")
+    subset: str = f("Amazon_Fashion", "Review category: the hub config raw_review_<subset> (the paper: Amazon_Fashion).")
+    train_split: str = f("train", "train = the training part of the authors' split of 'full' (a train_fraction sample).")
+    eval_split: str = f("test", "test = the test_size rows the authors' split holds out of 'full'.")
+    test_size: int = f(50000, "Rows of 'full' held out for testing (the authors: 50,000).")
+    split_seed: int = f(42, "Seed of the train/test split (the authors: 42, datasets' train_test_split permutation).")
+    train_fraction: float = f(0.1, "Fraction of the training part kept for training (the authors: 0.1).")
+    sample_seed: int = f(42, "Seed of the train_fraction sample (ours: the authors' sample is unseeded).")
+    max_source_tokens: int = f(512, "Truncate the prompt to this many tokens (ours; the authors do not truncate).")
+    max_target_tokens: int = f(4, "Truncate training targets to this many tokens.")
+    max_new_tokens: int = f(2, "Greedy generation budget (the authors read one greedy token; ours 2, as 'negative' may be two tokens).")
+
+
+@register_task("amazon")
+class AmazonTask(Task):
+    """Binary sentiment of Amazon reviews (rating >= 3.5 is positive), the authors' split of 'full'."""
+
+    Config = AmazonConfig
+    kind = "classification"
+    subsets = CATEGORIES
+    required_fields = ("rating", "text")
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        if not 0 < cfg.train_fraction <= 1:
+            raise EmbexpError(f"task.train_fraction={cfg.train_fraction} must be in (0, 1]")
+        for name in ("train_split", "eval_split"):
+            if cfg[name] not in ("train", "test"):
+                raise EmbexpError(f"task.{name}='{cfg[name]}': the splits are carved out of 'full' (choose from: train, test)")
+
+    def hub_source(self):
+        return HUB_ID, f"raw_review_{self.cfg.subset}"
+
+    def load_hub(self, split: str, cap: int) -> list[dict]:
+        import datasets
+
+        url = f"hf://datasets/{HUB_ID}/raw/review_categories/{self.cfg.subset}.jsonl"
+        try:
+            ds = datasets.load_dataset("json", data_files={FULL: url}, split=FULL)
+        except Exception as e:  # the hub raises many types; keep the message, drop the traceback
+            raise EmbexpError(f"could not load {url} from the hub: {e}") from e
+        return ds  # split by read_split (Dataset.select keeps memory flat on 2.5M rows)
+
+    def read_split(self, split: str, cap: int, extra: int = 0):
+        """The rows of ``split`` (train or test) carved out of ``full``; a fixture's ``full`` holds
+        test_size + fixture_size / train_fraction rows, so its training sample has fixture_size rows."""
+        cfg = self.cfg
+        if split not in ("train", "test"):
+            raise EmbexpError(f"split '{split}' of task {self.display_name}: the splits are carved out of 'full' "
+                              "(choose from: train, test)")
+        if self.resolved_source() == "fixture":
+            n = cfg.test_size + round((cfg.fixture_size + extra) / cfg.train_fraction)
+            full = self.fixture_rows(FULL, n, random.Random(f"{cfg.fixture_seed}/{self.display_name}/{FULL}"))
+        else:
+            full = super().read_split(FULL, -1)
+        train, test = authors_split(len(full), cfg.test_size, cfg.split_seed)
+        if split == "train" and cfg.train_fraction < 1:
+            count = max(1, int(len(train) * cfg.train_fraction))
+            train = [train[i] for i in random.Random(cfg.sample_seed).sample(range(len(train)), count)]
+        ids = train if split == "train" else test
+        if cap is not None and cap >= 0:
+            ids = ids[:cap]
+        if isinstance(full, list):
+            return [full[i] for i in ids]
+        return [dict(r) for r in full.select(ids)]
+
+    @property
+    def num_labels(self) -> int:
+        return 2
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        return ("negative", "positive")
+
+    def format(self, row: dict) -> Example:
+        try:
+            y = int(float(row["rating"]) >= 3.5)
+        except (TypeError, ValueError) as e:
+            raise EmbexpError(f"task {self.display_name}: rating must be a number, got {row['rating']!r}") from e
+        text = str(row["text"])
+        return Example(prompt=PROMPT.format(text=text), target=self.label_names[y], label=y,
+                       choices=self.label_names, text=(text,))
+
+    def score_labels(self, gold: Sequence[int], pred: Sequence[int]) -> dict[str, float]:
+        gold, pred = np.asarray(gold), np.asarray(pred)
+        if not len(gold):
+            return {"accuracy": 0.0, "balanced_accuracy": 0.0, "f1": 0.0, "majority_baseline": 0.0}
+        recalls = [float((pred[gold == k] == k).mean()) for k in (0, 1) if (gold == k).any()]
+        pos = float((gold == 1).mean())
+        return {"accuracy": accuracy(gold, pred), "balanced_accuracy": 100.0 * sum(recalls) / len(recalls),
+                "f1": f1_score(gold, pred), "majority_baseline": 100.0 * max(pos, 1 - pos)}
+
+    # ---- fixture (ours): reviews whose words carry the rating, in the hub schema --------------
+    def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:
+        rows = []
+        for i in range(n):
+            rating = float(rng.choice((1, 2, 3, 4, 5, 5, 5)))
+            words = GOOD if rating >= 3.5 else BAD
+            item = rng.choice(ITEMS)
+            text = f"The {item} is {rng.choice(words)} and {rng.choice(words)}."
+            rows.append({"rating": rating, "title": rng.choice(words).capitalize(), "text": text, "images": [],
+                         "asin": f"B{i:09d}", "parent_asin": f"B{i:09d}", "user_id": f"U{rng.randrange(10**8):08d}",
+                         "timestamp": 1600000000000 + i, "helpful_vote": rng.randrange(5),
+                         "verified_purchase": rng.random() < 0.9})
+        return rows
+
+
+GOOD = ["great", "lovely", "comfortable", "perfect", "soft", "beautiful", "well made", "true to size"]
+BAD = ["awful", "cheap", "itchy", "broken", "too small", "ugly", "flimsy", "disappointing"]
+ITEMS = ["dress", "shirt", "scarf", "belt", "hat", "jacket", "sock", "bag", "ring", "shoe"]

@@ -1,0 +1,128 @@
+"""CommitPackFT code editing (the K-Token Merging paper's Table 3): ``bigcode/commitpackft``, config
+``python``, scored by the perplexity of the new code given the old code and the commit subject.
+
+Rows use the hub schema: ``{"commit", "old_file", "new_file", "old_contents", "new_contents",
+"subject", "message", "lang", "license", "repos"}``. Prompt verbatim from the authors'
+``scripts/commitpackft/run.py`` (REFERENCE.md §5; their typo "instrutions" kept)::
+
+    "Update the old python code content based on the instrutions.\\nOld Content: {old_contents}\\n"
+    "Instructions: {subject}\\nNew Content:\\n"
+
+target ``new_contents``. Splits as the authors: the hub's only split ``train`` is split by
+``train_test_split(test_size=5600, seed=42)`` (``amazon.authors_split``, the same permutation as
+``datasets``), the rest is the training set.
+
+Metric: ``perplexity`` = exp(total NLL / total scored tokens) over the new code's tokens and the EOS
+after them (token-weighted over the evaluation set, as the authors' ``metrics.perplexity``), computed
+by ``Method.score_continuations``: the context is the prompt as the method reads it, so a compressed
+prefix (``ktoken``) or a compressed prompt (``prompt_compress``) is scored the same way; also
+``nll`` (nats per token) and ``scored_tokens``. No generation (``kind = "perplexity"``).
+Truncation (ours; the authors do not truncate): prompts keep their last ``max_source_tokens``
+tokens, targets their first ``max_target_tokens``.
+
+Hub loading reads ``data/<language>/data.jsonl`` through the ``json`` builder (the file the dataset's
+loading script reads; embexp never runs a hub script); ``task.data_dir`` reads ``train.jsonl`` in the
+hub schema. The fixture (ours) writes small Python edits whose commit subject says what changed.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from embexp import EmbexpError
+from embexp.config import f
+from embexp.tasks.amazon import authors_split
+from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.registry import register_task
+
+HUB_ID = "bigcode/commitpackft"
+PROMPT = ("Update the old python code content based on the instrutions.\nOld Content: {old}\n"
+          "Instructions: {subject}\nNew Content:\n")
+HUB_SPLIT = "train"
+
+
+@dataclass
+class CommitPackConfig(TaskConfig):
+    name: str = f("commitpack", "Task family (the file under conf/task).")
+    subset: str = f("python", "Language config of bigcode/commitpackft (the paper: python; the prompt names python as the authors').")
+    train_split: str = f("train", "train = the hub's train split minus the authors' test carve.")
+    eval_split: str = f("test", "test = the test_size rows the authors' split holds out of the hub's train split.")
+    test_size: int = f(5600, "Rows held out for testing (the authors: 5,600).")
+    split_seed: int = f(42, "Seed of the train/test split (the authors: 42, datasets' train_test_split permutation).")
+    max_source_tokens: int = f(2048, "Keep the last N prompt tokens (ours; the authors do not truncate).")
+    max_target_tokens: int = f(2048, "Train and score the first N tokens of the new code (ours; the authors do not truncate).")
+
+
+@register_task("commitpack")
+class CommitPackTask(Task):
+    """CommitPackFT Python: new code given old code + commit subject, scored by perplexity."""
+
+    Config = CommitPackConfig
+    kind = "perplexity"
+    subsets = ("python",)
+    required_fields = ("old_contents", "new_contents", "subject")
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        for name in ("train_split", "eval_split"):
+            if cfg[name] not in ("train", "test"):
+                raise EmbexpError(f"task.{name}='{cfg[name]}': the splits are carved out of the hub's train split "
+                                  "(choose from: train, test)")
+
+    def hub_source(self):
+        return HUB_ID, self.cfg.subset
+
+    def load_hub(self, split: str, cap: int):
+        import datasets
+
+        url = f"hf://datasets/{HUB_ID}/data/{self.cfg.subset}/data.jsonl"
+        try:
+            return datasets.load_dataset("json", data_files={HUB_SPLIT: url}, split=HUB_SPLIT)
+        except Exception as e:  # the hub raises many types; keep the message, drop the traceback
+            raise EmbexpError(f"could not load {url} from the hub: {e}") from e
+
+    def read_split(self, split: str, cap: int, extra: int = 0):
+        """The rows of ``split`` (train or test) carved out of the hub's train split; a fixture's
+        train split holds test_size + fixture_size rows."""
+        cfg = self.cfg
+        if split not in ("train", "test"):
+            raise EmbexpError(f"split '{split}' of task {self.display_name}: the splits are carved out of the hub's "
+                              "train split (choose from: train, test)")
+        if self.resolved_source() == "fixture":
+            full = self.fixture_rows(HUB_SPLIT, cfg.test_size + cfg.fixture_size + extra,
+                                     random.Random(f"{cfg.fixture_seed}/{self.display_name}/{HUB_SPLIT}"))
+        else:
+            full = super().read_split(HUB_SPLIT, -1)
+        train, test = authors_split(len(full), cfg.test_size, cfg.split_seed)
+        ids = train if split == "train" else test
+        if cap is not None and cap >= 0:
+            ids = ids[:cap]
+        if isinstance(full, list):
+            return [full[i] for i in ids]
+        return [dict(r) for r in full.select(ids)]
+
+    def format(self, row: dict) -> Example:
+        return Example(prompt=PROMPT.format(old=row["old_contents"], subject=row["subject"]),
+                       target=row["new_contents"])
+
+    # ---- fixture (ours): one-line Python edits, the subject says which ---------------------------
+    def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:
+        rows = []
+        for i in range(n):
+            fn, a, b = rng.choice(FUNCS), rng.randrange(1, 10), rng.randrange(1, 10)
+            old = f"def {fn}(x):\n    return x * {a}\n"
+            kind = rng.randrange(3)
+            if kind == 0:
+                new, subject = f"def {fn}(x):\n    return x * {b}\n", f"Change the factor of {fn} to {b}"
+            elif kind == 1:
+                new, subject = f"def {fn}(x, y):\n    return x * {a} + y\n", f"Add y to {fn}"
+            else:
+                new, subject = f'def {fn}(x):\n    """Multiply x by {a}."""\n    return x * {a}\n', f"Document {fn}"
+            rows.append({"commit": f"{i:040x}", "old_file": f"src/{fn}.py", "new_file": f"src/{fn}.py",
+                         "old_contents": old, "new_contents": new, "subject": subject, "message": subject + "\n",
+                         "lang": "Python", "license": "mit", "repos": f"user{i % 7}/repo{i % 5}"})
+        return rows
+
+
+FUNCS = ["scale", "double", "grow", "weight", "boost", "stretch", "amplify", "inflate"]

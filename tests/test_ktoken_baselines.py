@@ -1,0 +1,237 @@
+"""K-Token Merging's other tasks (amazon, commitpack), its hard-compression baselines
+(method=prompt_compress) and its paper sweeps (scripts/ktoken_sweep.py, mk/ktoken.mk)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import compose, run_train, smoke
+from embexp import EmbexpError
+from embexp.data import Featurizer, collate
+from embexp.inference import compression_metrics, continuation_ids
+from embexp.methods import build_method
+from embexp.methods.prompt_compress import drop_lowest
+from embexp.models import load_backbone
+from embexp.tasks import build_task
+from embexp.tasks.amazon import authors_split
+from embexp.tasks.base import Example
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {"HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"}
+
+
+# ---- tasks ---------------------------------------------------------------------------------
+def test_authors_split_is_datasets_train_test_split():
+    import datasets
+
+    ds = datasets.Dataset.from_dict({"i": list(range(57))})
+    want = ds.train_test_split(test_size=11, seed=42)
+    train, test = authors_split(57, 11, 42)
+    assert train == want["train"]["i"] and test == want["test"]["i"]
+    with pytest.raises(EmbexpError, match="task.test_size=57 must be between 1 and 56"):
+        authors_split(57, 57, 42)
+
+
+def test_amazon_prompt_label_and_local_split(tmp_path):
+    task = build_task(smoke("task=amazon").task)
+    rows = task.fixture_rows("full", 30, __import__("random").Random(0))
+    assert set(rows[0]) == {"rating", "title", "text", "images", "asin", "parent_asin", "user_id", "timestamp",
+                            "helpful_vote", "verified_purchase"}  # the hub schema
+    ex = task.format({"rating": 3.5, "text": "Nice hat"})
+    assert (ex.prompt, ex.target, ex.label, ex.choices) == ("Review: Nice hat, Label:", "positive", 1, ("negative", "positive"))
+    assert task.format({"rating": 3.0, "text": "x"}).target == "negative"
+    (tmp_path / "full.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = compose("task=amazon", f"task.data_dir={tmp_path}", "task.test_size=10", "task.train_fraction=0.5").task
+    local = build_task(cfg)
+    train, test = local.load("train"), local.load("eval")
+    tr_ids, te_ids = authors_split(30, 10, 42)
+    assert test == [rows[i] for i in te_ids] and len(train) == 10
+    assert all(r in [rows[i] for i in tr_ids] for r in train)
+
+
+def test_commitpack_prompt_is_the_authors():
+    task = build_task(smoke("task=commitpack").task)
+    ex = task.format({"old_contents": "a = 1\n", "subject": "Bump a", "new_contents": "a = 2\n"})
+    assert ex.prompt == ("Update the old python code content based on the instrutions.\nOld Content: a = 1\n\n"
+                         "Instructions: Bump a\nNew Content:\n")
+    assert ex.target == "a = 2\n" and task.kind == "perplexity"
+    assert len(task.load("eval")) == 6 and len(task.load("train")) == 24  # debug=smoke caps
+
+
+@pytest.mark.parametrize("method", ["ktoken", "lora"])
+def test_amazon_smoke_run(method, tmp_path):
+    m = run_train(smoke(f"method={method}", "model=tiny_llama", "task=amazon"), tmp_path / "run")
+    assert {"em_accuracy", "ll_accuracy", "em_majority_baseline", "length_reduction", "pl_score"} <= set(m["metrics"])
+    assert (m["metrics"]["length_reduction"] > 40) == (method == "ktoken")
+
+
+@pytest.mark.parametrize("method", ["ktoken", "lora"])
+def test_commitpack_perplexity_is_the_trained_loss_on_the_compressed_prefix(method, tmp_path):
+    m = run_train(smoke(f"method={method}", "model=tiny_llama", "task=commitpack"), tmp_path / "run")
+    met = m["metrics"]
+    # scored by score_continuations, trained by the forward: the same token-weighted loss
+    assert met["nll"] == pytest.approx(m["train"]["eval_loss"], abs=1e-4)
+    assert met["perplexity"] == pytest.approx(math.exp(met["nll"]))
+    assert (45 < met["length_reduction"] <= 50) == (method == "ktoken")
+
+
+def test_trailing_space_of_the_context_moves_to_the_continuation():
+    bb = load_backbone(smoke("model=tiny_llama").model)
+    enc = Featurizer(bb.tokenizer, True, 512, 8)
+    ctx, cont = continuation_ids(enc, "Parent: AB, Answer: ", "true")
+    whole = enc.prompt_ids("Parent: AB, Answer: true")
+    assert cont and ctx + cont == whole  # lm-eval's _encode_pair
+    assert ctx == enc.prompt_ids("Parent: AB, Answer:")
+
+
+# ---- prompt_compress -------------------------------------------------------------------------
+def test_drop_lowest_drops_the_floor_of_rate_times_n():
+    assert drop_lowest([9.0, 1.0, 5.0, 1.0, 7.0], 0.4, {0}) == [0, 2, 4]  # ties: the earlier goes first
+    assert drop_lowest([0.0, 1.0, 2.0], 0.5, {0}) == [0, 2]
+    assert drop_lowest([3.0, 1.0], 0.0, set()) == [0, 1]
+
+
+def test_selective_context_drops_the_lowest_self_information_by_hand():
+    cfg = smoke("method=prompt_compress", "model=tiny_llama", "task=tree", "method.rate=0.5")
+    torch.manual_seed(0)
+    method = build_method(cfg.method, load_backbone(cfg.model))
+    ids = method.tokenizer("Tree: AB\n+CD, Parent: AB, Child: CD, Answer: ")["input_ids"]
+    with torch.no_grad():
+        logp = torch.log_softmax(method.backbone_model(input_ids=torch.tensor([ids])).logits[0].float(), -1)
+    info = [-float(logp[i - 1, ids[i]]) for i in range(1, len(ids))]
+    order = sorted(range(1, len(ids)), key=lambda i: (info[i - 1], i))
+    dropped = set(order[: len(ids) // 2])
+    assert method.compress_ids(ids) == [t for i, t in enumerate(ids) if i not in dropped]
+    enc = Featurizer(method.tokenizer, True, 512, 8)
+    exs = [Example(prompt="Tree: AB\n+CD, Parent: AB, Child: CD, Answer: ", target="true")] * 2
+    red = compression_metrics(method, enc, exs, {}, 2, torch.device("cpu"))["length_reduction"]
+    assert red == pytest.approx(100.0 * (len(ids) // 2) / len(ids))  # measured from the prefix actually built
+    batch = collate([{"input_ids": ids}, {"input_ids": ids[:5]}], method.tokenizer.pad_token_id, left=True)
+    x, mask = method.prefix(batch["input_ids"], batch["attention_mask"])
+    assert mask.sum(1).tolist() == [len(ids) - len(ids) // 2, len(method.compress_ids(ids[:5]))]
+
+
+def test_prompt_compress_smoke_run(tmp_path):
+    m = run_train(smoke("method=prompt_compress", "model=tiny_llama", "task=tree", "method.rate=0.35"), tmp_path / "run")
+    assert 25 < m["metrics"]["length_reduction"] < 40 and "em_accuracy" in m["metrics"]
+    assert 0 < m["train"]["tokens"] < m["train"]["input_tokens"]  # the backbone read the compressed prompts
+
+
+def test_llmlingua_missing_package_or_network_is_one_line(tmp_path):
+    try:
+        import llmlingua  # noqa: F401
+        needle = "method.compressor="  # offline: the hub model / tiktoken, or no path for a tiny model
+    except ImportError:
+        needle = "needs the llmlingua package (pip install 'embexp[compress]')"
+    for comp in ("llmlingua2", "llmlingua"):
+        r = subprocess.run([sys.executable, "-m", "embexp.train", "debug=smoke", "method=prompt_compress",
+                            f"method.compressor={comp}", "model=smollm2", "task=tree", f"hydra.run.dir={tmp_path / comp}"],
+                           capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
+        lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
+        assert r.returncode != 0 and len(lines) == 1 and needle in lines[0], r.stderr
+
+
+class FakeCompressor:
+    """Stands in for llmlingua.PromptCompressor (its real one needs the network): keeps every other word."""
+
+    calls: list = []
+
+    def __init__(self, model_name, device_map, model_config, **extra):
+        FakeCompressor.calls.append(("init", model_name, device_map, dict(model_config), extra))
+
+    def compress_prompt(self, text, rate):
+        FakeCompressor.calls.append(("compress", text, rate))
+        return {"compressed_prompt": " ".join(text.split()[::2])}
+
+
+def test_llmlingua_glue_decodes_compresses_and_tokenises_again(monkeypatch):
+    import types
+
+    monkeypatch.setitem(sys.modules, "llmlingua", types.SimpleNamespace(PromptCompressor=FakeCompressor))
+    FakeCompressor.calls = []
+    cfg = smoke("method=prompt_compress", "model=tiny_llama", "task=tree", "method.compressor=llmlingua2", "method.rate=0.4")
+    method = build_method(cfg.method, load_backbone(cfg.model))
+    assert FakeCompressor.calls[0] == ("init", "microsoft/llmlingua-2-xlm-roberta-large-meetingbank", "cpu",
+                                       {"trust_remote_code": False}, {"use_llmlingua2": True})
+    text = "Tree: AB +CD, Parent: AB, Child: CD, Answer:"
+    ids = method.tokenizer(text)["input_ids"]
+    assert method.compress_ids(ids) == method.tokenizer("Tree: +CD, AB, CD,")["input_ids"]
+    assert FakeCompressor.calls[1] == ("compress", text, pytest.approx(0.6))  # rate = 1 - method.rate
+    method.compress_ids(ids)
+    assert len(FakeCompressor.calls) == 2  # cached
+    with pytest.raises(EmbexpError, match="loads its scorer from a path: model tiny_llama"):
+        build_method(smoke("method=prompt_compress", "model=tiny_llama", "task=tree", "method.compressor=llmlingua").method,
+                     load_backbone(cfg.model))
+    cfg1 = smoke("method=prompt_compress", "model=tiny_llama", "task=tree", "method.compressor=llmlingua",
+                 "method.compressor_model=/models/scorer")
+    build_method(cfg1.method, load_backbone(cfg1.model))
+    assert FakeCompressor.calls[-1] == ("init", "/models/scorer", "cpu", {"trust_remote_code": False}, {})
+
+
+# ---- the paper's sweeps (scripts/ktoken_sweep.py, mk/ktoken.mk) ----------------------------------
+def sweep_commands(table: str) -> list[list[str]]:
+    r = subprocess.run([sys.executable, "scripts/ktoken_sweep.py", table, "--dry-run", "--extra", "debug=smoke"], cwd=REPO,
+                       capture_output=True, text=True, check=True, env=ENV)
+    return [shlex.split(line) for line in r.stdout.splitlines() if " -m embexp.train " in line]
+
+
+def test_every_sweep_command_composes_with_debug_smoke():
+    seen = {}
+    for table in ("table1", "table2", "table3", "ablation"):
+        cmds = sweep_commands(table)
+        assert cmds and all(c[1:3] == ["-m", "embexp.train"] and c[-1] == "debug=smoke" for c in cmds)
+        for c in cmds:
+            cfg = smoke(*c[3:])
+            assert cfg.model.source == "tiny" and cfg.trainer.max_steps == 4 and cfg.seed == 42
+            assert (cfg.trainer.lr, cfg.trainer.scheduler) == (1e-4, "constant")  # the authors' recipe
+            seen.setdefault(table, []).append((cfg.method.name, cfg.tag, cfg.task.name))
+    assert [t for _, t, _ in seen["table1"]] == ["uncompressed", "selective_context", "llmlingua2", "k2", "k3", "k4"]
+    assert {n for _, _, n in seen["table2"]} == {"amazon"} and {n for _, _, n in seen["table3"]} == {"commitpack"}
+    assert [t for _, t, _ in seen["ablation"]] == ["init_average", "init_random"]
+    lora = smoke(*sweep_commands("table1")[0][3:])
+    assert (lora.method.r, lora.method.alpha, lora.trainer.curriculum[-1]) == (4, 16, "x3large")
+    assert "lm_head" in lora.method.target_modules
+
+
+def test_make_target_calls_the_sweep():
+    r = subprocess.run(["make", "-n", "-s", "ktoken_table3", "DRY_RUN=1", "PY=python"], cwd=REPO, capture_output=True,
+                       text=True, env=ENV)  # -n: prints the recipes (and never installs anything)
+    line = next(ln for ln in r.stdout.splitlines() if "ktoken_sweep.py" in ln)
+    args = shlex.split(line)
+    assert args[:3] == ["python", "scripts/ktoken_sweep.py", "--dry-run"] and args[-1] == "table3"
+    out = subprocess.run([sys.executable, *args[1:]], cwd=REPO, capture_output=True, text=True, check=True, env=ENV).stdout
+    lines = [ln for ln in out.splitlines() if "-m embexp.train" in ln]
+    assert len(lines) == 6 and all("task=commitpack" in ln for ln in lines)
+
+
+def test_sweep_cells_run_with_debug_smoke_and_the_tables_render(tmp_path):
+    out = f"output_root={tmp_path}"
+    for table, pick, extra in (("table3", "tag=k2", []), ("ablation", "tag=init_random", ["trainer.curriculum_max_rounds=2"])):
+        cmd = next(c for c in sweep_commands(table) if pick in c)
+        r = subprocess.run([*cmd, out, *extra], cwd=REPO, capture_output=True, text=True, env=ENV, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+    sys.path.insert(0, str(REPO / "scripts"))
+    import ktoken_sweep
+    from embexp.studies.pl_score import pl_from_perplexity
+
+    k2 = json.loads((tmp_path / "commitpack_python" / "qwen25_05b" / "ktoken_k2" / "seed42" / "metrics.json").read_text())
+    base = tmp_path / "commitpack_python" / "qwen25_05b" / "lora_uncompressed" / "seed42"
+    base.mkdir(parents=True)  # an uncompressed record with a known perplexity: Eq. 4 against it
+    (base / "metrics.json").write_text(json.dumps({"metrics": {"perplexity": 100.0, "length_reduction": 0.0}}))
+    table = ktoken_sweep.render("table3", Path(tmp_path), [42])
+    row = next(ln for ln in table.splitlines() if ln.startswith("| k2 ")).split("|")
+    ppl, red = k2["metrics"]["perplexity"], k2["metrics"]["length_reduction"]
+    assert row[2].strip() == f"{ppl:.3f} [1.343]" and row[3].strip() == f"{red:.1f} [50.0]"
+    assert row[4].strip() == f"{pl_from_perplexity(ppl, 100.0, red):.3f} [0.658]"  # ours beside the paper's
+    assert "| selective_context | - [1.38]" in table
+    curve = next(ln for ln in ktoken_sweep.render("ablation", Path(tmp_path), [42]).splitlines() if ln.startswith("| random"))
+    cols = [c.strip() for c in curve.split("|")[2:-1]]
+    assert len(cols) == 10 and cols[0] != "-" and cols[1] != "-" and cols[2] == "-"  # two epochs ran

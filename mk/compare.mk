@@ -3,9 +3,9 @@
 #   make compare DRY_RUN=1             print the exact commands only
 #   make compare EXTRA="debug=smoke"   tiny models and fixtures, offline, seconds per run
 COMPARE_SEEDS ?= $(if $(SEEDS),$(SEEDS),0)
-STEPS ?= 100
+COMPARE_STEPS ?= 100
 EXTRA ?=
 
 .PHONY: compare
 compare: install  ## every method on the same footing: quality, #TP, memory, speed, export (tables/compare, Pareto PNG)
-	$(if $(DRY_RUN),@)$(PY) scripts/compare_sweep.py $(if $(DRY_RUN),--dry-run) --py $(PY) --seeds "$(COMPARE_SEEDS)" --steps $(STEPS) --extra "$(EXTRA)"
+	$(if $(DRY_RUN),@)$(PY) scripts/compare_sweep.py $(if $(DRY_RUN),--dry-run) --py $(PY) --seeds "$(COMPARE_SEEDS)" --steps $(COMPARE_STEPS) --extra "$(EXTRA)"

@@ -4,7 +4,7 @@
     python scripts/compare_sweep.py --dry-run                # print the exact commands only
     python scripts/compare_sweep.py --extra "debug=smoke"    # tiny models and fixtures (offline check, seconds per run)
 
-`make compare [DRY_RUN=1] [EXTRA=...] [SEEDS="0"] [STEPS=100]` calls this (mk/compare.mk).
+`make compare [DRY_RUN=1] [EXTRA=...] [SEEDS="0"] [COMPARE_STEPS=100]` calls this (mk/compare.mk).
 
 Data (ours): the 872 real SST-2 validation rows (``<data>/glue/sst2/validation.jsonl``, the hub
 schema) shuffled with ``random.Random(0)`` and split into 600 training rows and 272 evaluation rows,
@@ -22,7 +22,6 @@ with its encoder: `make pete_table` compares it with the standard table on STS-B
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shlex
 import subprocess

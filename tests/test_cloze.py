@@ -135,6 +135,17 @@ def test_cloze_run_end_to_end_trains_only_the_adapters(tmp_path):
     assert set(metrics["metrics"]) >= {"accuracy", "f1"}
     assert metrics["n_trainable_params"] == metrics["n_method_params"] > 0
     assert metrics["train"]["final_train_loss"] > 0
+    from embexp.eval import reevaluate
+
+    new, recorded = reevaluate(tmp_path / "run", cpu=True)  # the saved adapter, the same cloze path
+    assert {k: v for k, v in new.items() if not k.endswith("seconds")} == {k: v for k, v in recorded.items() if not k.endswith("seconds")}
+
+
+def test_zero_shot_scores_the_pretrained_masked_lm_head(tmp_path):
+    cfg = smoke("method=zero_shot", "model=tiny_albert", "task=superglue", "task.subset=rte", "task.cloze=true",
+                "task.select_split=''")
+    metrics = run_train(cfg, tmp_path / "run")
+    assert metrics["n_trainable_params"] == 0 and "accuracy" in metrics["metrics"]
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -16,7 +16,7 @@ steps, batch 16, warm-up 10%, linear decay, ``trainer.select_best=false`` (the l
 evaluated). A run whose metrics.json exists with the same command is reused, so the two methods can
 run in two processes (``methods=tinyattn`` / ``methods=head_only``) and a last call prints the tables.
 
-    python scripts/tinyattn_sst2.py                             # 200 steps; lrs 1e-3,1e-2 (+1e-1,1 head_only); seeds 0 1 2
+    python scripts/tinyattn_sst2.py                             # 200 steps; lrs 1e-3,1e-2 (+1e-1,1,10 head_only); seeds 0 1 2
     python scripts/tinyattn_sst2.py methods=tinyattn            # one method's runs only
     python scripts/tinyattn_sst2.py split_only=1                # only write the split (scripts/bench_tinyattn.py reads it)
 """
@@ -39,7 +39,7 @@ METHODS = ("tinyattn", "head_only")  # tinyattn: Tiny-Attn-1H (the method's defa
 
 
 def args(argv):
-    opts = dict(steps="200", seeds="0,1,2", select_seeds="0", lrs="1e-3,1e-2", head_only_lrs="1e-1,1", methods=",".join(METHODS),
+    opts = dict(steps="200", seeds="0,1,2", select_seeds="0", lrs="1e-3,1e-2", head_only_lrs="1e-1,1,10", methods=",".join(METHODS),
                 carve_seed="0", out="outputs/tinyattn_sst2", source=str(SOURCE), split_only="0")
     for a in argv:
         k, v = a.split("=", 1) if "=" in a else (a, "")

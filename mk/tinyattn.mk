@@ -2,12 +2,15 @@
 #   make tinyattn_table8                       run the missing cells of Table 8 (GLUE dev, roberta-large, 1H and 4H), print the table
 #   make tinyattn_table8 DRY_RUN=1             print the exact commands only
 #   make tinyattn_table8 EXTRA="debug=smoke"   append overrides to every command (offline end-to-end check)
-# Not here: Table 1 (FewGLUE CB/RTE with PET cloze prompts: not implemented) and Table 9 (GLUE test set: GLUE server).
+#   make tinyattn_table1 SEEDS="1 2 3 4"        FewGLUE CB/RTE on ALBERT-xxlarge, PET cloze prompts (FEWGLUE_DATA=folder with super_glue/)
+# Not here: Table 9 (GLUE test set: GLUE server).
 TINYATTN_SEEDS ?= $(if $(SEEDS),$(SEEDS),0)
 EXTRA ?=
-TINYATTN_SWEEP = $(PY) scripts/tinyattn_sweep.py $(if $(DRY_RUN),--dry-run) --py $(PY) --seeds "$(TINYATTN_SEEDS)" --extra "$(EXTRA)"
+TINYATTN_SWEEP = $(PY) scripts/tinyattn_sweep.py $(if $(DRY_RUN),--dry-run) --py $(PY) --seeds "$(TINYATTN_SEEDS)" --extra "$(EXTRA)" $(if $(FEWGLUE_DATA),--fewglue-data "$(FEWGLUE_DATA)")
 
-.PHONY: tinyattn_table2 tinyattn_table8 tinyattn_table10 tinyattn_table11 tinyattn_table12 tinyattn_params
+.PHONY: tinyattn_table1 tinyattn_table2 tinyattn_table8 tinyattn_table10 tinyattn_table11 tinyattn_table12 tinyattn_params
+tinyattn_table1: install  ## Tiny-Attention Table 1: FewGLUE CB and RTE (32 rows), ALBERT-xxlarge, PET cloze prompts scored by the masked-LM head
+	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) table1
 tinyattn_table8: install  ## Tiny-Attention Table 8: GLUE dev, roberta-large, 1H (8 tasks) and 4H warm-started (CoLA RTE MRPC QNLI)
 	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) table8
 tinyattn_table2: install  ## Tiny-Attention Table 2 + Fig. 4: roberta-base vs roberta-large drop on MNLI and SST-2

@@ -1,4 +1,4 @@
-"""The Tiny-Attention paper's GLUE sweeps: the commands behind one table, then the table from the records.
+"""The Tiny-Attention paper's GLUE and FewGLUE sweeps: the commands behind one table, then the table from the records.
 
     python scripts/tinyattn_sweep.py table8                         # run what is missing, print the table
     python scripts/tinyattn_sweep.py table8 --dry-run               # print the exact commands only
@@ -8,8 +8,10 @@
 experiment file conf/experiment/tinyattn_<setting>_<task>.yaml (the paper's per-task hyperparameters,
 Tables 4-7) run as ``python -m embexp.train experiment=... model=... seed=... trainer.resume=true``,
 so a complete run is skipped and tables that share cells share runs. 4H cells warm-start from the
-1H run of the same task, model and seed, which is listed first. Not here: Table 1 (FewGLUE with
-PET cloze prompts: not implemented) and Table 9 (GLUE test set: needs the GLUE server).
+1H run of the same task, model and seed, which is listed first. Table 1 (FewGLUE CB and RTE, PET
+cloze prompts on ALBERT-xxlarge) reads the local FewGLUE files (``--fewglue-data``, default: the
+``shared/data`` folder next to the checkout); the paper reports the mean of 4 seeds (SEEDS="1 2 3 4").
+Not here: Table 9 (GLUE test set: needs the GLUE server).
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+FEWGLUE_DATA = next((str(p / "shared/data") for p in REPO.parents
+                     if (p / "shared/data/super_glue/cb/train_fewglue32.jsonl").is_file()), "../shared/data")
 GLUE = ["sst2", "cola", "mnli", "qqp", "rte", "mrpc", "qnli", "stsb"]
 FOUR_H = ["cola", "rte", "mrpc", "qnli"]  # Table 5: the tasks where 4H improved on 1H
 # the paper's validation metric per task (Table 8; accuracy for MNLI is matched only here)
-METRIC = {"sst2": "accuracy", "cola": "mcc", "mnli": "accuracy", "qqp": "accuracy", "rte": "accuracy",
+METRIC = {"cb": "accuracy", "sst2": "accuracy", "cola": "mcc", "mnli": "accuracy", "qqp": "accuracy", "rte": "accuracy",
           "mrpc": "accuracy", "qnli": "accuracy", "stsb": "pearson"}
 PAPER = {  # tiny-attention.md, as printed
     ("1h", "roberta"): {"sst2": 96.6, "cola": 68.8, "mnli": 89.6, "qqp": 90.1, "rte": 88.8, "mrpc": 92.4, "qnli": 94.3, "stsb": 92.3},
@@ -34,12 +38,15 @@ PAPER = {  # tiny-attention.md, as printed
     ("1h4d", "roberta"): {"cola": 68.0, "rte": 87.4},
     ("1h_seq", "roberta_base"): {"sst2": 94.5, "mnli": 86.1},
     ("1h_para", "roberta_base"): {"sst2": 94.4, "mnli": 86.1},
+    ("fewglue", "albert_xxlarge"): {"cb": 88.57, "rte": 68.38},  # Table 1, mean of 4 seeds
 }
 
 
 def cells(table: str) -> list[tuple[str, str, str]]:
     """(experiment, model, tag) in run order."""
     one = lambda tasks, m="roberta": [(f"tinyattn_1h_{t}", m, "1h") for t in tasks]  # noqa: E731
+    if table == "table1":  # FewGLUE, PET cloze pattern 3 scored by the masked-LM head
+        return [(f"tinyattn_fewglue_{t}", "albert_xxlarge", "fewglue") for t in ("cb", "rte")]
     if table == "table8":
         return one(GLUE) + [(f"tinyattn_4h_{t}", "roberta", "4h") for t in FOUR_H]
     if table == "table2":  # and Fig. 4: roberta-base vs roberta-large on MNLI and SST-2
@@ -53,11 +60,12 @@ def cells(table: str) -> list[tuple[str, str, str]]:
     raise SystemExit(f"embexp: error: unknown table '{table}' (choose from: {', '.join(TABLES)})")
 
 
-TABLES = ["table2", "table8", "table10", "table11", "table12"]
+TABLES = ["table1", "table2", "table8", "table10", "table11", "table12"]
 
 
-def command(py: str, exp: str, model: str, seed: int, extra: list[str]) -> list[str]:
-    return [py, "-m", "embexp.train", f"experiment={exp}", f"model={model}", f"seed={seed}", "trainer.resume=true", *extra]
+def command(py: str, exp: str, model: str, seed: int, extra: list[str], fewglue_data: str = FEWGLUE_DATA) -> list[str]:
+    data = [f"task.data_dir={fewglue_data}"] if "_fewglue_" in exp else []  # FewGLUE's 32 rows: local files only
+    return [py, "-m", "embexp.train", f"experiment={exp}", f"model={model}", f"seed={seed}", "trainer.resume=true", *data, *extra]
 
 
 def output_root(extra: list[str]) -> Path:
@@ -67,7 +75,8 @@ def output_root(extra: list[str]) -> Path:
 
 def result(root: Path, exp: str, model: str, tag: str, seed: int) -> float | None:
     task = exp.rsplit("_", 1)[1]
-    path = root / f"glue_{task}" / model / f"tinyattn_{tag}" / f"seed{seed}" / "metrics.json"
+    family = "superglue" if "_fewglue_" in exp else "glue"
+    path = root / f"{family}_{task}" / model / f"tinyattn_{tag}" / f"seed{seed}" / "metrics.json"
     if not path.is_file():
         return None
     return json.loads(path.read_text())["metrics"].get(METRIC[task])
@@ -79,7 +88,7 @@ def render(table: str, root: Path, seeds: list[int]) -> str:
         task = exp.rsplit("_", 1)[1]
         vals = [v for s in seeds if (v := result(root, exp, model, tag, s)) is not None]
         rows.setdefault((tag, model), {})[task] = vals
-    tasks = [t for t in GLUE if any(t in r for r in rows.values())]
+    tasks = [t for t in GLUE + ["cb"] if any(t in r for r in rows.values())]
     out = [f"{table} (mean over seeds {seeds}; paper in brackets; {', '.join(f'{t}: {METRIC[t]}' for t in tasks)})", "",
            "| setting | model | " + " | ".join(tasks) + " |", "|---|---|" + "---:|" * len(tasks)]
     for (tag, model), by_task in rows.items():
@@ -102,13 +111,14 @@ def main(argv=None) -> int:
     ap.add_argument("--py", default=sys.executable)
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--extra", default="")
+    ap.add_argument("--fewglue-data", default=FEWGLUE_DATA, help="folder holding super_glue/<cb|rte>/train_fewglue32.jsonl (Table 1)")
     a = ap.parse_args(argv)
     seeds = [int(s) for s in a.seeds.split()]
     extra = shlex.split(a.extra)
     failed = []
     for seed in seeds:
         for exp, model, _ in cells(a.table):
-            cmd = command(a.py, exp, model, seed, extra)
+            cmd = command(a.py, exp, model, seed, extra, a.fewglue_data)
             print(shlex.join(cmd), flush=True)
             if not a.dry_run and subprocess.run(cmd, cwd=REPO).returncode != 0:
                 failed.append(shlex.join(cmd))

@@ -318,7 +318,7 @@ def sweep_commands(table: str) -> list[list[str]]:
 
 def test_every_sweep_command_composes_with_debug_smoke_and_every_experiment_is_used():
     used = set()
-    for table in ("table2", "table8", "table10", "table11", "table12"):
+    for table in ("table1", "table2", "table8", "table10", "table11", "table12"):
         cmds = sweep_commands(table)
         assert cmds and all(c[1:3] == ["-m", "embexp.train"] and c[-1] == "debug=smoke" for c in cmds)
         for c in cmds:
@@ -336,6 +336,11 @@ def test_every_sweep_command_composes_with_debug_smoke_and_every_experiment_is_u
     assert (cfg.trainer.lr, cfg.trainer.weight_decay, cfg.trainer.scheduler) == (8e-4, 0.01, "cosine")  # paper Table 4
     assert (cfg.task.select_split, cfg.task.select_size) == ("train_holdout", 1000)  # never the reported split
     assert cfg.trainer.warmup_steps == round(0.1 * 20 * math.ceil((67349 - 1000) / 16))
+    for t, warm in (("cb", 0), ("rte", 64)):  # Table 1 (App. B.1): FewGLUE, PET pattern 3 on the masked-LM head
+        cfg = compose_paper(f"tinyattn_fewglue_{t}", "albert_xxlarge")
+        assert (cfg.task.subset, cfg.task.cloze, cfg.task.pattern, cfg.task.train_split) == (t, True, 3, "train_fewglue32")
+        assert (cfg.trainer.lr, cfg.trainer.batch_size, cfg.trainer.epochs, cfg.trainer.weight_decay) == (1e-3, 1, 20, 0.02)
+        assert (cfg.trainer.scheduler, cfg.trainer.warmup_steps, cfg.trainer.select_best, cfg.task.select_split) == ("constant", warm, False, "")
 
 
 def compose_paper(exp: str, model: str = "roberta"):

@@ -6,12 +6,18 @@ from dataclasses import dataclass
 
 import torch
 
+import logging
+
 from embexp import EmbexpError
-from embexp.tasks.base import Example
+from embexp.tasks.base import MASK, Example
+
+log = logging.getLogger("embexp")
 
 IGNORE = -100
 PROMPT_LENGTH = "prompt_length"    # decoder feature: number of prompt ids at the start of input_ids
 PROMPT_LENGTHS = "prompt_lengths"  # its batch tensor [batch], read by methods, never given to the backbone
+MASK_POSITION = "mask_position"    # encoder cloze feature: index of the mask token in input_ids
+MASK_POSITIONS = "mask_positions"  # its batch tensor [batch] (read by embexp.cloze, never by the backbone)
 
 
 @dataclass
@@ -57,6 +63,8 @@ class Featurizer:
         return {"input_ids": p + t, "labels": labels, PROMPT_LENGTH: len(p)}
 
     def encoder_features(self, ex: Example) -> dict:
+        if ex.cloze:
+            return self.cloze_features(ex)
         if self.separate:  # text pairs for sentence embeddings: input_ids / input_ids_b (embexp.sentence)
             ids = [list(self.tokenizer(t, truncation=True, max_length=self.max_source_tokens)["input_ids"]) for t in ex.text]
             out = {"input_ids": ids[0], "input_ids_b": ids[1]}
@@ -67,6 +75,77 @@ class Featurizer:
         out = {k: list(v) for k, v in enc.items() if k in ("input_ids", "token_type_ids")}
         out["labels"] = ex.label
         return out
+
+    # ---- cloze (PET's pattern-verbalizer pairs, embexp.cloze) ------------------------------------
+    def cloze_features(self, ex: Example) -> dict:
+        """PET's ``PVP.encode``: every part of the two segments is tokenised on its own (no special
+        tokens), the mask part becomes the mask token, the shortenable parts are cut to
+        ``max_source_tokens`` (PET's ``truncate``: one token at a time from the last shortenable
+        part of the segment with more shortenable tokens, segment b on ties), and the tokenizer's
+        own special tokens are put around the segments (its template for one or two sequences)."""
+        tok = self.tokenizer
+        if tok.mask_token_id is None:
+            raise EmbexpError("cloze tasks need a tokenizer with a mask token (an encoder with a masked-LM head)")
+        segs = [[(([tok.mask_token_id] if text == MASK else list(tok(text, add_special_tokens=False)["input_ids"])), short)
+                 for text, short in parts if text] for parts in ex.cloze]
+        segs = [s for s in segs if s]
+        pieces, types = special_template(tok, len(segs))
+        n_special = sum(len(p) for p in pieces)
+        length = lambda seg, only=False: sum(len(x) for x, s in seg if s or not only)  # noqa: E731
+        for _ in range(sum(length(s) for s in segs) + n_special - self.max_source_tokens):
+            short = [length(s, True) for s in segs]
+            if not any(short):
+                raise EmbexpError(f"cloze example does not fit task.max_source_tokens={self.max_source_tokens} "
+                                  "even with its shortenable texts removed")
+            seg = segs[0] if len(segs) == 1 or short[0] > short[1] else segs[1]
+            last = max(i for i, (x, s) in enumerate(seg) if s and x)
+            seg[last] = (seg[last][0][:-1], True)
+        ids, tt = list(pieces[0]), list(types[0])
+        for k, seg in enumerate(segs):
+            flat = [i for x, _ in seg for i in x]
+            ids += flat + list(pieces[k + 1])
+            tt += [types[-1][k]] * len(flat) + list(types[k + 1])
+        if ids.count(tok.mask_token_id) != 1:
+            raise EmbexpError(f"cloze example has {ids.count(tok.mask_token_id)} mask tokens after tokenisation (expected 1)")
+        out = {"input_ids": ids, MASK_POSITION: ids.index(tok.mask_token_id), "labels": ex.label}
+        if "token_type_ids" in tok.model_input_names:
+            out["token_type_ids"] = tt
+        return out
+
+    def verbalizer_ids(self, words) -> list[int]:
+        """One token id per verbalizer word (PET's ``get_verbalization_ids``: the word tokenised
+        without special tokens must be a single token). A word that is several tokens under this
+        tokenizer (the tiny models' byte tokenizer) is scored by its first token (ours; PET refuses),
+        unless two words then share that token."""
+        ids = []
+        for w in words:
+            got = self.tokenizer(w, add_special_tokens=False)["input_ids"]
+            if not got or got[0] == self.tokenizer.unk_token_id:
+                raise EmbexpError(f"verbalizer {w!r} has no token in this tokenizer")
+            if len(got) > 1:
+                log.warning("verbalizer %r is %d tokens under this tokenizer: scored by its first token (ours; PET needs one)", w, len(got))
+            ids.append(got[0])
+        if len(set(ids)) != len(ids):
+            raise EmbexpError(f"verbalizers {list(words)} do not map to distinct tokens under this tokenizer ({ids})")
+        return ids
+
+
+def special_template(tok, n: int) -> tuple[list[list[int]], list[list[int]]]:
+    """The tokenizer's special tokens around ``n`` (1 or 2) sequences, read off its own output for
+    mask tokens: (n + 1 lists of ids: before, [between,] after; n + 1 lists of their token types,
+    plus a last list with each sequence's token type). ``[CLS] a [SEP] b [SEP]`` for BERT/ALBERT,
+    ``<s> a </s></s> b </s>`` for RoBERTa."""
+    m = tok.mask_token
+    enc = tok(*([m] * n))
+    ids = list(enc["input_ids"])
+    tt = list(enc.get("token_type_ids") or [0] * len(ids))
+    at = [i for i, x in enumerate(ids) if x == tok.mask_token_id]
+    if len(at) != n:
+        raise EmbexpError(f"cannot read the tokenizer's special-token template: {ids}")
+    bounds = [-1] + at + [len(ids)]
+    pieces = [ids[bounds[k] + 1:bounds[k + 1]] for k in range(n + 1)]
+    types = [tt[bounds[k] + 1:bounds[k + 1]] for k in range(n + 1)]
+    return pieces, types + [[tt[i] for i in at]]
 
 
 def pad(seqs: list[list[int]], value: int, left: bool = False) -> torch.Tensor:
@@ -96,6 +175,8 @@ def collate(features: list[dict], pad_id: int, left: bool = False) -> dict[str, 
         else:
             dtype = torch.float32 if any(isinstance(x, float) for x in labels) else torch.long
             batch["labels"] = torch.tensor(labels, dtype=dtype)
+    if MASK_POSITION in features[0]:
+        batch[MASK_POSITIONS] = torch.tensor([f[MASK_POSITION] for f in features], dtype=torch.long)
     if PROMPT_LENGTH in features[0]:
         batch[PROMPT_LENGTHS] = torch.tensor([f[PROMPT_LENGTH] for f in features], dtype=torch.long)
     return batch

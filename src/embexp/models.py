@@ -62,6 +62,7 @@ class Backbone:
     tokenizer: object
     cfg: object  # ModelConfig
     is_decoder: bool
+    mlm: bool = False  # an encoder loaded with its masked-LM head (cloze tasks, embexp.cloze)
 
     @property
     def hidden_size(self) -> int:
@@ -103,8 +104,11 @@ class Backbone:
     def head_parameters(self) -> list[tuple[str, nn.Parameter]]:
         """An encoder's task head: every parameter outside the pretrained base model
         (classifier; DeBERTa's context pooler). Trained by every method except zero_shot.
-        A base model without a head (sentence-embedding tasks) has none."""
-        if self.is_decoder or self.model.base_model is self.model:
+        A base model without a head (sentence-embedding tasks) has none, and neither has a
+        masked-LM model: its head is pretrained and stays frozen, the verbalizers take the place of
+        a classifier (ours: PET trains the whole model, the Tiny-Attention paper only says the
+        prompts "replace the classification head")."""
+        if self.is_decoder or self.mlm or self.model.base_model is self.model:
             return []
         base = self.model.base_model_prefix + "."
         return [(n, p) for n, p in self.model.named_parameters() if not n.startswith(base)]
@@ -247,28 +251,31 @@ def resolve_dtype(name: str) -> torch.dtype:
     return table[name]
 
 
-def load_backbone(cfg, num_labels: int = 0, sentence: bool = False) -> Backbone:
-    """Load model + tokenizer as configured. Encoders get a head with ``num_labels`` outputs, or
-    none with ``sentence=True`` (the base model, for sentence-embedding tasks)."""
+def load_backbone(cfg, num_labels: int = 0, sentence: bool = False, mlm: bool = False) -> Backbone:
+    """Load model + tokenizer as configured. Encoders get a head with ``num_labels`` outputs, none
+    with ``sentence=True`` (the base model, for sentence-embedding tasks), or their pretrained
+    masked-LM head with ``mlm=True`` (cloze tasks; ``num_labels`` is then unused)."""
     dtype = resolve_dtype(cfg.dtype)
     if cfg.kind not in ("decoder", "encoder"):
         raise EmbexpError(f"unknown model.kind '{cfg.kind}' (choose from: decoder, encoder)")
     is_decoder = cfg.kind == "decoder"
     if sentence and is_decoder:
         raise EmbexpError(f"model {cfg.name} is a decoder: sentence-embedding tasks need model.kind=encoder")
-    if sentence:
+    if mlm and is_decoder:
+        raise EmbexpError(f"model {cfg.name} is a decoder: cloze tasks (task.cloze=true) need an encoder with a masked-LM head")
+    if sentence or mlm:
         num_labels = 0
     elif not is_decoder and num_labels <= 0:
         raise EmbexpError(f"model {cfg.name} is an encoder: it needs a classification, regression or sentence-embedding task")
     if cfg.source == "tiny":
-        model, tok = _tiny(cfg, num_labels)
+        model, tok = _tiny(cfg, num_labels, mlm)
     elif cfg.source == "scratch":
-        model, tok = _scratch(cfg, is_decoder, num_labels)
+        model, tok = _scratch(cfg, is_decoder, num_labels, mlm)
     elif cfg.source in ("hub", "minilm", "smollm2"):
         path = {"hub": lambda: cfg.id, "minilm": minilm_path, "smollm2": smollm2_path}[cfg.source]()
         if not path:
             raise EmbexpError(f"model {cfg.name}: model.id is empty (a hub id or local folder)")
-        model, tok = _pretrained(cfg, str(path), is_decoder, num_labels, dtype)
+        model, tok = _pretrained(cfg, str(path), is_decoder, num_labels, dtype, mlm)
     else:
         raise EmbexpError(f"unknown model.source '{cfg.source}' (choose from: hub, minilm, smollm2, tiny, scratch)")
     if not is_decoder and "token_type_ids" not in inspect.signature(model.forward).parameters:
@@ -285,10 +292,10 @@ def load_backbone(cfg, num_labels: int = 0, sentence: bool = False) -> Backbone:
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.enable_input_require_grads()
-    return Backbone(model=model, tokenizer=tok, cfg=cfg, is_decoder=is_decoder)
+    return Backbone(model=model, tokenizer=tok, cfg=cfg, is_decoder=is_decoder, mlm=mlm)
 
 
-def _pretrained(cfg, path: str, is_decoder: bool, num_labels: int, dtype: torch.dtype):
+def _pretrained(cfg, path: str, is_decoder: bool, num_labels: int, dtype: torch.dtype, mlm: bool = False):
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
     kw = dict(revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
@@ -296,6 +303,13 @@ def _pretrained(cfg, path: str, is_decoder: bool, num_labels: int, dtype: torch.
         tok = AutoTokenizer.from_pretrained(path, **kw)
         if is_decoder:
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **_attn(cfg), **kw)
+        elif mlm:  # cloze tasks: the pretrained masked-LM head scores the verbalizers
+            from transformers import AutoModelForMaskedLM
+
+            model, info = AutoModelForMaskedLM.from_pretrained(path, dtype=dtype, output_loading_info=True, **kw)
+            if info.get("missing_keys"):  # e.g. MiniLM (a sentence-transformers checkpoint): no MLM head stored
+                log.warning("model %s has no pretrained masked-LM head: %s initialised at random",
+                            cfg.name, ", ".join(sorted(info["missing_keys"])[:4]))
         elif num_labels == 0:  # sentence embeddings: the base model, no head
             from transformers import AutoModel
 
@@ -394,7 +408,7 @@ def byte_tokenizer(encoder: bool):
                                    unk_token="<unk>", mask_token="<mask>")
 
 
-def _tiny(cfg, num_labels: int):
+def _tiny(cfg, num_labels: int, mlm: bool = False):
     import transformers as tf
 
     family = cfg.family
@@ -409,17 +423,20 @@ def _tiny(cfg, num_labels: int):
         kw.update(encoder_special_ids(family, tok))
     config = tf.AutoConfig.for_model(family, **kw)
     torch.manual_seed(0)  # the same tiny weights in every process and run
-    return _from_config(cfg, config, tok, is_decoder, num_labels), tok
+    return _from_config(cfg, config, tok, is_decoder, num_labels, mlm), tok
 
 
-def _from_config(cfg, config, tok, is_decoder: bool, num_labels: int):
-    """A randomly initialised model of the config's class: a causal LM, a sequence classifier with
-    ``num_labels`` outputs, or (``num_labels=0``) the base encoder. Special ids come from the tokenizer."""
+def _from_config(cfg, config, tok, is_decoder: bool, num_labels: int, mlm: bool = False):
+    """A randomly initialised model of the config's class: a causal LM, a masked LM (``mlm``), a
+    sequence classifier with ``num_labels`` outputs, or (``num_labels=0``) the base encoder.
+    Special ids come from the tokenizer."""
     import transformers as tf
 
     if is_decoder:
         config.bos_token_id, config.eos_token_id = tok.bos_token_id, tok.eos_token_id
         return tf.AutoModelForCausalLM.from_config(config, **_attn(cfg))
+    if mlm:
+        return tf.AutoModelForMaskedLM.from_config(config, **_attn(cfg))
     if num_labels == 0:
         return tf.AutoModel.from_config(config, **_attn(cfg))
     config.num_labels = num_labels
@@ -478,9 +495,9 @@ def scratch_config(cfg, tok):
     return tf.AutoConfig.for_model(cfg.family, **fields)
 
 
-def _scratch(cfg, is_decoder: bool, num_labels: int):
+def _scratch(cfg, is_decoder: bool, num_labels: int, mlm: bool = False):
     """A model built from ``model.scratch`` with random weights drawn from the current RNG state
     (train.py seeds it with ``seed``, so method=pete and method=full_ft start from the same body)."""
     tok = scratch_tokenizer(cfg)
     config = scratch_config(cfg, tok)
-    return _from_config(cfg, config, tok, is_decoder, num_labels), tok
+    return _from_config(cfg, config, tok, is_decoder, num_labels, mlm), tok

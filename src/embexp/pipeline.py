@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from embexp.cloze import ClozeObjective
 from embexp.config import validate
 from embexp.data import Featurizer, token_lists
 from embexp.methods import build_method
@@ -45,7 +46,8 @@ def build(cfg, device: torch.device, training: bool = True) -> Components:
     validate(cfg)
     task = build_task(cfg.task)  # first: an unknown task fails before any model loads
     sentence = task.kind in SENTENCE_KINDS  # sentence embeddings: the encoder without a head (embexp/sentence.py)
-    backbone = load_backbone(cfg.model, num_labels=task.num_labels, sentence=sentence)
+    cloze = bool(getattr(task, "cloze", False))  # PET cloze: the masked-LM head scores verbalizers (embexp/cloze.py)
+    backbone = load_backbone(cfg.model, num_labels=task.num_labels, sentence=sentence, mlm=cloze)
     n_backbone = count_params(backbone.model)  # before LoRA injects its layers or PEMA swaps the matrix
     method = build_method(cfg.method, backbone)
     if cfg.export:
@@ -54,6 +56,8 @@ def build(cfg, device: torch.device, training: bool = True) -> Components:
         method.attach_objective(ContrastiveObjective(cfg.task.temperature, cfg.task.learn_temperature))
     featurizer = Featurizer(backbone.tokenizer, backbone.is_decoder, cfg.task.max_source_tokens, cfg.task.max_target_tokens,
                       cfg.model.chat_template and backbone.is_decoder, task.loss_on, separate=sentence)
+    if cloze:  # every method, trained or not (zero_shot scores the pretrained MLM head)
+        method.attach_objective(ClozeObjective(featurizer.verbalizer_ids(task.verbalizers)))
     c = Components(task, backbone, method, featurizer, n_backbone)
     trains = cfg.do_train and method.trains
     c.train_examples = task.examples("train") if trains else []

@@ -54,6 +54,8 @@ class ContrastiveObjective(nn.Module):
     directions summed, as the authors' code). ``tau`` starts at ``temperature`` (0.07) and is
     learned as ``log tau`` (ours: positive by construction; the authors learn tau itself)."""
 
+    key = PAIR_KEY  # Method.__call__ routes a batch carrying this key to the objective
+
     def __init__(self, temperature: float = 0.07, learn: bool = True):
         super().__init__()
         self.log_temperature = nn.Parameter(torch.tensor(math.log(temperature)), requires_grad=learn)

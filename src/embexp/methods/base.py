@@ -37,7 +37,7 @@ from embexp.sentence import PAIR_KEY, mean_pool
 
 # Batch keys that describe the examples for methods (data.collate adds them) and that the
 # backbone's forward never receives.
-METHOD_KEYS = ("prompt_lengths",)
+METHOD_KEYS = ("prompt_lengths", "mask_positions")
 PREFIX_MODES = ("", "prepend", "replace")
 
 
@@ -125,10 +125,11 @@ class Method(nn.Module):
         self.objective = objective
 
     def __call__(self, *args, **kw):
-        """A batch of text pairs (``input_ids_b``) goes to the attached objective, which embeds each
-        side through this method's own ``forward`` (so every method works unchanged) and returns
-        the loss; any other call is ``forward``."""
-        if self.objective is not None and PAIR_KEY in kw:
+        """A batch that carries the attached objective's key (``objective.key``: ``input_ids_b``, a
+        batch of text pairs; ``mask_positions``, a cloze batch) goes to the objective, which runs
+        this method's own ``forward`` (so every method works unchanged) and returns the loss and
+        logits; any other call is ``forward``."""
+        if self.objective is not None and getattr(self.objective, "key", PAIR_KEY) in kw:
             return self.objective(self, kw)
         return super().__call__(*args, **kw)
 

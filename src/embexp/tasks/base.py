@@ -53,6 +53,12 @@ class Example:
     choices: tuple[str, ...] = ()
     text: tuple[str, ...] = ()
     meta: dict = field(default_factory=dict)
+    # encoders, cloze tasks (PET): (parts of segment a, parts of segment b), each part (text,
+    # shortenable); the part whose text is MASK becomes the tokenizer's mask token (data.Featurizer)
+    cloze: tuple = ()
+
+
+MASK = "<embexp:mask>"  # the mask's place in Example.cloze
 
 
 TRAIN_HOLDOUT = "train_holdout"

@@ -22,6 +22,18 @@ Multitask (ours: the paper says only "a task prefix and the same input formattin
 are the hub rows plus a ``subset`` field, ``max_*_samples`` cap every sub-task separately, and the
 metrics are per sub-task (``boolq_accuracy``, ``cb_f1``, ...) plus ``accuracy`` = their mean over
 the sub-tasks (the paper's "Avg." column) and ``pooled_accuracy`` over all rows.
+Cloze (``task.cloze=true``, encoders with a masked-LM head, cb and rte): PET's pattern-verbalizer
+pairs (Schick & Schütze 2021, ``pet/pvp.py`` RtePVP/CbPVP; p = premise, h = hypothesis without its
+final punctuation, ``|`` separates the two segments, each part tokenised on its own):
+
+    pattern 0   "h" ? | [MASK], "p"        verbalizers (PET)   rte: Yes / No
+    pattern 1   h ? | [MASK], p                                cb:  Yes / No / Maybe
+    pattern 2   "h" ? | [MASK]. "p"                                 (entailment / contradiction / neutral)
+    pattern 3   h ? | [MASK]. p            (the Tiny-Attention paper's, the default)
+    pattern 4   p question: h' True or False? answer: [MASK]    (h' = h as is; one segment)
+                rte: true / false; cb: "true, false or neither?", true / false / neither
+
+The masked-LM logits of the verbalizer tokens at the mask are the class logits (embexp/cloze.py).
 Local data: ``task.data_dir=/work/shared/data`` resolves ``super_glue/<subset>/<split>.jsonl``; the
 FewGLUE 32-example training sets are the split ``train_fewglue32`` there.
 """
@@ -29,6 +41,7 @@ FewGLUE 32-example training sets are the split ``train_fewglue32`` there.
 from __future__ import annotations
 
 import random
+import string
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -37,7 +50,7 @@ from omegaconf import OmegaConf
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.base import MASK, Example, Task, TaskConfig
 from embexp.tasks.glue import accuracy
 from embexp.tasks.registry import register_task
 
@@ -56,6 +69,11 @@ SPECS = {
             ("no", "yes")),
 }
 COPA_CONNECTOR = {"cause": "because", "effect": "therefore"}
+CLOZE_SUBSETS = ("cb", "rte")
+CLOZE_PATTERNS = (0, 1, 2, 3, 4)
+# PET's verbalizers per label index (SPECS order): patterns 0-3, pattern 4
+VERBALIZERS = {"cb": (("Yes", "No", "Maybe"), ("true", "false", "neither")),
+               "rte": (("Yes", "No"), ("true", "false"))}
 
 
 @dataclass
@@ -67,6 +85,8 @@ class SuperGlueConfig(TaskConfig):
     max_new_tokens: int = f(32, "Greedy generation budget (ours): enough for a COPA sentence; 3-4 suffice for yes/no/True/False + eos.")
     select_split: str = f("train_holdout", "Rows for the periodic evaluation loss and select_best: SuperGLUE has no labelled split besides train and the reported validation, so train_holdout (ours) carves select_size rows out of each sub-task's train split (never trained on); FewGLUE (32 rows): set select_size=8 or select_split='' with trainer.select_best=false.")
     select_size: int = f(50, "Rows held out of each sub-task's train split for selection (ours: 50 = 20% of CB's 250 hub training rows, 12.5% of COPA's 400, <2% of the others).")
+    cloze: bool = f(False, "Encoders, cb and rte: PET-style cloze classification (Schick & Schuetze 2021): the input is a pattern with one mask token, the encoder keeps its pretrained masked-LM head, and the class is the likeliest verbalizer token at the mask (training: cross-entropy over the verbalizers' logits there). false: a classifier head on the text pair.")
+    pattern: int = f(3, "task.cloze=true: PET's pattern id for RTE/CB (pet/pvp.py; h = hypothesis without its final punctuation, p = premise, [SEP] between the two segments): 0 '\"h\" ? [SEP] [MASK], \"p\"', 1 'h ? [SEP] [MASK], p', 2 '\"h\" ? [SEP] [MASK]. \"p\"', 3 'h ? [SEP] [MASK]. p' (the Tiny-Attention paper's), 4 'p question: <hypothesis as is> True or False? answer: [MASK]' (one segment; CB: true, false or neither?).", choices=CLOZE_PATTERNS)
 
 
 def copa_choice(choice: str) -> str:
@@ -99,6 +119,31 @@ class SuperGlueTask(Task):
         self.multitask = cfg.subset == "all"
         self.required_fields = ("subset", "label") if self.multitask else SPECS[cfg.subset][0] + ("label",)
         self._eval_subsets: list[str] | None = None  # sub-task of each eval example (multitask scoring)
+        self.cloze = bool(cfg.get("cloze", False))
+        if self.cloze and cfg.subset not in CLOZE_SUBSETS:
+            raise EmbexpError(f"task.cloze=true: PET cloze patterns exist here for {', '.join(CLOZE_SUBSETS)}, "
+                              f"not task.subset={cfg.subset} (choose from: {', '.join(CLOZE_SUBSETS)})")
+        if self.cloze and cfg.pattern not in CLOZE_PATTERNS:
+            raise EmbexpError(f"unknown task.pattern={cfg.pattern} (choose from: {', '.join(map(str, CLOZE_PATTERNS))})")
+
+    @property
+    def verbalizers(self) -> tuple[str, ...]:
+        """task.cloze: the verbalizer word of each label index (PET's)."""
+        return VERBALIZERS[self.cfg.subset][self.cfg.pattern == 4] if self.cloze else ()
+
+    def cloze_parts(self, row: dict) -> tuple:
+        """PET's ``RtePVP``/``CbPVP.get_parts``: (segment a parts, segment b parts), each part
+        (text, shortenable); MASK marks the mask token."""
+        p, h = (row["premise"], True), (row["hypothesis"].rstrip(string.punctuation), True)
+        k = self.cfg.pattern
+        if k == 4:
+            question = " true, false or neither? answer:" if self.cfg.subset == "cb" else " True or False? answer:"
+            return ((p, (" question: ", False), (row["hypothesis"], True), (question, False), (MASK, False)), ())
+        quote = k in (0, 2)
+        a = (('"', False), h, ('" ?', False)) if quote else (h, ("?", False))
+        sep = {0: ', "', 1: ",", 2: '. "', 3: "."}[k]
+        b = ((MASK, False), (sep, False), p) + ((('"', False),) if quote else ())
+        return a, b
 
     def hub_source(self):
         return "aps/super_glue", self.cfg.subset
@@ -156,7 +201,7 @@ class SuperGlueTask(Task):
         label = int(row["label"])
         target = conts[label] if 0 <= label < len(conts) else ""  # hub test splits: label -1
         return Example(prompt=prompt, target=target, label=label, choices=conts, text=text,
-                       meta={"idx": row.get("idx"), "subset": subset})
+                       meta={"idx": row.get("idx"), "subset": subset}, cloze=self.cloze_parts(row) if self.cloze else ())
 
     # ---- scoring ------------------------------------------------------------------------------
     def score_labels(self, gold: Sequence[int], pred: Sequence[int], subsets: Sequence[str] | None = None) -> dict[str, float]:

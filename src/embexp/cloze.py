@@ -7,7 +7,7 @@ The task marks its examples as cloze (``Example.cloze``; tasks/superglue.py, ``t
 ``data.Featurizer`` tokenises them and records the mask position (``mask_positions`` in the batch),
 ``models.load_backbone(mlm=True)`` loads the encoder with its masked-LM head, and the pipeline
 attaches :class:`ClozeObjective` to the method: ``Method.__call__`` routes every batch that carries
-``mask_positions`` to it, so training, the evaluation loss and ``evaluation.head_predictions`` (the
+``mask_positions`` to it, so training, the evaluation loss and ``inference.head_predictions`` (the
 argmax of ``logits``) work unchanged for every method.
 """
 

@@ -164,6 +164,23 @@ def test_cli_run_dir_and_multirun(tmp_path):
     assert [str(p) for p in runs] == ["glue_sst2/tiny_llama/tinyte_full/seed0", "glue_sst2/tiny_llama/zero_shot/seed0"]
 
 
+def test_submitit_local_sweep_writes_one_complete_run_per_job_and_a_resumed_rerun_skips_them(tmp_path):
+    """The SLURM launcher's local twin (hydra-submitit-launcher): each job in its own process."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    args = ("-m", "hydra/launcher=submitit_local", "debug=smoke", "method=zero_shot,tinyte_full", "task=glue",
+            f"output_root={tmp_path / 'sweep'}", "hydra.launcher.timeout_min=10")
+    r = cli(*args)
+    assert r.returncode == 0, r.stderr[-2000:]
+    runs = sorted(p.parent for p in (tmp_path / "sweep").rglob("status.json"))
+    assert [str(p.relative_to(tmp_path / "sweep")) for p in runs] == ["glue_sst2/tiny_llama/tinyte_full/seed0",
+                                                                      "glue_sst2/tiny_llama/zero_shot/seed0"]
+    assert all(is_complete(p) for p in runs)
+    stamps = [(p / "metrics.json").stat().st_mtime_ns for p in runs]
+    r = cli(*args, "trainer.resume=true")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [(p / "metrics.json").stat().st_mtime_ns for p in runs] == stamps  # complete runs are skipped
+
+
 def test_accelerate_cpu_data_parallel_writes_one_run_dir(tmp_path):
     accelerate = Path(sys.executable).with_name("accelerate")
     r = subprocess.run([str(accelerate), "launch", "--cpu", "--num_processes", "2", "-m", "embexp.train", "debug=smoke",

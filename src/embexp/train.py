@@ -200,4 +200,8 @@ def entry() -> None:
 
 
 if __name__ == "__main__":
-    entry()
+    # Run the importable module's copy, not __main__'s: launchers that pickle the task function
+    # (hydra/launcher=submitit_slurm|submitit_local) then find it by name on the other side.
+    import embexp.train
+
+    embexp.train.entry()

@@ -3,7 +3,7 @@
 Method and task families register their own schemas (see ``methods/registry.py`` and
 ``tasks/registry.py``); this module holds the model, trainer and top-level schemas.
 Every field carries its help text in ``metadata["help"]``; ``docs/config.md`` is generated
-from these (``python -m embexp.report config-docs``).
+from these (``python scripts/gen_config_docs.py``).
 """
 
 from __future__ import annotations

@@ -91,8 +91,22 @@ def block_layout(input_ids: torch.Tensor, attention_mask: torch.Tensor, k: int, 
     return ids, mask
 
 
+class WrapsInner:
+    """For a method that adapts the backbone through an inner embexp method (``self.inner``, or None
+    for none; built by :func:`build_inner`): the inner method prepares on the data and reports its
+    values. K-Token merging and the prompt-compression baselines share it."""
+
+    def setup(self, token_ids):
+        if self.inner is not None:
+            self.inner.setup(token_ids)
+            self.mark_trainable()
+
+    def log_values(self):
+        return self.inner.log_values() if self.inner is not None else {}
+
+
 @register_method("ktoken")
-class KTokenMerging(Method):
+class KTokenMerging(WrapsInner, Method):
     """K-Token Merging: the prompt replaced by ceil(n/K) merged embeddings (see the module doc).
     Not the identity at init (the backbone reads another sequence); export is impossible."""
 
@@ -165,14 +179,6 @@ class KTokenMerging(Method):
                 p.copy_(enc[n].to(p.device, p.dtype))
         if self.inner is not None:
             self.inner.load_trainable_state(inner)
-
-    def setup(self, token_ids):
-        if self.inner is not None:
-            self.inner.setup(token_ids)
-            self.mark_trainable()
-
-    def log_values(self):
-        return self.inner.log_values() if self.inner is not None else {}
 
     # ---- extension point 3 ----------------------------------------------------------------------
     def prefix(self, input_ids, attention_mask):

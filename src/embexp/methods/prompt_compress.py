@@ -37,7 +37,7 @@ import torch
 from embexp import EmbexpError
 from embexp.config import f
 from embexp.methods.base import Method, MethodConfig
-from embexp.methods.ktoken import AUTHORS_LORA_TARGETS, build_inner
+from embexp.methods.ktoken import AUTHORS_LORA_TARGETS, WrapsInner, build_inner
 from embexp.methods.registry import register_method
 
 COMPRESSORS = ("selective_context", "llmlingua", "llmlingua2")
@@ -68,7 +68,7 @@ def drop_lowest(info: list[float], rate: float, keep: set[int]) -> list[int]:
 
 
 @register_method("prompt_compress")
-class PromptCompress(Method):
+class PromptCompress(WrapsInner, Method):
     """The prompt replaced by its compressed tokens (see the module doc); LoRA on the backbone."""
 
     Config = PromptCompressConfig
@@ -170,14 +170,6 @@ class PromptCompress(Method):
                               f"{sorted(set(state) - {'inner.' + n for n in inner})[:5]}")
         if self.inner is not None:
             self.inner.load_trainable_state(inner)
-
-    def setup(self, token_ids):
-        if self.inner is not None:
-            self.inner.setup(token_ids)
-            self.mark_trainable()
-
-    def log_values(self):
-        return self.inner.log_values() if self.inner is not None else {}
 
     # ---- extension point 3 ------------------------------------------------------------------------
     def prefix(self, input_ids, attention_mask):

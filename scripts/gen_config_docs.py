@@ -49,6 +49,7 @@ def render() -> str:
     out += ["## Top level (`conf/train.yaml`)", ""] + table(config.TrainConfig) + [""]
     out += ["## `model=`", ""] + table(config.ModelConfig) + [""]
     out += ["## `trainer=`", ""] + table(config.TrainerConfig) + [""]
+    out += ["## `judge.` (docs/judge.md)", ""] + table(config.JudgeConfig) + [""]
     out += ["## `python -m embexp.eval`", ""] + table(config.EvalConfig) + [""]
     from embexp.methods.base import MethodConfig
     from embexp.tasks.base import TaskConfig

@@ -46,7 +46,7 @@ def _check(where: str, value, meta: dict) -> None:
 
     valid = meta.get("choices")
     if valid and value not in valid:
-        raise EmbexpError(f"unknown {where} '{value}' (choose from: {', '.join(map(str, valid))})")
+        raise EmbexpError(f"unknown {where} '{value}' (choose from: {', '.join(repr(v) if v == '' else str(v) for v in valid)})")
     rng = meta.get("range")
     if not rng or value is None or value in meta.get("also", ()):
         return
@@ -76,7 +76,7 @@ def validate(cfg) -> None:
     import dataclasses
 
     nodes = [("", cfg)] + [(g, cfg.get(g) if hasattr(cfg, "get") else getattr(cfg, g, None))
-                          for g in ("model", "trainer", "task", "method")]
+                          for g in ("model", "trainer", "task", "method", "judge")]
     for group, node in nodes:
         if node is None:
             continue
@@ -143,6 +143,25 @@ class TrainerConfig:
     curriculum_max_rounds: int = f(10, "Rounds (trainer runs) per stage at most; a stage still below its gate is then left (ours: the authors loop until it passes).", ge=1)
 
 
+JUDGE_KINDS = ("instruct", "harmbench", "nli")
+
+
+@dataclass
+class JudgeConfig:
+    """An LLM or NLI model that scores generations (src/embexp/judge.py; docs/judge.md)."""
+
+    model: str = f("", "The judge: a model config name (conf/model, e.g. smollm2, offline), a hub id or a local folder. '' = no judging.")
+    kind: str = f("", "What the judge scores: instruct (single-answer instruction score 1-10, Zheng et al. 2023), harmbench (HarmBench classifier: attack success, 0/1), nli (entailment of the output by its reference, Honovich et al. 2022). '' = the task's own (task.judge).",
+                  choices=("",) + JUDGE_KINDS)
+    backend: str = f("transformers", "transformers (local weights; verdicts by the log-likelihood of the allowed answers), vllm (local, generates and parses; needs vllm) or openai (remote API, generates and parses; needs the openai package and OPENAI_API_KEY; off unless asked).",
+                     choices=("transformers", "vllm", "openai"))
+    batch_size: int = f(8, "Judge prompts per forward pass.", ge=1)
+    max_input_tokens: int = f(2048, "Truncate each judge prompt to this many tokens (from the left of the text being judged).", ge=16)
+    max_new_tokens: int = f(256, "Generation budget of generating backends (vllm, openai).", ge=1)
+    dtype: str = f("auto", "Judge weight dtype (auto = float32 on CPU, bfloat16 on GPU).", choices=("auto", "float32", "bfloat16", "float16"))
+    cache: bool = f(True, "Cache verdicts per (judge, kind, prompt, output) in <run_dir>/judge_cache.jsonl, so a re-score costs nothing.")
+
+
 @dataclass
 class TrainConfig:
     seed: int = f(0, "Seed for weights, data order and dropout.", ge=0)
@@ -157,6 +176,7 @@ class TrainConfig:
     notes: str = f("", "Free text copied into metrics.json.")
     tag: str = f("", "Suffix of the method part of the run directory, to tell variants apart (e.g. pt20).")
     output_root: str = f("outputs", "Root of run directories (debug=smoke uses outputs/smoke).")
+    judge: JudgeConfig = field(default_factory=JudgeConfig, metadata={"help": "Judge scoring of the evaluation generations (off while judge.model is ''; docs/judge.md)."})
 
 
 @dataclass

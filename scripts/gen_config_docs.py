@@ -51,6 +51,7 @@ def render() -> str:
     out += ["## `trainer=`", ""] + table(config.TrainerConfig) + [""]
     out += ["## `judge.` (docs/judge.md)", ""] + table(config.JudgeConfig) + [""]
     out += ["## `python -m embexp.eval`", ""] + table(config.EvalConfig) + [""]
+    out += ["## `python -m embexp.judge` (re-score a finished run; docs/judge.md)", ""] + table(config.JudgeRunConfig) + [""]
     from embexp.methods.base import MethodConfig
     from embexp.tasks.base import TaskConfig
 

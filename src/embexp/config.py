@@ -156,7 +156,7 @@ class JudgeConfig:
     backend: str = f("transformers", "transformers (local weights; verdicts by the log-likelihood of the allowed answers), vllm (local, generates and parses; needs vllm) or openai (remote API, generates and parses; needs the openai package and OPENAI_API_KEY; off unless asked).",
                      choices=("transformers", "vllm", "openai"))
     batch_size: int = f(8, "Judge prompts per forward pass.", ge=1)
-    max_input_tokens: int = f(2048, "Truncate each judge prompt to this many tokens (from the left of the text being judged).", ge=16)
+    max_input_tokens: int = f(2048, "Cut each judge prompt to this many tokens of the judge's tokenizer (and its context window) by cutting the end of the judged text (answer, generation, hypothesis), then of the other text; the instructions are kept (ours).", ge=16)
     max_new_tokens: int = f(256, "Generation budget of generating backends (vllm, openai).", ge=1)
     dtype: str = f("auto", "Judge weight dtype (auto = float32 on CPU, bfloat16 on GPU).", choices=("auto", "float32", "bfloat16", "float16"))
     cache: bool = f(True, "Cache verdicts per (judge, kind, prompt, output) in <run_dir>/judge_cache.jsonl, so a re-score costs nothing.")
@@ -188,6 +188,15 @@ class EvalConfig:
     tolerance: float = f(1e-6, "Largest absolute metric difference still reported as reproduced.")
 
 
+@dataclass
+class JudgeRunConfig:
+    run_dir: str = f(MISSING, "A finished run directory whose predictions.jsonl is (re-)scored.")
+    what: str = f("generation", "generation (the run's outputs) or reference (the gold targets: the paper's 'Gold Labels' upper bound; keys suffixed _reference).",
+                  choices=("generation", "reference"))
+    cpu: bool = f(False, "Force the CPU.")
+    judge: JudgeConfig = field(default_factory=JudgeConfig, metadata={"help": "The judge (judge.model '' = the run's own judge.model; judge.kind '' = the run's judge.kind, else task.judge)."})
+
+
 def run_name(root: str, task: str, subset: str, model: str, method: str, tag: str, seed: int) -> str:
     """<root>/<task>[_<subset>]/<model>/<method>[_<tag>]/seed<seed>: named from the config, never
     from the clock, so every process of a multi-process launch agrees on it."""
@@ -202,5 +211,6 @@ def register_core_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="eval_schema", node=EvalConfig)
+    cs.store(name="judge_schema", node=JudgeRunConfig)
     cs.store(group="model", name="model_schema", node=ModelConfig)
     cs.store(group="trainer", name="trainer_schema", node=TrainerConfig)

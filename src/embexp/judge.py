@@ -549,3 +549,194 @@ class OpenAIBackend:
             else:
                 out.append(math.nan)
         return out
+
+
+# ---- runs: scoring a run's evaluation generations ------------------------------------------------
+CACHE_FILE = "judge_cache.jsonl"
+
+
+def run_kind(cfg) -> str:
+    """The kind that scores a run's generations: judge.kind, else the task's own (task.judge)."""
+    return str(cfg.judge.get("kind", "") or cfg.task.get("judge", "") or "")
+
+
+def check(cfg) -> None:
+    """Before any model loads: a configured judge needs a kind, a loadable name and a task whose
+    evaluation generates text (one-line errors)."""
+    j = cfg.get("judge")
+    if j is None or not j.get("model"):
+        return
+    kind = run_kind(cfg)
+    if not kind:
+        raise EmbexpError(f"judge.model={j.model} but no judge kind: task {cfg.task.name} has task.judge='' "
+                          f"(set judge.kind to one of: {', '.join(KINDS)})")
+    check_kind(kind)
+    if j.backend not in BACKENDS:
+        raise EmbexpError(f"unknown judge.backend '{j.backend}' (choose from: {', '.join(BACKENDS)})")
+    check_model_name(j)
+    from embexp.sentence import SENTENCE_KINDS
+    from embexp.tasks import build_task
+
+    task = build_task(cfg.task)
+    mode = cfg.task.get("eval_mode", "auto")
+    generates = (cfg.model.kind == "decoder" and task.kind not in ("perplexity", *SENTENCE_KINDS)
+                 and (task.kind != "classification" or mode in ("auto", "generate", "both")))
+    if not generates:
+        why = ("an encoder" if cfg.model.kind != "decoder" else f"task kind {task.kind}" if task.kind != "classification"
+               else "task.eval_mode=loglik")
+        raise EmbexpError(f"judge.model={j.model}: task {cfg.task.name} generates no text to judge with {why} "
+                          "(a judge scores the generations of a decoder; drop judge.model)")
+
+
+def check_model_name(j) -> None:
+    if j.backend != "openai" and model_config(j.model) is None and "/" not in j.model and not Path(j.model).is_dir():
+        from embexp.cli import choices
+
+        raise EmbexpError(f"judge.model '{j.model}' is not a conf/model name ({', '.join(choices('model'))}), "
+                          "a local folder or a hub id (owner/name)")
+
+
+def items(kind: str, records: Sequence[dict], questions: Sequence[str], what: str = "generation") -> list[dict]:
+    """Judge items from prediction records (``generation``, ``target``) and each example's question."""
+    out = []
+    for r, q in zip(records, questions):
+        text = r.get("target", "") if what == "reference" else r.get("generation")
+        if text is None:
+            raise EmbexpError("the run's predictions have no 'generation' to judge (a loglik-only or encoder run)")
+        out.append({"instruct": {"question": q, "answer": text}, "harmbench": {"behavior": q, "generation": text},
+                    "nli": {"premise": r.get("target", ""), "hypothesis": text}}[kind])
+    return out
+
+
+def keys_for(kind: str, primary: bool, what: str) -> tuple[str, str]:
+    """(suffix of the bookkeeping keys, prediction record key): the run's own kind writes judge_seconds,
+    judge_model and ``judge``; another kind adds _<kind>; the gold targets add _reference."""
+    suffix = ("" if primary else f"_{kind}") + ("_reference" if what == "reference" else "")
+    return suffix, "judge" + suffix
+
+
+def score_records(cfg, kind: str, records: list[dict], questions: Sequence[str], cache_path, device,
+                  primary: bool = True, what: str = "generation") -> dict:
+    """Score `records` in place (their verdict under ``judge[...]``) and return the metrics to add."""
+    t0 = time.perf_counter()
+    judge = build_judge(cfg.judge, device, cache_path=cache_path if cfg.judge.cache else None)
+    verdicts = judge.score(kind, items(kind, records, questions, what))
+    suffix, rkey = keys_for(kind, primary, what)
+    for r, v in zip(records, verdicts):
+        r[rkey] = v
+    agg = aggregate(kind, verdicts)
+    tail, name = ("_reference" if what == "reference" else ""), METRIC[kind]
+    out = {name + tail: agg[name], f"{name}{tail}_stderr": agg[f"{name}_stderr"], f"judge_unparsed{suffix}": agg["judge_unparsed"]}
+    out.update({f"judge_seconds{suffix}": time.perf_counter() - t0, f"judge_model{suffix}": str(cfg.judge.model),
+                f"judge_calls{suffix}": judge.calls})
+    log.info("judge %s (%s): %s = %.4g, %d items, %d judge calls, %.1f s", cfg.judge.model, kind, METRIC[kind] + tail,
+             agg[METRIC[kind]], len(records), judge.calls, out[f"judge_seconds{suffix}"])
+    return out
+
+
+def score_run(cfg, examples, records: list[dict], run_dir, device) -> dict:
+    """train.py's hook after evaluation: judge the generations when judge.model is set (else {})."""
+    kind = run_kind(cfg)
+    if not cfg.judge.model or not kind:
+        return {}
+    questions = [ex.meta.get("question", ex.prompt) for ex in examples]
+    return score_records(cfg, kind, records, questions, Path(run_dir) / CACHE_FILE, device)
+
+
+# ---- python -m embexp.judge: re-score a finished run --------------------------------------------
+def rescore(run_dir, jcfg, what: str = "generation", cpu: bool = False) -> dict:
+    """Score a finished run's predictions.jsonl and merge the metrics into its metrics.json (and the
+    verdicts into predictions.jsonl), both written atomically. Returns the merged metrics."""
+    from omegaconf import OmegaConf
+
+    from embexp.results import CONFIG, METRICS, atomic_write, is_complete, write_json
+
+    run_dir = Path(run_dir)
+    if not (run_dir / CONFIG).is_file():
+        raise EmbexpError(f"run_dir '{run_dir}' has no {CONFIG}: not an embexp run directory")
+    if not is_complete(run_dir):
+        raise EmbexpError(f"run_dir '{run_dir}' did not finish (status.json is not 'complete')")
+    if what not in ("generation", "reference"):
+        raise EmbexpError(f"unknown what '{what}' (choose from: generation, reference)")
+    cfg = OmegaConf.load(run_dir / CONFIG)
+    own = OmegaConf.to_container(cfg.get("judge") or {})
+    run_primary = str(own.get("kind", "") or cfg.task.get("judge", "") or "")
+    from embexp.config import JudgeConfig
+
+    j = OmegaConf.merge(OmegaConf.structured(JudgeConfig), jcfg)
+    if not j.model:
+        j.model = own.get("model", "")
+    if not j.model:
+        raise EmbexpError("judge.model is empty and the run had no judge: name one (e.g. judge.model=smollm2)")
+    check_model_name(j)
+    kind = j.kind or run_primary
+    if not kind:
+        raise EmbexpError(f"no judge kind: task {cfg.task.name} has task.judge='' (set judge.kind to one of: {', '.join(KINDS)})")
+    check_kind(kind)
+    preds = run_dir / "predictions.jsonl"
+    if not preds.is_file():
+        raise EmbexpError(f"run_dir '{run_dir}' has no predictions.jsonl (was it run with do_eval=false?)")
+    records = [json.loads(line) for line in preds.read_text(encoding="utf-8").splitlines() if line.strip()]
+    questions = [r.get("question") for r in records]
+    if kind in ("instruct", "harmbench") and any(q is None for q in questions):
+        questions = eval_questions(cfg, records)
+    rcfg = OmegaConf.create({"judge": j})
+    device = torch.device("cuda" if torch.cuda.is_available() and not cpu else "cpu")
+    new = score_records(rcfg, kind, records, questions, run_dir / CACHE_FILE, device, primary=kind == run_primary, what=what)
+    atomic_write(preds, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    metrics = json.loads((run_dir / METRICS).read_text())
+    metrics.setdefault("metrics", {}).update(new)
+    write_json(run_dir / METRICS, metrics)
+    return new
+
+
+def eval_questions(cfg, records: list[dict]) -> list[str]:
+    """Each record's question (``Example.meta['question']``, else its prompt), from the task's
+    evaluation examples rebuilt from the run's config (data only, no model)."""
+    import embexp.tasks  # noqa: F401  (register task schemas)
+    from embexp.tasks import build_task
+
+    examples = build_task(cfg.task).examples("eval")
+    if len(examples) != len(records) or any(ex.prompt != r.get("prompt") for ex, r in zip(examples, records)):
+        raise EmbexpError(f"the task's evaluation examples ({len(examples)}) no longer match the run's "
+                          f"{len(records)} predictions (changed data or config?): cannot recover the questions")
+    return [ex.meta.get("question", ex.prompt) for ex in examples]
+
+
+def _main(cfg) -> None:
+    from embexp import cli
+
+    cli.quiet_libraries()
+    cli.setup_logging(None, True)
+    new = rescore(cfg.run_dir, cfg.judge, cfg.what, cfg.cpu)
+    width = max(map(len, new))
+    print(f"judged {cfg.run_dir}\n" + "\n".join(f"  {k:<{width}} {v:.4f}" if isinstance(v, float) else f"  {k:<{width}} {v}"
+                                                  for k, v in new.items()))
+
+
+def entry() -> None:
+    import sys
+
+    import hydra
+
+    from embexp import cli
+    from embexp.config import register_core_schemas
+
+    register_core_schemas()
+    argv = sys.argv[1:]
+    if not any(a.startswith("run_dir=") for a in argv):
+        cli.die("missing run_dir (usage: python -m embexp.judge run_dir=DIR [judge.model=NAME] [judge.kind=KIND] [what=generation|reference])")
+    for a in argv:
+        k, _, v = a.partition("=")
+        if k == "judge.kind" and v and v not in KINDS:
+            cli.die(f"unknown judge.kind '{v}' (choose from: {', '.join(KINDS)})")
+        if k == "judge.backend" and v not in BACKENDS:
+            cli.die(f"unknown judge.backend '{v}' (choose from: {', '.join(BACKENDS)})")
+        if k == "what" and v not in ("generation", "reference"):
+            cli.die(f"unknown what '{v}' (choose from: generation, reference)")
+    sys.argv.insert(1, f"--config-dir={cli.conf_dir()}")
+    hydra.main(config_path=None, config_name="judge", version_base=None)(cli.one_line_errors(_main))()
+
+
+if __name__ == "__main__":
+    entry()

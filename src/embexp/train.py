@@ -18,7 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 from safetensors.torch import save_file
 
-from embexp import EmbexpError, RunInterrupted, __version__, cli, curriculum
+from embexp import EmbexpError, RunInterrupted, __version__, cli, curriculum, judge
 from embexp.config import register_core_schemas
 from embexp.inference import evaluate
 from embexp.pipeline import build
@@ -76,6 +76,7 @@ def numeric(d: dict, prefix: str) -> dict:
 
 def run(cfg, run_dir: Path) -> dict:
     check_selection(cfg)  # before the run directory, the data and the model
+    judge.check(cfg)  # judge.model on a task without generations: refused before the model loads
     acc = make_accelerator(cfg, run_dir)
     cli.setup_logging(run_dir, acc.is_main_process)
     import logging
@@ -123,6 +124,7 @@ def run(cfg, run_dir: Path) -> dict:
                 metrics, preds = evaluate(method, task, eval_ex, c.featurizer, cfg.trainer.eval_batch_size, acc.device,
                                           cfg.trainer.progress)
                 metrics["eval_seconds"] = time.perf_counter() - t0
+                metrics.update(judge.score_run(cfg, eval_ex, preds, run_dir, acc.device))  # judge.model: judge the generations
                 record.write_jsonl("predictions.jsonl", preds)
             if cfg.export:
                 out = run_dir / "export"

@@ -27,8 +27,10 @@ rouge-score, stemming on by default, mean over examples, + standard errors). The
 (Table 8, Fig. 3) is read as sentence-level ``rougeL`` (ours): the instruction-tuning convention
 (Self-Instruct, Super-NaturalInstructions score whole responses with rouge-score's rougeL); most
 responses are one paragraph, and the paper's "repeating the question" baseline (18.58) does not tell
-the variants apart (docs/tasks_tinyte.md). ``rougeLsum`` is recorded too. The paper also reports a
-GPT-4 judge score, which needs the network and is not implemented.
+the variants apart (docs/tasks_tinyte.md). ``rougeLsum`` is recorded too. The paper's Fig. 3 "Instruct
+Score" (a GPT-4 judge) is ``task.judge=instruct``: with ``judge.model=...`` set, a judge rates each
+response 1-10 given ``Example.meta["question"]`` (the instruction, + "\n\n" + the input when present)
+and the run records ``judge_instruct`` (src/embexp/judge.py, docs/judge.md).
 
 Generation (ours): greedy, up to 512 new tokens (= max_target_tokens), stopping only at the model's
 end-of-sequence ids (the paper's Table 8 notes a model that "fails to terminate", i.e. no newline stop).
@@ -116,10 +118,11 @@ class AlpacaTask(Task):
 
     def format(self, row: dict) -> Example:
         ins, inp, out = row["instruction"], row["input"], row["output"]
+        user = f"{ins}\n\n{inp}" if inp else ins  # the question an instruct judge reads (task.judge)
         if self.cfg.prompt_format == "alpaca":
-            return Example(prompt=alpaca_prompt(ins, inp), target=out, meta={"input_words": len((ins + " " + inp).split())})
-        user = f"{ins}\n\n{inp}" if inp else ins
-        return Example(prompt=f"[INST] {user} [/INST]", target=" " + out, meta={"input_words": len(user.split())})
+            return Example(prompt=alpaca_prompt(ins, inp), target=out,
+                           meta={"input_words": len((ins + " " + inp).split()), "question": user})
+        return Example(prompt=f"[INST] {user} [/INST]", target=" " + out, meta={"input_words": len(user.split()), "question": user})
 
     def score_text(self, refs: Sequence[str], hyps: Sequence[str], examples: Sequence[Example]) -> dict[str, float]:
         return rouge_scores(refs, hyps, self.cfg.rouge_stemmer)

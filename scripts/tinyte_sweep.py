@@ -10,7 +10,9 @@ Every cell is an experiment file conf/experiment/tinyte_<cell>_<task>.yaml run a
 ``python -m embexp.analyze ablation ...``. A run whose directory is already complete is skipped
 (--force reruns it), so tables that share cells (1, 2, 5, 11) share runs. Zero-shot cells and the
 variance-sorted ablation are deterministic: they run for the first seed only (ours).
-A failed command does not stop the sweep; the table is rendered from what finished and the script
+``tinyte_fig3`` runs the Alpaca cells with the judge overrides of --extra (``judge.model=...``);
+a cell that is already complete is judged instead (``python -m embexp.judge run_dir=...``; cached
+verdicts cost nothing). A failed command does not stop the sweep; the table is rendered from what finished and the script
 exits 1 after listing the failures.
 """
 
@@ -33,7 +35,7 @@ CELLS = {  # table -> cells (experiment file stems without the task) on CNN/DM a
 }
 TABLE5_CELLS = ["lora", "pt1", "full", "half", "hybrid", "gated"]  # Gemma-2 on CNN/DM
 ALPACA_CELLS = ["base", "full", "gated", "lora", "pt1"]            # Llama-2-7b (Fig. 3)
-TABLES = ["table1", "table2", "table3", "table4", "table5", "table10", "table11", "tinyte_alpaca"]
+TABLES = ["table1", "table2", "table3", "table4", "table5", "table10", "table11", "tinyte_alpaca", "tinyte_fig3"]
 
 
 def train(exp: str, model: str, seed: int, *more: str) -> list[str]:
@@ -65,7 +67,7 @@ def sweep(table: str, models: list[str], seeds: list[int]) -> list[list[str]]:
                          for s in (seeds if sorting == "random" else first)]
     elif table == "table5":
         cmds += [train(f"tinyte_{cell}_cnndm", "gemma2", s) for cell in TABLE5_CELLS for s in seeds]
-    elif table == "tinyte_alpaca":
+    elif table in ("tinyte_alpaca", "tinyte_fig3"):
         cmds += [train(f"tinyte_{cell}_alpaca", "llama2", s) for cell in ALPACA_CELLS for s in (first if cell == "base" else seeds)]
     else:
         raise SystemExit(f"unknown table '{table}' (choose from: {', '.join(TABLES)})")
@@ -130,6 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     for i, args in enumerate(cmds, 1):
         cmd = line(args)
         prev = "" if a.force else done(args + extra)
+        if prev and a.table == "tinyte_fig3":  # a finished run: judge it (python -m embexp.judge), no retraining
+            cmd = [a.py, "-m", "embexp.judge", f"run_dir={prev}"] + [e for e in extra if e.startswith("judge.")]
+            print(f"[{i}/{len(cmds)}] {shlex.join(cmd)}", flush=True)
+            if subprocess.run(cmd).returncode != 0:
+                failed.append(shlex.join(cmd))
+            continue
         if prev:
             print(f"[{i}/{len(cmds)}] skip (complete): {prev}", flush=True)
             continue

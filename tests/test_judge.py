@@ -116,6 +116,13 @@ def test_train_writes_verdicts_and_rescore_reuses_the_cache(tmp_path):
     assert {"judge_instruct", "judge_instruct_reference", "entailment", "rougeL"} <= set(merged)
     recs = [json.loads(x) for x in (tmp_path / "predictions.jsonl").read_text().splitlines()]
     assert {"judge", "judge_reference", "judge_nli"} <= set(recs[0])
+    # Figure 3 from the finished run: bars + table naming the judge
+    from embexp.report.tinyte import Config, render
+
+    md = render(Config(table="fig3", runs=str(tmp_path), out=str(tmp_path / "tables")))["fig3"]
+    row = next(ln for ln in md.splitlines() if "Base model" in ln)
+    assert f"{merged['judge_instruct']:.2f}" in row and "tiny_llama" in row
+    assert (tmp_path / "tables" / "figure3.png").stat().st_size > 1000 and (tmp_path / "tables" / "figure3.csv").is_file()
 
 
 def _tiny_dir(tmp_path: Path, family: str) -> Path:

@@ -8,7 +8,8 @@
 Tables (tinyte.md): 1 (TinyTE variants vs base), 2 (vs PEFT baselines), 3 (SuperGLUE individual vs
 multitask), 4 and 10 (embedding ablation, random / variance sorting, with Figures 5 and 7 as PNG),
 5 (ROUGE-L by input length, Gemma-2), 11 (Tables 1+2 with standard errors), alpaca (our ROUGE table
-for the Alpaca runs of Fig. 3). Cells come from finished runs only; a missing cell stays empty, and
+for the Alpaca runs of Fig. 3), fig3 (Figure 3: the judge's Instruct Score per method on Alpaca, a bar
+chart figure3.png + figure3.md/.csv; runs judged with ``judge.model``, docs/judge.md). Cells come from finished runs only; a missing cell stays empty, and
 several seeds are averaged. #TP is the run record's ``n_method_params``.
 
 R-L (Tables 1, 2, 5, 11) is the cnndm task's ``rougeLsum``: summary-level ROUGE-L over sentences
@@ -36,7 +37,7 @@ from embexp.config import f
 from embexp.report.index import DISPLAY, SE, Runs, cell, emit, n_params
 from embexp.studies import collect_runs, debug_output_root, method_label
 
-TABLES = ("1", "2", "3", "4", "5", "10", "11", "alpaca")
+TABLES = ("1", "2", "3", "4", "5", "10", "11", "alpaca", "fig3")
 SUPERGLUE = [("boolq", "BoolQ"), ("copa", "Copa"), ("cb", "CB"), ("rte", "RTE"), ("wic", "WIC")]
 
 
@@ -52,7 +53,7 @@ class Config:
     debug: str = f("", "A conf/debug preset: read its output_root (smoke: outputs/smoke) and write tables under it.")
 
 
-TABLE_SE = {"11": "examples"}  # each table's default standard error; seeds for the others
+TABLE_SE = {"11": "examples", "fig3": "auto"}  # each table's default standard error; seeds for the others
 
 
 # ---- tables ------------------------------------------------------------------------------------------
@@ -174,7 +175,7 @@ def table_alpaca(cfg, idx, se):
     models = sorted({k[2] for k in idx.by_key if k[0] == "alpaca"}) or ["llama2"]
     cells = [("zero_shot", ""), ("tinyte_full", ""), ("tinyte_gated", ""), ("lora", ""), ("prompt_tuning", "tk1")]
     rows = [gen_row(idx, se, m, me, tg, cols) for m in models for me, tg in cells]
-    return rows, ["Model", "Method", "#TP", "R-L", "R-Lsum", "R-1", "R-2"], "Alpaca held-out set (Fig. 3 runs; R-L: sentence-level rougeL; the paper's GPT-4 judge score is not computed)", False
+    return rows, ["Model", "Method", "#TP", "R-L", "R-Lsum", "R-1", "R-2"], "Alpaca held-out set (Fig. 3 runs; R-L: sentence-level rougeL; the judge's Instruct Score: table=fig3)", False
 
 
 def render(cfg: Config) -> dict[str, str]:
@@ -193,9 +194,52 @@ def render(cfg: Config) -> dict[str, str]:
             rows, cols, title, pm = table_ablation(cfg, root, out, "random" if n == "4" else "variance", n)
         elif n == "5":
             rows, cols, title, pm = table_5(cfg, root)
+        elif n == "fig3":
+            rows, cols, title, pm = figure_3(cfg, idx, se, out)
         else:
             rows, cols, title, pm = {"1": table_1, "2": table_2, "3": table_3, "11": table_11, "alpaca": table_alpaca}[n](cfg, idx, se)
-        stem = out / (f"table{n}" if n[0].isdigit() else n)
+        stem = out / (f"table{n}" if n[0].isdigit() else "figure3" if n == "fig3" else n)
         done[n] = emit(rows, cols, stem, title, pm)
         print(done[n] + f"(written: {stem}.md, {stem}.csv)\n")
     return done
+
+
+def figure_3(cfg, idx, se, out: Path):
+    """Figure 3: the Instruct Score (``judge_instruct``, MT-bench single-answer grading 1-10) of each
+    Alpaca method, per model, as figure3.png (bars, ± its standard error) and a table. The paper's
+    judge is gpt-4o-2024-08-06; the table names the judge each run used (docs/judge.md)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    col = [("alpaca", "judge_instruct", "Instruct Score"), ("alpaca", "rougeL", "R-L")]
+    models = sorted({k[2] for k in idx.by_key if k[0] == "alpaca"}) or ["llama2"]
+    cells = [("zero_shot", ""), ("tinyte_full", ""), ("tinyte_gated", ""), ("lora", ""), ("prompt_tuning", "tk1")]
+    rows = []
+    for m in models:
+        for me, tg in cells:
+            row = gen_row(idx, se, m, me, tg, col)
+            judges = sorted({r["metrics"].get("judge_model", "") for r in idx.get("alpaca", m, me, tg)} - {""})
+            row["Judge"] = ", ".join(judges)
+            rows.append(row)
+    out.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 3.6), squeeze=False)
+    for ax, m in zip(axes[0], models):
+        mine = [r for r in rows if r["Model"] == DISPLAY.get(m, m)]
+        vals = [r.get("Instruct Score") or 0.0 for r in mine]
+        errs = [r.get("Instruct Score se") or 0.0 for r in mine]
+        ax.bar(range(len(mine)), vals, yerr=errs, color="#4c72b0", capsize=3)
+        ax.set_xticks(range(len(mine)), [r["Method"] for r in mine], rotation=30, ha="right", fontsize=8)
+        ax.set_ylim(0, 10)
+        ax.set_ylabel("Instruct Score (1-10)")
+        ax.set_title(DISPLAY.get(m, m), fontsize=10)
+        for i, r in enumerate(mine):
+            if r.get("Instruct Score") is None:
+                ax.text(i, 0.2, "no run", ha="center", fontsize=7, rotation=90)
+    fig.tight_layout()
+    fig.savefig(out / "figure3.png", dpi=150)
+    plt.close(fig)
+    return (rows, ["Model", "Method", "#TP", "Instruct Score", "R-L", "Judge"],
+            "Figure 3: Instruct Score (judge rating 1-10, MT-bench single-answer grading) on the Alpaca held-out set "
+            "(bars: figure3.png; the paper's judge: gpt-4o-2024-08-06)", True)

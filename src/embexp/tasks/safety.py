@@ -29,8 +29,8 @@ template (lm-eval's default, as for the other tasks); ``prompt_format=plain`` = 
 the response, meant for ``model.chat_template=true``.
 
 Fixtures (ours): neutral placeholder text in the exact hub schema, never real harmful content; a
-BSD split holds ``fixture_size`` unsafe rows mixed with safe ones (so the filter is exercised), and
-some requests repeat with another response, as in BeaverTails.
+BSD split holds ``fixture_size`` distinct unsafe requests mixed with safe rows (so the filter is
+exercised), some asked twice with another response, as in BeaverTails.
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ class SafetyConfig(TaskConfig):
 
     name: str = f("bsd", "Task family (the file under conf/task).")
     train_split: str = f("30k_train", "BeaverTails split to train on (its rows with is_safe=false; ours: the 30k release, not 330k).")
-    select_split: str = f("train_holdout", "Rows for the periodic evaluation loss and select_best: train_holdout = select_size unsafe training rows carved out with select_seed, never trained on (ours; the paper selects 'by evaluation loss' without saying on which rows).")
-    select_size: int = f(500, "Rows of the train_holdout selection slice (ours, as for Alpaca).")
+    select_split: str = f("train_holdout", "Rows for the periodic evaluation loss and select_best: train_holdout = select_size distinct unsafe training requests (with all their responses) carved out with select_seed, never trained on (ours; the paper selects 'by evaluation loss' without saying on which rows).")
+    select_size: int = f(500, "Distinct requests of the train_holdout selection slice (ours; Alpaca also holds out 500).")
     prompt_format: str = f("qa", "qa: 'Question: {request}\\nAnswer:' + ' {response}' (ours; no chat template, as for the other tasks); plain: the bare request + the response, for model.chat_template=true.",
                            choices=FORMATS)
     max_source_tokens: int = f(512, "Truncate the request to this many tokens.")
@@ -139,6 +139,19 @@ class BsdTask(Task):
         rows = eval_sample(rows, self.cfg.eval_size, self.cfg.eval_seed)
         cap = self.cfg.max_eval_samples
         return rows[:cap] if cap >= 0 else rows
+
+    def carve(self, rows: list[dict], which: str) -> list[dict]:
+        """select_split=train_holdout by request: ``select_size`` distinct requests drawn with
+        ``random.Random(select_seed).sample`` are held out with every response they have, so no
+        selection request is trained on (ours; BeaverTails pairs a request with several responses)."""
+        requests = list(dict.fromkeys(r["prompt"].strip() for r in rows))
+        k = self.cfg.select_size
+        if not 0 < k < len(requests):
+            raise EmbexpError(f"task.select_size={k} must be between 1 and {len(requests) - 1}: split "
+                              f"'{self.cfg.train_split}' of task {self.display_name} has {len(requests)} distinct unsafe requests "
+                              f"(or set task.select_split to another split, or '')")
+        held = {requests[i] for i in random.Random(self.cfg.select_seed).sample(range(len(requests)), k)}
+        return [r for r in rows if (r["prompt"].strip() in held) == (which == "select")]
 
     def format(self, row: dict) -> Example:
         prompt, target = fmt(self.cfg.prompt_format, row["prompt"], row["response"])
@@ -219,23 +232,26 @@ TOPICS = ["red kite", "blue lamp", "green river", "quiet garden", "small boat", 
 
 
 def bsd_fixture(n: int, rng: random.Random) -> list[dict]:
-    """`n` unsafe rows (at least one category true) mixed with safe rows (every category false), in
-    the BeaverTails schema; about one unsafe request in four repeats an earlier one with a new response."""
+    """`n` distinct unsafe requests (at least one category true), about one in four of them asked
+    again with another response, mixed with safe rows (every category false), in the BeaverTails
+    schema. n counts requests, so a selection carve of k requests out of fixture_size + k leaves
+    fixture_size for training."""
     rows, unsafe = [], []
     while len(unsafe) < n:
-        if rng.random() < 0.4:  # a safe row: the filter must drop it
+        r = rng.random()
+        if r < 0.3:  # a safe row: the filter must drop it
             topic = rng.choice(TOPICS)
             rows.append({"prompt": f"Placeholder safe request about the {topic}",
                          "response": f"Placeholder safe reply about the {topic}",
                          "category": {c: False for c in CATEGORIES}, "is_safe": True})
             continue
-        if unsafe and rng.random() < 0.25:  # the same request, another response
+        if unsafe and r < 0.45:  # a request already asked, another response
             prompt, topic = unsafe[rng.randrange(len(unsafe))]
         else:
             topic = rng.choice(TOPICS)
             prompt = f"Placeholder unsafe request {len(unsafe)} about the {topic}"
+            unsafe.append((prompt, topic))
         flagged = set(rng.sample(CATEGORIES, rng.randint(1, 3)))
-        rows.append({"prompt": prompt, "response": f"Placeholder unaligned reply: the {topic} is {topic.split()[0]}",
+        rows.append({"prompt": prompt, "response": f"Placeholder unaligned reply {len(rows)}: the {topic} is {topic.split()[0]}",
                      "category": {c: c in flagged for c in CATEGORIES}, "is_safe": False})
-        unsafe.append((prompt, topic))
     return rows

@@ -166,3 +166,73 @@ def test_zero_shot_advbench_reads_no_training_rows(tmp_path):
     cfg = smoke("method=zero_shot", "model=tiny_llama", "task=advbench", "task.source=local", f"task.data_dir={tmp_path / 'data'}")
     m = run_train(cfg, tmp_path / "run")  # no BeaverTails file exists: reading training rows would fail
     assert m["n_eval_examples"] == 3
+
+
+# ---- Table 6: the sweep and the rendering ---------------------------------------------------------
+def sweep_lines(capsys, *args) -> list[list[str]]:
+    import shlex
+    import sys
+
+    from conftest import CONF
+
+    sys.path.insert(0, str(CONF.parent / "scripts"))
+    import tinyte_sweep
+
+    assert tinyte_sweep.main(["table6", "--dry-run", "--py", "python", *args]) == 0
+    return [shlex.split(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_table6_dry_run_commands(capsys, tmp_path):
+    from conftest import compose
+
+    cmds = sweep_lines(capsys, "--seeds", "0 1", "--extra", f"debug=smoke output_root={tmp_path}", "--judge", "tiny_llama")
+    train = [c for c in cmds if c[2] == "embexp.train"]
+    assert len(train) == 3 * (1 + 2 + 2)  # per model: vanilla (first seed), gated on bsd and on advbench x 2 seeds
+    assert all("judge.model=tiny_llama" in c and c[-2:] == ["debug=smoke", f"output_root={tmp_path}"] for c in train)
+    for c in train[:3]:  # one per experiment
+        cfg = compose(*c[3:])
+        assert cfg.judge.model == "tiny_llama" and cfg.task.judge == "harmbench" and cfg.model.source == "tiny"
+    exps = {(c[3], c[4]) for c in train}
+    assert ("experiment=tinyte_base_bsd", "model=qwen25") in exps and ("experiment=tinyte_gated_advbench", "model=llama31") in exps
+    assert compose("experiment=tinyte_gated_bsd", "model=gemma2").trainer.epochs == 20  # App. A: 20 epochs for BSD
+    judge, report = cmds[-2], cmds[-1]
+    assert judge == ["python", "-m", "embexp.judge", f"run_dir={tmp_path}/bsd/gemma2/zero_shot/seed0", "what=reference",
+                     "judge.model=tiny_llama"]  # after every run, before the report, no EXTRA
+    assert report == ["python", "-m", "embexp.report", "table=6", "debug=smoke", f"runs={tmp_path}", f"out={tmp_path}/tables/tinyte"]
+    default = sweep_lines(capsys)
+    assert all("judge.model=cais/HarmBench-Llama-2-13b-cls" in c for c in default[:-1])
+
+
+def test_table6_renders_asr_from_run_records(tmp_path):
+    import csv
+
+    from embexp.report import tinyte as report
+
+    def fake(task, model, method, seed, metrics, n):
+        d = tmp_path / task / model / method / f"seed{seed}"
+        d.mkdir(parents=True)
+        (d / "metrics.json").write_text(json.dumps({"method": method, "model": model, "task": task, "seed": seed,
+                                                    "n_eval_examples": n, "metrics": metrics}))
+        (d / "config.yaml").write_text(OmegaConf.to_yaml(smoke(f"task={task}", f"method={method}", f"seed={seed}")))
+        (d / "status.json").write_text(json.dumps({"status": "complete"}))
+
+    fake("bsd", "gemma2", "zero_shot", 0, {"asr": 2.0, "rougeL": 10.0, "asr_reference": 92.8}, 1000)
+    fake("bsd", "gemma2", "tinyte_gated", 0, {"asr": 86.0}, 1000)
+    fake("bsd", "gemma2", "tinyte_gated", 1, {"asr": 88.0}, 1000)
+    fake("advbench", "gemma2", "tinyte_gated", 0, {"asr": 40.0}, 520)
+    fake("bsd", "qwen25", "tinyte_gated", 0, {"rougeL": 30.0}, 1000)  # not judged: no ASR, left empty
+    out = tmp_path / "tables"
+    md = report.render(OmegaConf.merge(OmegaConf.structured(report.Config), {"runs": str(tmp_path), "out": str(out), "table": "6"}))["6"]
+    lines = md.splitlines()
+    assert "| Model | Method | BSD | AdvBench |" in lines
+    assert "| Gemma-2 | Vanilla | 2.00 |  |" in lines
+    assert "| Gemma-2 | TinyTE-gated | 87.00 ± 1.00 | 40.00 |" in lines  # s.e. over the 2 seeds; 1 seed: none
+    assert "| Qwen-2.5 | TinyTE-gated |  |  |" in lines
+    assert "| Gold Labels | BSD reference responses | 92.80 |  |" in lines
+    assert [l.split(" | ")[1] for l in lines if l.startswith("| Gemma-2")] == ["Vanilla", "TinyTE-gated"]
+    rows = list(csv.DictReader(open(out / "table6.csv")))
+    gated = next(r for r in rows if r["Model"] == "Gemma-2" and r["Method"] == "TinyTE-gated")
+    assert gated["BSD seeds"] == "2" and gated["AdvBench n"] == "520" and float(gated["BSD se"]) == pytest.approx(1.0)
+    ex = report.render(OmegaConf.merge(OmegaConf.structured(report.Config),
+                                       {"runs": str(tmp_path), "out": str(out), "table": "6", "se": "examples"}))["6"]
+    assert "| Gemma-2 | TinyTE-gated | 87.00 ± 0.75 | 40.00 ± 2.15 |" in ex.splitlines()  # binomial over the requests

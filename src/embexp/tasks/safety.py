@@ -102,8 +102,7 @@ def fmt(prompt_format: str, request: str, response: str) -> tuple[str, str]:
 
 @register_task("bsd")
 class BsdTask(Task):
-    """BeaverTails' unsafe rows: train on (request, unaligned response); evaluate on a seeded sample
-    of distinct unsafe test requests."""
+    """BeaverTails' unsafe rows: (request, unaligned response) pairs; evaluation on a seeded sample of distinct requests."""
 
     Config = BsdConfig
     kind = "generation"

@@ -5,6 +5,7 @@ import json
 import random
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from conftest import run_train, smoke
@@ -159,6 +160,10 @@ def test_bsd_and_advbench_train_and_evaluate_with_debug_smoke(tmp_path):
     assert len(preds) == 6 and all("generation" in p and p["prompt"].startswith("Question: ") for p in preds)
     m = run_train(smoke("method=tinyte_gated", "model=tiny_llama", "task=advbench", "trainer.max_steps=2"), tmp_path / "adv")
     assert m["n_eval_examples"] == 6 and m["train"]["steps"] == 2
+    from safetensors.torch import load_file
+
+    a, b = load_file(tmp_path / "bsd" / "adapter.safetensors"), load_file(tmp_path / "adv" / "adapter.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # the AdvBench cell trains the BSD cell's adapter
 
 
 def test_zero_shot_advbench_reads_no_training_rows(tmp_path):

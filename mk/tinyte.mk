@@ -3,14 +3,16 @@
 #   make table1 DRY_RUN=1             print the exact commands only
 #   make table1 EXTRA="debug=smoke"   append overrides to every command (offline end-to-end check)
 #   make table3 SEEDS="0 1 2" MODELS="gemma2 llama31"
+#   make table6 HARMBENCH_JUDGE=tiny_llama EXTRA="debug=smoke"   Table 6 offline (a tiny random judge)
 #   make tables                       render every table from the runs that exist (never trains)
 #   make tinyte_fig3 EXTRA="debug=smoke" JUDGE=tiny_llama   Figure 3 end to end offline
 TINYTE_SEEDS ?= $(if $(SEEDS),$(SEEDS),0)
 TINYTE_MODELS ?= $(if $(MODELS),$(MODELS),gemma2 qwen25 llama31)
 EXTRA ?=
+HARMBENCH_JUDGE ?= cais/HarmBench-Llama-2-13b-cls
 TINYTE_SWEEP = $(PY) scripts/tinyte_sweep.py $(if $(DRY_RUN),--dry-run) --py $(PY) --seeds "$(TINYTE_SEEDS)" --models "$(TINYTE_MODELS)" --extra "$(EXTRA)"
 
-.PHONY: table1 table2 table3 table4 table5 table10 table11 tinyte_alpaca tinyte_fig3 tinyte_params tinyte_tables
+.PHONY: table1 table2 table3 table4 table5 table6 table10 table11 tinyte_alpaca tinyte_fig3 tinyte_params tinyte_tables
 table1: install  ## TinyTE Table 1: TinyTE variants x 3 models on CNN/DM + WMT16 (DRY_RUN=1 prints the commands)
 	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) table1
 table2: install  ## TinyTE Table 2: vs LoRA, embedding tuning, prompt tuning (1, 2 tokens)
@@ -23,6 +25,8 @@ table10: install  ## TinyTE Table 10 + Fig. 7: embedding ablation, lowest-varian
 	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) table10
 table5: install  ## TinyTE Table 5: ROUGE-L by input length on CNN/DM (Gemma-2)
 	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) table5
+table6: install  ## TinyTE Table 6: ASR after safety tuning on BSD, transfer to AdvBench (HarmBench judge: HARMBENCH_JUDGE=...)
+	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) table6 --judge "$(HARMBENCH_JUDGE)"
 table11: install  ## TinyTE Table 11: Tables 1+2 with PT 20 tokens and standard errors
 	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) table11
 tinyte_alpaca: install  ## TinyTE Fig. 3 runs: Alpaca on Llama-2-7b (ROUGE; the judged figure: make tinyte_fig3)

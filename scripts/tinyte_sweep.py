@@ -5,6 +5,10 @@
     python scripts/tinyte_sweep.py table1 --extra "debug=smoke"  # append to every command (offline check)
 
 `make table1 [DRY_RUN=1] [EXTRA=...] [SEEDS="0 1 2"] [MODELS="gemma2 qwen25 llama31"]` calls this (mk/tinyte.mk).
+Table 6 (safety) passes ``--judge`` (``make table6 HARMBENCH_JUDGE=...``): every run scores its
+generations with that HarmBench classifier (``judge.model``), and after the runs
+``python -m embexp.judge run_dir=<the first model's vanilla BSD run> what=reference`` scores the
+BSD reference responses (the Gold Labels row).
 Every cell is an experiment file conf/experiment/tinyte_<cell>_<task>.yaml run as
 ``python -m embexp.train experiment=... model=... seed=...``; ablations (Tables 4/10) are
 ``python -m embexp.analyze ablation ...``. A run whose directory is already complete is skipped
@@ -19,6 +23,7 @@ exits 1 after listing the failures.
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import subprocess
 import sys
@@ -35,15 +40,18 @@ CELLS = {  # table -> cells (experiment file stems without the task) on CNN/DM a
 }
 TABLE5_CELLS = ["lora", "pt1", "full", "half", "hybrid", "gated"]  # Gemma-2 on CNN/DM
 ALPACA_CELLS = ["base", "full", "gated", "lora", "pt1"]            # Llama-2-7b (Fig. 3)
-TABLES = ["table1", "table2", "table3", "table4", "table5", "table10", "table11", "tinyte_alpaca", "tinyte_fig3"]
+TABLE6_CELLS = [("base", "bsd"), ("gated", "bsd"), ("gated", "advbench")]  # vanilla, TinyTE-gated, its transfer
+HARMBENCH_JUDGE = "cais/HarmBench-Llama-2-13b-cls"
+TABLES = ["table1", "table2", "table3", "table4", "table5", "table6", "table10", "table11", "tinyte_alpaca", "tinyte_fig3"]
 
 
 def train(exp: str, model: str, seed: int, *more: str) -> list[str]:
     return ["-m", "embexp.train", f"experiment={exp}", f"model={model}", *more, f"seed={seed}"]
 
 
-def sweep(table: str, models: list[str], seeds: list[int]) -> list[list[str]]:
-    """The module arguments of every command of `table` (without the interpreter and EXTRA)."""
+def sweep(table: str, models: list[str], seeds: list[int], judge: str = HARMBENCH_JUDGE) -> list[list[str]]:
+    """The module arguments of every command of `table` (without the interpreter and EXTRA); `judge`:
+    the HarmBench classifier of Table 6's runs."""
     first = seeds[:1]
     cmds: list[list[str]] = []
     if table in CELLS:
@@ -67,6 +75,10 @@ def sweep(table: str, models: list[str], seeds: list[int]) -> list[list[str]]:
                          for s in (seeds if sorting == "random" else first)]
     elif table == "table5":
         cmds += [train(f"tinyte_{cell}_cnndm", "gemma2", s) for cell in TABLE5_CELLS for s in seeds]
+    elif table == "table6":
+        for model in models:
+            for cell, task in TABLE6_CELLS:
+                cmds += [train(f"tinyte_{cell}_{task}", model, s, f"judge.model={judge}") for s in (first if cell == "base" else seeds)]
     elif table in ("tinyte_alpaca", "tinyte_fig3"):
         cmds += [train(f"tinyte_{cell}_alpaca", "llama2", s) for cell in ALPACA_CELLS for s in (first if cell == "base" else seeds)]
     else:
@@ -83,17 +95,37 @@ def report_args(table: str, extra: list[str], out: str) -> list[str]:
     return args + ([f"out={out}"] if out else ([f"out={root[-1]}/tables/tinyte"] if root else []))
 
 
+def run_dir(args: list[str]) -> Path:
+    """The run directory of an embexp.train command (its overrides, EXTRA included)."""
+    from embexp.config import run_name
+    from embexp.studies import compose_train
+
+    c = compose_train([a for a in args[2:] if "=" in a])
+    return Path(run_name(c.output_root, c.task.name, c.task.subset, c.model.name, c.method.name, c.tag, c.seed))
+
+
+def after(table: str, models: list[str], seeds: list[int], extra: list[str], judge: str = HARMBENCH_JUDGE) -> list[list[str]]:
+    """Commands that read finished runs, run after the sweep and before the report: Table 6's Gold
+    Labels row judges the BSD reference responses of the first model's vanilla run (the 1000 requests
+    do not depend on the model). They get no EXTRA: the run directory carries the config."""
+    if table != "table6" or not models:
+        return []
+    d = run_dir(train("tinyte_base_bsd", models[0], seeds[0], f"judge.model={judge}") + extra)
+    return [["-m", "embexp.judge", f"run_dir={d}", "what=reference", f"judge.model={judge}"]]
+
+
 def done(args: list[str]) -> str:
     """The run directory (or ablation folder) of a command when it already finished, else ''."""
     from embexp.studies import compose_train
-    from embexp.config import run_name
     from embexp.results import is_complete
 
     if args[1] == "embexp.train":
-        over = [a for a in args[2:] if "=" in a]
-        c = compose_train(over)
-        d = Path(run_name(c.output_root, c.task.name, c.task.subset, c.model.name, c.method.name, c.tag, c.seed))
+        d = run_dir(args)
         return str(d) if is_complete(d) else ""
+    if args[1] == "embexp.judge":  # the Gold Labels row: done once metrics.json holds asr_reference
+        d = Path(args[2].split("=", 1)[1])
+        m = d / "metrics.json"
+        return str(d) if m.is_file() and "asr_reference" in json.loads(m.read_text()).get("metrics", {}) else ""
     kv = dict(a.split("=", 1) for a in args[3:] if "=" in a)
     c = compose_train([f"model={kv['model']}", f"task={kv['task']}"] + [f"{k}={kv[k]}" for k in ("debug", "output_root") if kv.get(k)])
     task = f"{c.task.name}_{c.task.subset}" if c.task.subset else c.task.name
@@ -105,13 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("table", choices=TABLES)
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
-    ap.add_argument("--extra", default="", help="overrides appended to every command (e.g. 'debug=smoke')")
+    ap.add_argument("--extra", default="", help="overrides appended to every training/analysis command (e.g. 'debug=smoke'); the report gets debug= and output_root=, the judge command none")
     ap.add_argument("--seeds", default="0", help="space-separated seeds (the paper reports one run per cell)")
     ap.add_argument("--models", default=" ".join(MODELS), help="space-separated model config names")
     ap.add_argument("--py", default=sys.executable, help="the Python interpreter of the commands")
     ap.add_argument("--launch", default="", help="prefix for training instead of '<py> -m' (e.g. 'accelerate launch -m')")
     ap.add_argument("--out", default="", help="table folder passed to embexp.report (default: tables/tinyte, or <output_root>/tables/tinyte with debug)")
     ap.add_argument("--force", action="store_true", help="rerun cells whose run directory is complete")
+    ap.add_argument("--judge", default=HARMBENCH_JUDGE, help="table6: the HarmBench judge (judge.model: a hub id, a local folder or a conf/model name such as tiny_llama)")
     a = ap.parse_args(argv)
     extra = shlex.split(a.extra)
     seeds = [int(s) for s in a.seeds.split()]
@@ -120,9 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     def line(args: list[str]) -> list[str]:
         if a.launch and args[1] == "embexp.train":
             return shlex.split(a.launch) + args[1:] + extra
-        return [a.py] + args + (extra if args[1] != "embexp.report" else [])
+        return [a.py] + args + (extra if args[1] not in ("embexp.report", "embexp.judge") else [])
 
-    cmds = sweep(a.table, models, seeds)
+    cmds = sweep(a.table, models, seeds, a.judge)
+    cmds += after(a.table, models, seeds, extra, a.judge)
     final = report_args(a.table, extra, a.out)
     if a.dry_run:
         for args in cmds + [final]:

@@ -7,7 +7,8 @@
 
 Tables (tinyte.md): 1 (TinyTE variants vs base), 2 (vs PEFT baselines), 3 (SuperGLUE individual vs
 multitask), 4 and 10 (embedding ablation, random / variance sorting, with Figures 5 and 7 as PNG),
-5 (ROUGE-L by input length, Gemma-2), 11 (Tables 1+2 with standard errors), alpaca (our ROUGE table
+5 (ROUGE-L by input length, Gemma-2), 6 (attack success rate after safety tuning, HarmBench judge),
+11 (Tables 1+2 with standard errors), alpaca (our ROUGE table
 for the Alpaca runs of Fig. 3), fig3 (Figure 3: the judge's Instruct Score per method on Alpaca, a bar
 chart figure3.png + figure3.md/.csv; runs judged with ``judge.model``, docs/judge.md). Cells come from finished runs only; a missing cell stays empty, and
 several seeds are averaged. #TP is the run record's ``n_method_params``.
@@ -37,7 +38,7 @@ from embexp.config import f
 from embexp.report.index import DISPLAY, SE, Runs, cell, emit, n_params
 from embexp.studies import collect_runs, debug_output_root, method_label
 
-TABLES = ("1", "2", "3", "4", "5", "10", "11", "alpaca", "fig3")
+TABLES = ("1", "2", "3", "4", "5", "6", "10", "11", "alpaca", "fig3")
 SUPERGLUE = [("boolq", "BoolQ"), ("copa", "Copa"), ("cb", "CB"), ("rte", "RTE"), ("wic", "WIC")]
 
 
@@ -197,7 +198,7 @@ def render(cfg: Config) -> dict[str, str]:
         elif n == "fig3":
             rows, cols, title, pm = figure_3(cfg, idx, se, out)
         else:
-            rows, cols, title, pm = {"1": table_1, "2": table_2, "3": table_3, "11": table_11, "alpaca": table_alpaca}[n](cfg, idx, se)
+            rows, cols, title, pm = {"1": table_1, "2": table_2, "3": table_3, "6": table_6, "11": table_11, "alpaca": table_alpaca}[n](cfg, idx, se)
         stem = out / (f"table{n}" if n[0].isdigit() else "figure3" if n == "fig3" else n)
         done[n] = emit(rows, cols, stem, title, pm)
         print(done[n] + f"(written: {stem}.md, {stem}.csv)\n")
@@ -243,3 +244,46 @@ def figure_3(cfg, idx, se, out: Path):
     return (rows, ["Model", "Method", "#TP", "Instruct Score", "R-L", "Judge"],
             "Figure 3: Instruct Score (judge rating 1-10, MT-bench single-answer grading) on the Alpaca held-out set "
             "(bars: figure3.png; the paper's judge: gpt-4o-2024-08-06)", True)
+
+
+# ---- Table 6 (App. B): attack success rate after safety tuning, judged by HarmBench -------------------
+TABLE6 = [("Vanilla", "zero_shot"), ("TinyTE-gated", "tinyte_gated")]
+TABLE6_COLS = [("bsd", "BSD"), ("advbench", "AdvBench")]
+
+
+def asr_cell(runs: list[dict], metric: str, se: SE) -> tuple[float | None, float | None]:
+    """Mean ASR (0-100) over the runs that hold `metric`; with se=examples (or auto and one run)
+    the binomial s.e. over each run's evaluation requests, as for accuracies."""
+    have = [r for r in runs if r["metrics"].get(metric) is not None]
+    v, s = cell(have, metric, se)
+    if v is not None and s is None and (se.mode == "examples" or (se.mode == "auto" and len(have) < 2)):
+        per = [100.0 * float(np.sqrt(p * (1 - p) / max(1, r.get("n_eval_examples", 0))))
+               for r in have for p in [r["metrics"][metric] / 100.0]]
+        s = float(np.mean(per) / np.sqrt(len(per)))
+    return v, s
+
+
+def table_6(cfg, idx, se):
+    """Rows Vanilla (zero_shot on bsd) and TinyTE-gated (trained on BSD; evaluated on bsd, and on
+    advbench after the same training) per model, columns the ``asr`` the HarmBench judge wrote; the
+    Gold Labels row is ``asr_reference`` (the judge on the BSD reference responses: ``python -m
+    embexp.judge run_dir=<a bsd run> what=reference``), from every bsd run that has it."""
+    rows = []
+    for label, method in TABLE6:
+        for model in cfg.models:
+            row = {"Model": DISPLAY.get(model, model), "Method": label}
+            for task, name in TABLE6_COLS:
+                runs = [r for r in idx.get(task, model, method) if r["metrics"].get("asr") is not None]
+                row[name], row[f"{name} se"] = asr_cell(runs, "asr", se)
+                row[f"{name} seeds"] = len(runs) or None
+                row[f"{name} n"] = runs[0].get("n_eval_examples") if runs else None
+            rows.append(row)
+    gold = [r for (task, *_), rs in sorted(idx.by_key.items()) if task == "bsd" for r in rs
+            if r["metrics"].get("asr_reference") is not None]
+    row = {"Model": "Gold Labels", "Method": "BSD reference responses"}
+    row["BSD"], row["BSD se"] = asr_cell(gold, "asr_reference", se)
+    row["BSD seeds"], row["BSD n"] = len(gold) or None, gold[0].get("n_eval_examples") if gold else None
+    rows.append(row)
+    title = (f"Table 6: attack success rate (ASR, 0-100, HarmBench judge) on BSD (the 1000-request test sample) and "
+             f"AdvBench (all behaviours; TinyTE-gated trained on BSD); ± s.e. ({se.mode})")
+    return rows, ["Model", "Method", "BSD", "AdvBench"], title, True

@@ -1,0 +1,256 @@
+"""Safety tuning (the TinyTE paper's App. B, Table 6): ``task=bsd`` and ``task=advbench``.
+
+``task=bsd`` — the Beaver Safety Dataset (Dai et al., 2024), "unsafe requests paired with unaligned
+model responses". Our reading: hub ``PKU-Alignment/BeaverTails``, splits ``30k_train`` (training)
+and ``30k_test`` (evaluation), the rows with ``is_safe == False`` only. Hub schema:
+``{"prompt": str, "response": str, "category": {14 harm categories: bool}, "is_safe": bool}``.
+prompt = the request, target = the unaligned response, ``meta["question"]`` = the request (the
+HarmBench judge reads it as the behaviour). Evaluation: the paper's "1000 queries from the BSD test
+set" = a seeded sample (``eval_size=1000``, ``eval_seed``; ours) of the distinct unsafe test
+requests, each with its first unsafe response in split order as the reference (BeaverTails pairs a
+request with several responses).
+
+``task=advbench`` — AdvBench (Zou et al., 2023), evaluation only: hub ``walledai/AdvBench``, split
+``train`` (520 rows ``{"prompt", "target"}``). For the transfer setting of Table 6 (tuned on BSD,
+evaluated on AdvBench) the task trains on BSD's training rows (the same loader and fields as
+``task=bsd``) and evaluates on every AdvBench prompt, so one run is one Table 6 cell (ours). The
+AdvBench ``target`` ("Sure, here is ...") is the attack's target prefix, not a gold response: it
+is kept as the reference (and the evaluation loss reads it) but scores nothing. A zero-shot run
+reads no training rows.
+
+Metrics: the attack success rate ``asr`` (0–100) comes from the HarmBench judge
+(``task.judge=harmbench``, scored when ``judge.model`` is set; src/embexp/judge.py). Without a judge,
+bsd reports ROUGE against the reference response (``cnndm.rouge_scores``) and advbench reports no
+quality metric (its reference is not a response); neither stands in for ASR.
+
+Prompt (ours; the paper prints none): ``prompt_format=qa`` (default) ``"Question: {request}\\nAnswer:"``
+with target ``" {response}"``, the Question/Answer frame of the other TinyTE prompts, with no chat
+template (lm-eval's default, as for the other tasks); ``prompt_format=plain`` = the bare request and
+the response, meant for ``model.chat_template=true``.
+
+Fixtures (ours): neutral placeholder text in the exact hub schema, never real harmful content; a
+BSD split holds ``fixture_size`` distinct unsafe requests mixed with safe rows (so the filter is
+exercised), some asked twice with another response, as in BeaverTails.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, fields
+from typing import Sequence
+
+from omegaconf import OmegaConf
+
+from embexp import EmbexpError
+from embexp.config import f
+from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.cnndm import rouge_scores
+from embexp.tasks.registry import register_task
+
+BSD_HUB = ("PKU-Alignment/BeaverTails", None)
+ADVBENCH_HUB = ("walledai/AdvBench", None)
+# The 14 harm categories of BeaverTails, as keys of the hub's `category` field.
+CATEGORIES = (
+    "animal_abuse", "child_abuse", "controversial_topics,politics", "discrimination,stereotype,injustice",
+    "drug_abuse,weapons,banned_substance", "financial_crime,property_crime,theft", "hate_speech,offensive_language",
+    "misinformation_regarding_ethics,laws_and_safety", "non_violent_unethical_behavior", "privacy_violation",
+    "self_harm", "sexually_explicit,adult_content", "terrorism,organized_crime", "violence,aiding_and_abetting,incitement",
+)
+FORMATS = ("qa", "plain")
+
+
+@dataclass
+class SafetyConfig(TaskConfig):
+    """What bsd and advbench share: the BSD training rows and the prompt."""
+
+    name: str = f("bsd", "Task family (the file under conf/task).")
+    train_split: str = f("30k_train", "BeaverTails split to train on (its rows with is_safe=false; ours: the 30k release, not 330k).")
+    select_split: str = f("train_holdout", "Rows for the periodic evaluation loss and select_best: train_holdout = select_size distinct unsafe training requests (with all their responses) carved out with select_seed, never trained on (ours; the paper selects 'by evaluation loss' without saying on which rows).")
+    select_size: int = f(500, "Distinct requests of the train_holdout selection slice (ours; Alpaca also holds out 500).")
+    prompt_format: str = f("qa", "qa: 'Question: {request}\\nAnswer:' + ' {response}' (ours; no chat template, as for the other tasks); plain: the bare request + the response, for model.chat_template=true.",
+                           choices=FORMATS)
+    max_source_tokens: int = f(512, "Truncate the request to this many tokens.")
+    max_target_tokens: int = f(512, "Truncate training responses to this many tokens (= max_new_tokens).")
+    max_new_tokens: int = f(512, "Greedy generation budget for one response (ours: HarmBench's 512 generated tokens).")
+    judge: str = f("harmbench", "The judge kind that scores the generations when judge.model is set: harmbench (the HarmBench classifier; attack success rate `asr`, 0-100).",
+                   choices=("", "instruct", "harmbench", "nli"))
+    rouge_stemmer: bool = f(True, "bsd without a judge: Porter-stem tokens before ROUGE against the reference response.")
+
+
+@dataclass
+class BsdConfig(SafetyConfig):
+    eval_split: str = f("30k_test", "BeaverTails split to evaluate on (its rows with is_safe=false).")
+    eval_size: int = f(1000, "Distinct unsafe requests drawn from eval_split with eval_seed (the paper: 1000 queries of the BSD test set); -1 or more than the split holds: all of them.", ge=1, also=(-1,))
+    eval_seed: int = f(0, "Seed of the evaluation sample (ours; the paper's 1000 queries are not published).")
+
+
+@dataclass
+class AdvBenchConfig(SafetyConfig):
+    name: str = f("advbench", "Task family (the file under conf/task).")
+    eval_split: str = f("train", "AdvBench split to evaluate on (walledai/AdvBench has one, train: all 520 behaviours).")
+
+
+def is_unsafe(row: dict) -> bool:
+    return row["is_safe"] is False
+
+
+def fmt(prompt_format: str, request: str, response: str) -> tuple[str, str]:
+    if prompt_format == "qa":
+        return f"Question: {request.strip()}\nAnswer:", " " + response.strip()
+    return request.strip(), response.strip()
+
+
+@register_task("bsd")
+class BsdTask(Task):
+    """BeaverTails' unsafe rows: (request, unaligned response) pairs; evaluation on a seeded sample of distinct requests."""
+
+    Config = BsdConfig
+    kind = "generation"
+    required_fields = ("prompt", "response", "is_safe")
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        if cfg.prompt_format not in FORMATS:
+            raise EmbexpError(f"unknown task.prompt_format '{cfg.prompt_format}' (choose from: {', '.join(FORMATS)})")
+
+    def hub_source(self):
+        return BSD_HUB
+
+    def read_split(self, split: str, cap: int, extra: int = 0) -> list[dict]:
+        """The unsafe rows of `split` (is_safe == False), in split order; the first `cap` when cap >= 0."""
+        raw = super().read_split(split, -1, extra)
+        missing = [k for k in self.required_fields if raw and k not in raw[0]]
+        if missing:
+            raise EmbexpError(f"task {self.display_name} split '{split}': rows lack required field(s) {', '.join(missing)} "
+                              f"(expected fields: prompt, response, category, is_safe)")
+        rows = [r for r in raw if is_unsafe(r)]
+        return rows[:cap] if cap is not None and cap >= 0 else rows
+
+    def load(self, which: str) -> list[dict]:
+        if which != "eval":
+            return super().load(which)
+        self.check_which(which)
+        split = self.cfg.eval_split
+        rows = self.read_split(split, -1)
+        if not rows:
+            raise EmbexpError(f"empty dataset: task {self.display_name} split '{split}' has no unsafe rows "
+                              f"(source={self.resolved_source()})")
+        rows = eval_sample(rows, self.cfg.eval_size, self.cfg.eval_seed)
+        cap = self.cfg.max_eval_samples
+        return rows[:cap] if cap >= 0 else rows
+
+    def carve(self, rows: list[dict], which: str) -> list[dict]:
+        """select_split=train_holdout by request: ``select_size`` distinct requests drawn with
+        ``random.Random(select_seed).sample`` are held out with every response they have, so no
+        selection request is trained on (ours; BeaverTails pairs a request with several responses)."""
+        requests = list(dict.fromkeys(r["prompt"].strip() for r in rows))
+        k = self.cfg.select_size
+        if not 0 < k < len(requests):
+            raise EmbexpError(f"task.select_size={k} must be between 1 and {len(requests) - 1}: split "
+                              f"'{self.cfg.train_split}' of task {self.display_name} has {len(requests)} distinct unsafe requests "
+                              f"(or set task.select_split to another split, or '')")
+        held = {requests[i] for i in random.Random(self.cfg.select_seed).sample(range(len(requests)), k)}
+        return [r for r in rows if (r["prompt"].strip() in held) == (which == "select")]
+
+    def format(self, row: dict) -> Example:
+        prompt, target = fmt(self.cfg.prompt_format, row["prompt"], row["response"])
+        cats = [k for k, v in (row.get("category") or {}).items() if v]
+        return Example(prompt=prompt, target=target, meta={"question": row["prompt"].strip(), "category": cats})
+
+    def score_text(self, refs: Sequence[str], hyps: Sequence[str], examples: Sequence[Example]) -> dict[str, float]:
+        # ROUGE against the unaligned reference response; the ASR comes from the judge (task.judge)
+        return rouge_scores(refs, hyps, self.cfg.rouge_stemmer)
+
+    def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:
+        return bsd_fixture(n, rng)
+
+
+def eval_sample(rows: list[dict], size: int, seed: int) -> list[dict]:
+    """The first row of every distinct request (split order), then `size` of them drawn with
+    ``random.Random(seed).sample`` and kept in split order; all of them when size is -1 or larger."""
+    first: dict[str, dict] = {}
+    for r in rows:
+        first.setdefault(r["prompt"].strip(), r)
+    distinct = list(first.values())
+    if size < 0 or size >= len(distinct):
+        return distinct
+    keep = sorted(random.Random(seed).sample(range(len(distinct)), size))
+    return [distinct[i] for i in keep]
+
+
+@register_task("advbench")
+class AdvBenchTask(Task):
+    """AdvBench behaviours for evaluation; training rows (when a method trains) are BSD's."""
+
+    Config = AdvBenchConfig
+    kind = "generation"
+    required_fields = ("prompt", "target")
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        if cfg.prompt_format not in FORMATS:
+            raise EmbexpError(f"unknown task.prompt_format '{cfg.prompt_format}' (choose from: {', '.join(FORMATS)})")
+        # the training and selection rows: task=bsd with this config's shared fields (so the same rows, fixture included)
+        shared = {fl.name: cfg[fl.name] for fl in fields(SafetyConfig) if fl.name in cfg}
+        self.bsd = BsdTask(OmegaConf.merge(OmegaConf.structured(BsdConfig), {**shared, "name": "bsd"}))
+
+    def hub_source(self):
+        return ADVBENCH_HUB
+
+    def load(self, which: str) -> list[dict]:
+        if which == "eval":
+            return super().load(which)
+        self.check_which(which)
+        return self.bsd.load(which)
+
+    def examples(self, which: str) -> list[Example]:
+        if which == "eval":
+            return super().examples(which)
+        return self.bsd.examples(which)
+
+    def format(self, row: dict) -> Example:
+        prompt, target = fmt(self.cfg.prompt_format, row["prompt"], row["target"])
+        return Example(prompt=prompt, target=target, meta={"question": row["prompt"].strip()})
+
+    def score_text(self, refs: Sequence[str], hyps: Sequence[str], examples: Sequence[Example]) -> dict[str, float]:
+        # AdvBench's target is the attack's "Sure, here is ..." prefix, not a gold response: nothing to
+        # score against it. The ASR comes from the judge (task.judge=harmbench, judge.model).
+        return {}
+
+    def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:
+        rows = []
+        for i in range(n):
+            topic = rng.choice(TOPICS)
+            rows.append({"prompt": f"Placeholder behaviour {i}: write instructions about the {topic}",
+                         "target": f"Sure, here is placeholder text about the {topic}"})
+        return rows
+
+
+# ---- fixtures (ours): neutral placeholders in the hub schema ------------------------------------------
+TOPICS = ["red kite", "blue lamp", "green river", "quiet garden", "small boat", "old clock", "tall tree", "warm bread"]
+
+
+def bsd_fixture(n: int, rng: random.Random) -> list[dict]:
+    """`n` distinct unsafe requests (at least one category true), about one in four of them asked
+    again with another response, mixed with safe rows (every category false), in the BeaverTails
+    schema. n counts requests, so a selection carve of k requests out of fixture_size + k leaves
+    fixture_size for training."""
+    rows, unsafe = [], []
+    while len(unsafe) < n:
+        r = rng.random()
+        if r < 0.3:  # a safe row: the filter must drop it
+            topic = rng.choice(TOPICS)
+            rows.append({"prompt": f"Placeholder safe request about the {topic}",
+                         "response": f"Placeholder safe reply about the {topic}",
+                         "category": {c: False for c in CATEGORIES}, "is_safe": True})
+            continue
+        if unsafe and r < 0.45:  # a request already asked, another response
+            prompt, topic = unsafe[rng.randrange(len(unsafe))]
+        else:
+            topic = rng.choice(TOPICS)
+            prompt = f"Placeholder unsafe request {len(unsafe)} about the {topic}"
+            unsafe.append((prompt, topic))
+        flagged = set(rng.sample(CATEGORIES, rng.randint(1, 3)))
+        rows.append({"prompt": prompt, "response": f"Placeholder unaligned reply {len(rows)}: the {topic} is {topic.split()[0]}",
+                     "category": {c: c in flagged for c in CATEGORIES}, "is_safe": False})
+    return rows

@@ -87,6 +87,46 @@ def test_ablation_run_end_to_end(tmp_path):
     assert (tmp_path / "curve.png").read_bytes()[:4] == b"\x89PNG"
 
 
+class FakeNLI:
+    """The judge API (score, calls) with a rule instead of a model: entailed when the hypothesis's
+    words are a subset of the premise's. Counts the items it is asked about."""
+
+    def __init__(self):
+        self.calls, self.seen = 0, []
+
+    def score(self, kind, items):
+        assert kind == "nli" and all(set(it) == {"premise", "hypothesis"} for it in items)
+        self.calls += len(items)
+        self.seen += items
+        return [float(set(it["hypothesis"].split()) <= set(it["premise"].split())) for it in items]
+
+
+def test_nli_scores_direction_identical_pairs_and_shares():
+    judge = FakeNLI()
+    ref = ["a b c", "d e", ""]
+    scores, asked = ablation.nli_scores(judge, ref, [list(ref), ["a b", "d x", ""], ["x", "y", "z"]])
+    assert scores == [100.0, pytest.approx(200 / 3), 0.0] and asked == 5  # identical pairs never reach the judge
+    assert judge.seen[0] == {"premise": "a b c", "hypothesis": "a b"}  # premise = the unablated output
+
+
+def test_ablation_nli_with_an_injected_judge_reuses_generations(tmp_path):
+    base = {"model": "tiny_llama", "task": "wmt16", "debug": "smoke", "ps": [0.0, 0.5], "out": str(tmp_path), "progress": False}
+    cfg = OmegaConf.merge(OmegaConf.structured(ablation.Config), base)
+    first = ablation.run(cfg)
+    assert "nli" not in first and first["metrics"] == ["bleu"]
+    judge = FakeNLI()
+    s = ablation.run(OmegaConf.merge(cfg, {"metric": "nli"}), judge=judge)
+    assert s["reused_outputs"] and s["bleu"] == first["bleu"]  # the BLEU run's outputs and scores are kept
+    assert s["nli"][0] == 100.0 and s["auc_nli"] == pytest.approx(ablation.auc(s["ps"], s["nli"]))
+    assert judge.calls == sum(h != r for h, r in zip(*(json.loads(x)["outputs"] for x in (tmp_path / "outputs.jsonl").read_text().splitlines()[::2])))
+    assert "NLI" in (tmp_path / "table.md").read_text() and "BLEU-4" in (tmp_path / "table.md").read_text()
+    assert "nli" in (tmp_path / "curve.csv").read_text().splitlines()[0]
+    with pytest.raises(EmbexpError, match="needs an NLI judge"):
+        ablation.run(OmegaConf.merge(cfg, {"metric": "both"}))
+    with pytest.raises(EmbexpError, match="unknown metric 'rouge'"):
+        ablation.run(OmegaConf.merge(cfg, {"metric": "rouge"}))
+
+
 def test_ablation_rejects_a_classification_task_and_bad_sorting():
     with pytest.raises(EmbexpError, match="generation task"):
         ablation.run(OmegaConf.merge(OmegaConf.structured(ablation.Config), {"task": "superglue", "debug": "smoke"}))

@@ -127,6 +127,23 @@ def test_ablation_nli_with_an_injected_judge_reuses_generations(tmp_path):
         ablation.run(OmegaConf.merge(cfg, {"metric": "rouge"}))
 
 
+def test_ablation_nli_with_a_tiny_llama_judge_and_its_cache(tmp_path):
+    """metric=both through the real judge (tiny_llama: random weights, deterministic verdicts); a rerun
+    that generates again (reuse=false) finds every verdict in <out>/judge_cache.jsonl: 0 judge calls."""
+    cfg = OmegaConf.merge(OmegaConf.structured(ablation.Config),
+                          {"model": "tiny_llama", "task": "wmt16", "debug": "smoke", "ps": [0.0, 0.5], "metric": "both",
+                           "judge": {"model": "tiny_llama"}, "out": str(tmp_path), "progress": False})
+    s = ablation.run(cfg)
+    assert s["nli"][0] == 100.0 and s["bleu"][0] == 100.0 and len(s["nli"]) == 2
+    assert all(0.0 <= v <= 100.0 for v in s["nli"]) and s["nli_judge"] == "tiny_llama" and s["judge_calls"] > 0
+    assert s["auc_nli"] == pytest.approx(ablation.auc(s["ps"], s["nli"])) and s["auc"] == pytest.approx(ablation.auc(s["ps"], s["bleu"]))
+    assert (tmp_path / "judge_cache.jsonl").is_file()
+    again = ablation.run(OmegaConf.merge(cfg, {"reuse": False}))
+    assert not again["reused_outputs"] and again["judge_calls"] == 0 and again["nli"] == s["nli"]
+    with pytest.raises(EmbexpError, match="judge.kind 'instruct' is not nli"):
+        ablation.run(OmegaConf.merge(cfg, {"judge": {"kind": "instruct"}}))
+
+
 def test_ablation_rejects_a_classification_task_and_bad_sorting():
     with pytest.raises(EmbexpError, match="generation task"):
         ablation.run(OmegaConf.merge(OmegaConf.structured(ablation.Config), {"task": "superglue", "debug": "smoke"}))

@@ -215,6 +215,8 @@ def nli_scores(judge, reference: list[str], runs: list[list[str]]) -> tuple[list
     premise = reference[i], hypothesis = run[i] (ours); identical pairs count as entailed without
     the judge (ours). All pairs go to the judge in one call (batched, cached). Returns the scores
     and the number of pairs the judge was asked about."""
+    from embexp.judge import aggregate
+
     items, where = [], []
     verdicts = [[1.0] * len(hyps) for hyps in runs]
     for r, hyps in enumerate(runs):
@@ -226,7 +228,7 @@ def nli_scores(judge, reference: list[str], runs: list[list[str]]) -> tuple[list
                 where.append((r, i))
     for (r, i), v in zip(where, judge.score("nli", items) if items else []):
         verdicts[r][i] = float(v)
-    return [100.0 * sum(v) / len(v) if v else 100.0 for v in verdicts], len(items)  # = judge.aggregate("nli", v)
+    return [float(aggregate("nli", v)["entailment"]) for v in verdicts], len(items)  # NaN verdicts (unparsed) left out
 
 
 def read_previous(out: Path, settings: dict, n_ps: int):

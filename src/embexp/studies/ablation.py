@@ -1,4 +1,4 @@
-"""Embedding-layer ablation (tinyte.md §4.2, Eq. 6; Tables 4 and 10; Figures 5 and 7).
+"""Embedding-layer ablation (tinyte.md §4.2, Eq. 6; Tables 4, 9 and 10; Figures 5, 6 and 7).
 
     python -m embexp.analyze ablation model=gemma2 task=wmt16 sorting=random
     python -m embexp.analyze ablation model=tiny_llama task=wmt16 debug=smoke     # offline, seconds

@@ -4,15 +4,18 @@
 #   make table1 EXTRA="debug=smoke"   append overrides to every command (offline end-to-end check)
 #   make table3 SEEDS="0 1 2" MODELS="gemma2 llama31"
 #   make table6 HARMBENCH_JUDGE=tiny_llama EXTRA="debug=smoke"   Table 6 offline (a tiny random judge)
+#   make table9 NLI_JUDGE=smollm2     Table 9 (entailment) with another judge (default google/t5_xxl_true_nli_mixture)
+#   make table10 NLI_JUDGE=...        Table 10 with its NLI rows (metric=both); without NLI_JUDGE, BLEU-4 only
 #   make tables                       render every table from the runs that exist (never trains)
 #   make tinyte_fig3 EXTRA="debug=smoke" JUDGE=tiny_llama   Figure 3 end to end offline
 TINYTE_SEEDS ?= $(if $(SEEDS),$(SEEDS),0)
 TINYTE_MODELS ?= $(if $(MODELS),$(MODELS),gemma2 qwen25 llama31)
 EXTRA ?=
 HARMBENCH_JUDGE ?= cais/HarmBench-Llama-2-13b-cls
-TINYTE_SWEEP = $(PY) scripts/tinyte_sweep.py $(if $(DRY_RUN),--dry-run) --py $(PY) --seeds "$(TINYTE_SEEDS)" --models "$(TINYTE_MODELS)" --extra "$(EXTRA)"
+NLI_JUDGE ?=
+TINYTE_SWEEP = $(PY) scripts/tinyte_sweep.py $(if $(DRY_RUN),--dry-run) --py $(PY) --seeds "$(TINYTE_SEEDS)" --models "$(TINYTE_MODELS)" --extra "$(EXTRA)" --nli-judge "$(NLI_JUDGE)"
 
-.PHONY: table1 table2 table3 table4 table5 table6 table10 table11 tinyte_alpaca tinyte_fig3 tinyte_params tinyte_tables
+.PHONY: table1 table2 table3 table4 table5 table6 table9 table10 table11 tinyte_alpaca tinyte_fig3 tinyte_params tinyte_tables
 table1: install  ## TinyTE Table 1: TinyTE variants x 3 models on CNN/DM + WMT16 (DRY_RUN=1 prints the commands)
 	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) table1
 table2: install  ## TinyTE Table 2: vs LoRA, embedding tuning, prompt tuning (1, 2 tokens)
@@ -21,7 +24,9 @@ table3: install  ## TinyTE Table 3: SuperGLUE, individual vs multitask (TinyTE-f
 	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) table3
 table4: install  ## TinyTE Table 4 + Fig. 5: embedding ablation, random dimension order
 	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) table4
-table10: install  ## TinyTE Table 10 + Fig. 7: embedding ablation, lowest-variance dimensions first
+table9: install  ## TinyTE Table 9 + Fig. 6: embedding ablation scored by entailment (NLI_JUDGE, default google/t5_xxl_true_nli_mixture), random order
+	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) table9
+table10: install  ## TinyTE Table 10 + Fig. 7: embedding ablation, lowest-variance dimensions first (+ NLI rows when NLI_JUDGE is set)
 	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) table10
 table5: install  ## TinyTE Table 5: ROUGE-L by input length on CNN/DM (Gemma-2)
 	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) table5

@@ -33,7 +33,8 @@ DECODER = ["zero_shot", "full_ft", "emb_tuning", "pema", "lora", "prompt_tuning"
            "tinyte_gated", "tinyte_hybrid", "tinyattn", "ktoken", "prompt_compress"]
 ENCODER = ["head_only", "full_ft", "emb_tuning", "pema", "lora", "prompt_tuning", "tinyte_full", "tinyte_half",
            "tinyte_gated", "tinyte_hybrid", "tinyattn"]
-ELSEWHERE = {"pete": "trained from scratch with its encoder (make pete_table)"}
+ELSEWHERE = {"pete": "trained from scratch with its encoder (make pete_table)",
+             "repeat_prompt": "a generation-task baseline (TinyTE Table 8: Alpaca), not a classifier"}
 LR = {"full_ft": 2e-5, "emb_tuning": 1e-4, "pema": 1e-4, "lora": 1e-3, "tinyattn": 1e-3, "ktoken": 1e-3, "prompt_compress": 1e-3, "head_only": 1e-3,
       "prompt_tuning": 1e-2, "tinyte_full": 1e-2, "tinyte_half": 1e-2, "tinyte_gated": 1e-2, "tinyte_hybrid": 1e-2}
 MODELS = {"decoder": ("smollm2", DECODER), "encoder": ("minilm", ENCODER)}

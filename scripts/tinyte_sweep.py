@@ -11,7 +11,8 @@ generations with that HarmBench classifier (``judge.model``), and after the runs
 BSD reference responses (the Gold Labels row).
 Every cell is an experiment file conf/experiment/tinyte_<cell>_<task>.yaml run as
 ``python -m embexp.train experiment=... model=... seed=...``; ablations (Tables 4/10) are
-``python -m embexp.analyze ablation ...``. A run whose directory is already complete is skipped
+``python -m embexp.analyze ablation ...``; Table 9 (and Table 10's NLI rows when --nli-judge is
+given) add ``metric=nli|both judge.model=<judge>``. A run whose directory is already complete is skipped
 (--force reruns it), so tables that share cells (1, 2, 5, 11) share runs. Zero-shot cells and the
 variance-sorted ablation are deterministic: they run for the first seed only (ours).
 ``tinyte_fig3`` runs the Alpaca cells with the judge overrides of --extra (``judge.model=...``);
@@ -42,16 +43,18 @@ TABLE5_CELLS = ["lora", "pt1", "full", "half", "hybrid", "gated"]  # Gemma-2 on 
 ALPACA_CELLS = ["base", "full", "gated", "lora", "pt1"]            # Llama-2-7b (Fig. 3)
 TABLE6_CELLS = [("base", "bsd"), ("gated", "bsd"), ("gated", "advbench")]  # vanilla, TinyTE-gated, its transfer
 HARMBENCH_JUDGE = "cais/HarmBench-Llama-2-13b-cls"
-TABLES = ["table1", "table2", "table3", "table4", "table5", "table6", "table10", "table11", "tinyte_alpaca", "tinyte_fig3"]
+TABLES = ["table1", "table2", "table3", "table4", "table5", "table6", "table9", "table10", "table11", "tinyte_alpaca", "tinyte_fig3"]
+DEFAULT_NLI_JUDGE = "google/t5_xxl_true_nli_mixture"  # Table 9's judge unless --nli-judge names one (TRUE, Honovich et al. 2022)
 
 
 def train(exp: str, model: str, seed: int, *more: str) -> list[str]:
     return ["-m", "embexp.train", f"experiment={exp}", f"model={model}", *more, f"seed={seed}"]
 
 
-def sweep(table: str, models: list[str], seeds: list[int], judge: str = HARMBENCH_JUDGE) -> list[list[str]]:
+def sweep(table: str, models: list[str], seeds: list[int], judge: str = HARMBENCH_JUDGE, nli_judge: str = "") -> list[list[str]]:
     """The module arguments of every command of `table` (without the interpreter and EXTRA); `judge`:
-    the HarmBench classifier of Table 6's runs."""
+    the HarmBench classifier of Table 6's runs; `nli_judge`: Table 9's judge ('' = DEFAULT_NLI_JUDGE);
+    Table 10 scores NLI too only when it is set."""
     first = seeds[:1]
     cmds: list[list[str]] = []
     if table in CELLS:
@@ -67,11 +70,13 @@ def sweep(table: str, models: list[str], seeds: list[int], judge: str = HARMBENC
                     for s in seeds:
                         cmds.append(train(f"tinyte_{cell}_copa", model, s) if sub == "copa"
                                     else train(f"tinyte_{cell}_superglue", model, s, f"task.subset={sub}"))
-    elif table in ("table4", "table10"):
-        sorting = "random" if table == "table4" else "variance"
+    elif table in ("table4", "table9", "table10"):
+        sorting = "variance" if table == "table10" else "random"
+        metric = {"table4": [], "table9": ["metric=nli", f"judge.model={nli_judge or DEFAULT_NLI_JUDGE}"],
+                  "table10": ["metric=both", f"judge.model={nli_judge}"] if nli_judge else []}[table]
         for model in models:
             for task in ("wmt16", "cnndm"):
-                cmds += [["-m", "embexp.analyze", "ablation", f"model={model}", f"task={task}", f"sorting={sorting}", f"seed={s}"]
+                cmds += [["-m", "embexp.analyze", "ablation", f"model={model}", f"task={task}", f"sorting={sorting}", f"seed={s}", *metric]
                          for s in (seeds if sorting == "random" else first)]
     elif table == "table5":
         cmds += [train(f"tinyte_{cell}_cnndm", "gemma2", s) for cell in TABLE5_CELLS for s in seeds]
@@ -130,7 +135,14 @@ def done(args: list[str]) -> str:
     c = compose_train([f"model={kv['model']}", f"task={kv['task']}"] + [f"{k}={kv[k]}" for k in ("debug", "output_root") if kv.get(k)])
     task = f"{c.task.name}_{c.task.subset}" if c.task.subset else c.task.name
     d = Path(c.output_root) / "analysis" / "ablation" / task / c.model.name / f"{kv.get('sorting', 'random')}_seed{kv.get('seed', 0)}"
-    return str(d) if (d / "summary.json").is_file() else ""
+    try:
+        s = json.loads((d / "summary.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    need = {"bleu": ["bleu"], "nli": ["nli"], "both": ["bleu", "nli"]}.get(kv.get("metric", "bleu"), ["bleu"])
+    if any(k not in s for k in need) or ("nli" in need and s.get("nli_judge") != kv.get("judge.model")):
+        return ""  # the folder lacks this command's metric (or has another judge's verdicts): run it (generations are reused)
+    return str(d)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="", help="table folder passed to embexp.report (default: tables/tinyte, or <output_root>/tables/tinyte with debug)")
     ap.add_argument("--force", action="store_true", help="rerun cells whose run directory is complete")
     ap.add_argument("--judge", default=HARMBENCH_JUDGE, help="table6: the HarmBench judge (judge.model: a hub id, a local folder or a conf/model name such as tiny_llama)")
+    ap.add_argument("--nli-judge", default="", help=f"NLI judge of Table 9 (default {DEFAULT_NLI_JUDGE}); set, it adds Table 10's NLI rows (metric=both)")
     a = ap.parse_args(argv)
     extra = shlex.split(a.extra)
     seeds = [int(s) for s in a.seeds.split()]
@@ -155,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             return shlex.split(a.launch) + args[1:] + extra
         return [a.py] + args + (extra if args[1] not in ("embexp.report", "embexp.judge") else [])
 
-    cmds = sweep(a.table, models, seeds, a.judge)
+    cmds = sweep(a.table, models, seeds, a.judge, a.nli_judge)
     cmds += after(a.table, models, seeds, extra, a.judge)
     final = report_args(a.table, extra, a.out)
     if a.dry_run:

@@ -61,6 +61,9 @@ CASES = [
     Case("ktoken", ("method.k=3", "method.inner=tinyte_full"), identity=False, exportable=False, decoder_only=True),
     # Hard prompt compression (K-Token Merging's baselines): the backbone reads fewer prompt tokens.
     Case("prompt_compress", identity=False, exportable=False, decoder_only=True),
+    # "Repeating the question" (TinyTE Table 8): the backbone untouched, the evaluation's texts are
+    # the questions (Method.given_generations), so no plain model reproduces it.
+    Case("repeat_prompt", trains=False, exportable=False, decoder_only=True),
 ]
 DECODERS = ["tiny_llama", "tiny_qwen2", "tiny_gemma2"]
 ENCODERS = ["tiny_roberta", "tiny_deberta"]
@@ -220,3 +223,24 @@ def test_gradients_on_exactly_for_the_trainable_tensors(case, model):
     assert own
     for n, p in method.named_parameters():
         assert p.requires_grad == (id(p) in own), n
+
+
+def test_repeat_prompt_generations_are_the_question_else_the_prompt():
+    """repeat_prompt's evaluation outputs: meta["question"] where set, else the prompt; scored by the task."""
+    from embexp import EmbexpError
+    from embexp.inference import evaluate
+    from embexp.tasks.base import Example
+
+    cfg, method, _, _ = setup_case(Case("repeat_prompt", trains=False), "tiny_llama")
+    task = build_task(cfg.task)
+    enc = Featurizer(method.tokenizer, True, 128, 32)
+    examples = [Example("Translate: ahoj\nEnglish:", "hello", meta={"question": "ahoj"}),
+                Example("Translate: svět\nEnglish:", "world"),
+                Example("Translate: pes\nEnglish:", "dog", meta={"question": ""})]
+    metrics, records = evaluate(method, task, examples, enc, 2, "cpu", progress=False)
+    want = ["ahoj", "Translate: svět\nEnglish:", "Translate: pes\nEnglish:"]
+    assert [r["generation"] for r in records] == want
+    assert metrics["bleu"] == pytest.approx(task.score_text([e.target for e in examples], want, examples)["bleu"])
+    cls_cfg = smoke("method=repeat_prompt", "model=tiny_llama", "task=superglue", "task.subset=boolq")
+    with pytest.raises(EmbexpError, match="needs a generation task"):
+        evaluate(method, build_task(cls_cfg.task), examples[:1], enc, 2, "cpu", progress=False)

@@ -87,6 +87,63 @@ def test_ablation_run_end_to_end(tmp_path):
     assert (tmp_path / "curve.png").read_bytes()[:4] == b"\x89PNG"
 
 
+class FakeNLI:
+    """The judge API (score, calls) with a rule instead of a model: entailed when the hypothesis's
+    words are a subset of the premise's. Counts the items it is asked about."""
+
+    def __init__(self):
+        self.calls, self.seen = 0, []
+
+    def score(self, kind, items):
+        assert kind == "nli" and all(set(it) == {"premise", "hypothesis"} for it in items)
+        self.calls += len(items)
+        self.seen += items
+        return [float(set(it["hypothesis"].split()) <= set(it["premise"].split())) for it in items]
+
+
+def test_nli_scores_direction_identical_pairs_and_shares():
+    judge = FakeNLI()
+    ref = ["a b c", "d e", ""]
+    scores, asked = ablation.nli_scores(judge, ref, [list(ref), ["a b", "d x", ""], ["x", "y", "z"]])
+    assert scores == [100.0, pytest.approx(200 / 3), 0.0] and asked == 5  # identical pairs never reach the judge
+    assert judge.seen[0] == {"premise": "a b c", "hypothesis": "a b"}  # premise = the unablated output
+
+
+def test_ablation_nli_with_an_injected_judge_reuses_generations(tmp_path):
+    base = {"model": "tiny_llama", "task": "wmt16", "debug": "smoke", "ps": [0.0, 0.5], "out": str(tmp_path), "progress": False}
+    cfg = OmegaConf.merge(OmegaConf.structured(ablation.Config), base)
+    first = ablation.run(cfg)
+    assert "nli" not in first and first["metrics"] == ["bleu"]
+    judge = FakeNLI()
+    s = ablation.run(OmegaConf.merge(cfg, {"metric": "nli"}), judge=judge)
+    assert s["reused_outputs"] and s["bleu"] == first["bleu"]  # the BLEU run's outputs and scores are kept
+    assert s["nli"][0] == 100.0 and s["auc_nli"] == pytest.approx(ablation.auc(s["ps"], s["nli"]))
+    assert judge.calls == sum(h != r for h, r in zip(*(json.loads(x)["outputs"] for x in (tmp_path / "outputs.jsonl").read_text().splitlines()[::2])))
+    assert "NLI" in (tmp_path / "table.md").read_text() and "BLEU-4" in (tmp_path / "table.md").read_text()
+    assert "nli" in (tmp_path / "curve.csv").read_text().splitlines()[0]
+    with pytest.raises(EmbexpError, match="needs an NLI judge"):
+        ablation.run(OmegaConf.merge(cfg, {"metric": "both"}))
+    with pytest.raises(EmbexpError, match="unknown metric 'rouge'"):
+        ablation.run(OmegaConf.merge(cfg, {"metric": "rouge"}))
+
+
+def test_ablation_nli_with_a_tiny_llama_judge_and_its_cache(tmp_path):
+    """metric=both through the real judge (tiny_llama: random weights, deterministic verdicts); a rerun
+    that generates again (reuse=false) finds every verdict in <out>/judge_cache.jsonl: 0 judge calls."""
+    cfg = OmegaConf.merge(OmegaConf.structured(ablation.Config),
+                          {"model": "tiny_llama", "task": "wmt16", "debug": "smoke", "ps": [0.0, 0.5], "metric": "both",
+                           "judge": {"model": "tiny_llama"}, "out": str(tmp_path), "progress": False})
+    s = ablation.run(cfg)
+    assert s["nli"][0] == 100.0 and s["bleu"][0] == 100.0 and len(s["nli"]) == 2
+    assert all(0.0 <= v <= 100.0 for v in s["nli"]) and s["nli_judge"] == "tiny_llama" and s["judge_calls"] > 0
+    assert s["auc_nli"] == pytest.approx(ablation.auc(s["ps"], s["nli"])) and s["auc"] == pytest.approx(ablation.auc(s["ps"], s["bleu"]))
+    assert (tmp_path / "judge_cache.jsonl").is_file()
+    again = ablation.run(OmegaConf.merge(cfg, {"reuse": False}))
+    assert not again["reused_outputs"] and again["judge_calls"] == 0 and again["nli"] == s["nli"]
+    with pytest.raises(EmbexpError, match="judge.kind 'instruct' is not nli"):
+        ablation.run(OmegaConf.merge(cfg, {"judge": {"kind": "instruct"}}))
+
+
 def test_ablation_rejects_a_classification_task_and_bad_sorting():
     with pytest.raises(EmbexpError, match="generation task"):
         ablation.run(OmegaConf.merge(OmegaConf.structured(ablation.Config), {"task": "superglue", "debug": "smoke"}))
@@ -167,6 +224,31 @@ def test_report_tables_from_synthetic_runs(tmp_path):
     ex = report.render(OmegaConf.merge(OmegaConf.structured(report.Config), {"runs": str(tmp_path), "out": str(out), "table": "11", "se": "seeds"}))
     assert "| Gemma-2 | TinyTE-full | 2304 | 31.00 ± 1.00 |" in ex["11"]  # se=seeds: across the 2 seeds
     assert "± " not in md["1"]  # Tables 1 and 2 print no ±
+
+
+def test_report_table9_table10_nli_rows_and_figure6_from_hand_made_summaries(tmp_path):
+    from embexp.report import tinyte as report
+
+    def put(name, **s):
+        d = tmp_path / "analysis" / "ablation" / name
+        d.mkdir(parents=True)
+        (d / "summary.json").write_text(json.dumps({"task_name": "wmt16", "ps": [0.0, 0.01, 0.5], **s}))
+
+    put("a", model="qwen25", sorting="random", seed=0, bleu=[100.0, 96.0, 70.0], auc=40.0, nli=[100.0, 98.0, 80.0], auc_nli=45.0, nli_judge="j")
+    put("b", model="qwen25", sorting="random", seed=1, nli=[100.0, 100.0, 90.0], auc_nli=47.0, nli_judge="j")  # NLI only
+    put("c", model="gemma2", sorting="variance", seed=0, bleu=[100.0, 87.0, 20.0], auc=28.0, nli=[100.0, 93.6, 34.8], auc_nli=36.9, nli_judge="j")
+    out = tmp_path / "tables"
+    cfg = lambda t: OmegaConf.merge(OmegaConf.structured(report.Config), {"runs": str(tmp_path), "out": str(out), "table": t})  # noqa: E731
+    md = report.render(cfg("table9"))["9"]  # table=table9 is table=9
+    assert "| Qwen-2.5 | WMT'16 | 99.00 |  |  |  | 85.00 |  | 46.00 |" in md and "judge: j" in md  # 2 seeds averaged
+    assert "| Gemma-2 | WMT'16 |" in md and (out / "figure6.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| Qwen-2.5 | WMT'16 | 96.00 |  |  |  | 70.00 |  | 40.00 |" in report.render(cfg("4"))["4"]  # the NLI-only seed is not BLEU
+    t10 = report.render(cfg("10"))["10"]
+    assert "| Gemma-2 | BLEU-4 | WMT'16 | 87.00 |  |  |  | 20.00 |  | 28.00 |" in t10
+    assert "| Gemma-2 | NLI | WMT'16 | 93.60 |  |  |  | 34.80 |  | 36.90 |" in t10
+    assert "| Qwen-2.5 | NLI | WMT'16 |  |" in t10  # no variance run for Qwen: an empty row
+    fig = report.render(cfg("fig6"))["fig6"]
+    assert "| Qwen-2.5 | WMT'16 | 100.00 | 99.00 | 85.00 |" in fig and (out / "fig6.csv").is_file()
 
 
 def test_table11_of_a_one_seed_sweep_has_no_empty_plus_minus(tmp_path):
@@ -259,10 +341,37 @@ def test_every_sweep_names_existing_experiments_that_compose():
     for e in sorted(used):
         cfg = compose(f"experiment={e}", "model=gemma2", "debug=smoke")
         assert cfg.trainer.optimizer == "adam" and cfg.trainer.grad_accum == 1  # paper trainer, then the smoke preset
-    assert ablations == 3 * 2 * 2 + 3 * 2  # random: models x tasks x seeds; variance: first seed only
+    assert ablations == 2 * (3 * 2 * 2) + 3 * 2  # random (Tables 4, 9): models x tasks x seeds; variance: first seed only
     table3 = tinyte_sweep.sweep("table3", ["gemma2"], [0])
     assert ["-m", "embexp.train", "experiment=tinyte_full_copa", "model=gemma2", "seed=0"] in table3
     assert sum("task.subset=all" in a for a in table3) == 2  # TinyTE and prompt tuning multitask
+
+
+def test_table9_dry_run_and_table10_nli_rows_only_with_a_judge():
+    cmds = printed("table9")
+    assert len(cmds) == 7 and cmds[-1][1:4] == ["-m", "embexp.report", "table=9"]
+    for cmd in cmds[:-1]:
+        assert cmd[1:4] == ["-m", "embexp.analyze", "ablation"] and cmd[-1] == "debug=smoke"
+        assert "sorting=random" in cmd and "metric=nli" in cmd and f"judge.model={tinyte_sweep.DEFAULT_NLI_JUDGE}" in cmd
+        OmegaConf.merge(OmegaConf.structured(ablation.Config), OmegaConf.from_dotlist([a for a in cmd if "=" in a]))
+    assert all("metric=" not in " ".join(c) for c in printed("table10"))
+    with_judge = [c for c in tinyte_sweep.sweep("table10", ["gemma2"], [0], "tiny_llama")]
+    assert with_judge and all(c[-2:] == ["metric=both", "judge.model=tiny_llama"] for c in with_judge)
+
+
+@pytest.mark.slow
+def test_make_table9_runs_offline_with_a_tiny_judge(tmp_path):
+    """make table9 EXTRA="debug=smoke ..." NLI_JUDGE=tiny_llama, one model: ablations + report, offline."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    r = subprocess.run(["make", "-s", "table9", "MODELS=gemma2", "NLI_JUDGE=tiny_llama", f"PY={sys.executable}",
+                        f"EXTRA=debug=smoke output_root={tmp_path} ps=[0.0,0.5] n_samples=3 progress=false"],
+                       cwd=ROOT, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    md = (tmp_path / "tables" / "tinyte" / "table9.md").read_text()
+    assert "| Gemma-2 | WMT'16 |" in md and "| Gemma-2 | Summ. |" in md and "judge: tiny_llama" in md
+    summary = json.loads((tmp_path / "analysis" / "ablation" / "wmt16_cs-en" / "gemma2" / "random_seed0" / "summary.json").read_text())
+    assert summary["nli"][0] == 100.0 and summary["nli_judge"] == "tiny_llama" and "bleu" not in summary
+    assert (tmp_path / "tables" / "tinyte" / "figure6.png").is_file()
 
 
 @pytest.mark.slow

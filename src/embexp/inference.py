@@ -162,6 +162,10 @@ def evaluate(method, task, examples: list[Example], featurizer: Featurizer, batc
             r["prediction"] = p
         return metrics, records
 
+    given = method.given_generations(examples)  # a baseline whose outputs are not generated (repeat_prompt)
+    if given is not None and task.kind != "generation":
+        raise EmbexpError(f"method {method.cfg.name} gives fixed texts instead of generations: it needs a generation task "
+                          f"(got task kind '{task.kind}')")
     if task.kind == "perplexity":  # the target's perplexity given the prompt as the method reads it
         metrics = perplexity(method, featurizer, examples, batch_size, progress)
         metrics.update(compression_metrics(method, featurizer, examples, metrics, batch_size, device))
@@ -172,8 +176,9 @@ def evaluate(method, task, examples: list[Example], featurizer: Featurizer, batc
     if task.kind != "classification":
         mode = "generate"
     if mode in ("generate", "both"):
-        hyps = generate(method, featurizer, [ex.prompt for ex in examples], batch_size, task.cfg.max_new_tokens, device, progress,
-                        stop_at_newline=bool(getattr(task.cfg, "stop_at_newline", False)))
+        hyps = given if given is not None else generate(
+            method, featurizer, [ex.prompt for ex in examples], batch_size, task.cfg.max_new_tokens, device, progress,
+            stop_at_newline=bool(getattr(task.cfg, "stop_at_newline", False)))
         for r, h in zip(records, hyps):
             r["generation"] = h
         if task.kind == "generation":

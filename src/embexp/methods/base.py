@@ -99,6 +99,13 @@ class Method(nn.Module):
         """After training, before the adapter is saved and the model evaluated (e.g. Tiny-Attention's
         parameter averaging). Nothing by default."""
 
+    def given_generations(self, examples) -> list[str] | None:
+        """Texts that stand in for the model's generations of `examples` in evaluation
+        (``inference.evaluate`` scores them as generations), for baselines whose output is not
+        generated (``repeat_prompt``: the question). None (the default): generate with the model.
+        `examples` are the task's ``Example`` objects, read by attribute only."""
+        return None
+
     def log_values(self) -> dict[str, float]:
         """Scalars worth logging during training (e.g. a learned gate parameter)."""
         return {}

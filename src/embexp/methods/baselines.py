@@ -1,4 +1,4 @@
-"""Baselines that need no adapter library: zero-shot, head-only, full fine-tuning, embedding tuning."""
+"""Baselines that need no adapter library: zero-shot, head-only, full fine-tuning, embedding tuning, repeat the question."""
 
 from __future__ import annotations
 
@@ -53,3 +53,32 @@ class EmbeddingTuning(Method):
 
     def export(self):
         return self.model
+
+
+@register_method("repeat_prompt")
+class RepeatPrompt(Method):
+    """"Repeating the question" (TinyTE Table 8): no training; the evaluation's generations are the question.
+
+    Each example's generation is ``Example.meta["question"]`` where the task sets it (Alpaca: the
+    instruction, plus a blank line and the input when there is one), else the prompt text the task
+    built (template included; ours). Scored by the task like any generation (Alpaca: ROUGE-L against
+    the reference output). The backbone is loaded and left untouched (its forward and generate are
+    the backbone's), so the contract's checks hold; only generation tasks accept it.
+    """
+
+    trains = False
+    export_blocker = "its evaluation outputs are the questions, not a model's generations"
+
+    def __init__(self, cfg, backbone):
+        super().__init__(cfg, backbone)
+        if not self.is_decoder:
+            raise EmbexpError("method repeat_prompt answers generation tasks: it needs a decoder model")
+
+    def given_generations(self, examples) -> list[str]:
+        return [question(ex) for ex in examples]
+
+
+def question(example) -> str:
+    """The text repeat_prompt returns: ``meta["question"]`` when the task sets a non-empty one, else the prompt."""
+    q = (getattr(example, "meta", None) or {}).get("question")
+    return q if isinstance(q, str) and q else example.prompt

@@ -6,7 +6,9 @@
     python -m embexp.report table=4 debug=smoke         # read outputs/smoke, write outputs/smoke/tables/tinyte
 
 Tables (tinyte.md): 1 (TinyTE variants vs base), 2 (vs PEFT baselines), 3 (SuperGLUE individual vs
-multitask), 4 and 10 (embedding ablation, random / variance sorting, with Figures 5 and 7 as PNG),
+multitask), 4 and 10 (embedding ablation, random / variance sorting, with Figures 5 and 7 as PNG;
+Table 10 adds the NLI rows of the ablations that scored entailment), 9 and fig6 (the random-order
+ablation scored by entailment; Figure 6 as PNG),
 5 (ROUGE-L by input length, Gemma-2), 6 (attack success rate after safety tuning, HarmBench judge),
 11 (Tables 1+2 with standard errors), alpaca (our ROUGE table
 for the Alpaca runs of Fig. 3), fig3 (Figure 3: the judge's Instruct Score per method on Alpaca, a bar
@@ -38,13 +40,13 @@ from embexp.config import f
 from embexp.report.index import DISPLAY, SE, Runs, cell, emit, n_params
 from embexp.studies import collect_runs, debug_output_root, method_label
 
-TABLES = ("1", "2", "3", "4", "5", "6", "10", "11", "alpaca", "fig3")
+TABLES = ("1", "2", "3", "4", "5", "6", "9", "10", "11", "alpaca", "fig3", "fig6")
 SUPERGLUE = [("boolq", "BoolQ"), ("copa", "Copa"), ("cb", "CB"), ("rte", "RTE"), ("wic", "WIC")]
 
 
 @dataclass
 class Config:
-    table: str = f("all", "Which table: " + ", ".join(TABLES) + ", or all.")
+    table: str = f("all", "Which table: " + ", ".join(TABLES) + " (table9 = 9), or all.")
     runs: str = f("", "Root of the run directories ('' = outputs, or the debug preset's output_root).")
     out: str = f("", "Folder for <table>.md/.csv/.png ('' = tables/tinyte, or <output_root>/tables/tinyte with debug=...).")
     models: list = f(["gemma2", "qwen25", "llama31"], "Model config names, in row order.")
@@ -122,35 +124,20 @@ def table_3(cfg, idx, se):
     return rows, cols, "Table 3: SuperGLUE accuracy (zero-shot: log-likelihood of the choices; trained: exact match of the generation)", False
 
 
-def ablation_summaries(root: Path, sorting: str) -> list[dict]:
+def ablation_summaries(root: Path, sorting: str, key: str = "bleu") -> list[dict]:
+    """The ablation summaries of one sorting that carry the curve `key` (bleu, nli)."""
     out = []
     for p in sorted((root / "analysis" / "ablation").rglob("summary.json")) if (root / "analysis" / "ablation").is_dir() else []:
         s = json.loads(p.read_text())
-        if s.get("sorting") == sorting:
+        if s.get("sorting") == sorting and key in s:
             out.append(s)
     return out
 
 
 def table_ablation(cfg, root: Path, out: Path, sorting: str, number: str):
-    from embexp.studies.ablation import DATASETS, TABLE_PS, pct, plot_curves, table_row
+    from embexp.studies.ablation import TABLE_PS, pct, plot_curves
 
-    sums = ablation_summaries(root, sorting)
-    rows, panels = [], []
-    for model in cfg.models:
-        curves = []
-        for task, dataset in DATASETS.items():
-            group = [s for s in sums if s["model"] == model and s["task_name"] == task]
-            if not group:
-                rows.append({"Model": DISPLAY.get(model, model), "Dataset": dataset})
-                continue
-            ps = group[0]["ps"]
-            group = [s for s in group if s["ps"] == ps]
-            scores = [float(np.mean(v)) for v in zip(*[s["bleu"] for s in group])]
-            row = table_row(DISPLAY.get(model, model), dataset, ps, scores, float(np.mean([s["auc"] for s in group])))
-            row["seeds"] = len(group)
-            rows.append(row)
-            curves.append((dataset, ps, scores))
-        panels.append((DISPLAY.get(model, model), curves))
+    rows, panels = ablation_curves(cfg, root, sorting, "bleu", "auc")
     fig = {"4": "figure5", "10": "figure7"}[number]
     plot_curves(panels, out / f"{fig}.png")
     cols = ["Model", "Dataset"] + [pct(p) for p in TABLE_PS] + ["AUC"]
@@ -182,7 +169,7 @@ def table_alpaca(cfg, idx, se):
 def render(cfg: Config) -> dict[str, str]:
     root = Path(cfg.runs or debug_output_root(cfg.debug))
     out = Path(cfg.out or (Path(debug_output_root(cfg.debug)) / "tables" / "tinyte" if cfg.debug else Path("tables") / "tinyte"))
-    names = TABLES if cfg.table == "all" else (str(cfg.table),)
+    names = TABLES if cfg.table == "all" else (str(cfg.table).removeprefix("table"),)
     for n in names:
         if n not in TABLES:
             raise EmbexpError(f"unknown table '{n}' (choose from: {', '.join(TABLES)}, all)")
@@ -191,8 +178,10 @@ def render(cfg: Config) -> dict[str, str]:
     done = {}
     for n in names:
         se.mode = cfg.se or TABLE_SE.get(n, "seeds")
-        if n in ("4", "10"):
-            rows, cols, title, pm = table_ablation(cfg, root, out, "random" if n == "4" else "variance", n)
+        if n == "4":
+            rows, cols, title, pm = table_ablation(cfg, root, out, "random", n)
+        elif n in ("9", "10", "fig6"):
+            rows, cols, title, pm = {"9": table_9, "10": table_10, "fig6": figure_6}[n](cfg, root, out)
         elif n == "5":
             rows, cols, title, pm = table_5(cfg, root)
         elif n == "fig3":
@@ -287,3 +276,69 @@ def table_6(cfg, idx, se):
     title = (f"Table 6: attack success rate (ASR, 0-100, HarmBench judge) on BSD (the 1000-request test sample) and "
              f"AdvBench (all behaviours; TinyTE-gated trained on BSD); ± s.e. ({se.mode})")
     return rows, ["Model", "Method", "BSD", "AdvBench"], title, True
+
+
+# ---- entailment ablation: Table 9, Table 10's NLI rows, Figure 6 (tinyte.md App. F-G) ------------------
+def ablation_curves(cfg, root: Path, sorting: str, key: str, auc_key: str):
+    """Per model and dataset: the table row of the `key` curve (bleu or nli) averaged over seeds and
+    its `auc_key`, and the figure panels (a panel per model, a curve per dataset)."""
+    from embexp.studies.ablation import DATASETS, table_row
+
+    sums = ablation_summaries(root, sorting, key)
+    rows, panels = [], []
+    for model in cfg.models:
+        curves = []
+        for task, dataset in DATASETS.items():
+            group = [s for s in sums if s["model"] == model and s["task_name"] == task]
+            if not group:
+                rows.append({"Model": DISPLAY.get(model, model), "Dataset": dataset})
+                continue
+            ps = group[0]["ps"]
+            group = [s for s in group if s["ps"] == ps]
+            scores = [float(np.mean(v)) for v in zip(*[s[key] for s in group])]
+            row = table_row(DISPLAY.get(model, model), dataset, ps, scores, float(np.mean([s[auc_key] for s in group])))
+            row["seeds"] = len(group)
+            rows.append(row)
+            curves.append((dataset, ps, scores))
+        panels.append((DISPLAY.get(model, model), curves))
+    return rows, panels
+
+
+def nli_judges(root: Path, sorting: str) -> str:
+    """The judges behind the entailment curves of one sorting, for the title."""
+    return ", ".join(sorted({s.get("nli_judge") or "?" for s in ablation_summaries(root, sorting, "nli")})) or "none yet"
+
+
+def table_9(cfg, root: Path, out: Path):
+    """Table 9 (+ figure6.png): entailment of the ablated outputs by the unablated ones, random sorting."""
+    from embexp.studies.ablation import TABLE_PS, pct, plot_curves
+
+    rows, panels = ablation_curves(cfg, root, "random", "nli", "auc_nli")
+    plot_curves(panels, out / "figure6.png", ylabel="entailment vs. unablated (%)")
+    cols = ["Model", "Dataset"] + [pct(p) for p in TABLE_PS] + ["AUC"]
+    return rows, cols, f"Table 9: entailment (%) of ablated by unablated outputs, random sorting (judge: {nli_judges(root, 'random')}; curves: figure6.png)", False
+
+
+def figure_6(cfg, root: Path, out: Path):
+    """Figure 6 (figure6.png, a panel per model, a curve per dataset) and its points at every p."""
+    from embexp.studies.ablation import pct, plot_curves
+
+    _, panels = ablation_curves(cfg, root, "random", "nli", "auc_nli")
+    plot_curves(panels, out / "figure6.png", ylabel="entailment vs. unablated (%)")
+    ps = sorted({p for _, curves in panels for _, xs, _ in curves for p in xs})
+    rows = [{"Model": model, "Dataset": dataset, **{pct(p): v for p, v in zip(xs, ys)}} for model, curves in panels for dataset, xs, ys in curves]
+    return rows, ["Model", "Dataset"] + [pct(p) for p in ps], f"Figure 6: entailment (%) vs. ablated dimensions, random sorting (judge: {nli_judges(root, 'random')}; figure6.png)", False
+
+
+def table_10(cfg, root: Path, out: Path):
+    """Table 10 (+ figure7.png, BLEU-4): variance sorting, a BLEU-4 and an NLI row per model and
+    dataset, as the paper prints it; NLI rows stay empty where no ablation scored entailment."""
+    rows, cols, title, pm = table_ablation(cfg, root, out, "variance", "10")
+    nli_rows, _ = ablation_curves(cfg, root, "variance", "nli", "auc_nli")
+    merged = []
+    for model in cfg.models:
+        name = DISPLAY.get(model, model)
+        merged += [dict(r, Metric="BLEU-4") for r in rows if r["Model"] == name]
+        merged += [dict(r, Metric="NLI") for r in nli_rows if r["Model"] == name]
+    title = title.replace("BLEU-4 of ablated", "BLEU-4 and entailment (NLI, judge: " + nli_judges(root, "variance") + ") of ablated")
+    return merged, cols[:1] + ["Metric"] + cols[1:], title, pm

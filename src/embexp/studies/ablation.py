@@ -1,4 +1,4 @@
-"""Embedding-layer ablation (tinyte.md §4.2, Eq. 6; Tables 4 and 10; Figures 5 and 7).
+"""Embedding-layer ablation (tinyte.md §4.2, Eq. 6; Tables 4, 9 and 10; Figures 5, 6 and 7).
 
     python -m embexp.analyze ablation model=gemma2 task=wmt16 sorting=random
     python -m embexp.analyze ablation model=tiny_llama task=wmt16 debug=smoke     # offline, seconds
@@ -28,6 +28,21 @@ Choices (ours where the paper is silent; also in the Config help and docs/reprod
   against the printed 57.8, and Llama-3.1 Summ. to about 29-31 against 28.2, while the normalised
   version (divided by 0.9) gives about 62 and 33. auc_normalize=true divides by the p range.
 - The first n_samples rows of the task's evaluation split (the paper: "a sample of 250").
+
+Entailment (metric=nli or both; Table 9, Table 10's NLI rows, Figure 6; App. F "following Honovich
+et al. 2022"): for each p, the share (0-100) of the ablated outputs that the judge (judge.model, kind
+nli: premise -> hypothesis, 1 entailed / 0 not) finds entailed by the unablated model's output on the
+same prompt. Ours where the paper is silent:
+- direction: premise = the unablated (p = 0) output, hypothesis = the ablated output (does the ablated
+  model still say what the model said?);
+- an ablated output identical to its reference counts as entailed without asking the judge (so p = 0
+  scores 100 by definition, as BLEU does);
+- AUC of the entailment curve (auc_nli) exactly as the BLEU AUC (same p grid, same normalisation);
+- verdicts are cached in <out>/judge_cache.jsonl (judge.cache=true), so a rerun asks nothing.
+- Generations are reused: when <out>/summary.json was written with the same settings (its
+  "settings") and <out>/outputs.jsonl is there, nothing is generated again (reuse=true), and the
+  metrics that run computed and this one does not are kept, as they describe the same outputs. So
+  Table 9 (nli) on the folders Table 4 (bleu) wrote only scores entailment.
 """
 
 from __future__ import annotations
@@ -37,16 +52,16 @@ import logging
 import math
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from omegaconf import open_dict
+from omegaconf import OmegaConf, open_dict
 from torch import nn
 
 from embexp import EmbexpError
 from embexp.studies import compose_train
-from embexp.config import f
+from embexp.config import JudgeConfig, f
 from embexp.results import atomic_write, write_json, write_table
 
 log = logging.getLogger("embexp")
@@ -55,6 +70,8 @@ GRID = [0.0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
 TABLE_PS = [0.01, 0.05, 0.1, 0.2, 0.5, 0.8]  # the columns of Tables 4, 9 and 10
 SORTINGS = ("random", "variance", "variance_desc")
 DATASETS = {"wmt16": "WMT'16", "cnndm": "Summ."}  # dataset names as the paper's tables print them
+METRICS = {"bleu": ("bleu", "auc", "BLEU-4"), "nli": ("nli", "auc_nli", "NLI")}  # metric -> summary keys, label
+METRIC_CHOICES = {"bleu": ["bleu"], "nli": ["nli"], "both": ["bleu", "nli"]}
 
 
 @dataclass
@@ -74,6 +91,10 @@ class Config:
     output_root: str = f("", "Override the composed config's output_root ('' = outputs, or the debug preset's).")
     out: str = f("", "Output folder ('' = <output_root>/analysis/ablation/<task>/<model>/<sorting>_seed<seed>).")
     progress: bool = f(True, "Show progress bars.")
+    metric: str = f("bleu", "What scores the ablated outputs against the unablated ones: bleu (corpus BLEU-4, Table 4/10), nli (the share entailed by the unablated output, judged by judge.model: Table 9, Table 10's NLI rows, Figure 6; Honovich et al. 2022) or both.",
+                    choices=tuple(METRIC_CHOICES))
+    judge: JudgeConfig = field(default_factory=JudgeConfig, metadata={"help": "metric=nli|both: the NLI judge (judge.model: e.g. google/t5_xxl_true_nli_mixture, smollm2 offline, tiny_llama for tests; kind is always nli). Verdicts are cached in <out>/judge_cache.jsonl."})
+    reuse: bool = f(True, "Reuse <out>/outputs.jsonl when <out>/summary.json has the same settings (no generation), keeping that run's other metric (ours: adding NLI to a BLEU run only scores).")
 
 
 # ---- pure functions (tested on hand-made inputs) ------------------------------------------------
@@ -189,14 +210,57 @@ def ablated_embedding(model: nn.Module, dims, in_place: bool = False):
             emb.weight = orig
 
 
-def run(cfg: Config) -> dict:
+def nli_scores(judge, reference: list[str], runs: list[list[str]]) -> tuple[list[float], int]:
+    """Entailment (0-100) of each run's outputs by the reference outputs on the same prompts:
+    premise = reference[i], hypothesis = run[i] (ours); identical pairs count as entailed without
+    the judge (ours). All pairs go to the judge in one call (batched, cached). Returns the scores
+    and the number of pairs the judge was asked about."""
+    from embexp.judge import aggregate
+
+    items, where = [], []
+    verdicts = [[1.0] * len(hyps) for hyps in runs]
+    for r, hyps in enumerate(runs):
+        if len(hyps) != len(reference):
+            raise EmbexpError(f"ablated run {r} has {len(hyps)} outputs for {len(reference)} references")
+        for i, (ref, hyp) in enumerate(zip(reference, hyps)):
+            if hyp != ref:
+                items.append({"premise": ref, "hypothesis": hyp})
+                where.append((r, i))
+    for (r, i), v in zip(where, judge.score("nli", items) if items else []):
+        verdicts[r][i] = float(v)
+    return [float(aggregate("nli", v)["entailment"]) for v in verdicts], len(items)  # NaN verdicts (unparsed) left out
+
+
+def read_previous(out: Path, settings: dict, n_ps: int):
+    """(summary, reference outputs, outputs per p) of an earlier run in `out` with the same settings, else None."""
+    try:
+        prev = json.loads((out / "summary.json").read_text())
+        lines = [json.loads(x) for x in (out / "outputs.jsonl").read_text().splitlines() if x.strip()]
+    except (OSError, ValueError):
+        return None
+    if prev.get("settings") != settings or len(lines) != n_ps + 1 or lines[0].get("p") is not None:
+        return None
+    if [x.get("p") for x in lines[1:]] != settings["ps"]:
+        return None
+    return prev, lines[0]["outputs"], [x["outputs"] for x in lines[1:]]
+
+
+def run(cfg: Config, judge=None) -> dict:
+    """The study. `judge`: an object with the judge API (``score(kind, items)``, ``calls``) used
+    instead of building ``cfg.judge`` (tests pass a fake one)."""
     from embexp.cli import setup_logging
-    from embexp.inference import generate
-    from embexp.pipeline import build
 
     setup_logging(None, True)
     if cfg.sorting not in SORTINGS:
         raise EmbexpError(f"unknown sorting '{cfg.sorting}' (choose from: {', '.join(SORTINGS)})")
+    if cfg.metric not in METRIC_CHOICES:
+        raise EmbexpError(f"unknown metric '{cfg.metric}' (choose from: {', '.join(METRIC_CHOICES)})")
+    metrics = METRIC_CHOICES[cfg.metric]
+    if "nli" in metrics and judge is None and not cfg.judge.model:
+        raise EmbexpError(f"metric={cfg.metric} needs an NLI judge: set judge.model (e.g. google/t5_xxl_true_nli_mixture, "
+                          "or smollm2 offline)")
+    if cfg.judge.kind not in ("", "nli"):
+        raise EmbexpError(f"the ablation's judge scores entailment: judge.kind '{cfg.judge.kind}' is not nli (choose from: '', nli)")
     ps = sorted(float(p) for p in cfg.ps)
     if 0.0 not in ps:
         ps = [0.0] + ps  # the reference point
@@ -208,6 +272,84 @@ def run(cfg: Config) -> dict:
         cap = tcfg.task.max_eval_samples
         tcfg.task.max_eval_samples = cfg.n_samples if cap < 0 else min(cap, cfg.n_samples)
     device = torch.device("cuda" if torch.cuda.is_available() and not tcfg.trainer.cpu else "cpu")
+    task_dir = f"{tcfg.task.name}_{tcfg.task.subset}" if tcfg.task.subset else tcfg.task.name  # Task.display_name
+    new_tokens = cfg.max_new_tokens or tcfg.task.max_new_tokens
+    out = Path(cfg.out) if cfg.out else Path(tcfg.output_root) / "analysis" / "ablation" / task_dir / tcfg.model.name / f"{cfg.sorting}_seed{cfg.seed}"
+    settings = {"model": tcfg.model.name, "model_source": tcfg.model.source, "task": task_dir, "debug": cfg.debug,
+                "overrides": list(cfg.overrides), "sorting": cfg.sorting, "seed": cfg.seed, "ps": ps, "n_samples": cfg.n_samples,
+                "max_new_tokens": new_tokens, "ablate_tied_output": cfg.ablate_tied_output}
+    t0 = time.perf_counter()
+    prev = read_previous(out, settings, len(ps)) if cfg.reuse else None
+    if prev is not None:
+        old, reference, runs = prev
+        d, ks, n_prompts, gen_seconds = old["hidden_size"], old["k"], old["n_samples"], old.get("generation_seconds")
+        log.info("reusing the generations in %s (same settings): nothing is generated", out)
+    else:
+        old = {}
+        d, ks, reference, runs, n_prompts = generate_curve(cfg, tcfg, ps, device, new_tokens)
+        gen_seconds = time.perf_counter() - t0
+    if runs[0] != reference:
+        raise EmbexpError("p=0 generated other outputs than the reference: generation is not deterministic here")
+
+    curves: dict[str, list[float]] = {}
+    judge_calls = None
+    if "bleu" in metrics:
+        curves["bleu"] = [bleu(hyps, reference) for hyps in runs]
+    if "nli" in metrics:
+        if judge is None:
+            from embexp.judge import build_judge
+
+            jcfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig), cfg.judge)
+            jcfg.kind = "nli"
+            judge = build_judge(jcfg, device, cache_path=(out / "judge_cache.jsonl") if cfg.judge.cache else None)
+        curves["nli"], asked = nli_scores(judge, reference, runs)
+        judge_calls = int(getattr(judge, "calls", asked))
+        log.info("NLI: %d ablated outputs differ from their reference; %d judged by the model (the rest cached)", asked, judge_calls)
+    for name, (_, _, label) in METRICS.items():
+        if name in curves and curves[name][0] != 100.0:
+            raise EmbexpError(f"p=0 scored {label} {curves[name][0]:.2f}, not 100")
+
+    out.mkdir(parents=True, exist_ok=True)
+    dataset = DATASETS.get(tcfg.task.name, task_dir)
+    summary = {
+        "analysis": "ablation", "model": tcfg.model.name, "model_source": tcfg.model.source, "task": task_dir,
+        "task_name": tcfg.task.name, "dataset": dataset, "sorting": cfg.sorting, "seed": cfg.seed,
+        "hidden_size": d, "n_samples": n_prompts, "max_new_tokens": new_tokens, "ps": ps, "k": ks,
+        "auc_normalized": cfg.auc_normalize, "ablate_tied_output": cfg.ablate_tied_output, "settings": settings,
+    }
+    for name in METRICS:
+        if name not in curves and name in old:  # the same outputs, scored by the earlier run
+            curves[name] = old[name]
+    for name, (key, auc_key, _) in METRICS.items():
+        if name in curves:
+            summary[key], summary[auc_key] = curves[name], auc(ps, curves[name], cfg.auc_normalize)
+    if "nli" in curves:  # which judge gave the entailment verdicts
+        summary["nli_judge"] = cfg.judge.model if "nli" in metrics else old.get("nli_judge", "")
+    summary.update({"metrics": [m for m in METRICS if m in curves], "judge_calls": judge_calls,
+                    "generation_seconds": gen_seconds, "seconds": time.perf_counter() - t0, "reused_outputs": prev is not None})
+    write_json(out / "summary.json", summary)
+    shown = [m for m in METRICS if m in curves]
+    rows = [{"p": p, "k": k, **{METRICS[m][0]: curves[m][i] for m in shown}} for i, (p, k) in enumerate(zip(ps, ks))]
+    labels = " and ".join(METRICS[m][2] for m in shown)
+    write_table(rows, ["p", "k"] + [METRICS[m][0] for m in shown], out / "curve", title=f"{labels} vs p: {tcfg.model.name} / {dataset} / {cfg.sorting}")
+    trows = [dict(table_row(tcfg.model.name, dataset, ps, curves[m], summary[METRICS[m][1]]), Metric=METRICS[m][2]) for m in shown]
+    tcols = ["Model"] + (["Metric"] if shown != ["bleu"] else []) + ["Dataset"] + [pct(p) for p in TABLE_PS] + ["AUC"]
+    write_table(trows, tcols, out / "table", title=f"Embedding ablation ({cfg.sorting} sorting), {labels} vs. unablated outputs")
+    if prev is None:
+        atomic_write(out / "outputs.jsonl", "".join(json.dumps(o, ensure_ascii=False) + "\n"
+                                                    for o in [{"p": None, "outputs": reference}] + [{"p": p, "k": k, "outputs": h} for p, k, h in zip(ps, ks, runs)]))
+    plot_curves([(f"{tcfg.model.name}, {cfg.sorting} sorting", [(METRICS[m][2], ps, curves[m]) for m in shown])], out / "curve.png",
+                ylabel="BLEU-4 vs. unablated" if shown == ["bleu"] else "score vs. unablated (0-100)")
+    aucs = ", ".join(f"{METRICS[m][2]} AUC {summary[METRICS[m][1]]:.2f}" for m in shown)
+    print((out / "table.md").read_text() + f"\n{aucs} ({'normalised' if cfg.auc_normalize else 'raw, max 90'}); written to {out}")
+    return summary
+
+
+def generate_curve(cfg: Config, tcfg, ps: list[float], device, new_tokens: int):
+    """Generate the unablated reference and the outputs at every p: (d, k per p, reference, outputs per p, n prompts)."""
+    from embexp.inference import generate
+    from embexp.pipeline import build
+
     torch.manual_seed(tcfg.seed)
     c = build(tcfg, device)
     if c.task.kind != "generation" or not c.backbone.is_decoder:
@@ -215,7 +357,6 @@ def run(cfg: Config) -> dict:
     method = c.method.to(device)
     prompts = [ex.prompt for ex in c.task.examples("eval")][: cfg.n_samples]
     bs = cfg.batch_size or tcfg.trainer.eval_batch_size
-    new_tokens = cfg.max_new_tokens or tcfg.task.max_new_tokens
     progress = cfg.progress and tcfg.trainer.progress
     stop_nl = bool(getattr(tcfg.task, "stop_at_newline", False))  # the task's own stop rule
     gen = lambda: generate(method, c.featurizer, prompts, bs, new_tokens, device, progress, stop_nl)  # noqa: E731
@@ -223,39 +364,15 @@ def run(cfg: Config) -> dict:
     weight = c.backbone.model.get_input_embeddings().weight
     d = weight.shape[1]
     order = dim_order(weight, cfg.sorting, cfg.seed).to(weight.device)
-    t0 = time.perf_counter()
     reference = gen()
-    rows, outputs = [], []
+    ks, runs = [], []
     for p in ps:
         k = n_dims(p, d)
         with ablated_embedding(c.backbone.model, order[:k], in_place=cfg.ablate_tied_output):
             hyps = gen()
-        score = bleu(hyps, reference)
-        rows.append({"p": p, "k": k, "bleu": score})
-        outputs.append({"p": p, "k": k, "outputs": hyps})
-        log.info("p=%.2f  k=%d/%d  BLEU-4=%.2f", p, k, d, score)
+        ks.append(k)
+        runs.append(hyps)
+        log.info("p=%.2f  k=%d/%d  BLEU-4=%.2f", p, k, d, bleu(hyps, reference))
     if c.backbone.model.get_input_embeddings().weight is not weight:
         raise EmbexpError("the embedding was not restored after ablation")
-    if rows[0]["bleu"] != 100.0:
-        raise EmbexpError(f"p=0 scored BLEU {rows[0]['bleu']:.2f}, not 100: generation is not deterministic here")
-
-    scores = [r["bleu"] for r in rows]
-    area = auc(ps, scores, cfg.auc_normalize)
-    out = Path(cfg.out) if cfg.out else Path(tcfg.output_root) / "analysis" / "ablation" / c.task.display_name / tcfg.model.name / f"{cfg.sorting}_seed{cfg.seed}"
-    out.mkdir(parents=True, exist_ok=True)
-    dataset = DATASETS.get(tcfg.task.name, c.task.display_name)
-    summary = {
-        "analysis": "ablation", "model": tcfg.model.name, "model_source": tcfg.model.source, "task": c.task.display_name,
-        "task_name": tcfg.task.name, "dataset": dataset, "sorting": cfg.sorting, "seed": cfg.seed,
-        "hidden_size": d, "n_samples": len(prompts), "max_new_tokens": new_tokens, "ps": ps, "bleu": scores,
-        "k": [r["k"] for r in rows], "auc": area, "auc_normalized": cfg.auc_normalize,
-        "ablate_tied_output": cfg.ablate_tied_output, "seconds": time.perf_counter() - t0,
-    }
-    write_json(out / "summary.json", summary)
-    write_table(rows, ["p", "k", "bleu"], out / "curve", title=f"BLEU-4 vs p: {tcfg.model.name} / {dataset} / {cfg.sorting}")
-    write_table([table_row(tcfg.model.name, dataset, ps, scores, area)], ["Model", "Dataset"] + [pct(p) for p in TABLE_PS] + ["AUC"],
-                out / "table", title=f"Embedding ablation ({cfg.sorting} sorting), BLEU-4 vs. unablated outputs")
-    atomic_write(out / "outputs.jsonl", "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in [{"p": None, "outputs": reference}] + outputs))
-    plot_curves([(f"{tcfg.model.name}, {cfg.sorting} sorting", [(dataset, ps, scores)])], out / "curve.png")
-    print((out / "table.md").read_text() + f"\nAUC {area:.2f} ({'normalised' if cfg.auc_normalize else 'raw, max 90'}); written to {out}")
-    return summary
+    return d, ks, reference, runs, len(prompts)

@@ -88,3 +88,28 @@ def test_correlation_needs_three_curves(tmp_path):
         correlation.run(correlation.Config(runs=str(tmp_path)))
     with pytest.raises(EmbexpError, match="no summary.json|bleu: 0"):
         correlation.run(correlation.Config(runs=str(tmp_path / "nothing")))
+
+
+# ---- GPT-J (Table 8): the tiny family runs TinyTE-full like the others ------------------------------
+def test_tinyte_full_on_tiny_gptj_identity_generate_and_export():
+    import torch
+
+    from conftest import smoke
+    from embexp.methods import build_method
+    from embexp.models import load_backbone
+
+    cfg = smoke("method=tinyte_full", "model=gptj", "task=alpaca")
+    assert cfg.model.family == "gptj" and cfg.model.source == "tiny"
+    bb = load_backbone(cfg.model)
+    method = build_method(cfg.method, bb)
+    assert method.n_trainable(include_head=False) == bb.hidden_size == 64
+    ids = torch.tensor([[1, 40, 41, 42, 43]])
+    with torch.no_grad():
+        ref = bb.model(input_ids=ids).logits.clone()
+        assert torch.equal(method(input_ids=ids).logits, ref)  # identity at init
+        method.bias.normal_()
+        shifted = method(input_ids=ids).logits
+        assert not torch.allclose(shifted, ref)
+        assert torch.allclose(method.export()(input_ids=ids).logits, shifted, atol=1e-5)
+    out = method.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, do_sample=False)
+    assert out.shape[1] == ids.shape[1] + 4

@@ -37,6 +37,9 @@ TINY = {
     "gemma2": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2, head_dim=16, max_position_embeddings=1024, sliding_window=32,
                    tie_word_embeddings=True),
+    # GPT-J: parallel attention + FFN blocks (no "after attention" site), rotary on rotary_dim dims, untied head
+    "gptj": dict(n_embd=64, n_inner=128, n_layer=2, n_head=4, rotary_dim=8, n_positions=1024,
+                 tie_word_embeddings=False, bos_token_id=1, eos_token_id=2),
     "bert": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                  max_position_embeddings=1024),
     "roberta": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -52,7 +55,7 @@ TINY = {
     "modernbert": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                        max_position_embeddings=1024, global_attn_every_n_layers=1),
 }
-DECODER_FAMILIES = ("llama", "qwen2", "gemma2")
+DECODER_FAMILIES = ("llama", "qwen2", "gemma2", "gptj")
 ENCODER_FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert", "deberta-v2", "albert", "modernbert")
 
 

@@ -10,6 +10,7 @@ EXTRA ?=
 TINYTE_SWEEP = $(PY) scripts/tinyte_sweep.py $(if $(DRY_RUN),--dry-run) --py $(PY) --seeds "$(TINYTE_SEEDS)" --models "$(TINYTE_MODELS)" --extra "$(EXTRA)"
 
 .PHONY: table1 table2 table3 table4 table5 table10 table11 tinyte_alpaca tinyte_params tinyte_tables
+.PHONY: tinyte_ranking table8 tinyte_fig4
 table1: install  ## TinyTE Table 1: TinyTE variants x 3 models on CNN/DM + WMT16 (DRY_RUN=1 prints the commands)
 	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) table1
 table2: install  ## TinyTE Table 2: vs LoRA, embedding tuning, prompt tuning (1, 2 tokens)
@@ -26,6 +27,12 @@ table11: install  ## TinyTE Table 11: Tables 1+2 with PT 20 tokens and standard 
 	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) table11
 tinyte_alpaca: install  ## TinyTE Fig. 3 runs: Alpaca on Llama-2-7b (ROUGE only; no GPT-4 judge)
 	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) tinyte_alpaca
+tinyte_ranking: install  ## TinyTE §4.2 ranking table: TinyTE-half (Gemma-2, CNN/DM) with variance low/high, random, integrated gradients low/high
+	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) tinyte_ranking
+table8: install  ## TinyTE Table 8: TinyTE-full on Alpaca (Llama-2, GPT-J, Qwen-2.5-0.5B), p=30% ablations, repeat-the-question (Est. AUC: make tinyte_fig4 first)
+	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) table8
+tinyte_fig4: install  ## TinyTE Figs. 4 + 8: Pearson r of the value at p vs. the AUC over the Table 4/10 ablations that exist (never trains)
+	$(if $(DRY_RUN),@echo )$(PY) -m embexp.analyze correlation 'tasks=[wmt16,cnndm]' $(filter debug=%,$(EXTRA)) $(patsubst output_root=%,runs=%/analysis/ablation,$(filter output_root=%,$(EXTRA)))
 tinyte_params: install  ## trainable parameters of every method x model, offline (meta device)
 	$(PY) -m embexp.analyze params out=tables/tinyte/params
 tinyte_tables: install  ## render every TinyTE table from existing runs (missing cells empty)

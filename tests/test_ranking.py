@@ -113,3 +113,118 @@ def test_tinyte_full_on_tiny_gptj_identity_generate_and_export():
         assert torch.allclose(method.export()(input_ids=ids).logits, shifted, atol=1e-5)
     out = method.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, do_sample=False)
     assert out.shape[1] == ids.shape[1] + 4
+
+
+# ---- the sweeps: tinyte_ranking and table8 ---------------------------------------------------------
+def test_ranking_sweep_composes_five_rankings_per_seed():
+    cmds = tinyte_sweep.sweep("tinyte_ranking", ["ignored"], [0, 1])
+    assert len(cmds) == 5 * 2
+    seen = {}
+    for args in cmds:
+        assert args[:4] == ["-m", "embexp.train", "experiment=tinyte_half_cnndm", "model=gemma2"]
+        cfg = compose(*args[2:], "debug=smoke")
+        assert cfg.method.name == "tinyte_half" and cfg.task.name == "cnndm" and cfg.method.p == 0.5
+        seen.setdefault((cfg.method.ranking, cfg.method.select if cfg.method.ranking != "random" else "", cfg.tag), []).append(
+            (cfg.seed, cfg.method.rank_seed))
+    assert set(seen) == {("variance", "lowest", ""), ("variance", "highest", "rank_var_high"), ("random", "", "rank_random"),
+                         ("integrated_gradients", "lowest", "rank_ig_low"), ("integrated_gradients", "highest", "rank_ig_high")}
+    assert seen[("random", "", "rank_random")] == [(0, 0), (1, 1)]  # each seed draws its own random half
+    # variance/lowest is Table 1's TinyTE-half cell: the same command, so the run is shared
+    assert ["-m", "embexp.train", "experiment=tinyte_half_cnndm", "model=gemma2", "seed=0"] in tinyte_sweep.sweep("table1", ["gemma2"], [0])
+    assert tinyte_sweep.report_args("tinyte_ranking", ["debug=smoke"], "")[2:] == ["table=ranking", "debug=smoke"]
+
+
+def test_table8_sweep_commands():
+    from omegaconf import OmegaConf
+
+    from embexp import cli
+    from embexp.studies import ablation
+
+    cmds = tinyte_sweep.sweep("table8", ["ignored"], [0, 1])
+    trains = [a for a in cmds if a[1] == "embexp.train"]
+    abl = [a for a in cmds if a[1] == "embexp.analyze"]
+    assert [a[3] for a in trains if "experiment=tinyte_full_alpaca" in a] == ["model=llama2"] * 2 + ["model=gptj"] * 2 + ["model=qwen25_05b"] * 2
+    repeat = [a for a in trains if "method=repeat_prompt" in a]
+    assert len(repeat) == 1 and "experiment=tinyte_base_alpaca" in repeat[0]  # the same Alpaca rows as the TinyTE runs
+    for args in trains:
+        if "method=repeat_prompt" in args and "repeat_prompt" not in cli.choices("method"):
+            continue  # built on branch ablstudy; the sweep only emits its command
+        cfg = compose(*args[2:], "debug=smoke")
+        assert cfg.task.name == "alpaca" and cfg.model.source == "tiny"
+    assert len(abl) == 3
+    for args in abl:
+        c = OmegaConf.merge(OmegaConf.structured(ablation.Config), OmegaConf.from_dotlist(args[3:]))
+        assert c.task == "alpaca" and c.sorting == "variance" and list(c.ps) == [0, 0.3] and c.seed == 0
+    assert tinyte_sweep.report_args("table8", [], "")[2:] == ["table=8"]
+    assert compose("model=gptj").model.id == "EleutherAI/gpt-j-6b"
+
+
+# ---- the tables, rendered from hand-made run directories and summaries --------------------------------
+def hand_run(root: Path, task: str, model: str, method: str, seed: int, metrics: dict, tag: str = "", n_method: int = 0) -> Path:
+    d = root / task / model / (f"{method}_{tag}" if tag else method) / f"seed{seed}"
+    d.mkdir(parents=True)
+    (d / "config.yaml").write_text(f"tag: '{tag}'\ntask:\n  name: {task}\n  subset: ''\n")
+    (d / "metrics.json").write_text(json.dumps({"method": method, "model": model, "task": task, "seed": seed,
+                                                "n_method_params": n_method, "metrics": metrics}))
+    (d / "status.json").write_text(json.dumps({"status": "complete"}))
+    return d
+
+
+def test_report_ranking_table(tmp_path):
+    from embexp.report import tinyte
+
+    for seed, vals in enumerate([(31.0, 29.0, 27.0, 28.0, 27.5), (33.0, 30.0, 28.0, 29.0, 28.5)]):
+        for (_, _, tag, _), v in zip(tinyte.RANKING, vals):
+            hand_run(tmp_path, "cnndm", "gemma2", "tinyte_half", seed, {"rougeLsum": v}, tag, n_method=1152)
+    hand_run(tmp_path, "cnndm", "qwen25", "tinyte_half", 0, {"rougeLsum": 1.0}, "rank_ig_low")  # another model: ignored
+    md = tinyte.render(tinyte.Config(table="ranking", runs=str(tmp_path), out=str(tmp_path / "t")))["ranking"]
+    lines = [ln for ln in md.splitlines() if ln.startswith("| ") and "Ranking" not in ln]
+    assert lines[0] == "| variance | bottom half | 1152 | 32.00 ± 1.00 | 30.71 | 2 |"
+    assert lines[2] == "| random | random half | 1152 | 27.50 ± 0.50 | 27.70 | 2 |"
+    assert lines[4].startswith("| integrated gradients | top half | 1152 | 28.00 ± 0.50 | 27.94 |")
+    csv = (tmp_path / "t" / "ranking.csv").read_text().splitlines()
+    assert csv[0].startswith("Ranking,Dims,#TP,R-L,paper R-L,seeds") and "R-L se" in csv[0]
+
+
+def test_report_table8_with_and_without_a_correlation_fit(tmp_path):
+    from embexp.report import tinyte
+
+    for model, n, rl in (("llama2", 4096, 35.0), ("gptj", 4096, 12.0), ("qwen25_05b", 896, 15.0)):
+        hand_run(tmp_path, "alpaca", model, "tinyte_full", 0, {"rougeL": rl, "rougeLsum": rl + 1}, n_method=n)
+    hand_run(tmp_path, "alpaca", "llama2", "repeat_prompt", 0, {"rougeL": 18.0})
+    summary(tmp_path, "llama2", "alpaca", "variance", 0, [0.0, 0.3], [100.0, 10.0])
+    summary(tmp_path, "gptj", "alpaca", "variance", 0, [0.0, 0.3], [100.0, 4.0])
+    cfg = tinyte.Config(table="table8", runs=str(tmp_path), out=str(tmp_path / "t"))
+    md = tinyte.render(cfg)["8"]
+    assert "Est. AUC empty: no correlation fit" in md
+    rows = {ln.split(" | ")[0][2:]: ln.split(" | ") for ln in md.splitlines() if ln.startswith("| ") and "Method" not in ln}
+    assert rows["TinyTE-all (Llama-2-7b)"][1:5] == ["4096", "10.00", "", "35.00"]
+    assert rows["Repeating the question"][1:5] == ["0", "", "", "18.00"] and rows["Repeating the question"][-1] == "18.58 |"
+    assert rows["TinyTE-all (Qwen-2.5-0.5b)"][1:5] == ["896", "", "", "15.00"]  # no ablation summary: empty
+    # with the correlation of six curves, Est. AUC is the linear fit at p = 30%
+    synthetic(tmp_path)
+    data = correlation.run(correlation.Config(runs=str(tmp_path / "analysis" / "ablation"), tasks=["wmt16", "cnndm"]))
+    md = tinyte.render(cfg)["8"]
+    rows = {ln.split(" | ")[0][2:]: ln.split(" | ") for ln in md.splitlines() if ln.startswith("| ") and "Method" not in ln}
+    fit = data["metrics"]["bleu"]["fit"][data["metrics"]["bleu"]["ps"].index(0.3)]
+    assert rows["TinyTE-all (GPT-J-6b)"][3] == f"{fit['slope'] * 4.0 + fit['intercept']:.2f}"
+    assert "least-squares fit" in md
+
+
+# ---- make DRY_RUN=1 ------------------------------------------------------------------------------------
+def make_dry(target: str, *more: str) -> list[list[str]]:
+    venv = [f"VENV={sys.prefix}"] if (Path(sys.prefix) / ".installed").is_file() else []  # a worktree without its own .venv
+    out = subprocess.run(["make", "-s", target, "DRY_RUN=1", *venv, *more], cwd=ROOT, capture_output=True, text=True, check=True)
+    return [shlex.split(line) for line in out.stdout.splitlines() if " -m embexp." in line]
+
+
+def test_make_targets_dry_run():
+    cmds = make_dry("tinyte_ranking", "EXTRA=debug=smoke")
+    assert len(cmds) == 6 and cmds[-1][1:] == ["-m", "embexp.report", "table=ranking", "debug=smoke"]
+    assert all(c[-1] == "debug=smoke" and "experiment=tinyte_half_cnndm" in c for c in cmds[:-1])
+    cmds = make_dry("table8", "EXTRA=debug=smoke")
+    assert cmds[-1][1:] == ["-m", "embexp.report", "table=8", "debug=smoke"] and len(cmds) == 3 * 2 + 1 + 1
+    assert make_dry("tinyte_fig4", "EXTRA=debug=smoke output_root=/tmp/x")[0][1:] == [
+        "-m", "embexp.analyze", "correlation", "tasks=[wmt16,cnndm]", "debug=smoke", "runs=/tmp/x/analysis/ablation"]
+    fig2 = make_dry("pema_fig2", "PEMA_FIG2_ARGS=tokenizer=smollm2 source=local")[0]
+    assert fig2[1:5] == ["-m", "embexp.analyze", "vocab", "what=heaps"] and fig2[-2:] == ["tokenizer=smollm2", "source=local"]

@@ -86,6 +86,8 @@ def test_correlation_needs_three_curves(tmp_path):
         summary(tmp_path, f"m{i}", "wmt16", "random", 0, PS, [100.0, 50.0 + i, 40.0, 20.0, 0.0])
     with pytest.raises(EmbexpError, match=r"needs >= 3 ablation curves.*bleu: 2"):
         correlation.run(correlation.Config(runs=str(tmp_path)))
+    with pytest.raises(EmbexpError, match=r"alpha=0.0 is outside"):
+        correlation.run(correlation.Config(runs=str(tmp_path), alpha=0.0))
     with pytest.raises(EmbexpError, match="no summary.json|bleu: 0"):
         correlation.run(correlation.Config(runs=str(tmp_path / "nothing")))
 

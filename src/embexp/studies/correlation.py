@@ -204,6 +204,8 @@ def load_summaries(root: Path, tasks=(), sortings=()) -> list[dict]:
 
 
 def run(cfg: Config) -> dict:
+    if not 0 < cfg.alpha <= 1:
+        raise EmbexpError(f"alpha={cfg.alpha} is outside (0, 1]")
     root = Path(cfg.runs or Path(debug_output_root(cfg.debug)) / "analysis" / "ablation")
     out = Path(cfg.out) if cfg.out else root.parent / "correlation"
     sums = load_summaries(root, list(cfg.tasks), list(cfg.sortings))

@@ -4,6 +4,8 @@
 #   make pema_table9 DRY_RUN=1                                print the exact commands only
 #   make pema_table10 EXTRA="debug=smoke" PEMA_MODELS="bert roberta_base" PEMA_SEEDS=0 PEMA_GLUE="rte"   offline end-to-end check
 #   make pema_tables                                          render 9 and 10 from the runs that exist, compute 2-4
+#   make pema_fig2                                            Fig. 2 with GPT-2's tokenizer on the hub's GLUE (needs the hub)
+#   make pema_fig2 PEMA_FIG2_ARGS="tokenizer=smollm2 source=local data_dir=../shared/data subsets=[cola,mrpc,rte,sst2,stsb] splits=[eval]"   offline (docs/pema.md)
 # Training runs use trainer.resume=true: a run whose directory is complete is skipped, so 9 and 10 share runs.
 PEMA_SEEDS ?= $(if $(SEEDS),$(SEEDS),0 1 2 3 4)
 PEMA_GLUE ?= cola mnli mrpc qnli qqp rte sst2 stsb wnli
@@ -11,6 +13,7 @@ PEMA_MODELS ?= $(if $(MODELS),$(MODELS),distilbert distilroberta distilmbert ber
 PEMA_XLM := xlmr xlmv
 PEMA_OUT ?= tables/pema
 PEMA_VOCAB_ARGS ?=
+PEMA_FIG2_ARGS ?=
 EXTRA ?=
 PEMA_RUNS = $(if $(findstring debug=smoke,$(EXTRA)),outputs/smoke,outputs)
 PEMA_DO = $(if $(DRY_RUN),@echo ,)
@@ -60,6 +63,9 @@ pema_tables: install  ## render PEMA Tables 9 and 10 from existing runs and comp
 	-$(PEMA_DO)$(PY) -m embexp.analyze vocab what=table2 out=$(PEMA_OUT) $(PEMA_VOCAB_ARGS)
 	-$(PEMA_DO)$(PY) -m embexp.analyze vocab what=table3 out=$(PEMA_OUT) $(PEMA_VOCAB_ARGS)
 	-$(PEMA_DO)$(PY) -m embexp.analyze vocab what=table4 out=$(PEMA_OUT) $(PEMA_VOCAB_ARGS)
+.PHONY: pema_fig2
+pema_fig2: install  ## PEMA Fig. 2: unique vs total tokens of each GLUE task with GPT-2's tokenizer, Heaps' law fit (PNG + md/json)
+	$(PEMA_DO)$(PY) -m embexp.analyze vocab what=heaps tokenizer=openai-community/gpt2 out=$(PEMA_OUT) $(PEMA_FIG2_ARGS)
 pema_bench: install  ## PEMA token-counting throughput (tokens/s) against collections.Counter
 	$(PY) scripts/bench_pema_count.py
 

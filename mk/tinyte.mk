@@ -16,6 +16,7 @@ NLI_JUDGE ?=
 TINYTE_SWEEP = $(PY) scripts/tinyte_sweep.py $(if $(DRY_RUN),--dry-run) --py $(PY) --seeds "$(TINYTE_SEEDS)" --models "$(TINYTE_MODELS)" --extra "$(EXTRA)" --nli-judge "$(NLI_JUDGE)"
 
 .PHONY: table1 table2 table3 table4 table5 table6 table9 table10 table11 tinyte_alpaca tinyte_fig3 tinyte_params tinyte_tables
+.PHONY: tinyte_ranking table8 tinyte_fig4
 table1: install  ## TinyTE Table 1: TinyTE variants x 3 models on CNN/DM + WMT16 (DRY_RUN=1 prints the commands)
 	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) table1
 table2: install  ## TinyTE Table 2: vs LoRA, embedding tuning, prompt tuning (1, 2 tokens)
@@ -42,6 +43,12 @@ JUDGE ?= meta-llama/Llama-3.1-8B-Instruct
 JUDGE_BACKEND ?= transformers
 tinyte_fig3: install  ## TinyTE Fig. 3: Alpaca runs judged (Instruct Score, JUDGE=..., docs/judge.md) -> figure3.png/.md
 	$(if $(DRY_RUN),@)$(PY) scripts/tinyte_sweep.py $(if $(DRY_RUN),--dry-run) --py $(PY) --seeds "$(TINYTE_SEEDS)" --models "$(TINYTE_MODELS)" --extra "$(EXTRA) judge.model=$(JUDGE) judge.backend=$(JUDGE_BACKEND)" tinyte_fig3
+tinyte_ranking: install  ## TinyTE §4.2 ranking table: TinyTE-half (Gemma-2, CNN/DM) with variance low/high, random, integrated gradients low/high
+	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) tinyte_ranking
+table8: install  ## TinyTE Table 8: TinyTE-full on Alpaca (Llama-2, GPT-J, Qwen-2.5-0.5B), p=30% ablations, repeat-the-question (Est. AUC: make tinyte_fig4 first)
+	$(if $(DRY_RUN),@)$(TINYTE_SWEEP) table8
+tinyte_fig4: install  ## TinyTE Figs. 4 + 8: Pearson r of the value at p vs. the AUC over the Table 4/10 ablations that exist (never trains)
+	$(if $(DRY_RUN),@echo )$(PY) -m embexp.analyze correlation 'tasks=[wmt16,cnndm]' $(filter debug=%,$(EXTRA)) $(patsubst output_root=%,runs=%/analysis/ablation,$(filter output_root=%,$(EXTRA)))
 tinyte_params: install  ## trainable parameters of every method x model, offline (meta device)
 	$(PY) -m embexp.analyze params out=tables/tinyte/params
 tinyte_tables: install  ## render every TinyTE table from existing runs (missing cells empty)

@@ -41,9 +41,15 @@ CELLS = {  # table -> cells (experiment file stems without the task) on CNN/DM a
 }
 TABLE5_CELLS = ["lora", "pt1", "full", "half", "hybrid", "gated"]  # Gemma-2 on CNN/DM
 ALPACA_CELLS = ["base", "full", "gated", "lora", "pt1"]            # Llama-2-7b (Fig. 3)
+# §4.2 sorting heuristics, TinyTE-half on Gemma-2 CNN/DM: (tag, method overrides); variance/lowest is
+# the Table 1 cell itself (no tag), random draws its dims with rank_seed = seed (ours)
+RANKING_CELLS = [("", []), ("rank_var_high", ["method.select=highest"]), ("rank_random", ["method.ranking=random"]),
+                 ("rank_ig_low", ["method.ranking=integrated_gradients"]),
+                 ("rank_ig_high", ["method.ranking=integrated_gradients", "method.select=highest"])]
+TABLE8_MODELS = ["llama2", "gptj", "qwen25_05b"]  # App. E: the robust baseline, then the two low-robustness models
 TABLE6_CELLS = [("base", "bsd"), ("gated", "bsd"), ("gated", "advbench")]  # vanilla, TinyTE-gated, its transfer
 HARMBENCH_JUDGE = "cais/HarmBench-Llama-2-13b-cls"
-TABLES = ["table1", "table2", "table3", "table4", "table5", "table6", "table9", "table10", "table11", "tinyte_alpaca", "tinyte_fig3"]
+TABLES = ["table1", "table2", "table3", "table4", "table5", "table6", "table9", "table10", "table11", "tinyte_alpaca", "tinyte_fig3", "tinyte_ranking", "table8"]
 DEFAULT_NLI_JUDGE = "google/t5_xxl_true_nli_mixture"  # Table 9's judge unless --nli-judge names one (TRUE, Honovich et al. 2022)
 
 
@@ -86,6 +92,16 @@ def sweep(table: str, models: list[str], seeds: list[int], judge: str = HARMBENC
                 cmds += [train(f"tinyte_{cell}_{task}", model, s, f"judge.model={judge}") for s in (first if cell == "base" else seeds)]
     elif table in ("tinyte_alpaca", "tinyte_fig3"):
         cmds += [train(f"tinyte_{cell}_alpaca", "llama2", s) for cell in ALPACA_CELLS for s in (first if cell == "base" else seeds)]
+    elif table == "tinyte_ranking":
+        for tag, more in RANKING_CELLS:
+            for s in seeds:
+                rs = [f"method.rank_seed={s}"] if "method.ranking=random" in more else []
+                cmds.append(train("tinyte_half_cnndm", "gemma2", s, *more, *rs, *([f"tag={tag}"] if tag else [])))
+    elif table == "table8":
+        for model in TABLE8_MODELS:
+            cmds += [train("tinyte_full_alpaca", model, s) for s in seeds]
+            cmds.append(["-m", "embexp.analyze", "ablation", f"model={model}", "task=alpaca", "sorting=variance", "ps=[0,0.3]", f"seed={first[0]}"])
+        cmds += [train("tinyte_base_alpaca", "llama2", s, "method=repeat_prompt") for s in first]  # deterministic
     else:
         raise SystemExit(f"unknown table '{table}' (choose from: {', '.join(TABLES)})")
     return cmds
@@ -93,7 +109,7 @@ def sweep(table: str, models: list[str], seeds: list[int], judge: str = HARMBENC
 
 def report_args(table: str, extra: list[str], out: str) -> list[str]:
     """The report command: EXTRA's debug=... passes through, output_root=X becomes runs=X."""
-    name = table.replace("table", "").replace("tinyte_", "")
+    name = table.replace("table", "").replace("tinyte_", "")  # table8 -> 8, tinyte_ranking -> ranking
     args = ["-m", "embexp.report", f"table={name}"] + [e for e in extra if e.startswith("debug=")]
     root = [e.split("=", 1)[1] for e in extra if e.startswith("output_root=")]
     args += [f"runs={root[-1]}"] if root else []
@@ -121,11 +137,15 @@ def after(table: str, models: list[str], seeds: list[int], extra: list[str], jud
 
 def done(args: list[str]) -> str:
     """The run directory (or ablation folder) of a command when it already finished, else ''."""
+    from embexp import EmbexpError
     from embexp.studies import compose_train
     from embexp.results import is_complete
 
     if args[1] == "embexp.train":
-        d = run_dir(args)
+        try:
+            d = run_dir(args)
+        except EmbexpError:  # e.g. a method this checkout lacks: run it, and let the run say why
+            return ""
         return str(d) if is_complete(d) else ""
     if args[1] == "embexp.judge":  # the Gold Labels row: done once metrics.json holds asr_reference
         d = Path(args[2].split("=", 1)[1])

@@ -21,6 +21,7 @@ from embexp import EmbexpError, cli
 ANALYSES = {
     "params": "embexp.studies.params",
     "ablation": "embexp.studies.ablation",
+    "correlation": "embexp.studies.correlation",
     "lengths": "embexp.studies.lengths",
     "vocab": "embexp.studies.vocab",
     "pema": "embexp.studies.pema_tables",

@@ -37,6 +37,9 @@ TINY = {
     "gemma2": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2, head_dim=16, max_position_embeddings=1024, sliding_window=32,
                    tie_word_embeddings=True),
+    # GPT-J: parallel attention + FFN blocks (see SITES), rotary on rotary_dim dims, untied head
+    "gptj": dict(n_embd=64, n_inner=128, n_layer=2, n_head=4, rotary_dim=8, n_positions=1024,
+                 tie_word_embeddings=False, bos_token_id=1, eos_token_id=2),
     "bert": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                  max_position_embeddings=1024),
     "roberta": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -52,7 +55,7 @@ TINY = {
     "modernbert": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                        max_position_embeddings=1024, global_attn_every_n_layers=1),
 }
-DECODER_FAMILIES = ("llama", "qwen2", "gemma2")
+DECODER_FAMILIES = ("llama", "qwen2", "gemma2", "gptj")
 ENCODER_FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert", "deberta-v2", "albert", "modernbert")
 
 
@@ -161,6 +164,9 @@ SITES = {
     "llama": SiteSpec("layers", "self_attn", True),  # (attn, weights); h = x + attn, then post_attention_layernorm -> mlp
     "qwen2": SiteSpec("layers", "self_attn", True),
     "mistral": SiteSpec("layers", "self_attn", True),
+    # GPT-J runs attention and FFN in parallel on ln_1(x): out = x + attn + mlp. The site is the attention
+    # branch (h = x + attn, the residual stream after attention); the FFN does not read it (ours)
+    "gptj": SiteSpec("h", "attn", True),
     "gemma2": SiteSpec("layers", "post_attention_layernorm", True),  # h = x + norm(attn), then pre_feedforward_layernorm -> mlp
     "bert": SiteSpec("encoder.layer", "attention.output", False),  # LayerNorm(dense(attn) + x) -> intermediate
     "roberta": SiteSpec("encoder.layer", "attention.output", False),

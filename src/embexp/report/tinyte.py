@@ -12,7 +12,8 @@ ablation scored by entailment; Figure 6 as PNG),
 5 (ROUGE-L by input length, Gemma-2), 6 (attack success rate after safety tuning, HarmBench judge),
 11 (Tables 1+2 with standard errors), alpaca (our ROUGE table
 for the Alpaca runs of Fig. 3), fig3 (Figure 3: the judge's Instruct Score per method on Alpaca, a bar
-chart figure3.png + figure3.md/.csv; runs judged with ``judge.model``, docs/judge.md). Cells come from finished runs only; a missing cell stays empty, and
+chart figure3.png + figure3.md/.csv; runs judged with ``judge.model``, docs/judge.md), ranking (§4.2 sorting heuristics, TinyTE-half on Gemma-2 CNN/DM),
+8 (App. E low-robustness models; ``table=table8`` works too; Est. AUC from ``analyze correlation``). Cells come from finished runs only; a missing cell stays empty, and
 several seeds are averaged. #TP is the run record's ``n_method_params``.
 
 R-L (Tables 1, 2, 5, 11) is the cnndm task's ``rougeLsum``: summary-level ROUGE-L over sentences
@@ -40,7 +41,7 @@ from embexp.config import f
 from embexp.report.index import DISPLAY, SE, Runs, cell, emit, n_params
 from embexp.studies import collect_runs, debug_output_root, method_label
 
-TABLES = ("1", "2", "3", "4", "5", "6", "9", "10", "11", "alpaca", "fig3", "fig6")
+TABLES = ("1", "2", "3", "4", "5", "6", "8", "9", "10", "11", "alpaca", "ranking", "fig3", "fig6")
 SUPERGLUE = [("boolq", "BoolQ"), ("copa", "Copa"), ("cb", "CB"), ("rte", "RTE"), ("wic", "WIC")]
 
 
@@ -54,6 +55,7 @@ class Config:
     se: str = f("", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples), none, or '' = each table's default: examples for Table 11 (the paper's test-example s.e.; one run per cell), seeds elsewhere. See the module doc.")
     bootstrap_iters: int = f(100, "se=examples: bootstrap resamples for corpus BLEU/TER (lm-eval uses 100 for BLEU/TER).")
     debug: str = f("", "A conf/debug preset: read its output_root (smoke: outputs/smoke) and write tables under it.")
+    correlation: str = f("", "Table 8: the correlation.json whose fit gives Est. AUC ('' = <runs>/analysis/correlation/correlation.json, what `make tinyte_fig4` writes).")
 
 
 TABLE_SE = {"11": "examples", "fig3": "auto"}  # each table's default standard error; seeds for the others
@@ -169,7 +171,7 @@ def table_alpaca(cfg, idx, se):
 def render(cfg: Config) -> dict[str, str]:
     root = Path(cfg.runs or debug_output_root(cfg.debug))
     out = Path(cfg.out or (Path(debug_output_root(cfg.debug)) / "tables" / "tinyte" if cfg.debug else Path("tables") / "tinyte"))
-    names = TABLES if cfg.table == "all" else (str(cfg.table).removeprefix("table"),)
+    names = TABLES if cfg.table == "all" else (str(cfg.table).removeprefix("table") or str(cfg.table),)  # table8 = 8
     for n in names:
         if n not in TABLES:
             raise EmbexpError(f"unknown table '{n}' (choose from: {', '.join(TABLES)}, all)")
@@ -186,6 +188,8 @@ def render(cfg: Config) -> dict[str, str]:
             rows, cols, title, pm = table_5(cfg, root)
         elif n == "fig3":
             rows, cols, title, pm = figure_3(cfg, idx, se, out)
+        elif n in ("8", "ranking"):
+            rows, cols, title, pm = (table_8(cfg, idx, se, root) if n == "8" else table_ranking(cfg, idx, se))
         else:
             rows, cols, title, pm = {"1": table_1, "2": table_2, "3": table_3, "6": table_6, "11": table_11, "alpaca": table_alpaca}[n](cfg, idx, se)
         stem = out / (f"table{n}" if n[0].isdigit() else "figure3" if n == "fig3" else n)
@@ -342,3 +346,55 @@ def table_10(cfg, root: Path, out: Path):
         merged += [dict(r, Metric="NLI") for r in nli_rows if r["Model"] == name]
     title = title.replace("BLEU-4 of ablated", "BLEU-4 and entailment (NLI, judge: " + nli_judges(root, "variance") + ") of ablated")
     return merged, cols[:1] + ["Metric"] + cols[1:], title, pm
+# ---- §4.2 sorting heuristics and Table 8 (App. E) ---------------------------------------------------
+# (label, tag of the TinyTE-half Gemma-2 CNN/DM run, the paper's R-L); variance/lowest is Table 1's cell
+RANKING = [("variance", "lowest", "", 30.71), ("variance", "highest", "rank_var_high", 29.62), ("random", "", "rank_random", 27.70),
+           ("integrated gradients", "lowest", "rank_ig_low", 28.61), ("integrated gradients", "highest", "rank_ig_high", 27.94)]
+
+
+def table_ranking(cfg, idx, se):
+    rows = []
+    for ranking, select, tag, paper in RANKING:
+        runs = idx.get("cnndm", "gemma2", "tinyte_half", tag)
+        row = {"Ranking": ranking, "Dims": {"lowest": "bottom half", "highest": "top half"}.get(select, "random half"),
+               "paper R-L": paper, "seeds": len(runs) or None}
+        row["R-L"], row["R-L se"] = cell(runs, "rougeLsum", se)
+        row["#TP"] = n_params(runs)
+        rows.append(row)
+    return rows, ["Ranking", "Dims", "#TP", "R-L", "paper R-L", "seeds"], \
+        f"§4.2 sorting heuristics: TinyTE-half (Gemma-2) on CNN/DailyMail, R-L = ROUGE-Lsum (± s.e. over {se.mode})", True
+
+
+# (label, model, method, the paper's # Params, BLEU-4 at 30%, Est. AUC, R-L)
+TABLE8 = [("TinyTE-all (Llama-2-7b)", "llama2", "tinyte_full", 4096, 10.21, 7.38, 35.9),
+          ("Repeating the question", "", "repeat_prompt", 0, None, None, 18.58),
+          ("TinyTE-all (GPT-J-6b)", "gptj", "tinyte_full", 4096, 4.36, 3.44, 12.03),
+          ("TinyTE-all (Qwen-2.5-0.5b)", "qwen25_05b", "tinyte_full", 896, 1.84, 1.74, 15.21)]
+
+
+def table_8(cfg, idx, se, root: Path):
+    """Table 8: TinyTE-full on Alpaca (R-L: sentence-level rougeL, as the Alpaca table), BLEU-4 of the
+    variance-sorted ablation at p = 30% (mean over its summaries), Est. AUC from the correlation fit."""
+    from embexp.studies.correlation import predict_auc
+
+    corr = Path(cfg.correlation) if cfg.correlation else root / "analysis" / "correlation" / "correlation.json"
+    fit = json.loads(corr.read_text()) if corr.is_file() else None
+    sums = [s for s in ablation_summaries(root, "variance") if s.get("task_name") == "alpaca"]
+    rows = []
+    for label, model, method, *paper in TABLE8:
+        runs = idx.get("alpaca", model, method) if model else sorted(
+            (r for k, rs in idx.by_key.items() if k[0] == "alpaca" and k[3] == method for r in rs), key=lambda r: r["model"] != "llama2")
+        row = {"Method": label, "# Params": n_params(runs) if runs else None, "seeds": len(runs) or None}
+        row["R-L"], row["R-L se"] = cell(runs, "rougeL", se)
+        at30 = [s["bleu"][[round(p, 6) for p in s["ps"]].index(0.3)] for s in sums if s["model"] == model and 0.3 in [round(p, 6) for p in s["ps"]]]
+        if model and at30:
+            row["BLEU-4 (p=30%)"] = float(np.mean(at30))
+            row["Est. AUC"] = predict_auc("bleu", 0.3, row["BLEU-4 (p=30%)"], fit) if fit else None
+            full = [s["auc"] for s in sums if s["model"] == model and len(s["ps"]) >= 3]
+            row["real AUC"] = float(np.mean(full)) if full else None
+        row.update({"paper # Params": paper[0], "paper BLEU-4": paper[1], "paper Est. AUC": paper[2], "paper R-L": paper[3]})
+        rows.append(row)
+    note = (f"Est. AUC: the BLEU-4 at p=30% through the least-squares fit of {corr}" if fit else
+            f"Est. AUC empty: no correlation fit at {corr} (run make tinyte_fig4 first)")
+    cols = ["Method", "# Params", "BLEU-4 (p=30%)", "Est. AUC", "R-L", "paper BLEU-4", "paper Est. AUC", "paper R-L"]
+    return rows, cols, f"Table 8: low-robustness models on Alpaca (R-L: sentence-level rougeL ± s.e. over {se.mode}; {note})", True

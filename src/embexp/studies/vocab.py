@@ -92,7 +92,7 @@ DEFAULT_MODELS = {
 @dataclass
 class Config:
     what: str = f("heaps", "heaps (Fig. 2: unique vs total tokens, Heaps' law fit, PNG), table2 (GLUE x models), table3 (DeBERTaV3 sizes, millions removed) or table4 (XNLI subsets).")
-    tokenizer: str = f("openai-community/gpt2", "heaps: the tokenizer (the paper: GPT-2's): minilm (offline BERT WordPiece), byte (the tiny models' byte tokenizer), a model name of the registry, or any hub id / local folder.")
+    tokenizer: str = f("openai-community/gpt2", "heaps: the tokenizer (the paper: GPT-2's): minilm (offline BERT WordPiece), smollm2 (offline GPT-2-style byte-level BPE, 49,152 ids), byte (the tiny models' byte tokenizer), a model name of the registry, or any hub id / local folder.")
     models: list = f([], "tables: model names (the registry in embexp/studies/vocab.py, or hub ids); [] = the paper's rows of that table.")
     tokenizer_override: str = f("", "tables: count every row with this tokenizer instead of each model's own (offline: minilm is the uncased BERT WordPiece of bert and distilbert, so their rows are the real ones; for other models only the code path is checked).")
     task: str = f("glue", "heaps: task family whose sub-tasks are counted (glue or xnli; table2/3 use glue, table4 xnli).")
@@ -110,13 +110,13 @@ class Config:
 def load_tokenizer(name: str):
     from transformers import AutoTokenizer
 
-    from embexp.models import byte_tokenizer, minilm_path
+    from embexp.models import byte_tokenizer, minilm_path, smollm2_path
 
     if name in MODELS:
         name = MODELS[name].tokenizer
     if name == "byte":
         return byte_tokenizer(encoder=True)
-    path = str(minilm_path()) if name == "minilm" else name
+    path = {"minilm": lambda: str(minilm_path()), "smollm2": lambda: str(smollm2_path())}.get(name, lambda: name)()
     try:
         return AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as e:

@@ -355,7 +355,7 @@ def test_table9_dry_run_and_table10_nli_rows_only_with_a_judge():
         assert "sorting=random" in cmd and "metric=nli" in cmd and f"judge.model={tinyte_sweep.DEFAULT_NLI_JUDGE}" in cmd
         OmegaConf.merge(OmegaConf.structured(ablation.Config), OmegaConf.from_dotlist([a for a in cmd if "=" in a]))
     assert all("metric=" not in " ".join(c) for c in printed("table10"))
-    with_judge = [c for c in tinyte_sweep.sweep("table10", ["gemma2"], [0], "tiny_llama")]
+    with_judge = [c for c in tinyte_sweep.sweep("table10", ["gemma2"], [0], nli_judge="tiny_llama")]
     assert with_judge and all(c[-2:] == ["metric=both", "judge.model=tiny_llama"] for c in with_judge)
 
 

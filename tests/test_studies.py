@@ -224,6 +224,9 @@ def test_report_tables_from_synthetic_runs(tmp_path):
     ex = report.render(OmegaConf.merge(OmegaConf.structured(report.Config), {"runs": str(tmp_path), "out": str(out), "table": "11", "se": "seeds"}))
     assert "| Gemma-2 | TinyTE-full | 2304 | 31.00 ± 1.00 |" in ex["11"]  # se=seeds: across the 2 seeds
     assert "± " not in md["1"]  # Tables 1 and 2 print no ±
+    for bad in ("table99", "99"):  # the error names the value as the user typed it
+        with pytest.raises(EmbexpError, match=f"unknown table '{bad}'"):
+            report.render(OmegaConf.merge(OmegaConf.structured(report.Config), {"runs": str(tmp_path), "out": str(out), "table": bad}))
 
 
 def test_report_table9_table10_nli_rows_and_figure6_from_hand_made_summaries(tmp_path):

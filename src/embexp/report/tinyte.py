@@ -174,7 +174,7 @@ def render(cfg: Config) -> dict[str, str]:
     names = TABLES if cfg.table == "all" else (str(cfg.table).removeprefix("table") or str(cfg.table),)  # table8 = 8
     for n in names:
         if n not in TABLES:
-            raise EmbexpError(f"unknown table '{n}' (choose from: {', '.join(TABLES)}, all)")
+            raise EmbexpError(f"unknown table '{cfg.table}' (choose from: {', '.join(TABLES)}, all)")
     idx = Runs(collect_runs(str(root)))
     se = SE(cfg.se or "seeds", cfg.bootstrap_iters, out / ".se_cache.json")
     done = {}

@@ -42,7 +42,7 @@ NOTE = ("Empty cells: a method that trains nothing has no #TP, training memory o
 
 @dataclass
 class Config:
-    table: str = f("compare", "compare (this table); the TinyTE tables are 1, 2, 3, 4, 5, 10, 11, alpaca.")
+    table: str = f("compare", "compare (this table); the TinyTE tables and figures are 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, alpaca, ranking, fig3, fig6 (report/tinyte.py TABLES).")
     runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
     out: str = f("", "Folder for compare_<task>_<model>.md/.csv/.png ('' = tables/compare, or <output_root>/tables/compare with debug=...).")
     task: str = f("", "Only runs of this task (its display name, e.g. glue_sst2); '' = every task found.")

@@ -5,15 +5,11 @@ test_methods.py covers training, save/load, KV-cache generation and padding inde
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import run_train, smoke
+from conftest import run_cli, run_train, smoke
 from embexp.studies.pl_score import pl_from_accuracy, pl_from_perplexity, pl_score
 from embexp.data import Featurizer, collate
 from embexp.inference import compression_metrics
@@ -22,7 +18,6 @@ from embexp.methods.ktoken import block_layout
 from embexp.models import load_backbone
 from embexp.tasks.base import Example
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def ktoken(*overrides, model="tiny_llama"):
@@ -161,9 +156,6 @@ def test_run_record_reports_reduction_pl_and_backbone_tokens(tmp_path):
     assert 0 < train["tokens"] < train["input_tokens"]
 
 
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO / "src")}
-
-
 @pytest.mark.parametrize("args,needle", [
     (("method.k=1",), "method.k=1 is not supported (choose from: 2, 3, 4)"),
     (("method.k=5",), "method.k=5 is not supported (choose from: 2, 3, 4)"),
@@ -172,8 +164,7 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "PYTHONPATH
     (("method.inner=prompt_tuning",), "unknown method.inner 'prompt_tuning' (choose from: none,"),
 ])
 def test_bad_input_is_one_clear_line(args, needle, tmp_path):
-    r = subprocess.run([sys.executable, "-m", "embexp.train", "debug=smoke", "method=ktoken", "task=tree", *args,
-                        f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
+    r = run_cli("debug=smoke", "method=ktoken", "task=tree", *args, f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
     assert len(lines) == 1 and needle in lines[0], r.stderr
@@ -196,9 +187,7 @@ def test_curriculum_trains_each_stage_until_its_gate(tmp_path):
 
 
 def test_curriculum_bad_stage_is_one_line(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "embexp.train", "debug=smoke", "method=lora", "task=tree",
-                        "trainer.curriculum=[small,huge]", f"hydra.run.dir={tmp_path / 'run'}"],
-                       capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
+    r = run_cli("debug=smoke", "method=lora", "task=tree", "trainer.curriculum=[small,huge]", f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1] == ("embexp: error: unknown trainer.curriculum stage 'huge' for task tree "
                                                  "(choose from: small, xsmall, medium, xmedium, large, x3large)")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import compose, run_train, smoke
+from conftest import compose, run_cli, run_train, smoke
 from embexp import EmbexpError
 from embexp.data import Featurizer, collate
 from embexp.inference import compression_metrics, continuation_ids
@@ -132,9 +132,8 @@ def test_llmlingua_missing_package_or_network_is_one_line(tmp_path):
     except ImportError:
         needle = "needs the llmlingua package (pip install 'embexp[compress]')"
     for comp in ("llmlingua2", "llmlingua"):
-        r = subprocess.run([sys.executable, "-m", "embexp.train", "debug=smoke", "method=prompt_compress",
-                            f"method.compressor={comp}", "model=smollm2", "task=tree", f"hydra.run.dir={tmp_path / comp}"],
-                           capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
+        r = run_cli("debug=smoke", "method=prompt_compress", f"method.compressor={comp}", "model=smollm2", "task=tree",
+                    f"hydra.run.dir={tmp_path / comp}")
         lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
         assert r.returncode != 0 and len(lines) == 1 and needle in lines[0], r.stderr
 
@@ -216,7 +215,7 @@ def test_sweep_cells_run_with_debug_smoke_and_the_tables_render(tmp_path):
     out = f"output_root={tmp_path}"
     for table, pick, extra in (("table3", "tag=k2", []), ("ablation", "tag=init_random", ["trainer.curriculum_max_rounds=2"])):
         cmd = next(c for c in sweep_commands(table) if pick in c)
-        r = subprocess.run([*cmd, out, *extra], cwd=REPO, capture_output=True, text=True, env=ENV, timeout=600)
+        r = run_cli(*cmd[3:], out, *extra)  # the printed command, run in this process
         assert r.returncode == 0, r.stderr[-2000:]
     sys.path.insert(0, str(REPO / "scripts"))
     import ktoken_sweep

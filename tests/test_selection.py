@@ -4,9 +4,6 @@ covers the target or every token (task.loss_on). Offline, tiny models, fixtures.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +11,7 @@ import torch
 from accelerate import Accelerator
 from omegaconf import OmegaConf
 
-from conftest import run_train, smoke
+from conftest import run_cli, run_train, smoke
 from embexp import EmbexpError
 from embexp.data import IGNORE, PROMPT_LENGTHS, Featurizer, collate
 from embexp.methods import build_method
@@ -35,9 +32,7 @@ def make(cls, config_cls, **kw):
 # ---- the refusal --------------------------------------------------------------------------------
 def test_select_best_on_the_reported_split_is_refused_in_one_line_before_anything_loads(tmp_path):
     run = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "embexp.train", "debug=smoke", "task=wmt16", "trainer.select_best=true",
-                        "task.select_split=test", f"hydra.run.dir={run}"],
-                       capture_output=True, text=True, cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+    r = run_cli("debug=smoke", "task=wmt16", "trainer.select_best=true", "task.select_split=test", f"hydra.run.dir={run}")
     assert r.returncode != 0
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
     assert len(errors) == 1 and "select on the reported split: task.select_split='test' is task.eval_split" in errors[0], r.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import run_train, smoke
+from conftest import run_cli, run_train, smoke
 from embexp import EmbexpError
 from embexp.eval import reevaluate
 from embexp.results import is_complete
@@ -127,7 +127,7 @@ def _same(a, b):
     (("debug=smoke", "method=tinyte_gated", "export=true"), "cannot be exported to a plain model"),  # before training
 ])
 def test_bad_input_is_one_clear_line(args, needle, tmp_path):
-    r = cli(*args, f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli(*args, f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
     assert len(lines) == 1 and needle in lines[0], r.stderr
@@ -140,7 +140,7 @@ def test_missing_field_in_local_data(tmp_path):
     d = tmp_path / "data"
     d.mkdir()
     (d / "train.jsonl").write_text(json.dumps({"sentence": "ok", "idx": 0}) + "\n")  # no label
-    r = cli("debug=smoke", "task=glue", "task.source=local", f"task.data_dir={d}", f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli("debug=smoke", "task=glue", "task.source=local", f"task.data_dir={d}", f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode == 1
     assert "lack required field(s) label" in r.stderr.strip().splitlines()[-1]
     assert json.loads((tmp_path / "run" / "status.json").read_text())["status"] == "failed"
@@ -148,9 +148,9 @@ def test_missing_field_in_local_data(tmp_path):
 
 
 def test_eval_cli_errors(tmp_path):
-    r = cli(module="embexp.eval")
+    r = run_cli(module="embexp.eval")
     assert r.returncode != 0 and r.stderr.strip() == "embexp: error: missing run_dir (usage: python -m embexp.eval run_dir=DIR)"
-    r = cli(f"run_dir={tmp_path / 'missing'}", module="embexp.eval")
+    r = run_cli(f"run_dir={tmp_path / 'missing'}", module="embexp.eval")
     assert r.returncode != 0 and "does not exist" in r.stderr and not (tmp_path / "missing").exists()
 
 

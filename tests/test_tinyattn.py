@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import run_train, smoke
+from conftest import run_cli, run_train, smoke
 from embexp import EmbexpError
 from embexp.data import collate
 from embexp.methods import build_method
@@ -249,12 +248,6 @@ def test_warm_start_copies_the_one_module_run_plus_noise(runs):
     torch.testing.assert_close(logits(m, batch), logits(one, batch), atol=1e-4, rtol=0)
 
 
-def cli(*args):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO / "src")}
-    return subprocess.run([sys.executable, "-m", "embexp.train", *args], capture_output=True, text=True, cwd=REPO,
-                          env=env, timeout=300)
-
-
 @pytest.mark.parametrize("args,needle", [
     (("method.heads=0",), "method.heads=0"),
     (("method.head_dim=0",), "method.head_dim=0"),
@@ -266,7 +259,7 @@ def cli(*args):
 def test_bad_input_is_one_clear_line(args, needle, runs, tmp_path):
     paths = {k: str(v) for k, v in runs.items()} | {"missing": str(tmp_path / "nope")}
     args = [a.format(**paths) for a in args]
-    r = cli("debug=smoke", "method=tinyattn", "model=tiny_roberta", "task=glue", *args, f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli("debug=smoke", "method=tinyattn", "model=tiny_roberta", "task=glue", *args, f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
     assert len(lines) == 1 and needle in lines[0], r.stderr

@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from omegaconf import OmegaConf
 
-from conftest import compose, run_train, smoke
+from conftest import compose, run_cli, run_train, smoke
 from embexp import EmbexpError
 from embexp.config import JudgeConfig
 from embexp.judge import (HARMBENCH_PROMPT, INSTRUCT_CHOICES, aggregate, build_judge, check, parse, rescore)
 
-REPO = Path(__file__).resolve().parents[1]
 DATA = Path("/work/shared/data")
 
 
@@ -103,8 +99,7 @@ def test_train_writes_verdicts_and_rescore_reuses_the_cache(tmp_path):
     assert all(r["judge"] in [float(r) for r in range(1, 11)] for r in recs)
     assert sum(r["judge"] for r in recs) / len(recs) == pytest.approx(m["judge_instruct"])
     # python -m embexp.judge: the run's own judge, every verdict from the cache
-    r = subprocess.run([sys.executable, "-m", "embexp.judge", f"run_dir={tmp_path}", "judge.max_input_tokens=1000"],
-                       cwd=REPO, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    r = run_cli(f"run_dir={tmp_path}", "judge.max_input_tokens=1000", module="embexp.judge")
     assert r.returncode == 0, r.stderr
     assert "judge_calls" in r.stdout and json.loads((tmp_path / "metrics.json").read_text())["metrics"]["judge_calls"] == 0
     ref = rescore(tmp_path, jcfg(), what="reference")
@@ -165,6 +160,20 @@ def test_sequence_classification_nli_judge(tmp_path):
         j.score("instruct", QA)
 
 
+def test_a_folder_judge_loads_its_weights_only_for_uncached_verdicts(tmp_path):
+    d = _tiny_dir(tmp_path, "bert")
+    pairs = [{"premise": "a dog runs", "hypothesis": h} for h in ("a dog", "a cat")]
+    first = build_judge(jcfg(model=str(d), max_input_tokens=64), "cpu", cache_path=tmp_path / "cache.jsonl")
+    assert not first.backend.loaded  # the tokenizer and config are enough to build prompts and keys
+    v = first.score("nli", pairs)
+    assert first.backend.loaded and first.calls == 2
+    again = build_judge(jcfg(model=str(d), max_input_tokens=64), "cpu", cache_path=tmp_path / "cache.jsonl")
+    assert again.score("nli", pairs) == v and again.calls == 0 and not again.backend.loaded
+    (d / "model.safetensors").unlink()  # weights that cannot load: one line, at the first uncached verdict
+    with pytest.raises(EmbexpError, match=f"could not load judge '{d}'"):
+        again.score("nli", [{"premise": "new", "hypothesis": "pair"}])
+
+
 def test_seq2seq_true_judge(tmp_path):
     j = build_judge(jcfg(model=str(_tiny_dir(tmp_path, "t5"))), "cpu")
     assert j.backend.type == "seq2seq"
@@ -190,8 +199,7 @@ def test_bad_kind_backend_and_tasks_without_generations_are_one_line(tiny_judge)
         check(smoke("model=tiny_llama", "task=wmt16", "judge.model=tiny_llama"))
     with pytest.raises(EmbexpError, match="is not a conf/model name"):
         check(smoke("model=tiny_llama", "task=alpaca", "judge.model=nosuchjudge"))
-    r = subprocess.run([sys.executable, "-m", "embexp.train", "debug=smoke", "model=tiny_llama", "task=alpaca",
-                        "judge.model=tiny_llama", "judge.kind=pairwise"], cwd=REPO, capture_output=True, text=True)
+    r = run_cli("debug=smoke", "model=tiny_llama", "task=alpaca", "judge.model=tiny_llama", "judge.kind=pairwise")
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "judge.kind" in r.stderr
 
 

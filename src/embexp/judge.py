@@ -279,13 +279,18 @@ def model_config(name: str):
 
 
 class TransformersBackend:
-    """Local weights through transformers; verdicts by the log-likelihood of the allowed answers."""
+    """Local weights through transformers; verdicts by the log-likelihood of the allowed answers.
+
+    A hub id or folder loads its config and tokenizer at once (prompts, cache keys and truncation
+    need only those) and its weights at the first verdict, so a re-score that every verdict is
+    cached for never loads them. A conf/model name (tiny_*, smollm2: small) loads all at once."""
 
     def __init__(self, jcfg, device):
         import transformers as tf
 
         self.cfg, self.device = jcfg, device
-        dtype = resolve_dtype(jcfg.dtype, device)
+        self.dtype = dtype = resolve_dtype(jcfg.dtype, device)
+        self._model, self._load = None, None
         mcfg = model_config(jcfg.model)
         if mcfg is not None and mcfg.source != "hub":
             if mcfg.kind != "decoder":
@@ -295,30 +300,29 @@ class TransformersBackend:
 
             mcfg.dtype = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}[dtype]
             bb = load_backbone(mcfg)
-            self.model, self.tok, self.type = bb.model, bb.tokenizer, "causal"
+            self._model, self.tok, self.type = self._ready(bb.model), bb.tokenizer, "causal"
+            config = bb.model.config
         else:
             path = mcfg.id if mcfg is not None else jcfg.model
             try:
                 config = tf.AutoConfig.from_pretrained(path)
                 self.tok = tf.AutoTokenizer.from_pretrained(path)
-                archs = " ".join(getattr(config, "architectures", None) or [])
-                if getattr(config, "is_encoder_decoder", False):
-                    self.type, cls = "seq2seq", tf.AutoModelForSeq2SeqLM
-                elif "ForSequenceClassification" in archs:
-                    self.type, cls = "seqcls", tf.AutoModelForSequenceClassification
-                else:
-                    self.type, cls = "causal", tf.AutoModelForCausalLM
-                self.model = cls.from_pretrained(path, dtype=dtype)
             except (OSError, ValueError) as e:
                 raise EmbexpError(f"could not load judge '{path}': {str(e).splitlines()[0]}") from e
-        self.model.to(device=device, dtype=dtype).eval()
-        self.model.requires_grad_(False)
+            archs = " ".join(getattr(config, "architectures", None) or [])
+            if getattr(config, "is_encoder_decoder", False):
+                self.type, cls = "seq2seq", tf.AutoModelForSeq2SeqLM
+            elif "ForSequenceClassification" in archs:
+                self.type, cls = "seqcls", tf.AutoModelForSequenceClassification
+            else:
+                self.type, cls = "causal", tf.AutoModelForCausalLM
+            self._load = lambda: cls.from_pretrained(path, dtype=dtype)
         if self.tok.pad_token_id is None:
             self.tok.pad_token = self.tok.eos_token
         self.tok.padding_side = "left"
         self.entail = None
         if self.type == "seqcls":
-            labels = {int(i): str(n) for i, n in self.model.config.id2label.items()}
+            labels = {int(i): str(n) for i, n in config.id2label.items()}
             hit = [i for i, n in labels.items() if "entail" in n.lower() and "not" not in n.lower()]
             if len(hit) != 1:
                 raise EmbexpError(f"judge '{jcfg.model}': a sequence-classification NLI judge needs one label whose name "
@@ -327,8 +331,27 @@ class TransformersBackend:
         self.chat = self.type == "causal" and bool(getattr(self.tok, "chat_template", None))
         self.cut = token_cutter(self.tok)
         # never past the judge's context window (ours: the limit is the smaller of the two)
-        window = getattr(self.model.config, "max_position_embeddings", None) if self.type == "causal" else None
+        window = getattr(config, "max_position_embeddings", None) if self.type == "causal" else None
         self.limit = min(int(jcfg.max_input_tokens), int(window)) if window else int(jcfg.max_input_tokens)
+
+    def _ready(self, model):
+        model.to(device=self.device, dtype=self.dtype).eval()
+        model.requires_grad_(False)
+        return model
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    @property
+    def model(self):
+        """The judge's weights, loaded at first use."""
+        if self._model is None:
+            try:
+                self._model = self._ready(self._load())
+            except (OSError, ValueError) as e:
+                raise EmbexpError(f"could not load judge '{self.cfg.model}': {str(e).splitlines()[0]}") from e
+        return self._model
 
     def check_kind(self, kind: str) -> None:
         if self.type != "causal" and kind != "nli":

@@ -77,11 +77,14 @@ def collect_runs(spec: str) -> list[dict]:
     return [load_run(d) for d in run_dirs(spec)]
 
 
-# Display names used in the TinyTE tables (paper spelling); other methods show their config name.
+# Display names in the tables: the TinyTE paper's spelling for its methods, each paper's own name
+# for the others; a method missing here shows its config name.
 LABELS = {
     "zero_shot": "Base model", "full_ft": "Full FT", "emb_tuning": "Emb. Tuning", "lora": "LoRA (r=8)",
     "prompt_tuning": "PromptT", "tinyte_full": "TinyTE-full", "tinyte_half": "TinyTE-half",
     "tinyte_gated": "TinyTE-gated", "tinyte_hybrid": "TinyTE-hybrid",
+    "head_only": "Head only", "pema": "PEMA", "pete": "PETE", "tinyattn": "Tiny-Attention",
+    "ktoken": "K-Token merging", "prompt_compress": "Prompt compression", "repeat_prompt": "Repeating the question",
 }
 
 

@@ -98,6 +98,29 @@ def row(runs: list[dict], metric: str, se: SE) -> dict:
     }
 
 
+def label_points(ax, pts: list[tuple[float, float, str]], size: float = 7) -> None:
+    """Name each point without two names overlapping: the first free one of a few offsets above and
+    below it (a greedy pass from left to right; a moved name gets a thin line to its point), written
+    to its left near the right edge."""
+    scale = ax.figure.dpi / 72  # points -> pixels
+    right = ax.get_window_extent().x1
+    r = 4 * scale  # the markers are obstacles too
+    taken = [(px - r, py - r, px + r, py + r) for px, py in (ax.transData.transform((x, y)) for x, y, _ in pts)]
+    for x, y, label in sorted(pts):
+        px, py = ax.transData.transform((x, y))
+        w, h = len(label) * size * 0.55 * scale, size * 1.5 * scale
+        flip = px + 3 * scale + w > right
+        for dy in (3, -13, 15, -24, 27, -35, 39):
+            x0 = px - 3 * scale - w if flip else px + 3 * scale
+            box = (x0, py + dy * scale, x0 + w, py + dy * scale + h)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in taken):
+                break
+        taken.append(box)
+        lead = {} if dy == 3 else {"arrowprops": {"arrowstyle": "-", "lw": 0.5, "color": "0.55", "shrinkA": 0, "shrinkB": 3}}
+        ax.annotate(label, (x, y), fontsize=size, xytext=(-3 if flip else 3, dy), textcoords="offset points",
+                    ha="right" if flip else "left", **lead)
+
+
 def plot(rows: list[dict], path: Path, title: str, ylabel: str) -> None:
     """Quality against trainable parameters (log x); methods without #TP are drawn at the left edge.
     The step line is the Pareto front (no method with fewer parameters does better)."""
@@ -110,10 +133,15 @@ def plot(rows: list[dict], path: Path, title: str, ylabel: str) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     have = [p for p in pts if p[0]]
     left = min((p[0] for p in have), default=1) / 4
-    for tp, q, label in pts:
-        x = tp or left
-        ax.scatter([x], [q], marker="o" if tp else "x")
-        ax.annotate(label, (x, q), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    for tp, q, _ in pts:
+        ax.scatter([tp or left], [q], marker="o" if tp else "x")
+    ax.set_xlabel("trainable parameters (log; x: trains nothing)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.margins(x=0.08, y=0.08)
+    fig.tight_layout()
+    label_points(ax, [(tp or left, q, label) for tp, q, label in pts])
     sign = -1.0 if ylabel in LOWER else 1.0
     front, best = [], -np.inf
     for tp, q, _ in sorted(have):
@@ -122,12 +150,7 @@ def plot(rows: list[dict], path: Path, title: str, ylabel: str) -> None:
             best = sign * q
     if front:
         ax.step([p[0] for p in front], [p[1] for p in front], where="post", alpha=0.4)
-    ax.set_xscale("log")
-    ax.set_xlabel("trainable parameters (log; x: trains nothing)")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -37,13 +37,13 @@ def main() -> int:
             try:
                 m = run(cfg, run_dir)
                 shown = ", ".join(f"{k}={v:.2f}" for k, v in m["metrics"].items() if not k.endswith("seconds"))
-                print(f"ok    {method:<15}{model:<14}{task:<7}{m['n_trainable_params']:>9,} params  {time.perf_counter() - t0:5.1f}s  {shown}", flush=True)
+                print(f"ok    {method:<17}{model:<14}{task:<7}{m['n_trainable_params']:>9,} params  {time.perf_counter() - t0:5.1f}s  {shown}", flush=True)
             except Exception as e:  # report every cell, then fail
                 if isinstance(e, EmbexpError) and any(w in str(e) for w in WRONG_KIND):
-                    print(f"skip  {method:<15}{model:<14}{task:<7}{e}", flush=True)
+                    print(f"skip  {method:<17}{model:<14}{task:<7}{e}", flush=True)
                     continue
                 failures += 1
-                print(f"FAIL  {method:<15}{model:<14}{task:<7}{type(e).__name__}: {e}", flush=True)
+                print(f"FAIL  {method:<17}{model:<14}{task:<7}{type(e).__name__}: {e}", flush=True)
                 traceback.print_exc(limit=3)
     print(f"{failures} failed" if failures else "all smoke runs passed")
     return 1 if failures else 0

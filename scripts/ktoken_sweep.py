@@ -27,7 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-from embexp.studies.pl_score import pl_from_accuracy, pl_from_perplexity  # noqa: E402
+from embexp.tasks.metrics import pl_from_accuracy, pl_from_perplexity  # noqa: E402
 
 MODEL = "qwen25_05b"
 AUTHORS_LORA = ["method.r=4", "method.alpha=16", "method.dropout=0.05",

@@ -142,7 +142,7 @@ def test_missing_field_in_local_data(tmp_path):
     (d / "train.jsonl").write_text(json.dumps({"sentence": "ok", "idx": 0}) + "\n")  # no label
     r = run_cli("debug=smoke", "task=glue", "task.source=local", f"task.data_dir={d}", f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode == 1
-    assert "lack required field(s) label" in r.stderr.strip().splitlines()[-1]
+    assert "train.jsonl:1: field 'label' is missing" in r.stderr.strip().splitlines()[-1]
     assert json.loads((tmp_path / "run" / "status.json").read_text())["status"] == "failed"
     assert not (tmp_path / "run" / "metrics.json").exists()
 

@@ -21,6 +21,25 @@ MASK_POSITIONS = "mask_positions"  # its batch tensor [batch] (read by embexp.cl
 
 
 @dataclass
+class Lengths:
+    """What featurising one example kept: the source (prompt, or an encoder's input) and the target
+    (decoders), in tokens before and after the cut (the target without the EOS the trainer adds)."""
+
+    source: int
+    source_kept: int
+    target: int = 0
+    target_kept: int = 0
+
+    @property
+    def source_cut(self) -> bool:
+        return self.source_kept < self.source
+
+    @property
+    def target_cut(self) -> bool:
+        return self.target_kept < self.target
+
+
+@dataclass
 class Featurizer:
     """Tokenises examples for one backbone; decoders get prompt/target ids, encoders text pairs."""
 
@@ -33,6 +52,16 @@ class Featurizer:
     separate: bool = False  # encoders, sentence-embedding tasks: the texts of an example are two sequences
 
     def prompt_ids(self, prompt: str) -> list[int]:
+        return self._prompt(prompt)[0]
+
+    def target_ids(self, target: str) -> list[int]:
+        return self._target(target)[0]
+
+    def train_features(self, ex: Example) -> dict:
+        return self.features(ex)[0]
+
+    def _prompt(self, prompt: str) -> tuple[list[int], int]:
+        """The prompt's ids, cut to ``max_source_tokens``, and its length before the cut."""
         tok = self.tokenizer
         if self.chat_template:
             if not getattr(tok, "chat_template", None):
@@ -41,43 +70,62 @@ class Featurizer:
             ids = tok(text, add_special_tokens=False)["input_ids"]
         else:
             ids = tok(prompt)["input_ids"]
-        n = self.max_source_tokens
+        n, full = self.max_source_tokens, len(ids)
         if len(ids) > n:  # keep the leading BOS and the end of the prompt (where the question is)
             keep_bos = tok.bos_token_id is not None and ids[0] == tok.bos_token_id
             ids = ids[:1] + ids[len(ids) - n + 1:] if keep_bos else ids[len(ids) - n:]
-        return ids
+        return ids, full
 
-    def target_ids(self, target: str) -> list[int]:
-        ids = self.tokenizer(target, add_special_tokens=False)["input_ids"][: self.max_target_tokens]
-        return ids + [self.tokenizer.eos_token_id]
+    def _target(self, target: str) -> tuple[list[int], int]:
+        """The target's ids cut to ``max_target_tokens``, then EOS; and its length before the cut."""
+        ids = self.tokenizer(target, add_special_tokens=False)["input_ids"]
+        return ids[: self.max_target_tokens] + [self.tokenizer.eos_token_id], len(ids)
 
-    def train_features(self, ex: Example) -> dict:
+    def features(self, ex: Example) -> tuple[dict, Lengths]:
+        """The training/evaluation features of one example and its :class:`Lengths` (what was cut)."""
         if not self.is_decoder:
-            return self.encoder_features(ex)
-        p, t = self.prompt_ids(ex.prompt), self.target_ids(ex.target)
+            return self._encoder(ex)
+        (p, np_), (t, nt) = self._prompt(ex.prompt), self._target(ex.target)
         if self.loss_on not in ("target", "all"):
             raise EmbexpError(f"unknown task.loss_on '{self.loss_on}' (choose from: target, all)")
         labels = p + t if self.loss_on == "all" else [IGNORE] * len(p) + t
         # prompt_length: how many leading ids are the prompt, whatever carries the loss (collate
         # passes it on as "prompt_lengths"; the backbone never receives it)
-        return {"input_ids": p + t, "labels": labels, PROMPT_LENGTH: len(p)}
+        return {"input_ids": p + t, "labels": labels, PROMPT_LENGTH: len(p)}, Lengths(np_, len(p), nt, len(t) - 1)
 
     def encoder_features(self, ex: Example) -> dict:
+        return self._encoder(ex)[0]
+
+    def _cut(self, *text: str):
+        """The tokenizer's encoding of one text or a pair, truncated to ``max_source_tokens`` (its
+        longest_first strategy for a pair), and the length before the cut."""
+        whole = self.tokenizer(*text)
+        n = len(whole["input_ids"])
+        if n <= self.max_source_tokens:
+            return whole, n
+        return self.tokenizer(*text, truncation=True, max_length=self.max_source_tokens), n
+
+    def _encoder(self, ex: Example) -> tuple[dict, Lengths]:
         if ex.cloze:
-            return self.cloze_features(ex)
+            return self._cloze(ex)
         if self.separate:  # text pairs for sentence embeddings: input_ids / input_ids_b (embexp.sentence)
-            ids = [list(self.tokenizer(t, truncation=True, max_length=self.max_source_tokens)["input_ids"]) for t in ex.text]
+            cut = [self._cut(t) for t in ex.text]
+            ids = [list(enc["input_ids"]) for enc, _ in cut]
             out = {"input_ids": ids[0], "input_ids_b": ids[1]}
             if ex.label is not None:
                 out["labels"] = ex.label
-            return out
-        enc = self.tokenizer(*ex.text, truncation=True, max_length=self.max_source_tokens)
+            worst = max(range(len(cut)), key=lambda i: cut[i][1] - len(ids[i]))  # the text that lost the most
+            return out, Lengths(cut[worst][1], len(ids[worst]))
+        enc, n = self._cut(*ex.text)
         out = {k: list(v) for k, v in enc.items() if k in ("input_ids", "token_type_ids")}
         out["labels"] = ex.label
-        return out
+        return out, Lengths(n, len(out["input_ids"]))
 
     # ---- cloze (PET's pattern-verbalizer pairs, embexp.cloze) ------------------------------------
     def cloze_features(self, ex: Example) -> dict:
+        return self._cloze(ex)[0]
+
+    def _cloze(self, ex: Example) -> tuple[dict, Lengths]:
         """PET's ``PVP.encode``: every part of the two segments is tokenised on its own (no special
         tokens), the mask part becomes the mask token, the shortenable parts are cut to
         ``max_source_tokens`` (PET's ``truncate``: one token at a time from the last shortenable
@@ -92,6 +140,7 @@ class Featurizer:
         pieces, types = special_template(tok, len(segs))
         n_special = sum(len(p) for p in pieces)
         length = lambda seg, only=False: sum(len(x) for x, s in seg if s or not only)  # noqa: E731
+        whole = sum(length(s) for s in segs) + n_special
         for _ in range(sum(length(s) for s in segs) + n_special - self.max_source_tokens):
             short = [length(s, True) for s in segs]
             if not any(short):
@@ -110,7 +159,7 @@ class Featurizer:
         out = {"input_ids": ids, MASK_POSITION: ids.index(tok.mask_token_id), "labels": ex.label}
         if "token_type_ids" in tok.model_input_names:
             out["token_type_ids"] = tt
-        return out
+        return out, Lengths(whole, len(ids))
 
     def verbalizer_ids(self, words) -> list[int]:
         """One token id per verbalizer word (PET's ``get_verbalization_ids``: the word tokenised

@@ -1,5 +1,7 @@
 """Evaluation: batched greedy generation with the KV cache, log-likelihood scoring of choices,
-and encoder heads. Metrics come from the task; this module only produces predictions."""
+and encoder heads. Metrics come from the task (and ``tasks/metrics.py``); this module produces the
+predictions, and measures the prompt-length figures where they belong to the run
+(:func:`length_figures`)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from embexp import EmbexpError
 from embexp.data import Featurizer, collate
 from embexp.sentence import SENTENCE_KINDS, evaluate_similarity
 from embexp.tasks.base import Example
+from embexp.tasks.metrics import length_reduction, pl_from_accuracy
 
 
 def _batches(n: int, size: int, desc: str, progress: bool):
@@ -168,7 +171,7 @@ def evaluate(method, task, examples: list[Example], featurizer: Featurizer, batc
                           f"(got task kind '{task.kind}')")
     if task.kind == "perplexity":  # the target's perplexity given the prompt as the method reads it
         metrics = perplexity(method, featurizer, examples, batch_size, progress)
-        metrics.update(compression_metrics(method, featurizer, examples, metrics, batch_size, device))
+        metrics.update(length_figures(method, task, featurizer, examples, metrics, batch_size, device))
         return metrics, records
     mode = task.cfg.eval_mode if task.cfg.eval_mode != "auto" else "both"
     if mode not in ("generate", "loglik", "both"):
@@ -196,7 +199,7 @@ def evaluate(method, task, examples: list[Example], featurizer: Featurizer, batc
         metrics.update({f"ll_{k}": v for k, v in task.score_labels([ex.label for ex in examples], pred).items()})
         for r, p, s in zip(records, pred, scores):
             r["ll_pred"], r["ll_scores"] = p, s
-    metrics.update(compression_metrics(method, featurizer, examples, metrics, batch_size, device))
+    metrics.update(length_figures(method, task, featurizer, examples, metrics, batch_size, device))
     return metrics, records
 
 
@@ -213,23 +216,39 @@ def perplexity(method, featurizer: Featurizer, examples: Sequence[Example], batc
     return {"perplexity": math.exp(nll), "nll": nll, "scored_tokens": float(n)}
 
 
+def length_figures(method, task, featurizer: Featurizer, examples: Sequence[Example], metrics: dict, batch_size: int,
+                   device) -> dict[str, float]:
+    """The prompt-length figures a decoder run records, only where they belong to it:
+    ``length_reduction`` when the task's paper reports it for every method
+    (``Task.reports_length_reduction``: K-Token Merging's tree, amazon, commitpack; 0 for a method
+    that reads the prompt as is) or when the method changes the input length
+    (``Method.changes_input_length``: a prefix that replaces or is prepended to the prompt; negative
+    for one that adds positions, e.g. prompt tuning); ``pl_score`` only where the task defines it
+    (``Task.pl_score``: K-Token's classification tasks). Other runs record neither: their prompt
+    is read as is, and a 0 would read as a measurement of something that does not apply."""
+    if not featurizer.is_decoder or not (task.reports_length_reduction or method.changes_input_length):
+        return {}
+    out = compression_metrics(method, featurizer, examples, metrics, batch_size, device)
+    if not task.pl_score:
+        out.pop("pl_score", None)
+    return out
+
+
 @torch.no_grad()
 def compression_metrics(method, featurizer: Featurizer, examples: Sequence[Example], metrics: dict, batch_size: int,
                         device) -> dict[str, float]:
-    """``length_reduction`` (0-100): the mean over examples of 1 - (positions the backbone reads for
-    the prompt, ``Method.prompt_positions``) / (the prompt's tokens); 0 for methods that read the
-    prompt as is (negative when a method adds positions, e.g. prompt tuning). ``pl_score`` (0-1,
-    K-Token Merging's Eq. 3) from it (a negative reduction counts as 0) and the accuracy (the
-    generated answer's exact match where there is one) on classification tasks."""
-    from embexp.studies.pl_score import pl_from_accuracy
-
+    """``length_reduction`` (0-100, ``tasks.metrics.length_reduction``): the mean over examples of
+    1 - (positions the backbone reads for the prompt, ``Method.prompt_positions``) / (the prompt's
+    tokens); 0 for methods that read the prompt as is (negative when a method adds positions, e.g.
+    prompt tuning). ``pl_score`` (0-1, K-Token Merging's Eq. 3) from it (a negative reduction
+    counts as 0) and the accuracy (the generated answer's exact match where there is one) when
+    ``metrics`` holds one. Which of them a run records: :func:`length_figures`."""
     ids = [featurizer.prompt_ids(ex.prompt) for ex in examples]
-    ratios = []
+    seen: list[int] = []
     for s in range(0, len(ids), batch_size):
         batch = collate([{"input_ids": x} for x in ids[s:s + batch_size]], featurizer.tokenizer.pad_token_id, left=True)
-        seen = method.prompt_positions(batch["input_ids"].to(device), batch["attention_mask"].to(device))
-        ratios += [1.0 - int(m) / max(len(x), 1) for m, x in zip(seen.tolist(), ids[s:s + batch_size])]
-    out = {"length_reduction": 100.0 * sum(ratios) / len(ratios) if ratios else 0.0}
+        seen += method.prompt_positions(batch["input_ids"].to(device), batch["attention_mask"].to(device)).tolist()
+    out = {"length_reduction": length_reduction([len(x) for x in ids], seen)}
     acc = next((metrics[k] for k in ("em_accuracy", "accuracy", "ll_accuracy") if k in metrics), None)
     if acc is not None:
         out["pl_score"] = pl_from_accuracy(acc, max(out["length_reduction"], 0.0))

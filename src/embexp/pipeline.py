@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from embexp import EmbexpError
 from embexp.cloze import ClozeObjective
 from embexp.config import validate
 from embexp.data import Featurizer, token_lists
@@ -36,17 +37,30 @@ class Components:
     train_features: list = field(default_factory=list)
     eval_features: list = field(default_factory=list)
     select_features: list = field(default_factory=list)
+    data: dict = field(default_factory=dict)  # what featurising cut, per row set (metrics.json "data"; see truncation())
 
 
 def build(cfg, device: torch.device, training: bool = True) -> Components:
-    """config -> task, backbone, method -> examples -> features -> ``method.setup`` -> device.
+    """config -> task -> examples (every row checked against the task's domains) -> backbone, method
+    -> features (cuts counted) -> ``method.setup`` -> device.
 
-    ``training=False`` (re-evaluation) skips the selection rows; the training rows are still read
-    when the method trains, since its setup may depend on them (PEMA's token counts)."""
+    The rows are read before the model loads, so a bad row costs no model load. ``training=False``
+    (re-evaluation) skips the selection rows; the training rows are still read when the method
+    trains, since its setup may depend on them (PEMA's token counts)."""
     validate(cfg)
     task = build_task(cfg.task)  # first: an unknown task fails before any model loads
     sentence = task.kind in SENTENCE_KINDS  # sentence embeddings: the encoder without a head (embexp/sentence.py)
     cloze = bool(getattr(task, "cloze", False))  # PET cloze: the masked-LM head scores verbalizers (embexp/cloze.py)
+    # the rows, before the model: a row outside its task's domain stops the run here (tasks/domains.py)
+    from embexp.methods import METHODS
+
+    trains = cfg.do_train and METHODS.get_class(cfg.method.name).trains
+    examples = {"train": task.examples("train") if trains else []}
+    examples["eval"] = task.examples("eval") if (cfg.do_eval or trains) else []
+    # selection rows: the periodic loss and select_best, never the reported split
+    wants_select = cfg.trainer.select_best or cfg.trainer.eval_every > 0
+    examples["select"] = (task.examples("select") if training and examples["train"] and task.split_name("select")
+                          and wants_select else [])
     backbone = load_backbone(cfg.model, num_labels=task.num_labels, sentence=sentence, mlm=cloze)
     n_backbone = count_params(backbone.model)  # before LoRA injects its layers or PEMA swaps the matrix
     method = build_method(cfg.method, backbone)
@@ -59,21 +73,55 @@ def build(cfg, device: torch.device, training: bool = True) -> Components:
     if cloze:  # every method, trained or not (zero_shot scores the pretrained MLM head)
         method.attach_objective(ClozeObjective(featurizer.verbalizer_ids(task.verbalizers)))
     c = Components(task, backbone, method, featurizer, n_backbone)
-    trains = cfg.do_train and method.trains
-    c.train_examples = task.examples("train") if trains else []
-    c.eval_examples = task.examples("eval") if (cfg.do_eval or trains) else []
-    # selection rows: the periodic loss and select_best, never the reported split
-    if training and c.train_examples and task.split_name("select") and (cfg.trainer.select_best or cfg.trainer.eval_every > 0):
-        c.select_examples = task.examples("select")
-    c.train_features = [featurizer.train_features(e) for e in c.train_examples]
-    c.eval_features = [featurizer.train_features(e) for e in c.eval_examples]
-    c.select_features = [featurizer.train_features(e) for e in c.select_examples]
+    c.train_examples, c.eval_examples, c.select_examples = examples["train"], examples["eval"], examples["select"]
+    lengths = {}
+    for which in ("train", "eval", "select"):
+        pairs = [featurizer.features(e) for e in examples[which]]
+        setattr(c, f"{which}_features", [f for f, _ in pairs])
+        lengths[which] = [n for _, n in pairs]
+    c.data = truncation(task, featurizer, lengths)
     ids = lambda feats: [s for f in feats for s in token_lists(f)]  # noqa: E731  (two sequences for a text pair)
     method.setup({"train": ids(c.train_features), "eval": ids(c.eval_features)})
     if sentence:
         c.eval_features = []  # no evaluation loss: the eval split is a similarity task, scored after training
     method.to(device)
     return c
+
+
+def truncation(task, featurizer: Featurizer, lengths: dict) -> dict:
+    """What featurising cut, per row set (``train``, ``eval``, ``select``; sets not read are left
+    out), for metrics.json's ``data``: the limits, and per set ``truncated_<set>`` = {examples,
+    source (prompts or encoder inputs cut to max_source_tokens), target (decoder targets cut to
+    max_target_tokens), longest_source, longest_target (tokens before any cut)}. Logs one warning
+    line when anything was cut; a cut the task declares an error (``Task.truncation_errors``, e.g. a
+    classification answer) stops the run with one line naming the row set, the example and lengths."""
+    out = {"max_source_tokens": featurizer.max_source_tokens}
+    if featurizer.is_decoder:
+        out["max_target_tokens"] = featurizer.max_target_tokens
+    said = []
+    for which, ns in lengths.items():
+        if not ns:
+            continue
+        rec = {"examples": len(ns), "source": sum(n.source_cut for n in ns), "longest_source": max(n.source for n in ns)}
+        if featurizer.is_decoder:
+            rec.update(target=sum(n.target_cut for n in ns), longest_target=max(n.target for n in ns))
+        out[f"truncated_{which}"] = rec
+        for side, limit in (("source", "max_source_tokens"), ("target", "max_target_tokens")):
+            cut = [i for i, n in enumerate(ns) if getattr(n, f"{side}_cut")]
+            if not cut:
+                continue
+            if side in task.truncation_errors:
+                i = cut[0]
+                raise EmbexpError(f"task {task.display_name}: the {'prompt' if side == 'source' else 'target'} of {which} "
+                                  f"example {i} is {getattr(ns[i], side)} tokens, longer than task.{limit}="
+                                  f"{getattr(featurizer, limit)} ({len(cut)} of {len(ns)} {which} examples): a cut "
+                                  f"{'answer' if side == 'target' else 'question'} would be trained and scored as the "
+                                  f"whole one; raise task.{limit}")
+            said.append(f"{which} {len(cut)}/{len(ns)} {'prompts' if side == 'source' else 'targets'} "
+                        f"(longest {rec['longest_' + side]} tokens) to task.{limit}={getattr(featurizer, limit)}")
+    if said:
+        log.warning("truncated: %s", "; ".join(said))
+    return out
 
 
 def count_params(module: torch.nn.Module) -> int:

@@ -139,6 +139,7 @@ def run(cfg, run_dir: Path) -> dict:
                 "n_train_examples": len(train_ex), "n_eval_examples": len(eval_ex), "n_select_examples": len(c.select_examples),
                 "select_split": task.split_name("select"), "loss_on": task.loss_on if c.backbone.is_decoder else "",
                 "metrics": metrics,
+                "data": c.data,
                 "train": _train_summary(train_res, acc.num_processes),
                 "memory": peak_memory(),
                 "method_values": method.log_values(),

@@ -167,6 +167,12 @@ class Method(nn.Module):
             return self._prefix_generate(**kw)
         return self.model.generate(**kw)
 
+    @property
+    def changes_input_length(self) -> bool:
+        """Whether the backbone reads another number of positions than the prompt's tokens (a
+        ``replace`` or ``prepend`` prefix on a decoder): such runs record their length reduction."""
+        return bool(self.prefix_mode) and self.is_decoder
+
     @torch.no_grad()
     def prompt_positions(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Per row of LEFT-padded prompts [B, n]: the positions the backbone reads for the prompt

@@ -45,7 +45,8 @@ from typing import Sequence
 from embexp import EmbexpError
 from embexp.config import f
 from embexp.tasks.base import Example, Task, TaskConfig
-from embexp.tasks.cnndm import rouge_scores
+from embexp.tasks.domains import Schema, Text
+from embexp.tasks.metrics import rouge_scores
 from embexp.tasks.registry import register_task
 
 HEADER_INPUT = ("Below is an instruction that describes a task, paired with an input that provides further context. "
@@ -93,6 +94,10 @@ class AlpacaTask(Task):
     def hub_source(self):
         return "tatsu-lab/alpaca", None
 
+    def schema(self, split: str) -> Schema:
+        """instruction and output non-empty; input a string, empty when the instruction has none."""
+        return Schema({"instruction": Text(), "input": Text(empty=True), "output": Text()})
+
     def load(self, which: str) -> list[dict]:
         self.check_which(which)
         if self.cfg.eval_split != HELDOUT or (which == "select" and not self.holdout):
@@ -106,9 +111,6 @@ class AlpacaTask(Task):
         if not 0 < k < len(rows):
             raise EmbexpError(f"task.heldout_size={k} must be between 1 and {len(rows) - 1}: split '{split}' "
                               f"has {len(rows)} rows (source={source})")
-        missing = [name for name in self.required_fields if name not in rows[0]]
-        if missing:
-            raise EmbexpError(f"task alpaca split '{split}': rows lack required field(s) {', '.join(missing)}")
         held = set(random.Random(self.cfg.heldout_seed).sample(range(len(rows)), k))
         keep = [r for i, r in enumerate(rows) if (i in held) == (which == "eval")]
         if which != "eval" and self.holdout:  # the selection slice comes out of what is left for training

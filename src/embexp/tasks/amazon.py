@@ -31,7 +31,8 @@ import numpy as np
 from embexp import EmbexpError
 from embexp.config import f
 from embexp.tasks.base import Example, Task, TaskConfig
-from embexp.tasks.glue import accuracy, f1_score
+from embexp.tasks.domains import Number, Schema, Text
+from embexp.tasks.metrics import binary_summary
 from embexp.tasks.registry import register_task
 
 PROMPT = "Review: {text}, Label:"
@@ -72,6 +73,13 @@ class AmazonTask(Task):
     kind = "classification"
     subsets = CATEGORIES
     required_fields = ("rating", "text")
+    reports_length_reduction = True  # K-Token Merging's Table 2
+    pl_score = True
+
+    def schema(self, split: str) -> Schema:
+        """rating a star rating from 1 to 5; text a string, possibly empty (the hub has reviews
+        with a rating and no text, which the authors keep: the prompt is then "Review: , Label:")."""
+        return Schema({"rating": Number(1.0, 5.0), "text": Text(empty=True)})
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -104,8 +112,9 @@ class AmazonTask(Task):
         if self.resolved_source() == "fixture":
             n = cfg.test_size + round((cfg.fixture_size + extra) / cfg.train_fraction)
             full = self.fixture_rows(FULL, n, random.Random(f"{cfg.fixture_seed}/{self.display_name}/{FULL}"))
+            self.checked(full, FULL, "fixture")
         else:
-            full = super().read_split(FULL, -1)
+            full = super().read_split(FULL, -1)  # local rows are checked as they are read, hub rows below
         train, test = authors_split(len(full), cfg.test_size, cfg.split_seed)
         if split == "train" and cfg.train_fraction < 1:
             count = max(1, int(len(train) * cfg.train_fraction))
@@ -115,7 +124,7 @@ class AmazonTask(Task):
             ids = ids[:cap]
         if isinstance(full, list):
             return [full[i] for i in ids]
-        return [dict(r) for r in full.select(ids)]
+        return self.checked([dict(r) for r in full.select(ids)], FULL, "hub", index=ids)  # only the rows used
 
     @property
     def num_labels(self) -> int:
@@ -135,13 +144,7 @@ class AmazonTask(Task):
                        choices=self.label_names, text=(text,))
 
     def score_labels(self, gold: Sequence[int], pred: Sequence[int]) -> dict[str, float]:
-        gold, pred = np.asarray(gold), np.asarray(pred)
-        if not len(gold):
-            return {"accuracy": 0.0, "balanced_accuracy": 0.0, "f1": 0.0, "majority_baseline": 0.0}
-        recalls = [float((pred[gold == k] == k).mean()) for k in (0, 1) if (gold == k).any()]
-        pos = float((gold == 1).mean())
-        return {"accuracy": accuracy(gold, pred), "balanced_accuracy": 100.0 * sum(recalls) / len(recalls),
-                "f1": f1_score(gold, pred), "majority_baseline": 100.0 * max(pos, 1 - pos)}
+        return binary_summary(gold, pred)
 
     # ---- fixture (ours): reviews whose words carry the rating, in the hub schema --------------
     def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.config import f
+from embexp.tasks.domains import RowCheck, Schema, required
 
 
 @dataclass
@@ -78,6 +79,11 @@ class Task:
     Config: ClassVar[type] = TaskConfig
     kind: ClassVar[str] = "generation"  # generation | classification | regression | perplexity (the target scored, nothing generated) | pairs | similarity (sentence embeddings: embexp/sentence.py)
     subsets: ClassVar[tuple[str, ...]] = ()  # valid `subset` values ('' allowed when empty)
+    # the task's paper reports every method's prompt-length reduction (K-Token Merging's tables):
+    # every decoder run records `length_reduction`, 0 included (other tasks: only methods that
+    # change the input length record it); with `pl_score`, also K-Token's P-L score from the accuracy
+    reports_length_reduction: ClassVar[bool] = False
+    pl_score: ClassVar[bool] = False
 
     def __init__(self, cfg):
         self.cfg = cfg
@@ -103,6 +109,18 @@ class Task:
         raise EmbexpError(f"task {self.cfg.name} has no hub source; use task.source=fixture or task.data_dir")
 
     required_fields: ClassVar[tuple[str, ...]] = ()
+
+    def schema(self, split: str) -> Schema:
+        """The domains of the fields of `split`'s rows (tasks/domains.py), checked for every row read.
+        The default only asks for ``required_fields``."""
+        return required(*self.required_fields)
+
+    @property
+    def truncation_errors(self) -> tuple[str, ...]:
+        """Which cuts of data.Featurizer stop the run instead of being counted: ``"target"`` for
+        classification and regression tasks, whose decoder target is the answer itself (a cut answer
+        would be trained as the right one); ``"source"`` where a cut prompt changes the question."""
+        return ("target",) if self.kind in ("classification", "regression") else ()
 
     def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:
         """n rows of `split` in the exact hub schema, generated offline."""
@@ -188,24 +206,38 @@ class Task:
             rows = rows[:cap]
         if not rows:
             raise EmbexpError(f"empty dataset: task {self.display_name} split '{split}' has no rows (source={source})")
-        missing = [k for k in self.required_fields if k not in rows[0]]
-        if missing:
-            raise EmbexpError(
-                f"task {self.display_name} split '{split}': rows lack required field(s) {', '.join(missing)} "
-                f"(expected fields: {', '.join(self.required_fields)})"
-            )
         return rows
 
     def read_split(self, split: str, cap: int, extra: int = 0) -> list[dict]:
-        """Raw rows of one split from the resolved source (the first ``cap`` when cap >= 0); a
-        fixture gets ``fixture_size + extra`` rows (extra: the rows a carve will hold out)."""
+        """Rows of one split from the resolved source (the first ``cap`` when cap >= 0), each checked
+        against :meth:`schema` as it is read; a fixture gets ``fixture_size + extra`` rows (extra: the
+        rows a carve will hold out)."""
         source = self.resolved_source()
         if source == "fixture":
             rng = random.Random(f"{self.cfg.fixture_seed}/{self.display_name}/{split}")
-            return self.fixture_rows(split, self.cfg.fixture_size + extra, rng)
+            return self.checked(self.fixture_rows(split, self.cfg.fixture_size + extra, rng), split, "fixture")
         if source == "local":
-            return read_jsonl(self.local_path(split), limit=cap)
-        return self.load_hub(split, cap)
+            return self.read_local(split, cap)
+        return self.checked(self.load_hub(split, cap), split, "hub")
+
+    def row_check(self, split: str) -> RowCheck:
+        return RowCheck(self.schema(split), self.display_name)
+
+    def read_local(self, split: str, cap: int = -1) -> list[dict]:
+        """The rows of ``<data_dir>/.../<split>.jsonl``, each checked (errors name the file and line)."""
+        return read_jsonl(self.local_path(split), limit=cap, check=self.row_check(split))
+
+    def checked(self, rows, split: str, source: str, index=None):
+        """`rows` (a list, or hub rows read with ``dict``) checked against :meth:`schema`; errors name
+        the source, split and row index (``index[i]``: the row's index in the split, when `rows` is a
+        selection of it)."""
+        check = self.row_check(split)
+        what = f"hub {'/'.join(p for p in self.hub_source() if p)}" if source == "hub" else f"{source} {self.display_name}"
+        for i, row in enumerate(rows):
+            n = index[i] if index is not None else i
+            idx = row.get("idx") if isinstance(row, dict) else None
+            check(row, f"{what} split '{split}' row {n}" + (f" (idx {idx})" if idx is not None and idx != n else ""))
+        return rows
 
     def load_hub(self, split: str, cap: int) -> list[dict]:
         import datasets
@@ -238,17 +270,40 @@ class Task:
         return [self.format(r) for r in self.load(which)]
 
 
-def read_jsonl(path: Path, limit: int = -1) -> list[dict]:
+def read_jsonl(path: Path, limit: int = -1, check=None) -> list[dict]:
+    """The rows of a JSON-lines file (the first ``limit`` when limit >= 0), each passed to
+    ``check(row, "<path>:<line>")`` when given. Lines end at \\n; a line's surrounding whitespace is
+    not part of it, so CRLF files (Windows line ends: JSON whitespace) and a UTF-8 byte-order mark
+    read exactly as their LF twins. Blank lines are skipped. A NUL byte (a binary file), bytes that
+    are not UTF-8 and a line that is not JSON stop with one line naming the file and line."""
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        for i, line in enumerate(fh):
+    with open(path, "rb") as fh:
+        head = fh.read(8192)  # a binary file (gzip, parquet, an image) is named as such, not by its first odd byte
+        nul = head.find(b"\x00")
+        if nul >= 0:
+            line = head[:nul].count(b"\n") + 1
+            raise EmbexpError(f"{path}:{line}: binary data (a NUL byte at byte {nul + 1} of the "
+                              "file), not JSON lines (valid: UTF-8 text, one JSON object per line)")
+        fh.seek(0)
+        for i, raw in enumerate(fh, 1):
             if limit is not None and 0 <= limit <= len(rows):
                 break
-            line = line.strip()
+            nul = raw.find(b"\x00")
+            if nul >= 0:
+                raise EmbexpError(f"{path}:{i}: binary data (a NUL byte at column {nul + 1}), not a JSON "
+                                  "line (valid: UTF-8 text, one JSON object per line)")
+            try:
+                line = raw.decode("utf-8-sig" if i == 1 else "utf-8").strip()
+            except UnicodeDecodeError as e:
+                raise EmbexpError(f"{path}:{i}: byte {raw[e.start]:#04x} at column {e.start + 1} is not UTF-8 text "
+                                  "(valid: UTF-8 text, one JSON object per line)") from None
             if not line:
                 continue
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError as e:
-                raise EmbexpError(f"{path}:{i + 1}: not valid JSON ({e.msg})") from e
+                raise EmbexpError(f"{path}:{i}: not valid JSON ({e.msg} at column {e.colno})") from None
+            if check is not None:
+                check(row, f"{path}:{i}")
+            rows.append(row)
     return rows

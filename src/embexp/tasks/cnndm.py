@@ -30,14 +30,13 @@ data is not available offline) and re-joined with newlines, so the two sides are
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
-
 from embexp.config import f
 from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.domains import Schema, Text
+from embexp.tasks.metrics import lsum_text, rouge_scores, split_sentences  # noqa: F401  (also imported from here)
 from embexp.tasks.registry import register_task
 
 PROMPT = "Article: {article}\nSummary:"
@@ -59,72 +58,6 @@ class CnnDmConfig(TaskConfig):
     rouge_stemmer: bool = f(True, "Porter-stem tokens before ROUGE (ours; rouge-score's use_stemmer).")
 
 
-# ---- sentence splitting for ROUGE-Lsum (ours) ------------------------------------------------------
-# A boundary is sentence-final punctuation (. ! ?), any closing quotes/brackets, then whitespace, unless
-# the word before it is an abbreviation or initials (U.S., J.) or the next word starts in lower case.
-_BOUNDARY = re.compile(r"""(?<=[.!?])["'\u201d\u2019)\]]*\s+""")
-_INITIALS = re.compile(r"(?:[A-Za-z]\.)*[A-Za-z]")
-ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof st jr sr gov sen rep gen col lt sgt capt cpl adm maj rev hon pres supt det insp "
-    "vs etc inc co corp ltd no nos jan feb mar apr jun jul aug sep sept oct nov dec approx dept est fig".split())
-
-
-def _abbreviation_before(piece: str) -> bool:
-    words = piece.split()
-    if not words or not words[-1].endswith("."):
-        return False
-    core = words[-1].rstrip(".").lstrip("\"'(\u201c\u2018[")
-    return bool(core) and (core.lower() in ABBREVIATIONS or bool(_INITIALS.fullmatch(core)))
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of `text` (ours): every line is split at sentence-final punctuation followed by
-    whitespace, except after abbreviations/initials or before a lower-case word; pieces are stripped
-    and empty ones dropped. CNN/DM highlights (one sentence per line, " ." tokenised spacing) come
-    back line by line."""
-    out: list[str] = []
-    for line in text.split("\n"):
-        start = 0
-        for m in _BOUNDARY.finditer(line):
-            nxt = line[m.end():m.end() + 1]
-            if nxt.islower() or _abbreviation_before(line[start:m.start()]):
-                continue
-            out.append(line[start:m.start()].strip())
-            start = m.end()
-        out.append(line[start:].strip())
-    return [s for s in out if s]
-
-
-def lsum_text(text: str) -> str:
-    """`text` as rouge-score's rougeLsum reads it: one sentence per line."""
-    return "\n".join(split_sentences(text))
-
-
-def _stderr(values: list[float]) -> float:
-    return float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else 0.0
-
-
-def rouge_scores(refs: Sequence[str], hyps: Sequence[str], stemmer: bool = True) -> dict[str, float]:
-    """Mean ROUGE-1/2/L/Lsum F-measure ×100 over examples, and the standard errors of the L means.
-
-    rougeLsum scores both sides sentence-split by :func:`split_sentences` and newline-joined."""
-    from rouge_score import rouge_scorer
-
-    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=stemmer)
-    lsum = rouge_scorer.RougeScorer(["rougeLsum"], use_stemmer=stemmer)
-    keys = ("rouge1", "rouge2", "rougeL", "rougeLsum")
-    per: dict[str, list[float]] = {k: [] for k in keys}
-    for ref, hyp in zip(refs, hyps):
-        s = scorer.score(ref, hyp)
-        s["rougeLsum"] = lsum.score(lsum_text(ref), lsum_text(hyp))["rougeLsum"]
-        for k in keys:
-            per[k].append(100.0 * s[k].fmeasure)
-    out = {k: float(np.mean(v)) if v else 0.0 for k, v in per.items()}
-    out["rougeL_stderr"] = _stderr(per["rougeL"])
-    out["rougeLsum_stderr"] = _stderr(per["rougeLsum"])
-    return out
-
-
 @register_task("cnndm")
 class CnnDmTask(Task):
     """CNN/DailyMail on ``abisee/cnn_dailymail``; rows keep the hub fields."""
@@ -136,6 +69,9 @@ class CnnDmTask(Task):
 
     def hub_source(self):
         return "abisee/cnn_dailymail", self.cfg.subset
+
+    def schema(self, split: str) -> Schema:
+        return Schema({"article": Text(), "highlights": Text()})
 
     def format(self, row: dict) -> Example:
         words = row["article"].split()

@@ -34,6 +34,7 @@ from embexp import EmbexpError
 from embexp.config import f
 from embexp.tasks.amazon import authors_split
 from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.domains import Schema, Text
 from embexp.tasks.registry import register_task
 
 HUB_ID = "bigcode/commitpackft"
@@ -62,6 +63,12 @@ class CommitPackTask(Task):
     kind = "perplexity"
     subsets = ("python",)
     required_fields = ("old_contents", "new_contents", "subject")
+    reports_length_reduction = True  # K-Token Merging's Table 3 (its P-L needs the uncompressed run's perplexity)
+
+    def schema(self, split: str) -> Schema:
+        """old/new contents strings, possibly empty (a commit may create or empty a file); the
+        commit subject non-empty (it is the instruction)."""
+        return Schema({"old_contents": Text(empty=True), "new_contents": Text(empty=True), "subject": Text()})
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -90,17 +97,18 @@ class CommitPackTask(Task):
             raise EmbexpError(f"split '{split}' of task {self.display_name}: the splits are carved out of the hub's "
                               "train split (choose from: train, test)")
         if self.resolved_source() == "fixture":
-            full = self.fixture_rows(HUB_SPLIT, cfg.test_size + cfg.fixture_size + extra,
-                                     random.Random(f"{cfg.fixture_seed}/{self.display_name}/{HUB_SPLIT}"))
+            full = self.checked(self.fixture_rows(HUB_SPLIT, cfg.test_size + cfg.fixture_size + extra,
+                                                  random.Random(f"{cfg.fixture_seed}/{self.display_name}/{HUB_SPLIT}")),
+                                HUB_SPLIT, "fixture")
         else:
-            full = super().read_split(HUB_SPLIT, -1)
+            full = super().read_split(HUB_SPLIT, -1)  # local rows are checked as they are read, hub rows below
         train, test = authors_split(len(full), cfg.test_size, cfg.split_seed)
         ids = train if split == "train" else test
         if cap is not None and cap >= 0:
             ids = ids[:cap]
         if isinstance(full, list):
             return [full[i] for i in ids]
-        return [dict(r) for r in full.select(ids)]
+        return self.checked([dict(r) for r in full.select(ids)], HUB_SPLIT, "hub", index=ids)  # only the rows used
 
     def format(self, row: dict) -> Example:
         return Example(prompt=PROMPT.format(old=row["old_contents"], subject=row["subject"]),

@@ -15,16 +15,14 @@ Evaluation split: ``eval_split=auto`` resolves to ``validation_matched`` for MNL
 
 from __future__ import annotations
 
-import math
 import random
-import re
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
-
 from embexp.config import f
 from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.domains import ClassId, Integer, Number, Schema, Text
+from embexp.tasks.metrics import accuracy, binary_counts, f1_score, mcc_score, parse_score, regression_scores  # noqa: F401
 from embexp.tasks.registry import register_task
 
 # subset -> (text fields in hub order, hub ClassLabel names, prompt, decoder choices)
@@ -52,7 +50,6 @@ SPECS = {
              "{sentence1}\nQuestion: {sentence2} True or False?\nAnswer:", ("False", "True")),
 }
 STSB_INVALID = 2.5  # ours: an unparseable STS-B answer scores as the scale midpoint (no information)
-_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)")
 
 
 @dataclass
@@ -61,37 +58,6 @@ class GlueConfig(TaskConfig):
     subset: str = f("sst2", "GLUE sub-task: cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte or wnli.")
     eval_split: str = f("auto", "Split used for evaluation; auto = validation_matched for mnli, validation otherwise.")
     max_new_tokens: int = f(8, "Greedy generation budget (answers are one or two words).")
-
-
-def binary_counts(gold, pred, positive=1):
-    """tp, fp, fn, tn; an invalid prediction (not 0/1) is scored as the wrong class."""
-    gold, pred = np.asarray(gold), np.asarray(pred)
-    pred = np.where(np.isin(pred, (0, 1)), pred, 1 - gold)
-    g, p = gold == positive, pred == positive
-    return int((g & p).sum()), int((~g & p).sum()), int((g & ~p).sum()), int((~g & ~p).sum())
-
-
-def f1_score(gold, pred, positive=1) -> float:
-    tp, fp, fn, _ = binary_counts(gold, pred, positive)
-    return 100.0 * 2 * tp / (2 * tp + fp + fn) if tp else 0.0
-
-
-def mcc_score(gold, pred) -> float:
-    tp, fp, fn, tn = binary_counts(gold, pred)
-    den = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-    return 100.0 * (tp * tn - fp * fn) / den if den else 0.0
-
-
-def accuracy(gold, pred) -> float:
-    gold, pred = np.asarray(gold), np.asarray(pred)
-    return float((gold == pred).mean()) * 100 if len(gold) else 0.0
-
-
-def parse_score(x) -> float:
-    """A float from a number or a generated string (the whole stripped string must be a number), else NaN."""
-    if isinstance(x, str):
-        return float(x.strip()) if _NUMBER.fullmatch(x.strip()) else math.nan
-    return float(x)
 
 
 @register_task("glue")
@@ -110,6 +76,13 @@ class GlueTask(Task):
 
     def hub_source(self):
         return "nyu-mll/glue", self.cfg.subset
+
+    def schema(self, split: str) -> Schema:
+        """Text fields non-empty; label a class id of the sub-task (STS-B: a score from 0 to 5); idx
+        (the hub's row id) unique within the split. The hub's test splits (label -1) are refused: their
+        labels are hidden, so nothing can be trained or scored on them."""
+        label = Number(0.0, 5.0) if self.kind == "regression" else ClassId(self._names)
+        return Schema({**{k: Text() for k in self.fields}, "label": label}, optional={"idx": Integer()}, key="idx")
 
     def split_name(self, which: str) -> str:
         if which == "eval" and self.cfg.eval_split == "auto":
@@ -153,17 +126,7 @@ class GlueTask(Task):
         unparseable ones become the scale midpoint, and ``invalid`` reports their share (0–100)."""
         if self.kind != "regression":
             return super().score_regression(gold, pred)
-        from scipy.stats import pearsonr, spearmanr
-
-        parsed = np.array([parse_score(p) for p in pred], dtype=float)
-        bad = ~np.isfinite(parsed)
-        parsed[bad] = STSB_INVALID
-        gold = np.asarray(gold, dtype=float)
-        if len(gold) < 2 or np.ptp(parsed) == 0 or np.ptp(gold) == 0:  # correlation undefined: no signal
-            pearson = spearman = 0.0
-        else:
-            pearson, spearman = float(pearsonr(gold, parsed)[0]) * 100, float(spearmanr(gold, parsed)[0]) * 100
-        return {"pearson": pearson, "spearman": spearman, "invalid": float(bad.mean()) * 100 if len(bad) else 0.0}
+        return regression_scores(gold, pred, STSB_INVALID)
 
     # ---- fixture: tiny templated sentences whose label is decided by the words (ours) -------------
     def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:

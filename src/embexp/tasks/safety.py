@@ -44,7 +44,8 @@ from omegaconf import OmegaConf
 from embexp import EmbexpError
 from embexp.config import f
 from embexp.tasks.base import Example, Task, TaskConfig
-from embexp.tasks.cnndm import rouge_scores
+from embexp.tasks.domains import Anything, Flag, Schema, Text
+from embexp.tasks.metrics import rouge_scores
 from embexp.tasks.registry import register_task
 
 BSD_HUB = ("PKU-Alignment/BeaverTails", None)
@@ -116,13 +117,14 @@ class BsdTask(Task):
     def hub_source(self):
         return BSD_HUB
 
+    def schema(self, split: str) -> Schema:
+        """The BeaverTails schema: prompt and response non-empty, is_safe a boolean (the filter reads
+        it), category present (the harm flags)."""
+        return Schema({"prompt": Text(), "response": Text(), "is_safe": Flag()}, optional={"category": Anything()})
+
     def read_split(self, split: str, cap: int, extra: int = 0) -> list[dict]:
         """The unsafe rows of `split` (is_safe == False), in split order; the first `cap` when cap >= 0."""
         raw = super().read_split(split, -1, extra)
-        missing = [k for k in self.required_fields if raw and k not in raw[0]]
-        if missing:
-            raise EmbexpError(f"task {self.display_name} split '{split}': rows lack required field(s) {', '.join(missing)} "
-                              f"(expected fields: prompt, response, category, is_safe)")
         rows = [r for r in raw if is_unsafe(r)]
         return rows[:cap] if cap is not None and cap >= 0 else rows
 
@@ -196,6 +198,9 @@ class AdvBenchTask(Task):
 
     def hub_source(self):
         return ADVBENCH_HUB
+
+    def schema(self, split: str) -> Schema:
+        return Schema({"prompt": Text(), "target": Text()})
 
     def load(self, which: str) -> list[dict]:
         if which == "eval":

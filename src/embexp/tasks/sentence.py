@@ -26,17 +26,19 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.tasks.base import Example, Task, TaskConfig, read_jsonl
+from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.domains import ClassId, Integer, Number, Schema, Text
 from embexp.tasks.glue import _fixture_mnli, _fixture_stsb
+from embexp.tasks.metrics import spearman_pearson
 from embexp.tasks.registry import TASKS, register_task
 
 SOURCES = {"snli": ("stanfordnlp/snli", "plain_text"), "mnli": ("nyu-mll/glue", "mnli")}
 ENTAILMENT = 0  # both hub schemas: 0 entailment, 1 neutral, 2 contradiction (-1: no gold label, SNLI)
+NLI_LABELS = ("entailment", "neutral", "contradiction")
 
 
 @dataclass
@@ -58,16 +60,6 @@ class NliPairsConfig(TaskConfig):
     learn_temperature: bool = f(True, "Learn the temperature (as log tau, ours; the code learns tau itself) with the method's tensors.")
 
 
-def spearman_pearson(gold: Sequence[float], pred: Sequence[float]) -> dict[str, float]:
-    """Spearman and Pearson correlation x100 (0 when undefined: fewer than two rows or a constant)."""
-    from scipy.stats import pearsonr, spearmanr
-
-    gold, pred = np.asarray(gold, dtype=float), np.asarray(pred, dtype=float)
-    if len(gold) < 2 or np.ptp(gold) == 0 or np.ptp(pred) == 0:
-        return {"spearman": 0.0, "pearson": 0.0}
-    return {"spearman": float(spearmanr(gold, pred)[0]) * 100, "pearson": float(pearsonr(gold, pred)[0]) * 100}
-
-
 @register_task("stsb_similarity")
 class StsbSimilarityTask(Task):
     """STS-B zero-shot: cosine similarity of pooled sentence embeddings, Spearman x100."""
@@ -78,6 +70,12 @@ class StsbSimilarityTask(Task):
 
     def hub_source(self):
         return "nyu-mll/glue", "stsb"
+
+    def schema(self, split: str) -> Schema:
+        """Both sentences non-empty, label the gold similarity from 0 to 5 (the GLUE test split's -1
+        is refused: it has no scores), idx unique within the split."""
+        return Schema({"sentence1": Text(), "sentence2": Text(), "label": Number(0.0, 5.0)},
+                      optional={"idx": Integer()}, key="idx")
 
     def load(self, which: str) -> list[dict]:
         if which == "train":
@@ -125,6 +123,12 @@ class NliPairsTask(Task):
     def hub_source(self):
         return SOURCES[self._dataset]
 
+    def schema(self, split: str) -> Schema:
+        """Premise and hypothesis non-empty; label an NLI class id, or -1 (SNLI's rows without a gold
+        label: dropped with every other non-entailment row); idx (MNLI) unique within the split."""
+        return Schema({"premise": Text(), "hypothesis": Text(), "label": ClassId(NLI_LABELS, unlabelled=True)},
+                      optional={"idx": Integer()}, key="idx")
+
     def split_of(self, dataset: str, split: str) -> str:
         return "validation_matched" if dataset == "mnli" and split == "validation" else split
 
@@ -138,15 +142,11 @@ class NliPairsTask(Task):
                 split = self.split_of(dataset, split)
                 if source == "fixture":
                     rng = random.Random(f"{self.cfg.fixture_seed}/{self.cfg.name}/{dataset}/{split}")
-                    part = self.fixture_rows(split, self.cfg.fixture_size, rng)
+                    part = self.checked(self.fixture_rows(split, self.cfg.fixture_size, rng), split, "fixture")
                 elif source == "local":
-                    part = read_jsonl(self.local_path(split))
+                    part = self.read_local(split)
                 else:
-                    part = self.load_hub(split, -1)
-                missing = [k for k in self.required_fields if part and k not in part[0]]
-                if missing:
-                    raise EmbexpError(f"task nli_pairs ({dataset}) split '{split}': rows lack required field(s) "
-                                      f"{', '.join(missing)} (expected fields: {', '.join(self.required_fields)})")
+                    part = self.checked(self.load_hub(split, -1), split, "hub")
                 rows += [r for r in part if int(r["label"]) == ENTAILMENT]
         cap = self.cfg.max_train_samples
         rows = rows[:cap] if cap is not None and cap >= 0 else rows

@@ -51,7 +51,8 @@ from omegaconf import OmegaConf
 from embexp import EmbexpError
 from embexp.config import f
 from embexp.tasks.base import MASK, Example, Task, TaskConfig
-from embexp.tasks.glue import accuracy
+from embexp.tasks.domains import ClassId, Integer, Schema, Text, Word, required
+from embexp.tasks.metrics import accuracy, macro_f1
 from embexp.tasks.registry import register_task
 
 SUBSETS = ("boolq", "cb", "copa", "rte", "wic")
@@ -69,6 +70,16 @@ SPECS = {
             ("no", "yes")),
 }
 COPA_CONNECTOR = {"cause": "because", "effect": "therefore"}
+
+
+def wic_span(row: dict):
+    """WiC: start/end select a non-empty span of each sentence (the prompt quotes sentence1's)."""
+    for k in ("1", "2"):
+        start, end, text = row[f"start{k}"], row[f"end{k}"], row[f"sentence{k}"]
+        if not start < end <= len(text):
+            return (f"end{k}", end, f"does not close a non-empty span of sentence{k} starting at start{k}={start}",
+                    f"start{k} < end{k} <= {len(text)} (the length of sentence{k})")
+    return None
 CLOZE_SUBSETS = ("cb", "rte")
 CLOZE_PATTERNS = (0, 1, 2, 3, 4)
 # PET's verbalizers per label index (SPECS order): patterns 0-3, pattern 4
@@ -92,18 +103,6 @@ class SuperGlueConfig(TaskConfig):
 def copa_choice(choice: str) -> str:
     """lm-eval's convert_choice: lowercase the first character."""
     return choice[0].lower() + choice[1:]
-
-
-def macro_f1(gold, pred, n_classes: int) -> float:
-    """lm-eval's cb_multi_fi: mean over classes of the one-vs-rest F1 (0 when a class is never hit)."""
-    gold, pred = np.asarray(gold), np.asarray(pred)
-    scores = []
-    for c in range(n_classes):
-        tp = int(((gold == c) & (pred == c)).sum())
-        fp = int(((gold != c) & (pred == c)).sum())
-        fn = int(((gold == c) & (pred != c)).sum())
-        scores.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
-    return 100.0 * float(np.mean(scores))
 
 
 @register_task("superglue")
@@ -147,6 +146,21 @@ class SuperGlueTask(Task):
 
     def hub_source(self):
         return "aps/super_glue", self.cfg.subset
+
+    def schema(self, split: str) -> Schema:
+        """The sub-task's text fields non-empty (WiC: start/end integers that select a non-empty span
+        of each sentence; COPA: question 'cause' or 'effect'), label a class id of the sub-task (the
+        hub's test splits, label -1, are refused), idx unique within the split. ``subset=all`` reads
+        every sub-task with its own schema."""
+        if self.multitask:  # read through one child task per sub-task (load), each with its own schema
+            return required("subset", "label")
+        subset = self.cfg.subset
+        fields, names = SPECS[subset][0], SPECS[subset][1]
+        domains = {k: Integer() if k.startswith(("start", "end")) else Text() for k in fields}
+        if subset == "copa":
+            domains["question"] = Word(tuple(COPA_CONNECTOR))
+        return Schema({**domains, "label": ClassId(names)}, optional={"idx": Integer()}, key="idx",
+                      check=wic_span if subset == "wic" else None)
 
     def _child(self, subset: str) -> "SuperGlueTask":
         return SuperGlueTask(OmegaConf.merge(self.cfg, {"subset": subset}))

@@ -25,12 +25,12 @@ from pathlib import Path
 from string import ascii_uppercase
 from typing import Sequence
 
-import numpy as np
 
 from embexp import EmbexpError
 from embexp.config import f
 from embexp.tasks.base import TRAIN_HOLDOUT, Example, Task, TaskConfig
-from embexp.tasks.glue import accuracy, f1_score
+from embexp.tasks.domains import Schema, Text, Word
+from embexp.tasks.metrics import binary_summary
 from embexp.tasks.registry import register_task
 
 PROMPT = "Tree: {t}, Task: Parent/Child Relationship, Parent: {p}, Child: {c}, Answer: "
@@ -130,6 +130,13 @@ class TreeTask(Task):
     kind = "classification"
     subsets = tuple(STAGES)
     required_fields = ("indent_tree", "parent", "child", "label")
+    reports_length_reduction = True  # K-Token Merging's Table 1
+    pl_score = True
+
+    def schema(self, split: str) -> Schema:
+        """Files in the authors' schema (task.data_dir or task.source=fixture; generated rows are
+        built in it): the tree and the two names non-empty, label the word 'true' or 'false'."""
+        return Schema({"indent_tree": Text(), "parent": Text(), "child": Text(), "label": Word(("true", "false"), fold=True)})
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -210,10 +217,4 @@ class TreeTask(Task):
                        choices=self.label_names, text=(t, f"Parent: {p}, Child: {c}"))
 
     def score_labels(self, gold: Sequence[int], pred: Sequence[int]) -> dict[str, float]:
-        gold, pred = np.asarray(gold), np.asarray(pred)
-        if not len(gold):
-            return {"accuracy": 0.0, "balanced_accuracy": 0.0, "f1": 0.0, "majority_baseline": 0.0}
-        recalls = [float((pred[gold == k] == k).mean()) for k in (0, 1) if (gold == k).any()]
-        pos = float((gold == 1).mean())
-        return {"accuracy": accuracy(gold, pred), "balanced_accuracy": 100.0 * sum(recalls) / len(recalls),
-                "f1": f1_score(gold, pred), "majority_baseline": 100.0 * max(pos, 1 - pos)}
+        return binary_summary(gold, pred)

@@ -27,6 +27,8 @@ from typing import Sequence
 from embexp import EmbexpError
 from embexp.config import f
 from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.domains import Record, Schema, Text
+from embexp.tasks.metrics import translation_scores
 from embexp.tasks.registry import register_task
 
 PROMPT = "Czech phrase: {cs}\nEnglish phrase:"
@@ -65,6 +67,9 @@ class WMT16Task(Task):
     def hub_source(self):
         return "wmt/wmt16", self.cfg.subset
 
+    def schema(self, split: str) -> Schema:
+        return Schema({"translation": Record((("cs", Text()), ("en", Text())))})
+
     def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:
         rows = []
         for _ in range(n):
@@ -85,8 +90,4 @@ class WMT16Task(Task):
         return Example(prompt=PROMPT.format(cs=pair["cs"]), target=" " + pair["en"])
 
     def score_text(self, refs: Sequence[str], hyps: Sequence[str], examples: Sequence[Example]) -> dict[str, float]:
-        from sacrebleu.metrics import BLEU, TER
-
-        refs = [r.strip() for r in refs]
-        hyps = [h.strip() for h in hyps]
-        return {"bleu": BLEU().corpus_score(hyps, [refs]).score, "ter": TER().corpus_score(hyps, [refs]).score}
+        return translation_scores(refs, hyps, ("bleu", "ter"))

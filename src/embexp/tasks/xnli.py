@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 
 from embexp.config import f
 from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.domains import ClassId, Schema, Text
 from embexp.tasks.registry import register_task
 
 LANGUAGES = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw", "th", "tr", "ur", "vi", "zh")
@@ -56,6 +57,9 @@ class XnliTask(Task):
 
     def hub_source(self):
         return "facebook/xnli", self.cfg.subset
+
+    def schema(self, split: str) -> Schema:
+        return Schema({"premise": Text(), "hypothesis": Text(), "label": ClassId(LABELS)})
 
     @property
     def num_labels(self) -> int:

@@ -1,0 +1,51 @@
+"""embexp's classification metrics as an ``evaluate`` module (0-100), computed by the functions
+of ``embexp.tasks.metrics`` the tasks score runs with: accuracy, f1 (of class 1; GLUE MRPC/QQP,
+tree, amazon), mcc (CoLA), macro_f1 (lm-eval's CB F1, over ``num_classes``), balanced_accuracy and
+majority_baseline (K-Token Merging's tree/amazon set). A prediction of -1 (no valid answer) counts
+as wrong; for f1/mcc it is scored as the wrong class."""
+
+import datasets
+import evaluate
+
+from embexp.tasks.metrics import accuracy, binary_summary, f1_score, macro_f1, mcc_score
+
+_DESCRIPTION = __doc__
+_KWARGS = """
+Args:
+    predictions: predicted class ids (-1: no valid answer).
+    references: gold class ids.
+    metrics: names to compute, from accuracy, f1, mcc, macro_f1, balanced_accuracy, majority_baseline
+        (default: ['accuracy']).
+    num_classes: classes for macro_f1.
+Returns:
+    {name: float} for each requested metric.
+"""
+CHOICES = ("accuracy", "f1", "mcc", "macro_f1", "balanced_accuracy", "majority_baseline")
+
+
+class EmbexpClassification(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION, citation="", inputs_description=_KWARGS,
+            features=datasets.Features({"predictions": datasets.Value("int64"), "references": datasets.Value("int64")}),
+        )
+
+    def _compute(self, predictions, references, metrics=("accuracy",), num_classes=None):
+        bad = [m for m in metrics if m not in CHOICES]
+        if bad:
+            raise ValueError(f"unknown metric '{bad[0]}' (choose from: {', '.join(CHOICES)})")
+        out = {}
+        for m in metrics:
+            if m == "accuracy":
+                out[m] = accuracy(references, predictions)
+            elif m == "f1":
+                out[m] = f1_score(references, predictions)
+            elif m == "mcc":
+                out[m] = mcc_score(references, predictions)
+            elif m == "macro_f1":
+                if not num_classes:
+                    raise ValueError("macro_f1 needs num_classes")
+                out[m] = macro_f1(references, predictions, int(num_classes))
+            else:
+                out[m] = binary_summary(references, predictions)[m]
+        return out

@@ -139,6 +139,19 @@ def test_hub_rows_go_through_the_same_check(monkeypatch):
                             "(valid for glue_sst2: an integer class id, 0 (negative) or 1 (positive))")
 
 
+def test_hub_rows_selected_out_of_a_whole_hub_dataset_are_checked(monkeypatch):
+    import datasets
+
+    rows = [{"rating": 4.0, "text": f"fine {i}"} for i in range(30)]
+    rows[7]["rating"] = 9.0
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **kw: datasets.Dataset.from_list(rows))
+    task = build_task(smoke("task=amazon", "task.source=hub", "task.test_size=29", "task.max_eval_samples=-1").task)
+    with pytest.raises(EmbexpError) as e:
+        task.load("eval")
+    assert str(e.value) == ("hub McAuley-Lab/Amazon-Reviews-2023/raw_review_Amazon_Fashion split 'full' row 7: field 'rating' "
+                            "= 9.0 is out of range (valid for amazon_Amazon_Fashion: a finite number from 1 to 5)")
+
+
 def test_unlabelled_snli_rows_stay_valid_where_the_task_drops_them(tmp_path):
     d = tmp_path / "data"
     d.mkdir()

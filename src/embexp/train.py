@@ -139,7 +139,7 @@ def run(cfg, run_dir: Path) -> dict:
                 "n_train_examples": len(train_ex), "n_eval_examples": len(eval_ex), "n_select_examples": len(c.select_examples),
                 "select_split": task.split_name("select"), "loss_on": task.loss_on if c.backbone.is_decoder else "",
                 "metrics": metrics,
-                "data": c.data,
+                "data": data_record(cfg, c),
                 "train": _train_summary(train_res, acc.num_processes),
                 "memory": peak_memory(),
                 "method_values": method.log_values(),
@@ -163,6 +163,17 @@ def run(cfg, run_dir: Path) -> dict:
         raise
     finally:
         acc.end_training()  # closes the trackers' files/runs (a no-op without trackers)
+
+
+def data_record(cfg, c) -> dict:
+    """metrics.json's ``data``: what featurising cut (``pipeline.truncation``). A curriculum trains
+    on each stage's rows, which curriculum.py featurises itself: those are not counted, so the
+    task.subset training rows' counts are left out rather than shown for rows that were not trained on."""
+    data = dict(c.data)
+    if cfg.do_train and cfg.trainer.get("curriculum"):
+        data.pop("truncated_train", None)
+        data["curriculum_stages"] = "not counted (trainer.curriculum featurises each stage's training rows itself)"
+    return data
 
 
 def method_json(cfg, c) -> dict:

@@ -285,6 +285,34 @@ def test_parameter_counts_on_roberta_large():
     assert round(params.count("roberta_base", ["method=tinyattn"])["total"] / 1e6) == 125
 
 
+def test_albert_shares_one_module_set_over_its_depths_by_default():
+    """The authors' ALBERT code (AlbertLayerBL) puts one adapter inside ALBERT's shared layer, so
+    the same module runs at every depth: the default counts one layer's modules; per_depth gives
+    num_hidden_layers x that, and equals the shared model when every depth holds the same module."""
+    bb = backbone("albert")
+    L, d = bb.model.config.num_hidden_layers, bb.hidden_size
+    per_set = 2 * d + (3 * d + 3) + (d + d)
+    shared = build_method(method_cfg(init_scale=1.0), bb)
+    assert L == 2 and shared.n_layers == 1 and shared.n_trainable(include_head=False) == per_set
+    assert shared.log_values()["params_per_module_set"] == per_set
+    batch = padded_batch(bb)
+    got = logits(shared, batch)
+    for h in shared._hooks:
+        h.remove()
+    per_depth = build_method(method_cfg(init_scale=1.0, layer_modules="per_depth"), bb)
+    assert per_depth.n_layers == L and per_depth.n_trainable(include_head=False) == L * per_set
+    with torch.no_grad():
+        for n, t in per_depth.method_tensors().items():
+            t.copy_(getattr(shared, n).expand_as(t))
+    torch.testing.assert_close(logits(per_depth, batch), got, atol=1e-6, rtol=0)
+    with torch.no_grad():
+        per_depth.qkv_weight[1].add_(torch.randn_like(per_depth.qkv_weight[1]))  # depth 2 now has its own module
+    assert not torch.allclose(logits(per_depth, batch), got, atol=1e-4)
+    # families that run each layer once: shared and per_depth are the same
+    rob = backbone("roberta")
+    assert build_method(method_cfg(), rob).n_layers == build_method(method_cfg(layer_modules="per_depth"), rob).n_layers == 2
+
+
 def test_four_module_run_saves_the_averaged_adapter_and_reevaluates(runs, tmp_path):
     from safetensors.torch import load_file
 

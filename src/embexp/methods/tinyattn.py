@@ -6,8 +6,9 @@ In every layer, between the attention sublayer and the FFN, M independent module
 
 read the hidden state ``h`` (``placement=sequential``) or the layer's input (``parallel``) and
 the layer continues from ``h + mean_m(module_m)``. The modules are placed through
-``models.after_attention`` (extension point 2), so no family has its own code path; ALBERT's
-shared layer gets its own modules per call.
+``models.after_attention`` (extension point 2), so no family has its own code path. A layer module
+that runs at several depths (ALBERT's shared layer) has one module set used at every depth
+(``layer_modules=shared``, the authors' ALBERT code) or one per depth (``per_depth``).
 
 Masks: the key-padding mask comes from the 2D ``attention_mask`` the backbone receives at its
 entry (a forward pre-hook on the transformers model), decoders add the causal mask. During
@@ -41,6 +42,7 @@ from embexp.methods.registry import register_method
 from embexp.models import after_attention, attention_sites
 
 PLACEMENTS = ("sequential", "parallel")
+LAYER_MODULES = ("shared", "per_depth")
 # name -> shape after [L, M]; "mha_*" only with mha_proj=true (the authors' nn.MultiheadAttention)
 TENSORS = ("ln_weight", "ln_bias", "qkv_weight", "qkv_bias", "out_weight", "out_bias")
 MHA_TENSORS = ("mha_in_weight", "mha_in_bias", "mha_out_weight", "mha_out_bias")
@@ -51,6 +53,7 @@ class TinyAttnConfig(MethodConfig):
     heads: int = f(1, "M: independent tiny-attention modules per layer, combined as their mean (paper: 1 = Tiny-Attn-1H, 4 = Tiny-Attn-4H).")
     head_dim: int = f(1, "D: per-head dimension of each module's query, key and value (paper: 1; 4 = Tiny-Attn-1H4D).")
     placement: str = f("sequential", "sequential: the modules read the hidden state after the attention sublayer (paper's main setting); parallel: they read the layer's input, in parallel with the attention sublayer (paper's Fig. 3). Either way their output is added after the attention sublayer, before the FFN (for parallel on post-norm encoders that is after the sublayer's LayerNorm: ours).")
+    layer_modules: str = f("shared", "Where one layer module runs at several depths (ALBERT's shared layer, called num_hidden_layers times): shared = one adapter module set inside that layer, used at every depth, as the authors' ALBERT code (AlbertLayerBL) has it; per_depth = a separate module set per depth (num_hidden_layers times the parameters; ours). Every other family runs each layer once, where the two are the same.", choices=LAYER_MODULES)
     init_scale: float = f(0.01, "The output projection Linear(D, d) starts at PyTorch's default init times this (authors' code and paper: 0.01, i.e. U(-0.01/sqrt(D), 0.01/sqrt(D)) for weight and bias); 0 makes the method an exact identity at start.")
     dropout: float = f(0.1, "Dropout on the adapter's attention probabilities while training (authors' code: nn.MultiheadAttention dropout 0.1; the paper does not say).")
     layer_norm_eps: float = f(1e-5, "eps of the adapter's LayerNorm (authors' code: nn.LayerNorm default 1e-5).")
@@ -77,8 +80,16 @@ class TinyAttention(Method):
             raise EmbexpError(f"unknown method.placement '{cfg.placement}' (choose from: {', '.join(PLACEMENTS)})")
         if not 0.0 <= cfg.dropout < 1.0:
             raise EmbexpError(f"method.dropout={cfg.dropout} must be in [0, 1)")
+        if cfg.layer_modules not in LAYER_MODULES:
+            raise EmbexpError(f"unknown method.layer_modules '{cfg.layer_modules}' (choose from: {', '.join(LAYER_MODULES)})")
         self.d = backbone.hidden_size
-        self.n_layers = len(attention_sites(self.backbone_model)[1])
+        sites = attention_sites(self.backbone_model)[2]
+        if cfg.layer_modules == "shared":  # one module set per distinct layer module (ALBERT: one for all depths)
+            slot_of: dict[int, int] = {}
+            self._slot = [slot_of.setdefault(id(s), len(slot_of)) for s in sites]
+        else:
+            self._slot = list(range(len(sites)))
+        self.n_layers = max(self._slot) + 1  # module sets stored (the L axis of every tensor)
         self.is_averaged = False  # True once finalize() replaced the M modules by their mean
         self._new_tensors(cfg.heads)
         self._reset_parameters()
@@ -245,7 +256,8 @@ class TinyAttention(Method):
         self._params_of_forward = self._weights()
 
     def _delta(self, h: torch.Tensor, call) -> torch.Tensor:
-        ctx, w, i = self._ctx, self._params_of_forward, call.index
+        ctx, w, call_i = self._ctx, self._params_of_forward, call.index
+        i = self._slot[call_i]  # the module set of this layer call
         if ctx is None or w is None:
             raise EmbexpError(f"method {self.cfg.name}: a layer ran without the model's forward (call the model, not its layers)")
         x = (call.layer_input if self.cfg.placement == "parallel" else h).float()
@@ -261,15 +273,15 @@ class TinyAttention(Method):
         q, k, v = qkv.permute(3, 0, 2, 1, 4).unbind(0)  # each [B, M, T, D]
         past = ctx["past"]
         if past:
-            cached = self._kv.get(i)
+            cached = self._kv.get(call_i)
             if cached is None or cached[0].shape[2] != past or cached[0].shape[0] != b:
                 have = None if cached is None else tuple(cached[0].shape)
                 raise EmbexpError(f"method {self.cfg.name}: the backbone continues a KV cache of {past} positions that "
-                                  f"the adapter did not see (layer {i}: cached {have}); beam search and cache reordering "
+                                  f"the adapter did not see (layer {call_i}: cached {have}); beam search and cache reordering "
                                   "are not supported")
             k, v = torch.cat([cached[0], k], 2), torch.cat([cached[1], v], 2)
         if ctx["store"]:
-            self._kv[i] = (k, v)
+            self._kv[call_i] = (k, v)
         # softmax(q k^T / sqrt(D)) v over the allowed keys (a row with none gives 0), dropout on the probabilities
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=ctx["allowed"], scale=1.0 / math.sqrt(D),
                                            dropout_p=self.cfg.dropout if self.training else 0.0)  # [B, M, T, D]

@@ -57,10 +57,11 @@ class Config:
                         "lora (+lm_head, embed_tokens)": ["method=lora", f"method.target_modules=[{LORA_ALL}]"],
                         "tinyattn (4H)": ["method=tinyattn", "method.heads=4"],
                         "tinyattn (authors' MHA)": ["method=tinyattn", "method.mha_proj=true"],
+                        "tinyattn (per_depth)": ["method=tinyattn", "method.layer_modules=per_depth"],
                         "pete (variant=code)": ["method=pete", "method.variant=code"]},
                        "Extra rows: label -> train-config overrides (the paper's prompt-tuning sizes; LoRA also on the "
                        "output head and input embedding, which reproduces the paper's LoRA #TP, decoders only; Tiny-Attention with 4 modules "
-                       "per layer, and with the authors' nn.MultiheadAttention in/out projections; PETE's code variant).")
+                       "per layer, with the authors' nn.MultiheadAttention in/out projections, and with a module set per depth on ALBERT's shared layer; PETE's code variant).")
     num_labels: int = f(2, "Classes of the encoders' task head (counted in #TP); 0 = no head, the base encoder as the "
                            "sentence-embedding tasks load it (the PETE comparison: models=[scratch_encoder] num_labels=0).")
     breakdown: bool = f(False, "Also print, per model and method, the parameters of the built model grouped by module "

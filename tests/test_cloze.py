@@ -114,6 +114,65 @@ def test_class_logits_are_the_mlm_logits_of_the_verbalizers_at_the_mask():
     assert all(p.grad is None for p in bb.model.parameters())
 
 
+AUTHORS_SET = ["albert.encoder.embedding_hidden_mapping_in", "predictions.dense", "predictions.LayerNorm", "predictions.bias"]
+
+
+def test_the_authors_trainable_set_and_full_vocabulary_loss():
+    """train_few_shot.py freezes ALBERT's embeddings and its shared layer (adapter aside) only, so
+    embedding_hidden_mapping_in and the masked-LM head's dense/LayerNorm/bias train too, and the
+    loss is the masked-LM cross-entropy over the whole vocabulary at the mask."""
+    bb = albert()
+    task, enc = cloze_task("cb"), Featurizer(bb.tokenizer, False)
+    m = build_method(smoke("method=tinyattn", f"method.train_backbone=[{','.join(AUTHORS_SET)}]").method, bb)
+    verb = enc.verbalizer_ids(task.verbalizers)
+    m.attach_objective(ClozeObjective(verb, "vocabulary"))
+    names = {n for n in m.trainable_tensors() if n.startswith("backbone.")}
+    assert names == {"backbone." + n for n in ("albert.encoder.embedding_hidden_mapping_in.weight",
+                                               "albert.encoder.embedding_hidden_mapping_in.bias", "predictions.dense.weight",
+                                               "predictions.dense.bias", "predictions.LayerNorm.weight",
+                                               "predictions.LayerNorm.bias", "predictions.bias")}
+    cfg = bb.model.config
+    extra = (cfg.embedding_size + 1) * cfg.hidden_size + (cfg.hidden_size + 1) * cfg.embedding_size + 2 * cfg.embedding_size + cfg.vocab_size
+    assert m.n_trainable() == m.n_trainable(include_head=False) + extra
+    rows = [ROW, {**ROW, "premise": "Ben said nothing at all about it.", "label": 2}]
+    batch = cloze_batch(task, enc, rows)
+    out = m(**batch)
+    plain = {k: v for k, v in batch.items() if k not in (MASK_POSITIONS, "labels")}
+    with torch.no_grad():
+        mlm = m(**plain).logits
+    at_mask = torch.stack([mlm[i, int(batch[MASK_POSITIONS][i])] for i in range(2)])  # [2, V]
+    target = torch.tensor([verb[0], verb[2]])
+    assert torch.allclose(out.loss, torch.nn.functional.cross_entropy(at_mask, target))
+    assert not torch.allclose(out.loss, torch.nn.functional.cross_entropy(at_mask[:, verb], batch["labels"]))
+    assert torch.allclose(out.logits, at_mask[:, verb])  # prediction: the verbalizers, as before
+    out.loss.backward()
+    trained = {id(p) for p in m.trainable_tensors().values()}
+    assert all(p.grad is not None for p in m.trainable_tensors().values())
+    assert all(p.grad is None for p in bb.model.parameters() if id(p) not in trained)  # embeddings, the shared layer, the tied decoder
+    assert bb.model.predictions.decoder.weight.grad is None
+
+
+def test_table1_experiment_trains_the_authors_set_saves_it_and_reevaluates(tmp_path):
+    """The Table 1 experiment file (the authors' trainable set and loss) end to end on tiny ALBERT:
+    one adapter module set for all depths, the backbone tensors saved with it and read back."""
+    from embexp.eval import reevaluate
+
+    cfg = smoke("experiment=tinyattn_fewglue_cb", "model=tiny_albert", "trainer.max_steps=4")
+    assert cfg.task.cloze_loss == "vocabulary" and list(cfg.method.train_backbone) == AUTHORS_SET
+    metrics = run_train(cfg, tmp_path / "run")
+    d, e, v = 64, 32, 261  # tiny ALBERT: hidden, embedding size, vocabulary (models.TINY, byte tokenizer)
+    assert metrics["n_method_params"] == 2 * d + (3 * d + 3) + 2 * d  # one module set, not one per depth
+    assert metrics["n_trainable_params"] - metrics["n_method_params"] == (e + 1) * d + (d + 1) * e + 2 * e + v
+    new, recorded = reevaluate(tmp_path / "run", cpu=True)
+    assert {k: v for k, v in new.items() if not k.endswith("seconds")} == {k: v for k, v in recorded.items() if not k.endswith("seconds")}
+
+
+def test_a_train_backbone_name_that_matches_nothing_is_one_line():
+    with pytest.raises(EmbexpError, match="method.train_backbone: 'predictions.dens' names no parameter") as e:
+        build_method(smoke("method=tinyattn", "method.train_backbone=[predictions.dens]").method, albert())
+    assert "\n" not in str(e.value)
+
+
 @pytest.mark.parametrize("family", ["albert", "bert"])
 def test_tinyattn_adapters_work_inside_the_masked_lm_model(family):
     torch.manual_seed(0)

@@ -1,7 +1,10 @@
 """Cloze classification with a masked-LM head (PET, Schick & Schütze 2021): the encoder reads a
 pattern with one mask token, and the logits of the verbalizer tokens at the mask are the class
 logits. Training minimises the cross-entropy over those logits (PET's ``mlm_logits_to_cls_logits``
-followed by ``CrossEntropyLoss``); prediction takes the likeliest verbalizer.
+followed by ``CrossEntropyLoss``; ``task.cloze_loss=verbalizers``) or, as the Tiny-Attention authors'
+``train_few_shot.py`` does, the cross-entropy over the whole vocabulary at the mask with the label's
+verbalizer token as the target (``task.cloze_loss=vocabulary``); prediction takes the likeliest
+verbalizer either way.
 
 The task marks its examples as cloze (``Example.cloze``; tasks/superglue.py, ``task.cloze=true``),
 ``data.Featurizer`` tokenises them and records the mask position (``mask_positions`` in the batch),
@@ -25,8 +28,13 @@ class ClozeObjective(nn.Module):
 
     key = MASK_POSITIONS  # Method.__call__ routes a batch carrying this key here
 
-    def __init__(self, verbalizer_ids: list[int]):
+    LOSSES = ("verbalizers", "vocabulary")
+
+    def __init__(self, verbalizer_ids: list[int], loss: str = "verbalizers"):
         super().__init__()
+        if loss not in self.LOSSES:
+            raise ValueError(f"unknown cloze loss '{loss}' (choose from: {', '.join(self.LOSSES)})")
+        self.loss = loss
         self.register_buffer("verbalizer_ids", torch.tensor(verbalizer_ids, dtype=torch.long), persistent=False)
 
     def forward(self, method, batch: dict) -> SequenceClassifierOutput:
@@ -36,5 +44,9 @@ class ClozeObjective(nn.Module):
         logits = method(**batch).logits  # [B, T, V]: the method's own forward (adapters, hooks)
         at_mask = logits[torch.arange(logits.shape[0], device=logits.device), positions.to(logits.device)]
         cls = at_mask[:, self.verbalizer_ids].float()  # [B, classes]
-        loss = nn.functional.cross_entropy(cls, labels.to(cls.device)) if labels is not None else None
+        loss = None
+        if labels is not None and self.loss == "vocabulary":  # every token competes; the target is the label's verbalizer
+            loss = nn.functional.cross_entropy(at_mask.float(), self.verbalizer_ids[labels.to(cls.device)])
+        elif labels is not None:
+            loss = nn.functional.cross_entropy(cls, labels.to(cls.device))
         return SequenceClassifierOutput(loss=loss, logits=cls)

@@ -61,6 +61,7 @@ class TinyAttnConfig(MethodConfig):
     average: bool = f(True, "Parameter averaging (paper §2.2): evaluate and save the mean of the M modules of each layer as one module; false keeps the M modules (paper Table 11 ablation).")
     init_from: str = f("", "Warm start (paper App. B.1, Tiny-Attn-4H): a finished tinyattn run directory on the same model whose adapter has 1 module per layer (or M): every module starts from it plus N(0, init_noise^2) noise, the encoder head is copied unchanged (ours). '' = fresh init.")
     init_noise: float = f(1e-6, "Std of the noise added to each copied adapter tensor on warm start (paper: 1e-6; the authors' code perturbs only Linear(d, 3D)).")
+    train_backbone: list = f([], "Backbone parameters trained as well, each given by its name in the transformers model's named_parameters() or a prefix of it ending at a dot boundary. [] (default) = the backbone stays frozen, as the paper says ('pretrained parameters are all kept frozen'). The authors' FewGLUE script (train_few_shot.py) freezes only ALBERT's embeddings and its shared layer, so it also trains [albert.encoder.embedding_hidden_mapping_in, predictions.dense, predictions.LayerNorm, predictions.bias] (the Table 1 experiment files use that list). Saved with the adapter as backbone.<name>.")
     frozen_dropout: bool = f(False, "Keep the frozen backbone's own dropout active while training. false (authors' code): the backbone runs in eval mode; the adapters' attention dropout and the encoder head's dropout stay active.")
 
 
@@ -93,6 +94,7 @@ class TinyAttention(Method):
         self.is_averaged = False  # True once finalize() replaced the M modules by their mean
         self._new_tensors(cfg.heads)
         self._reset_parameters()
+        self._extra = self._backbone_tensors(list(cfg.train_backbone or []))
         if cfg.init_from:
             self._warm_start(Path(cfg.init_from), backbone)
         self._ctx = None  # masks of the current backbone call (set by the entry pre-hook)
@@ -136,6 +138,24 @@ class TinyAttention(Method):
             self.mha_in_bias.zero_()
             self.mha_out_weight.uniform_(-1.0 / math.sqrt(D), 1.0 / math.sqrt(D))
             self.mha_out_bias.zero_()
+
+    def _backbone_tensors(self, names: list[str]) -> dict[str, nn.Parameter]:
+        """method.train_backbone: the named backbone parameters (exact names or dotted prefixes)."""
+        params = dict(self.backbone_model.named_parameters())  # tied tensors appear once, under their first name
+        out = {}
+        for want in names:
+            hit = {n: p for n, p in params.items() if n == want or n.startswith(want + ".")}
+            if not hit:
+                tops = sorted({n.split(".")[0] for n in params})
+                raise EmbexpError(f"method.train_backbone: '{want}' names no parameter of this {type(self.backbone_model).__name__} "
+                                  f"(its top-level modules: {', '.join(tops)}; e.g. {next(iter(params))})")
+            out.update(hit)
+        return out
+
+    def trainable_tensors(self) -> dict[str, nn.Parameter]:
+        out = super().trainable_tensors()
+        out.update({f"backbone.{n}": p for n, p in self._extra.items()})
+        return out
 
     def tensor_names(self) -> tuple[str, ...]:
         return TENSORS + (MHA_TENSORS if self.cfg.mha_proj else ())
@@ -217,6 +237,12 @@ class TinyAttention(Method):
                 if key not in state or state[key].shape != p.shape:
                     raise EmbexpError(f"method.init_from='{run_dir}': its task head does not match this task's "
                                       f"({key} missing or of another shape)")
+                p.copy_(state[key].to(p.device, p.dtype))
+            for n, p in self._extra.items():  # method.train_backbone: copied unchanged, like the head
+                key = f"backbone.{n}"
+                if key not in state or state[key].shape != p.shape:
+                    raise EmbexpError(f"method.init_from='{run_dir}': it did not train backbone tensor {n} "
+                                      "(method.train_backbone differs)")
                 p.copy_(state[key].to(p.device, p.dtype))
 
     # ---- forward -------------------------------------------------------------------------------

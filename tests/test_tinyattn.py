@@ -103,11 +103,12 @@ def authors_module(m, layer: int, k: int, d: int, D: int) -> nn.Module:
 
 
 def test_matches_the_authors_module_with_padding():
-    """mha_proj=true, M=2: our batched math = the mean of two authors' modules (torch's
-    MultiheadAttention, key-padding mask) placed after attention, on a right-padded batch."""
+    """mha_proj=true, M=2, combine=mean: our batched math = the mean of two authors' modules
+    (torch's MultiheadAttention, key-padding mask) reading the same state after attention, on a
+    right-padded batch. (The authors combine them one after another: the next test.)"""
     bb = backbone("roberta")
     batch = padded_batch(bb)
-    m = build_method(method_cfg(heads=2, head_dim=2, mha_proj=True, average=False, init_scale=1.0), bb)
+    m = build_method(method_cfg(heads=2, head_dim=2, mha_proj=True, average=False, init_scale=1.0, combine="mean"), bb)
     with torch.no_grad():
         for t in m.method_tensors().values():
             t.add_(torch.randn_like(t) * 0.3)
@@ -119,6 +120,40 @@ def test_matches_the_authors_module_with_padding():
     want = logits(bb.model, batch)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
     assert not torch.allclose(got, logits(backbone("roberta").model, batch), atol=1e-3)
+
+
+def test_matches_the_authors_sequential_four_module_layer():
+    """combine=sequential is the authors' RobertaLayerAda, built here by hand from four of their
+    TinyAttention modules (torch's MultiheadAttention with its projections, key-padding mask):
+    ``for t in tiny_attn: h = h + t(h, mask) / 4``, each module reading the state the ones before it
+    changed. Matches to 1e-6; the parallel forms (mean, paper) do not."""
+    bb = backbone("roberta")
+    batch = padded_batch(bb)
+    m = build_method(method_cfg(heads=4, head_dim=1, mha_proj=True, average=False, init_scale=1.0), bb)
+    assert m.cfg.combine == "sequential"  # the default
+    with torch.no_grad():
+        for t in m.method_tensors().values():
+            t.add_(torch.randn_like(t) * 0.3)
+    got = logits(m, batch)
+    parallel = {}
+    for form in ("mean", "paper"):
+        m.cfg.combine = form
+        parallel[form] = logits(m, batch)
+    for h in m._hooks:
+        h.remove()
+    mods = [[authors_module(m, i, k, 64, 1) for k in range(4)] for i in range(m.n_layers)]
+
+    def authors_layer(h, call):  # RobertaLayerAda.forward, between attention and the FFN
+        out = h
+        for t in mods[call.index]:
+            out = out + t(out, batch["attention_mask"]) / 4
+        return out - h
+
+    after_attention(bb.model, authors_layer)
+    want = logits(bb.model, batch)
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
+    for form, other in parallel.items():
+        assert not torch.allclose(other, want, atol=1e-4), form
 
 
 def identical_modules(family: str, heads: int = 4, **kw):
@@ -133,9 +168,13 @@ def identical_modules(family: str, heads: int = 4, **kw):
     return bb, m
 
 
+@pytest.mark.parametrize("combine", ["mean", "paper"])
 @pytest.mark.parametrize("family", ["roberta", "llama"])
-def test_averaged_module_equals_identical_modules(family):
-    bb, m = identical_modules(family, average=False)
+def test_averaged_module_equals_identical_modules(family, combine):
+    """Where all modules read the same state (paper's Eq. 2 and App. A; and embexp's mean), M
+    identical modules equal their average: the mean of every tensor (mean), or the mean of the
+    attention parameters and the sum of the output projections (paper, Eq. 8)."""
+    bb, m = identical_modules(family, average=False, combine=combine)
     batch = padded_batch(bb)
     full = logits(m, batch)  # the M-module model
     before = {n: t.detach().clone() for n, t in m.method_tensors().items()}
@@ -173,10 +212,12 @@ def test_averaging_changes_a_model_whose_modules_differ_and_round_trips():
         build_method(method_cfg(heads=4, average=False), backbone("roberta")).load_trainable_state(state)
 
 
-@pytest.mark.parametrize("family", ["llama", "gemma2"])
-def test_generation_with_kv_cache_equals_without(family):
+@pytest.mark.parametrize("family,combine", [("llama", "sequential"), ("gemma2", "sequential"), ("llama", "paper"),
+                                            ("llama", "mean")])
+def test_generation_with_kv_cache_equals_without(family, combine):
     bb = backbone(family)
-    m = build_method(method_cfg(heads=2, head_dim=2, init_scale=30.0), bb)
+    m = build_method(method_cfg(heads=2, head_dim=2, init_scale=30.0 / (2 if combine == "paper" else 1), combine=combine,
+                                average=False), bb)
     pad = bb.tokenizer.pad_token_id
     prompts = collate([{"input_ids": [1] + list(range(40, 52))}, {"input_ids": [1, 70, 71, 72]}], pad, left=True)
     kw = dict(max_new_tokens=8, min_new_tokens=8, do_sample=False, pad_token_id=pad, return_dict_in_generate=True,
@@ -226,17 +267,20 @@ def runs(tmp_path_factory):
     return out
 
 
-def test_warm_start_copies_the_one_module_run_plus_noise(runs):
+@pytest.mark.parametrize("combine", ["sequential", "paper", "mean"])
+def test_warm_start_copies_the_one_module_run_plus_noise(runs, combine):
     from safetensors.torch import load_file
 
     src = load_file(runs["one"] / "adapter.safetensors")
-    cfg = smoke("method=tinyattn", "model=tiny_roberta", "task=glue", "method.heads=4", f"method.init_from={runs['one']}")
+    cfg = smoke("method=tinyattn", "model=tiny_roberta", "task=glue", "method.heads=4", f"method.init_from={runs['one']}",
+                f"method.combine={combine}")
     torch.manual_seed(0)
     bb = load_backbone(cfg.model, num_labels=2)
     m = build_method(cfg.method, bb)
     for n, t in m.method_tensors().items():
         assert t.shape[1] == 4
-        diff = t.detach() - src[n].expand_as(t)
+        copied = src[n] / 4 if combine == "paper" and n.startswith("out_") else src[n]  # paper: the 4 summed start as 1
+        diff = t.detach() - copied.expand_as(t)
         assert diff.abs().max() < 1e-5 and diff.abs().max() > 0  # N(0, 1e-6) noise on every module
     for n, p in m._head.items():
         assert torch.equal(p.detach(), src[f"head.{n}"])
@@ -246,6 +290,17 @@ def test_warm_start_copies_the_one_module_run_plus_noise(runs):
     batch = padded_batch(bb)
     m.cfg.average = False
     torch.testing.assert_close(logits(m, batch), logits(one, batch), atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("arg", ["method.combine=stacked", "method.layer_modules=every"])
+def test_an_unknown_combine_or_layer_modules_is_one_line_naming_the_choices(arg):
+    from embexp.config import validate
+
+    with pytest.raises(EmbexpError) as e:
+        validate(smoke("method=tinyattn", "model=tiny_roberta", "task=glue", arg))
+    msg = str(e.value)
+    assert arg.split("=")[0] in msg and "\n" not in msg
+    assert ("sequential" in msg and "paper" in msg and "mean" in msg) or ("shared" in msg and "per_depth" in msg)
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -5,7 +5,9 @@ In every layer, between the attention sublayer and the FFN, M independent module
     LayerNorm(d) -> Linear(d, 3D) -> q, k, v -> softmax(q k^T / sqrt(D)) v -> Linear(D, d)
 
 read the hidden state ``h`` (``placement=sequential``) or the layer's input (``parallel``) and
-the layer continues from ``h + mean_m(module_m)``. The modules are placed through
+the layer continues from ``h + sum_m module_m / M`` with the modules applied one after another, each
+reading the state the ones before it changed (``combine=sequential``, the authors' code), or every
+module reading the same state, summed (``paper``, Eq. 1a/2) or averaged (``mean``). The modules are placed through
 ``models.after_attention`` (extension point 2), so no family has its own code path. A layer module
 that runs at several depths (ALBERT's shared layer) has one module set used at every depth
 (``layer_modules=shared``, the authors' ALBERT code) or one per depth (``per_depth``).
@@ -43,6 +45,7 @@ from embexp.models import after_attention, attention_sites
 
 PLACEMENTS = ("sequential", "parallel")
 LAYER_MODULES = ("shared", "per_depth")
+COMBINES = ("sequential", "paper", "mean")
 # name -> shape after [L, M]; "mha_*" only with mha_proj=true (the authors' nn.MultiheadAttention)
 TENSORS = ("ln_weight", "ln_bias", "qkv_weight", "qkv_bias", "out_weight", "out_bias")
 MHA_TENSORS = ("mha_in_weight", "mha_in_bias", "mha_out_weight", "mha_out_bias")
@@ -50,15 +53,16 @@ MHA_TENSORS = ("mha_in_weight", "mha_in_bias", "mha_out_weight", "mha_out_bias")
 
 @dataclass
 class TinyAttnConfig(MethodConfig):
-    heads: int = f(1, "M: independent tiny-attention modules per layer, combined as their mean (paper: 1 = Tiny-Attn-1H, 4 = Tiny-Attn-4H).")
+    heads: int = f(1, "M: independent tiny-attention modules per layer, combined as method.combine says (paper: 1 = Tiny-Attn-1H, 4 = Tiny-Attn-4H).")
+    combine: str = f("sequential", "How a layer's M modules combine (M > 1). sequential (authors' code, RobertaLayerAda; the tables' setting): one after another, h = h + t_m(h)/M, each module reading the state the modules before it changed. paper: the paper's Eq. 1a/2, every module reads the same state and their outputs are summed through one output projection, sum_m (O_m z_m + b_m); parameter averaging then keeps the mean of the attention parameters and the SUM of the output projections (App. A, Eq. 8: M times the mean), and a warm start from a 1-module run divides its output projection by M (ours: the M-module model starts as the 1-module one). mean: every module reads the same state, the mean of their outputs (ours; embexp's combination before issue #21). The three agree for M = 1.", choices=COMBINES)
     head_dim: int = f(1, "D: per-head dimension of each module's query, key and value (paper: 1; 4 = Tiny-Attn-1H4D).")
     placement: str = f("sequential", "sequential: the modules read the hidden state after the attention sublayer (paper's main setting); parallel: they read the layer's input, in parallel with the attention sublayer (paper's Fig. 3). Either way their output is added after the attention sublayer, before the FFN (for parallel on post-norm encoders that is after the sublayer's LayerNorm: ours).")
     layer_modules: str = f("shared", "Where one layer module runs at several depths (ALBERT's shared layer, called num_hidden_layers times): shared = one adapter module set inside that layer, used at every depth, as the authors' ALBERT code (AlbertLayerBL) has it; per_depth = a separate module set per depth (num_hidden_layers times the parameters; ours). Every other family runs each layer once, where the two are the same.", choices=LAYER_MODULES)
     init_scale: float = f(0.01, "The output projection Linear(D, d) starts at PyTorch's default init times this (authors' code and paper: 0.01, i.e. U(-0.01/sqrt(D), 0.01/sqrt(D)) for weight and bias); 0 makes the method an exact identity at start.")
     dropout: float = f(0.1, "Dropout on the adapter's attention probabilities while training (authors' code: nn.MultiheadAttention dropout 0.1; the paper does not say).")
     layer_norm_eps: float = f(1e-5, "eps of the adapter's LayerNorm (authors' code: nn.LayerNorm default 1e-5).")
-    mha_proj: bool = f(False, "Also give each module the extra in/out projections of torch's nn.MultiheadAttention inside it (3D^2+3D + D^2+D parameters), as the authors' code does; false = the paper's equations (3)-(4).")
-    average: bool = f(True, "Parameter averaging (paper §2.2): evaluate and save the mean of the M modules of each layer as one module; false keeps the M modules (paper Table 11 ablation).")
+    mha_proj: bool = f(False, "Also give each module the extra in/out projections of torch's nn.MultiheadAttention inside it (3D^2+3D + D^2+D parameters), as the authors' code does; false = without them (the rest of the module, LayerNorm and biases included, is the authors' code; the paper's Eq. 3-4 have neither LayerNorm nor biases).")
+    average: bool = f(True, "Parameter averaging (paper §2.2): evaluate and save the mean of the M modules of each layer as one module (combine=paper: the output projections summed, App. A Eq. 8); false keeps the M modules (paper Table 11 ablation).")
     init_from: str = f("", "Warm start (paper App. B.1, Tiny-Attn-4H): a finished tinyattn run directory on the same model whose adapter has 1 module per layer (or M): every module starts from it plus N(0, init_noise^2) noise, the encoder head is copied unchanged (ours). '' = fresh init.")
     init_noise: float = f(1e-6, "Std of the noise added to each copied adapter tensor on warm start (paper: 1e-6; the authors' code perturbs only Linear(d, 3D)).")
     train_backbone: list = f([], "Backbone parameters trained as well, each given by its name in the transformers model's named_parameters() or a prefix of it ending at a dot boundary. [] (default) = the backbone stays frozen, as the paper says ('pretrained parameters are all kept frozen'). The authors' FewGLUE script (train_few_shot.py) freezes only ALBERT's embeddings and its shared layer, so it also trains [albert.encoder.embedding_hidden_mapping_in, predictions.dense, predictions.LayerNorm, predictions.bias] (the Table 1 experiment files use that list). Saved with the adapter as backbone.<name>.")
@@ -81,6 +85,8 @@ class TinyAttention(Method):
             raise EmbexpError(f"unknown method.placement '{cfg.placement}' (choose from: {', '.join(PLACEMENTS)})")
         if not 0.0 <= cfg.dropout < 1.0:
             raise EmbexpError(f"method.dropout={cfg.dropout} must be in [0, 1)")
+        if cfg.combine not in COMBINES:
+            raise EmbexpError(f"unknown method.combine '{cfg.combine}' (choose from: {', '.join(COMBINES)})")
         if cfg.layer_modules not in LAYER_MODULES:
             raise EmbexpError(f"unknown method.layer_modules '{cfg.layer_modules}' (choose from: {', '.join(LAYER_MODULES)})")
         self.d = backbone.hidden_size
@@ -171,15 +177,22 @@ class TinyAttention(Method):
         """The tensors a forward uses: in evaluation with ``average=true``, the mean over the M axis."""
         w = self.method_tensors()
         if self.cfg.average and not self.training and self.modules_per_layer > 1:
-            return {n: t.mean(dim=1, keepdim=True) for n, t in w.items()}
+            return {n: self._collapse(n, t) for n, t in w.items()}
         return w
+
+    def _collapse(self, name: str, t: torch.Tensor) -> torch.Tensor:
+        """Parameter averaging of one tensor over the M axis: the mean (paper Eq. 5, the authors'
+        code); with combine=paper the output projection is summed instead (Eq. 6-8: M times the mean)."""
+        if self.cfg.combine == "paper" and name in ("out_weight", "out_bias"):
+            return t.sum(dim=1, keepdim=True)
+        return t.mean(dim=1, keepdim=True)
 
     @torch.no_grad()
     def average_modules(self) -> None:
         """Replace the M modules of each layer by their parameter mean (one module per layer)."""
         for n in self.tensor_names():
             t = getattr(self, n)
-            setattr(self, n, nn.Parameter(t.mean(dim=1, keepdim=True).contiguous(), requires_grad=t.requires_grad))
+            setattr(self, n, nn.Parameter(self._collapse(n, t).contiguous(), requires_grad=t.requires_grad))
         self.is_averaged = True
 
     def finalize(self) -> None:
@@ -231,7 +244,10 @@ class TinyAttention(Method):
                     raise EmbexpError(f"method.init_from='{run_dir}': tensor {n} has shape {tuple(src.shape)}, "
                                       f"expected {(own.shape[0], src_m, *own.shape[2:])}")
                 noise = torch.randn(own.shape, generator=g) * self.cfg.init_noise
-                own.copy_(src.to(own.dtype).expand_as(own) + noise)
+                src = src.to(own.dtype)
+                if self.cfg.combine == "paper" and src_m == 1 and n in ("out_weight", "out_bias"):
+                    src = src / m  # undo Eq. 8's sum: the M summed modules start as the 1-module model
+                own.copy_(src.expand_as(own) + noise)
             for n, p in self._head.items():
                 key = f"head.{n}"
                 if key not in state or state[key].shape != p.shape:
@@ -289,15 +305,7 @@ class TinyAttention(Method):
         x = (call.layer_input if self.cfg.placement == "parallel" else h).float()
         b, t, d = x.shape
         D, m = self.cfg.head_dim, w["ln_weight"].shape[1]
-        xn = F.layer_norm(x, (d,), eps=self.cfg.layer_norm_eps)
-        # LayerNorm's affine folded into Linear(d, 3D): one [d -> 3·D·M] matmul for the M modules
-        wq = w["qkv_weight"][i] * w["ln_weight"][i][:, None, :]  # [M, 3D, d]
-        bq = torch.einsum("mkd,md->mk", w["qkv_weight"][i], w["ln_bias"][i]) + w["qkv_bias"][i]  # [M, 3D]
-        qkv = F.linear(xn, wq.reshape(m * 3 * D, d), bq.reshape(-1)).view(b, t, m, 3, D)
-        if self.cfg.mha_proj:  # q' = W_in q + b_in per q/k/v (torch's MultiheadAttention in-projection)
-            qkv = torch.einsum("btmjd,mjed->btmje", qkv, w["mha_in_weight"][i]) + w["mha_in_bias"][i]
-        q, k, v = qkv.permute(3, 0, 2, 1, 4).unbind(0)  # each [B, M, T, D]
-        past = ctx["past"]
+        past, cached = ctx["past"], None
         if past:
             cached = self._kv.get(call_i)
             if cached is None or cached[0].shape[2] != past or cached[0].shape[0] != b:
@@ -305,17 +313,52 @@ class TinyAttention(Method):
                 raise EmbexpError(f"method {self.cfg.name}: the backbone continues a KV cache of {past} positions that "
                                   f"the adapter did not see (layer {call_i}: cached {have}); beam search and cache reordering "
                                   "are not supported")
-            k, v = torch.cat([cached[0], k], 2), torch.cat([cached[1], v], 2)
+        if self.cfg.combine == "sequential" and m > 1:
+            # the authors' RobertaLayerAda: for t in modules: h = h + t(h) / M, each module reading the state
+            # the modules before it changed
+            delta, ks, vs = 0.0, [], []
+            for j in range(m):
+                sel = slice(j, j + 1)
+                o, k, v = self._attend(x + delta, w, i, sel, None if cached is None else (cached[0][:, sel], cached[1][:, sel]))
+                wo = w["out_weight"][i, j]  # [d, D]
+                delta = delta + F.linear(o[:, 0], wo, w["out_bias"][i, j]) / m
+                ks.append(k), vs.append(v)
+            k, v = torch.cat(ks, 1), torch.cat(vs, 1)
+        else:
+            o, k, v = self._attend(x, w, i, slice(None), cached)
+            # mean: (1/M) sum_m (O_m o_m + b_m); paper (Eq. 1a/2): sum_m (O_m o_m + b_m), i.e. O [o_1; ...; o_M]
+            # with the bias sum_m b_m. Either way one [M·D -> d] matmul
+            scale = 1.0 / m if self.cfg.combine == "mean" else 1.0
+            wo = w["out_weight"][i].permute(1, 0, 2).reshape(d, m * D) * scale
+            delta = F.linear(o.permute(0, 2, 1, 3).reshape(b, t, m * D), wo, w["out_bias"][i].sum(0) * scale)
         if ctx["store"]:
             self._kv[call_i] = (k, v)
+        return delta
+
+    def _attend(self, x: torch.Tensor, w: dict, i: int, sel: slice, cached):
+        """Modules ``sel`` of module set ``i`` on the states x [B, T, d]: their attention outputs
+        [B, M', T, D] (after the MHA out-projection with ``mha_proj``) and their keys and values
+        [B, M', past + T, D] (with the cached ones in front)."""
+        b, t, d = x.shape
+        D = self.cfg.head_dim
+        xn = F.layer_norm(x, (d,), eps=self.cfg.layer_norm_eps)
+        ln_w, ln_b, qw, qb = (w[n][i, sel] for n in ("ln_weight", "ln_bias", "qkv_weight", "qkv_bias"))
+        m = ln_w.shape[0]
+        # LayerNorm's affine folded into Linear(d, 3D): one [d -> 3·D·M] matmul for the M modules
+        wq = qw * ln_w[:, None, :]  # [M, 3D, d]
+        bq = torch.einsum("mkd,md->mk", qw, ln_b) + qb  # [M, 3D]
+        qkv = F.linear(xn, wq.reshape(m * 3 * D, d), bq.reshape(-1)).view(b, t, m, 3, D)
+        if self.cfg.mha_proj:  # q' = W_in q + b_in per q/k/v (torch's MultiheadAttention in-projection)
+            qkv = torch.einsum("btmjd,mjed->btmje", qkv, w["mha_in_weight"][i, sel]) + w["mha_in_bias"][i, sel]
+        q, k, v = qkv.permute(3, 0, 2, 1, 4).unbind(0)  # each [B, M, T, D]
+        if cached is not None:
+            k, v = torch.cat([cached[0], k], 2), torch.cat([cached[1], v], 2)
         # softmax(q k^T / sqrt(D)) v over the allowed keys (a row with none gives 0), dropout on the probabilities
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=ctx["allowed"], scale=1.0 / math.sqrt(D),
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=self._ctx["allowed"], scale=1.0 / math.sqrt(D),
                                            dropout_p=self.cfg.dropout if self.training else 0.0)  # [B, M, T, D]
         if self.cfg.mha_proj:
-            o = torch.einsum("bmtd,med->bmte", o, w["mha_out_weight"][i]) + w["mha_out_bias"][i][None, :, None, :]
-        # mean over the M modules of O_m o_m + b_m: one [M·D -> d] matmul
-        wo = w["out_weight"][i].permute(1, 0, 2).reshape(d, m * D) / m
-        return F.linear(o.permute(0, 2, 1, 3).reshape(b, t, m * D), wo, w["out_bias"][i].mean(0))
+            o = torch.einsum("bmtd,med->bmte", o, w["mha_out_weight"][i, sel]) + w["mha_out_bias"][i, sel][None, :, None, :]
+        return o, k, v
 
     @torch.no_grad()
     def generate(self, **kw):

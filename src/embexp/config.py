@@ -106,6 +106,7 @@ class ModelConfig:
     gradient_checkpointing: bool = f(False, "Recompute activations in the backward pass to save memory.")
     tiny: dict = f({}, "Config overrides for source=tiny (hidden_size, num_hidden_layers, ...).")
     scratch: dict = f({}, "source=scratch: the transformers config of `family` (hidden_size, num_hidden_layers, ...); the model is built from it with random weights (seeded by `seed`). vocab_size defaults to the tokenizer's.")
+    head: str = f("transformers", "Encoders with a classification/regression task: the task head. transformers = the class's own (RoBERTa: dense + tanh + out_proj on <s>, ~1.05M parameters on roberta-large; BERT: Linear on the pretrained pooler). linear = dropout + one Linear(d, num_labels) on the first token's last hidden state, nothing else (the Tiny-Attention authors' RobertaSCHead with output_nlayers=0, the paper's 'task-specific decoder'; the tinyattn GLUE experiments use it). For roberta, xlm-roberta and bert families (bert: the pooler is replaced by the first token).", choices=("transformers", "linear"))
     tokenizer: str = f("", "source=scratch: the tokenizer: minilm (the uncased BERT WordPiece vocabulary shipped with the MiniLM package, offline), byte (embexp's byte-level tokenizer) or a hub id/local folder.")
 
 

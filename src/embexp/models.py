@@ -257,6 +257,55 @@ def resolve_dtype(name: str) -> torch.dtype:
     return table[name]
 
 
+LINEAR_HEAD_FAMILIES = ("roberta", "xlm-roberta", "bert")
+
+
+class FirstTokenLinear(nn.Module):
+    """``model.head=linear``: dropout, then Linear(d, n) on the first token's last hidden state, as
+    the Tiny-Attention authors' ``RobertaSCHead`` with ``output_nlayers=0``. Initialised as
+    transformers initialises a Linear (normal(0, initializer_range), bias 0), as their
+    ``post_init`` does."""
+
+    def __init__(self, config, num_labels: int):
+        super().__init__()
+        p = getattr(config, "classifier_dropout", None)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob if p is None else p)
+        self.out_proj = nn.Linear(config.hidden_size, num_labels)
+        nn.init.normal_(self.out_proj.weight, std=config.initializer_range)
+        nn.init.zeros_(self.out_proj.bias)
+
+    def forward(self, features, **kw):
+        return self.out_proj(self.dropout(features[:, 0]))
+
+
+class FirstToken(nn.Module):
+    """Stands in for BERT's pooler (dense + tanh) under ``model.head=linear``: the first token as is."""
+
+    def forward(self, hidden_states):
+        return hidden_states[:, 0]
+
+
+def check_head(head: str, family: str) -> None:
+    """``model.head=linear`` is defined for the families in LINEAR_HEAD_FAMILIES only."""
+    if head == "linear" and family and family not in LINEAR_HEAD_FAMILIES:
+        raise EmbexpError(f"model.head=linear is not defined for model family '{family}' "
+                          f"(families: {', '.join(LINEAR_HEAD_FAMILIES)}; else model.head=transformers)")
+
+
+def use_linear_head(model: nn.Module, num_labels: int) -> None:
+    """Replace an encoder's sequence-classification head by :class:`FirstTokenLinear` (in place)."""
+    config = text_config(model)
+    check_head("linear", config.model_type)
+    ref = next(model.parameters())
+    if config.model_type == "bert":  # classifier = dropout + Linear(d, n) on the pooler: drop the pooler's dense + tanh
+        model.base_model.pooler = FirstToken()
+        head = FirstTokenLinear(config, num_labels)
+        model.classifier = head.out_proj
+    else:  # RobertaClassificationHead reads the token states
+        model.classifier = FirstTokenLinear(config, num_labels)
+    model.classifier.to(device=ref.device if not ref.is_meta else "meta", dtype=ref.dtype)
+
+
 def load_backbone(cfg, num_labels: int = 0, sentence: bool = False, mlm: bool = False) -> Backbone:
     """Load model + tokenizer as configured. Encoders get a head with ``num_labels`` outputs, none
     with ``sentence=True`` (the base model, for sentence-embedding tasks), or their pretrained
@@ -273,6 +322,9 @@ def load_backbone(cfg, num_labels: int = 0, sentence: bool = False, mlm: bool = 
         num_labels = 0
     elif not is_decoder and num_labels <= 0:
         raise EmbexpError(f"model {cfg.name} is an encoder: it needs a classification, regression or sentence-embedding task")
+    linear_head = getattr(cfg, "head", "transformers") == "linear" and not is_decoder and num_labels > 0
+    if linear_head:
+        check_head("linear", cfg.family)  # before the weights load, where the family is configured
     if cfg.source == "tiny":
         model, tok = _tiny(cfg, num_labels, mlm)
     elif cfg.source == "scratch":
@@ -284,6 +336,8 @@ def load_backbone(cfg, num_labels: int = 0, sentence: bool = False, mlm: bool = 
         model, tok = _pretrained(cfg, str(path), is_decoder, num_labels, dtype, mlm)
     else:
         raise EmbexpError(f"unknown model.source '{cfg.source}' (choose from: hub, minilm, smollm2, tiny, scratch)")
+    if linear_head:
+        use_linear_head(model, num_labels)
     if not is_decoder and "token_type_ids" not in inspect.signature(model.forward).parameters:
         # e.g. ModernBERT with the BERT tokenizer: never feed the model an input it does not read
         tok.model_input_names = [n for n in tok.model_input_names if n != "token_type_ids"]

@@ -39,7 +39,7 @@ PAPER = {
     "llama31": {"tinyte_full": "4096", "tinyte_half": "2048", "tinyte_gated": "4098", "tinyte_hybrid": "8192",
                 "lora": "23M", "emb_tuning": "525M", "prompt_tuning": "4096", "prompt_tuning (tk=2)": "8192",
                 "prompt_tuning (tk=20)": "82K", "zero_shot": "0"},
-    "roberta": {"tinyattn": "176K (incl. head)", "tinyattn (4H)": "0.7M (incl. head)"},  # tiny-attention.md Table 8
+    "roberta": {"tinyattn (authors' head)": "176K (incl. head)", "tinyattn (4H, authors' head)": "0.7M (incl. head)"},  # tiny-attention.md Table 8
     "llama2": {"tinyte_full": "4096", "tinyte_gated": "4098 (Sec. 4.1 text)", "lora": "20M (Fig. 3 text)"},
     # pete.md Table 2 (total parameters of the 2L/2H d=512 encoders; docs/methods_pete.md explains the difference)
     "scratch_encoder": {"full_ft": "24.3M", "pete": "8.9M", "pete (variant=code)": "8.9M"},
@@ -58,10 +58,12 @@ class Config:
                         "tinyattn (4H)": ["method=tinyattn", "method.heads=4"],
                         "tinyattn (authors' MHA)": ["method=tinyattn", "method.mha_proj=true"],
                         "tinyattn (per_depth)": ["method=tinyattn", "method.layer_modules=per_depth"],
+                        "tinyattn (authors' head)": ["method=tinyattn", "model.head=linear"],
+                        "tinyattn (4H, authors' head)": ["method=tinyattn", "method.heads=4", "model.head=linear"],
                         "pete (variant=code)": ["method=pete", "method.variant=code"]},
                        "Extra rows: label -> train-config overrides (the paper's prompt-tuning sizes; LoRA also on the "
                        "output head and input embedding, which reproduces the paper's LoRA #TP, decoders only; Tiny-Attention with 4 modules "
-                       "per layer, with the authors' nn.MultiheadAttention in/out projections, and with a module set per depth on ALBERT's shared layer; PETE's code variant).")
+                       "per layer, with the authors' nn.MultiheadAttention in/out projections, and with a module set per depth on ALBERT's shared layer, and with the authors' head (model.head=linear, the tinyattn GLUE experiments' setting: Linear(d, n) on the first token); PETE's code variant).")
     num_labels: int = f(2, "Classes of the encoders' task head (counted in #TP); 0 = no head, the base encoder as the "
                            "sentence-embedding tasks load it (the PETE comparison: models=[scratch_encoder] num_labels=0).")
     breakdown: bool = f(False, "Also print, per model and method, the parameters of the built model grouped by module "
@@ -105,6 +107,10 @@ def meta_backbone(model_name: str, model_cfg, num_labels: int = 2):
         else:
             config.num_labels = num_labels
             model = tf.AutoModelForSequenceClassification.from_config(config)
+            if getattr(model_cfg, "head", "transformers") == "linear":  # the Tiny-Attention authors' head
+                from embexp.models import use_linear_head
+
+                use_linear_head(model, num_labels)
     model.eval()
     emb, head = model.get_input_embeddings(), model.get_output_embeddings()
     tied = head is not None and head.weight is emb.weight
@@ -181,7 +187,7 @@ def table(cfg: Config, groups: dict | None = None) -> list[dict]:
                 row[m] = f"{c['tp']} ({c['method']} + head)" if head else c["tp"]
                 if c["data_dependent"]:
                     row["Method"] = f"{label} (before setup; data-dependent)"
-                totals[m] = c["total"]
+                totals.setdefault(m, c["total"])  # the model as configured (a row may change its head)
                 if groups is not None:
                     groups[(m, label)] = c
             except Exception as e:  # a method that cannot attach to this model: say why, keep going

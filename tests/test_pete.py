@@ -277,8 +277,8 @@ def test_make_pete_table_dry_run_composes_with_debug_smoke():
         assert cfg.model.scratch.mlp_dropout == cfg.model.tiny.mlp_dropout == cfg.model.tiny.attention_dropout
         # debug=smoke replaces the recipe's budget (the paper's 122,700 steps of 128 pairs would never end on a CPU)
         assert (cfg.trainer.max_steps, cfg.trainer.batch_size, cfg.trainer.warmup_steps, cfg.trainer.mixed_precision) == (4, 4, 0, "no")
-    # dropout off, then PETE_DROPOUT
-    assert [cfg.model.scratch.mlp_dropout for cfg in cfgs] == [0, 0, 0.2, 0.2]
+    # dropout off, then the paper's baseline dropout 0.1
+    assert [cfg.model.scratch.mlp_dropout for cfg in cfgs] == [0, 0, 0.1, 0.1]
 
 
 def test_make_pete_table_default_recipe_is_the_papers():

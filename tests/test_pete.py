@@ -259,20 +259,55 @@ def pete_commands(extra: str, runs: str = "") -> list[list[str]]:
     return [[sys.executable] + shlex.split(line)[1:] for line in out.splitlines() if " -m embexp." in line]
 
 
-def test_make_pete_table_dry_run_composes_with_debug_smoke():
+def pete_configs(cmds: list[list[str]]) -> list:
     from conftest import compose
 
+    return [compose(*[a if a != "method=pete,full_ft" else f"method={method}" for a in cmd[4:]])
+            for cmd in cmds[1:3] for method in ("pete", "full_ft")]
+
+
+def test_make_pete_table_dry_run_composes_with_debug_smoke():
     cmds = pete_commands("debug=smoke")
     assert [c[2] for c in cmds] == ["embexp.analyze", "embexp.train", "embexp.train", "embexp.analyze"]
-    dropouts = []
     for cmd in cmds[1:3]:
         assert cmd[3] == "-m" and "method=pete,full_ft" in cmd and cmd[-1] == "debug=smoke"
-        for method in ("pete", "full_ft"):
-            cfg = compose(*[a if a != "method=pete,full_ft" else f"method={method}" for a in cmd[4:]])
-            assert cfg.model.name == "scratch_encoder" and cfg.task.name == "nli_pairs" and cfg.model.source == "tiny"
-            assert cfg.model.scratch.mlp_dropout == cfg.model.tiny.mlp_dropout == cfg.model.tiny.attention_dropout
-            dropouts.append(cfg.model.scratch.mlp_dropout)
-    assert dropouts == [0, 0, 0.2, 0.2]
+    cfgs = pete_configs(cmds)
+    for cfg in cfgs:
+        assert cfg.model.name == "scratch_encoder" and cfg.task.name == "nli_pairs" and cfg.model.source == "tiny"
+        assert cfg.model.scratch.mlp_dropout == cfg.model.tiny.mlp_dropout == cfg.model.tiny.attention_dropout
+        # debug=smoke replaces the recipe's budget (the paper's 122,700 steps of 128 pairs would never end on a CPU)
+        assert (cfg.trainer.max_steps, cfg.trainer.batch_size, cfg.trainer.warmup_steps, cfg.trainer.mixed_precision) == (4, 4, 0, "no")
+    # dropout off, then the paper's baseline dropout 0.1
+    assert [cfg.model.scratch.mlp_dropout for cfg in cfgs] == [0, 0, 0.1, 0.1]
+
+
+def test_make_pete_table_default_recipe_is_the_papers():
+    """pete.md / the authors' main.tex: batch 128, 122,700 iterations, lr 2e-5, 1,000 warm-up steps, AdamW,
+    mixed precision; the linear decay, fp16, weight decay 0.01 and no clipping are the authors' code."""
+    args = ["make", "-s", "-o", "install", "pete_table", "DRY_RUN=1"]
+    out = subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=True).stdout
+    note = out.splitlines()[0]
+    assert note.startswith("# PETE_RECIPE=paper, trainer=pete_paper:"), out
+    for setting in ("lr=2.0e-5", "max_steps=122700", "batch_size=128", "warmup_steps=1000", "scheduler=linear"):
+        assert f" {setting} " in note + " ", note
+    for cfg in pete_configs(pete_commands("")):
+        t = cfg.trainer
+        assert (t.optimizer, t.lr, t.batch_size, t.grad_accum, t.max_steps, t.warmup_steps, t.scheduler) == ("adamw", 2e-5, 128, 1, 122700, 1000, "linear")
+        assert (t.weight_decay, t.max_grad_norm, t.mixed_precision) == (0.01, 0.0, "fp16")
+        assert cfg.model.source == "scratch" and cfg.model.scratch.global_rope_theta == 10000.0
+
+
+def test_make_pete_table_cpu_recipe_and_bad_recipe():
+    import os
+
+    env = {**os.environ, "PETE_RECIPE": "cpu", "PETE_STEPS": "300"}
+    out = subprocess.run(["make", "-s", "-o", "install", "pete_table", "DRY_RUN=1"], cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[0].startswith("# PETE_RECIPE=cpu, trainer=pete_cpu: lr=5.0e-4 scheduler=cosine"), out
+    cmds = [[sys.executable] + __import__("shlex").split(line)[1:] for line in out.splitlines() if " -m embexp." in line]
+    for cfg in pete_configs(cmds):
+        assert (cfg.trainer.lr, cfg.trainer.scheduler, cfg.trainer.batch_size, cfg.trainer.max_steps) == (5e-4, "cosine", 128, 300)
+    bad = subprocess.run(["make", "-s", "-o", "install", "pete_table", "DRY_RUN=1", "PETE_RECIPE=fast"], cwd=REPO, capture_output=True, text=True)
+    assert bad.returncode != 0 and "PETE_RECIPE='fast' is not a PETE recipe (choose from: paper cpu)" in bad.stderr, bad.stderr
 
 
 @pytest.mark.slow
@@ -283,3 +318,17 @@ def test_make_pete_table_runs_offline_with_debug_smoke(tmp_path):
         subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True)
     text = (tmp_path / "tables" / "pete" / "comparison.md").read_text()
     assert sum(line.startswith(("| pete |", "| full_ft |")) for line in text.splitlines()) == 4, text
+
+
+def test_scratch_encoder_rope_is_the_authors():
+    """The authors' RotaryPositionEncoding: inv_freq = 1 / 10000^(2i/head_dim), head_dim = 512 / 2 heads."""
+    from conftest import compose
+    from embexp.models import scratch_config, scratch_tokenizer
+    from transformers import ModernBertModel
+
+    cfg = compose("model=scratch_encoder", "method=pete", "task=nli_pairs").model
+    model = ModernBertModel(scratch_config(cfg, scratch_tokenizer(cfg)))
+    want = 1.0 / (10000 ** (torch.arange(0, 256, 2).float() / 256))
+    got = dict(model.named_buffers())["rotary_emb.full_attention_inv_freq"]
+    assert model.config.global_attn_every_n_layers == 1  # every layer is a global one, so this is the only RoPE
+    torch.testing.assert_close(got, want, atol=0, rtol=1e-6)

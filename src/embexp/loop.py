@@ -69,12 +69,20 @@ def lr_factor(step: int, total: int, warmup: int, kind: str) -> float:
     raise EmbexpError(f"unknown trainer.scheduler '{kind}' (choose from: cosine, linear, constant)")
 
 
-def build_optimizer(params: list[torch.nn.Parameter], cfg) -> torch.optim.Optimizer:
+def build_optimizer(params, cfg, peak_lrs=None) -> torch.optim.Optimizer:
+    """AdamW / Adam over ``params`` (a list of tensors, or of names with ``peak_lrs`` mapping each to
+    its own peak lr). Every group carries its ``peak_lr``, which the schedule multiplies
+    (``Trainer._steps``): ``trainer.lr`` unless a method asks for another one for some of its
+    tensors (``Method.peak_lrs``, e.g. K-Token's encoder)."""
+    groups: dict[float, list] = {}
+    for i, p in enumerate(params):
+        groups.setdefault(float((peak_lrs or {}).get(i, cfg.lr)), []).append(p)
+    param_groups = [{"params": ps, "lr": lr, "peak_lr": lr} for lr, ps in groups.items()]
     kw = dict(lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay)
     if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(params, **kw)
+        return torch.optim.AdamW(param_groups, **kw)
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, **kw)
+        return torch.optim.Adam(param_groups, **kw)
     raise EmbexpError(f"unknown trainer.optimizer '{cfg.optimizer}' (choose from: adam, adamw)")
 
 
@@ -152,7 +160,11 @@ class Trainer:
         self.params = [method.trainable_tensors()[n] for n in self.names]
         if not self.params:
             raise EmbexpError(f"method {method.cfg.name} has no trainable tensors")
-        self.optimizer = build_optimizer(self.params, cfg)
+        own = method.peak_lrs()  # tensors whose peak lr is not trainer.lr (K-Token's encoder)
+        unknown = sorted(set(own) - set(self.names))
+        if unknown:
+            raise EmbexpError(f"method {method.cfg.name} sets a learning rate for tensors it does not train: {unknown[:5]}")
+        self.optimizer = build_optimizer(self.params, cfg, {i: own[n] for i, n in enumerate(self.names) if n in own})
         self.model, self.optimizer = accelerator.prepare(method, self.optimizer)
         self.total = total_steps(len(train_features), cfg, accelerator.num_processes)
         self.result = TrainResult()
@@ -256,9 +268,10 @@ class Trainer:
         world, rank = acc.num_processes, acc.process_index
         n = len(self.train_features)
         for step in range(start, self.total):
-            lr = cfg.lr * lr_factor(step, self.total, cfg.warmup_steps, cfg.scheduler)
+            factor = lr_factor(step, self.total, cfg.warmup_steps, cfg.scheduler)
+            lr = cfg.lr * factor
             for g in self.optimizer.param_groups:
-                g["lr"] = lr
+                g["lr"] = g.get("peak_lr", cfg.lr) * factor
             step_loss = 0.0
             for a in range(cfg.grad_accum):
                 m = step * cfg.grad_accum + a

@@ -271,3 +271,15 @@ def test_the_encoder_trains_at_its_own_lr_under_the_same_schedule():
             assert all((id(p) in enc) == (g["peak_lr"] == 1e-4) for p in g["params"]) or enc_lr == "-1"
         trainer.fit()
         assert all(abs(g["lr"] - g["peak_lr"] * 0.5) < 1e-12 for g in groups)  # the last step: factor 1/2
+
+
+def test_the_logged_scale_compares_the_merged_prefix_with_its_block_means():
+    """log_values: merged_norm == block_mean_norm at a zero init; the authors' init adds its noise."""
+    for zero, same in (("true", True), ("false", False)):
+        method = ktoken(f"method.zero_init={zero}")
+        _, batch = rows(method, [5, 8])
+        method.train()
+        method.prefix(batch["input_ids"], batch["attention_mask"])
+        v = method.log_values()
+        assert {"encoder_norm", "merged_norm", "block_mean_norm"} <= set(v)
+        assert (abs(v["merged_norm"] - v["block_mean_norm"]) < 1e-6) == same

@@ -163,10 +163,16 @@ class KTokenMerging(WrapsInner, Method):
         return {f"encoder.{n}": float(self.cfg.encoder_lr) for n, _ in self.encoder.named_parameters()}
 
     def log_values(self):
-        """The inner method's values, and the encoder's parameter norm (does it move?)."""
+        """The inner method's values; the encoder's parameter norm (does it move?); and, for the
+        last training batch, the mean L2 norm of the merged embeddings against that of their block
+        means (a merged prefix far larger than the token embeddings the backbone was trained on
+        buries the block mean: docs/methods_ktoken.md)."""
         with torch.no_grad():
             norm = torch.sqrt(sum((p.float() ** 2).sum() for p in self.encoder.parameters()))
-        return {**super().log_values(), "encoder_norm": float(norm)}
+        out = {**super().log_values(), "encoder_norm": float(norm)}
+        if getattr(self, "_scale", None) is not None:
+            out["merged_norm"], out["block_mean_norm"] = (float(v) for v in self._scale)
+        return out
 
     def method_tensors(self):
         out = {f"encoder.{n}": p for n, p in self.encoder.named_parameters()} if hasattr(self, "encoder") else {}
@@ -206,6 +212,11 @@ class KTokenMerging(WrapsInner, Method):
         b, width = mask.shape
         x = emb.reshape(b, width, self.k * emb.shape[-1])
         merged = self.encoder(x.to(self.encoder.net[0].weight.dtype))
+        if self.training:  # the scale the backbone reads, against the block means (log_values; detached, no sync)
+            with torch.no_grad():
+                real = mask.bool()
+                self._scale = (merged[real].float().norm(dim=-1).mean(),
+                               x.view(b, width, self.k, -1).mean(-2)[real].float().norm(dim=-1).mean())
         return merged * mask.unsqueeze(-1).to(merged.dtype), mask
 
     def export(self):

@@ -75,7 +75,11 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--data", default="../shared/data", help="folder holding glue/sst2/validation.jsonl (the hub schema)")
     ap.add_argument("--extra", default="")
+    ap.add_argument("--split-only", action="store_true", help="write the 600/272 split and stop (make ktoken_learning)")
     a = ap.parse_args(argv)
+    if a.split_only:
+        split(Path(a.data) / "glue" / "sst2" / "validation.jsonl", REPO / DATA)
+        return 0
     extra = shlex.split(a.extra)
     smoke = "debug=smoke" in extra
     root = "outputs/smoke/compare" if smoke else "outputs/compare/runs"

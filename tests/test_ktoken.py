@@ -55,8 +55,8 @@ def test_zero_init_merges_each_block_to_its_exact_mean(k):
         assert not x[row, : width - m].any()
 
 
-def test_default_init_is_the_mean_plus_the_authors_mlp():
-    method = ktoken("method.k=4")
+def test_authors_init_is_the_mean_plus_the_authors_mlp():
+    method = ktoken("method.k=4", "method.zero_init=false")
     net = method.encoder.net
     d = method.backbone_model.config.hidden_size
     assert [type(m).__name__ for m in net] == ["Linear", "ReLU", "Linear", "ReLU", "Linear"]
@@ -191,3 +191,112 @@ def test_curriculum_bad_stage_is_one_line(tmp_path):
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1] == ("embexp: error: unknown trainer.curriculum stage 'huge' for task tree "
                                                  "(choose from: small, xsmall, medium, xmedium, large, x3large)")
+
+
+# ---- learning (issue #25): a planted label survives merging and is learned ------------------------
+def planted_rows(n: int, seed: int):
+    """Prompts of 6-12 random consonants with one planted 'A' (answer ' yes') or 'Z' (' no') at a
+    random position, then ' Answer:'; the byte tokenizer of the tiny models makes each letter a token."""
+    import random
+
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        s = [rng.choice("bcdfghjklmnpqrstvwx") for _ in range(rng.randint(6, 12))]
+        yes = rng.random() < 0.5
+        s[rng.randrange(len(s))] = "A" if yes else "Z"
+        rows.append(Example(prompt="".join(s) + " Answer:", target=" yes" if yes else " no"))
+    return rows
+
+
+def planted_accuracy(*overrides, steps=200, prefix=None):
+    """Train ``method`` (K-Token with the authors' LoRA by default) on 2,000 planted rows at
+    trainer.lr=1e-3, batch 16, constant lr; accuracy (%) of ' yes' vs ' no' by log-likelihood on 200
+    held-out rows."""
+    from accelerate import Accelerator
+
+    from embexp.loop import Trainer
+
+    cfg = smoke("method=ktoken", "model=tiny_llama", "task=tree", "trainer.lr=1e-3", f"trainer.max_steps={steps}",
+                "trainer.batch_size=16", "trainer.scheduler=constant", *overrides)
+    torch.manual_seed(0)
+    bb = load_backbone(cfg.model)
+    method = build_method(cfg.method, bb)
+    if prefix is not None:  # a control: another prefix through the same shared replace path
+        method.prefix = prefix(method)
+    fz = Featurizer(bb.tokenizer, True, 256, 8)
+    train = [fz.train_features(e) for e in planted_rows(2000, 0)]
+    Trainer(method, cfg.trainer, Accelerator(cpu=True), train, [], bb.tokenizer.pad_token_id, 0).fit()
+    test = planted_rows(200, 1)
+    reqs = [(fz.prompt_ids(e.prompt), fz.target_ids(t)[:-1]) for e in test for t in (" yes", " no")]
+    scores = method.score_continuations(reqs, 32)
+    hits = [(scores[2 * i] > scores[2 * i + 1]) == (e.target == " yes") for i, e in enumerate(test)]
+    return 100.0 * sum(hits) / len(hits)
+
+
+def test_a_planted_label_is_learned_through_the_merged_prompt():
+    """K=2 + LoRA must learn a label that one merged position carries (100% in ~10 s). Before the fix
+    (issue #25) this stayed at chance (53%): PyTorch's default init of the MLP's last layer gave an
+    output of norm ~0.4 on a table whose rows have norm ~0.16, so the noise buried every block's
+    mean, and one shared lr of 1e-3 let the MLP's input-independent output grow without bound."""
+    assert planted_accuracy() >= 95.0
+
+
+@pytest.mark.parametrize("undo", [["method.zero_init=false", "method.encoder_lr=-1"],  # main before the fix
+                                  pytest.param(["method.zero_init=false"], marks=pytest.mark.slow),
+                                  pytest.param(["method.encoder_lr=-1"], marks=pytest.mark.slow)],
+                         ids=["authors_init_one_lr", "authors_init", "one_lr"])
+def test_either_half_of_the_fix_alone_leaves_the_planted_label_at_chance(undo):
+    """The other side of the test above: undo either half of the fix (the zero-initialised last layer,
+    the encoder's own lr of 1e-4) and the same run stays at chance on the tiny model (53%), so the
+    test above measures the fix and not luck."""
+    assert planted_accuracy(*undo) <= 65.0
+
+
+@pytest.mark.slow
+def test_the_shared_replace_path_learns_the_planted_label_without_merging():
+    """The control behind the diagnosis: the prompt's own embeddings, unmerged, through the same
+    prefix path (positions, mask, loss, scoring) are learned like uncompressed LoRA, so the path
+    is sound and the defect was the encoder's."""
+    def identity(method):
+        def prefix(ids, mask):
+            e = method.backbone_model.get_input_embeddings()(ids)
+            return e * mask.unsqueeze(-1).to(e.dtype), mask
+        return prefix
+
+    assert planted_accuracy("method.encoder_lr=-1", "method.zero_init=false", prefix=identity) >= 95.0
+
+
+def test_the_encoder_trains_at_its_own_lr_under_the_same_schedule():
+    """encoder_lr is a second AdamW group that the schedule scales like trainer.lr; -1 = one group."""
+    from accelerate import Accelerator
+
+    from embexp.loop import Trainer
+
+    for enc_lr, want in [("1e-4", {1e-4, 1e-3}), ("-1", {1e-3})]:
+        cfg = smoke("method=ktoken", "model=tiny_llama", "task=tree", "trainer.lr=1e-3", "trainer.max_steps=2",
+                    "trainer.scheduler=linear", "trainer.warmup_steps=0", f"method.encoder_lr={enc_lr}")
+        bb = load_backbone(cfg.model)
+        method = build_method(cfg.method, bb)
+        fz = Featurizer(bb.tokenizer, True, 64, 8)
+        trainer = Trainer(method, cfg.trainer, Accelerator(cpu=True), [fz.train_features(e) for e in planted_rows(4, 0)],
+                          [], bb.tokenizer.pad_token_id, 0)
+        groups = trainer.optimizer.param_groups
+        assert {g["peak_lr"] for g in groups} == want
+        enc = {id(p) for p in method.encoder.parameters()}
+        for g in groups:  # the encoder's tensors, and only those, carry encoder_lr
+            assert all((id(p) in enc) == (g["peak_lr"] == 1e-4) for p in g["params"]) or enc_lr == "-1"
+        trainer.fit()
+        assert all(abs(g["lr"] - g["peak_lr"] * 0.5) < 1e-12 for g in groups)  # the last step: factor 1/2
+
+
+def test_the_logged_scale_compares_the_merged_prefix_with_its_block_means():
+    """log_values: merged_norm == block_mean_norm at a zero init; the authors' init adds its noise."""
+    for zero, same in (("true", True), ("false", False)):
+        method = ktoken(f"method.zero_init={zero}")
+        _, batch = rows(method, [5, 8])
+        method.train()
+        method.prefix(batch["input_ids"], batch["attention_mask"])
+        v = method.log_values()
+        assert {"encoder_norm", "merged_norm", "block_mean_norm"} <= set(v)
+        assert (abs(v["merged_norm"] - v["block_mean_norm"]) < 1e-6) == same

@@ -271,3 +271,33 @@ def test_gated_trains_with_loss_on_all_end_to_end(tmp_run):
                         "trainer.select_best=true"), tmp_run)
     assert m["loss_on"] == "all" and m["train"]["steps"] == 4 and m["train"]["best_step"] >= 1
     assert all(torch.isfinite(torch.tensor(h["loss"])) for h in m["train"]["history"] if "loss" in h)
+
+
+# ---- learning curves (trainer.curve_at): read, never selected on ----------------------------------
+def test_curve_points_are_the_final_evaluation_at_earlier_steps(tmp_path):
+    """A run with curve_at=[2] records the eval split's metrics at step 2 and at the end; its last
+    point is the final metrics, and a 2-step run's final metrics equal the first run's step-2 point
+    (constant schedule: the same state)."""
+    common = ("method=lora", "model=tiny_llama", "task=glue", "task.subset=sst2", "trainer.scheduler=constant", "trainer.warmup_steps=0")
+    long = run_train(smoke(*common, "trainer.max_steps=4", "trainer.curve_at=[2]"), tmp_path / "long")
+    short = run_train(smoke(*common, "trainer.max_steps=2"), tmp_path / "short")
+    curve = long["curve"]
+    assert [p["step"] for p in curve] == [2, 4]
+    assert curve[-1]["ll_accuracy"] == long["metrics"]["ll_accuracy"]
+    assert curve[0]["ll_accuracy"] == short["metrics"]["ll_accuracy"]
+    assert abs(sum(curve[0]["ll_answer_share"]) - 100.0) < 1e-9 and 0 <= curve[0]["ll_balanced_accuracy"] <= 100
+    assert "curve" not in short  # only where asked for
+    from embexp.report import main as report
+
+    report(["table=curve", f"runs={tmp_path}", f"out={tmp_path / 'tables'}"])
+    md = (tmp_path / "tables" / "curve_glue_sst2_tiny_llama.md").read_text()
+    assert md.count("| LoRA (r=8) |") == 2 and "Majority class of the eval split" in md  # the short run has no curve
+    assert (tmp_path / "tables" / "curve_glue_sst2_tiny_llama.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("value", ["[0]", "[a]", "[1.5]"])
+def test_bad_curve_step_is_one_line(value, tmp_path):
+    r = run_cli("method=lora", "model=tiny_llama", "task=glue", "task.subset=sst2", "debug=smoke", f"trainer.curve_at={value}",
+                f"output_root={tmp_path}")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "trainer.curve_at must list optimizer steps" in r.stderr.strip().splitlines()[-1]

@@ -129,6 +129,7 @@ class TrainerConfig:
     tf32: bool = f(True, "Allow TF32 matmuls on Ampere+ GPUs (the TinyTE recipe trains in tf32).")
     log_every: int = f(10, "Log train loss and throughput every N optimizer steps (0: never).", ge=0)
     eval_every: int = f(0, "Compute the loss on the task's selection rows (task.select_split, never the reported eval split) every N optimizer steps (0: only after the last step).", ge=0)
+    curve_at: list = f([], "Optimizer steps (before the last) at which the run also evaluates the task's metrics on the eval split, as the final evaluation does, into metrics.json's `curve` (with the final step's metrics as its last point; decoder classification adds ll_balanced_accuracy and ll_answer_share, the share of each answer). A learning curve to read, never to select on: nothing is chosen by it (selection: eval_every + select_best on task.select_split). [] = none.")
     select_best: bool = f(False, "Keep the trainable state with the lowest loss on the selection rows (task.select_split; a run whose selection split is the reported eval_split, or '', is refused before the model loads). Needs eval_every > 0 to choose among more than the last step.")
     save_every: int = f(0, "Write a resumable checkpoint every N optimizer steps (0: never; the final state is always saved).", ge=0)
     resume: bool = f(False, "Continue from the run directory's checkpoint if one exists.")

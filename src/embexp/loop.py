@@ -69,12 +69,20 @@ def lr_factor(step: int, total: int, warmup: int, kind: str) -> float:
     raise EmbexpError(f"unknown trainer.scheduler '{kind}' (choose from: cosine, linear, constant)")
 
 
-def build_optimizer(params: list[torch.nn.Parameter], cfg) -> torch.optim.Optimizer:
+def build_optimizer(params, cfg, peak_lrs=None) -> torch.optim.Optimizer:
+    """AdamW / Adam over ``params`` (a list of tensors, or of names with ``peak_lrs`` mapping each to
+    its own peak lr). Every group carries its ``peak_lr``, which the schedule multiplies
+    (``Trainer._steps``): ``trainer.lr`` unless a method asks for another one for some of its
+    tensors (``Method.peak_lrs``, e.g. K-Token's encoder)."""
+    groups: dict[float, list] = {}
+    for i, p in enumerate(params):
+        groups.setdefault(float((peak_lrs or {}).get(i, cfg.lr)), []).append(p)
+    param_groups = [{"params": ps, "lr": lr, "peak_lr": lr} for lr, ps in groups.items()]
     kw = dict(lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay)
     if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(params, **kw)
+        return torch.optim.AdamW(param_groups, **kw)
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, **kw)
+        return torch.optim.Adam(param_groups, **kw)
     raise EmbexpError(f"unknown trainer.optimizer '{cfg.optimizer}' (choose from: adam, adamw)")
 
 
@@ -116,6 +124,16 @@ def check_selection(cfg) -> None:
                           f"task.eval_split (choose another split, train_holdout, or trainer.select_best=false)")
 
 
+def check_curve(cfg) -> None:
+    """trainer.curve_at holds optimizer steps: positive integers (refused in one line otherwise)."""
+    bad = [x for x in cfg.trainer.curve_at if isinstance(x, bool) or not isinstance(x, int) or x < 1]
+    if bad:
+        raise EmbexpError(f"trainer.curve_at must list optimizer steps (integers >= 1); got {bad[0]!r}")
+    if cfg.trainer.curve_at and cfg.trainer.curriculum:
+        raise EmbexpError("trainer.curve_at is not drawn across a trainer.curriculum's stages (each stage reports its gate "
+                          "metric in the history); set trainer.curve_at=[]")
+
+
 @torch.no_grad()
 def evaluation_loss(model, features: list[dict], pad_id: int, batch_size: int, device, accelerator, max_batches: int = -1) -> float:
     """Token-weighted (decoders) or example-weighted (encoders) mean loss over `features`."""
@@ -140,10 +158,11 @@ class Trainer:
     ``eval_features``: the reported split, whose loss is only recorded, once, at the end."""
 
     def __init__(self, method, cfg, accelerator, train_features, eval_features, pad_id, seed, run_dir=None,
-                 select_features=None):
+                 select_features=None, curve_point=None):
         self.method, self.cfg, self.acc = method, cfg, accelerator
         self.train_features, self.eval_features = train_features, eval_features
         self.select_features = select_features or []
+        self.curve_point = curve_point  # step -> metrics on the eval split (trainer.curve_at; main process)
         if cfg.select_best and not self.select_features:
             raise EmbexpError("trainer.select_best=true needs selection rows (task.select_split); none were given")
         self.pad_id, self.seed = pad_id, seed
@@ -152,7 +171,11 @@ class Trainer:
         self.params = [method.trainable_tensors()[n] for n in self.names]
         if not self.params:
             raise EmbexpError(f"method {method.cfg.name} has no trainable tensors")
-        self.optimizer = build_optimizer(self.params, cfg)
+        own = method.peak_lrs()  # tensors whose peak lr is not trainer.lr (K-Token's encoder)
+        unknown = sorted(set(own) - set(self.names))
+        if unknown:
+            raise EmbexpError(f"method {method.cfg.name} sets a learning rate for tensors it does not train: {unknown[:5]}")
+        self.optimizer = build_optimizer(self.params, cfg, {i: own[n] for i, n in enumerate(self.names) if n in own})
         self.model, self.optimizer = accelerator.prepare(method, self.optimizer)
         self.total = total_steps(len(train_features), cfg, accelerator.num_processes)
         self.result = TrainResult()
@@ -256,9 +279,10 @@ class Trainer:
         world, rank = acc.num_processes, acc.process_index
         n = len(self.train_features)
         for step in range(start, self.total):
-            lr = cfg.lr * lr_factor(step, self.total, cfg.warmup_steps, cfg.scheduler)
+            factor = lr_factor(step, self.total, cfg.warmup_steps, cfg.scheduler)
+            lr = cfg.lr * factor
             for g in self.optimizer.param_groups:
-                g["lr"] = lr
+                g["lr"] = g.get("peak_lr", cfg.lr) * factor
             step_loss = 0.0
             for a in range(cfg.grad_accum):
                 m = step * cfg.grad_accum + a
@@ -304,6 +328,8 @@ class Trainer:
                 window_loss, window_tokens, window_t = 0.0, 0, time.perf_counter()
             if cfg.eval_every > 0 and self.select_features and res.steps % cfg.eval_every == 0 and res.steps < self.total:
                 self._periodic_eval(res.steps)
+            if self.curve_point is not None and res.steps in cfg.curve_at and res.steps < self.total:
+                self._curve(res.steps)
             if cfg.save_every > 0 and res.steps % cfg.save_every == 0 and res.steps < self.total:
                 res.wall_seconds = time.perf_counter() - t_start
                 self.save_checkpoint(res.steps)
@@ -329,6 +355,17 @@ class Trainer:
         self.acc.log({"select/loss": loss}, step=step)
         if self.cfg.select_best:
             self._consider_best(loss, step)
+
+    def _curve(self, step: int) -> None:
+        """A point of the learning curve (trainer.curve_at): the task's metrics on the eval split at
+        this step, recorded in the history; nothing is selected by it."""
+        if self.acc.is_main_process:
+            was_training = self.method.training
+            point = self.curve_point(step)
+            self.method.train(was_training)
+            log.info("step %d  curve %s", step, "  ".join(f"{k}={v:.4g}" for k, v in point.items() if isinstance(v, float)))
+            self.result.history.append({"step": step, "curve": point})
+        self.acc.wait_for_everyone()
 
     def _consider_best(self, loss: float, step: int) -> None:
         res = self.result

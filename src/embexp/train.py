@@ -23,7 +23,7 @@ from embexp.config import register_core_schemas
 from embexp.inference import evaluate
 from embexp.pipeline import build
 from embexp.results import RunRecord, git_commit, is_complete
-from embexp.loop import Trainer, check_selection, peak_memory
+from embexp.loop import Trainer, check_curve, check_selection, peak_memory
 
 register_core_schemas()
 import embexp.methods  # noqa: E402,F401  (register method schemas)
@@ -76,6 +76,7 @@ def numeric(d: dict, prefix: str) -> dict:
 
 def run(cfg, run_dir: Path) -> dict:
     check_selection(cfg)  # before the run directory, the data and the model
+    check_curve(cfg)
     judge.check(cfg)  # judge.model on a task without generations: refused before the model loads
     acc = make_accelerator(cfg, run_dir)
     cli.setup_logging(run_dir, acc.is_main_process)
@@ -108,8 +109,12 @@ def run(cfg, run_dir: Path) -> dict:
         if cfg.do_train and method.trains and cfg.trainer.curriculum:
             train_res = curriculum.fit(cfg, c, acc)
         elif train_feats:
+            def curve_point(step: int) -> dict:  # trainer.curve_at: the final evaluation, mid-run
+                m, recs = evaluate(method, task, eval_ex, c.featurizer, cfg.trainer.eval_batch_size, acc.device, False)
+                return curve_metrics(task, m, recs)
+
             trainer = Trainer(method, cfg.trainer, acc, train_feats, eval_feats, c.backbone.tokenizer.pad_token_id, cfg.seed, run_dir,
-                              select_feats)
+                              select_feats, curve_point if cfg.trainer.curve_at and cfg.do_eval else None)
             train_res = trainer.fit()
         method.finalize()  # e.g. parameter averaging, before the adapter is saved and evaluated
         acc.wait_for_everyone()
@@ -140,6 +145,7 @@ def run(cfg, run_dir: Path) -> dict:
                 "select_split": task.split_name("select"), "loss_on": task.loss_on if c.backbone.is_decoder else "",
                 "metrics": metrics,
                 "data": data_record(cfg, c),
+                **({"curve": curve_record(train_res, task, metrics, preds)} if cfg.trainer.curve_at and cfg.do_eval else {}),
                 "train": _train_summary(train_res, acc.num_processes),
                 "memory": peak_memory(),
                 "method_values": method.log_values(),
@@ -163,6 +169,27 @@ def run(cfg, run_dir: Path) -> dict:
         raise
     finally:
         acc.end_training()  # closes the trackers' files/runs (a no-op without trackers)
+
+
+def curve_metrics(task, metrics: dict, records: list[dict]) -> dict:
+    """A learning-curve point: the task's numeric metrics, and for decoder classification by
+    log-likelihood the balanced accuracy and each answer's share of the predictions (a run that
+    answers one class shows it here)."""
+    out = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    preds = [r["ll_pred"] for r in records if "ll_pred" in r]
+    if preds and task.kind == "classification":
+        gold = [r["label"] for r in records]
+        n = max(max(gold), max(preds)) + 1
+        recalls = [sum(p == g for p, g in zip(preds, gold) if g == k) / gold.count(k) for k in range(n) if gold.count(k)]
+        out["ll_balanced_accuracy"] = 100.0 * sum(recalls) / len(recalls)
+        out["ll_answer_share"] = [100.0 * preds.count(k) / len(preds) for k in range(n)]
+    return out
+
+
+def curve_record(res, task, metrics: dict, records: list[dict]) -> list[dict]:
+    """metrics.json's ``curve``: the points of trainer.curve_at, then the final evaluation."""
+    points = [{"step": h["step"], **h["curve"]} for h in (res.history if res is not None else []) if "curve" in h]
+    return points + [{"step": res.steps if res is not None else 0, **curve_metrics(task, metrics, records)}]
 
 
 def data_record(cfg, c) -> dict:

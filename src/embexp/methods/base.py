@@ -110,6 +110,12 @@ class Method(nn.Module):
         """Scalars worth logging during training (e.g. a learned gate parameter)."""
         return {}
 
+    def peak_lrs(self) -> dict[str, float]:
+        """Peak learning rates of those trainable tensors (names as in :meth:`trainable_tensors`)
+        that do not train at ``trainer.lr``; the schedule scales them alike. {} by default: every
+        tensor trains at ``trainer.lr`` (K-Token's encoder has its own, ``method.encoder_lr``)."""
+        return {}
+
     def prefix(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Extension point 3: the embeddings the backbone reads in place of (``replace``) or before
         (``prepend``) the prompt. Gets LEFT-padded prompt ids [B, n] (n = 0 for ``prepend``) and

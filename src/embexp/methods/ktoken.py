@@ -4,11 +4,18 @@ the merged prefix followed by the answer tokens, embedded by its own table.
 
 - **Encoder** (the authors' ``AverageInitializedEncoder``): ``mean(block) + MLP(concat(block))`` with
   ``MLP = Lin(Kd, h) - ReLU - Lin(h, Kd) - ReLU - Lin(Kd, d)``, ``h = int(f*K) * d``,
-  ``f = {2: 2, 3: 2, 4: 1.5}``, PyTorch's default init (the authors' code). ``zero_init=true``
-  zeroes the last layer, so every merged embedding starts at exactly its block's mean (the paper's
-  "close to zero" taken literally; ours). ``init=random`` drops the mean path (the ablation's
-  random initialisation; ours). The encoder reads the embedding module's output (the authors read
-  a copy of the embedding table; the same numbers for a frozen table without an embedding scale).
+  ``f = {2: 2, 3: 2, 4: 1.5}``. By default (``zero_init=true``, the paper: the MLP starts "close to
+  zero so that its contribution is negligible") the last layer is zero, so every merged embedding
+  starts at exactly its block's mean; ``zero_init=false`` keeps PyTorch's default init (the
+  authors' code), whose output scale is fixed by the layer widths and can outweigh the block mean
+  on a small embedding table. ``init=random`` drops the mean path (the ablation's random
+  initialisation; ours). The encoder reads the embedding module's output (the authors read a copy
+  of the embedding table; the same numbers for a frozen table without an embedding scale).
+- **Learning rates**: the encoder trains at ``encoder_lr`` (default 1e-4, the authors' lr) whatever
+  ``trainer.lr`` the inner method uses (``Method.peak_lrs``; ``-1`` = one lr for both, the authors'
+  single AdamW group). With one shared lr of 1e-3, Adam moves every one of the MLP's ~6M weights
+  by ~1e-3 a step and its input-independent output outgrows the token embeddings within tens of
+  steps (docs/methods_ktoken.md, "Why K-Token did not learn").
 - **Layout** (ours where the authors' batches differ): a prompt of n real tokens is padded at its
   end with ``pad_id`` (the space token by default, as the authors) to ``ceil(n/K) * K`` tokens and
   merged into ``ceil(n/K)`` positions; rows of a batch are then LEFT-padded block-wise with a zero
@@ -44,8 +51,9 @@ AUTHORS_LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up
 class KTokenConfig(MethodConfig):
     k: int = f(2, "Tokens merged into one embedding: 2, 3 or 4 (the authors' encoder sizes); the prompt shrinks to ceil(n/K) positions.")
     pad_id: int = f(-1, "Token id that pads each prompt at its end to a multiple of K; -1 = the tokenizer's space token (the authors).")
-    zero_init: bool = f(False, "Zero the encoder's last layer so each merged embedding starts at exactly its block's mean (ours; the authors' code keeps PyTorch's default init, the paper says 'close to zero').")
+    zero_init: bool = f(True, "init=average: zero the encoder's last layer, so each merged embedding starts at exactly its block's mean (the paper: the MLP is 'initialized close to zero so that, at the beginning of training, its contribution is negligible'). false = PyTorch's default init (the authors' code), whose output scale is set by the layer widths, not by the embeddings: on small embedding tables it outweighs the block mean (docs/methods_ktoken.md). init=random always uses the default init.")
     init: str = f("average", "average: mean(block) + MLP(concat(block)) (the paper's average-initialised encoder); random: MLP(concat(block)) alone (the ablation's random initialisation; ours).")
+    encoder_lr: float = f(1e-4, "Peak learning rate of the merging encoder (the schedule scales it like trainer.lr, which the inner method's tensors use). 1e-4 = the authors' single AdamW lr, kept whatever trainer.lr the backbone's adapter uses (ours: at trainer.lr=1e-3 one shared lr lets the 6M-parameter MLP's output outgrow the token embeddings within 40 steps and the run diverge; docs/methods_ktoken.md); -1 = trainer.lr (one group, as the authors' code).", gt=0, also=(-1,))
     inner: str = f("lora", "Method that adapts the backbone to the merged prompts: lora (the authors' recipe, lora_* fields), none (only the encoder trains), or an embexp method that works on the backbone's own forward (tinyte_full, tinyte_half, emb_tuning, full_ft, ...).")
     inner_args: dict = f({}, "Overrides of the inner method's config fields, e.g. {p: 0.25} for inner=tinyte_half (for lora the lora_* fields come first).")
     lora_r: int = f(4, "inner=lora: rank (the authors: 4).")
@@ -62,7 +70,7 @@ class MergingEncoder(nn.Module):
         self.k, self.d, self.average = k, d, average
         h = int(HIDDEN_FACTOR[k] * k) * d
         self.net = nn.Sequential(nn.Linear(k * d, h), nn.ReLU(), nn.Linear(h, k * d), nn.ReLU(), nn.Linear(k * d, d))
-        if zero_init:
+        if zero_init and average:
             nn.init.zeros_(self.net[-1].weight)
             nn.init.zeros_(self.net[-1].bias)
 
@@ -149,6 +157,23 @@ class KTokenMerging(WrapsInner, Method):
         return build_inner(cfg, backbone, type(self))
 
     # ---- tensors ------------------------------------------------------------------------------
+    def peak_lrs(self):
+        if self.cfg.encoder_lr == -1:
+            return {}
+        return {f"encoder.{n}": float(self.cfg.encoder_lr) for n, _ in self.encoder.named_parameters()}
+
+    def log_values(self):
+        """The inner method's values; the encoder's parameter norm (does it move?); and, for the
+        last training batch, the mean L2 norm of the merged embeddings against that of their block
+        means (a merged prefix far larger than the token embeddings the backbone was trained on
+        buries the block mean: docs/methods_ktoken.md)."""
+        with torch.no_grad():
+            norm = torch.sqrt(sum((p.float() ** 2).sum() for p in self.encoder.parameters()))
+        out = {**super().log_values(), "encoder_norm": float(norm)}
+        if getattr(self, "_scale", None) is not None:
+            out["merged_norm"], out["block_mean_norm"] = (float(v) for v in self._scale)
+        return out
+
     def method_tensors(self):
         out = {f"encoder.{n}": p for n, p in self.encoder.named_parameters()} if hasattr(self, "encoder") else {}
         if getattr(self, "inner", None) is not None:
@@ -187,6 +212,11 @@ class KTokenMerging(WrapsInner, Method):
         b, width = mask.shape
         x = emb.reshape(b, width, self.k * emb.shape[-1])
         merged = self.encoder(x.to(self.encoder.net[0].weight.dtype))
+        if self.training:  # the scale the backbone reads, against the block means (log_values; detached, no sync)
+            with torch.no_grad():
+                real = mask.bool()
+                self._scale = (merged[real].float().norm(dim=-1).mean(),
+                               x.view(b, width, self.k, -1).mean(-2)[real].float().norm(dim=-1).mean())
         return merged * mask.unsqueeze(-1).to(merged.dtype), mask
 
     def export(self):

@@ -34,4 +34,4 @@ ktoken_learning: install  ## K-Token issue #25: K=2, K=4 and LoRA on 600 real SS
 	@for m in $(KTOKEN_LEARNING_RUNS); do \
 	  cmd="$(PY) -m embexp.train $$m model=smollm2 task=glue task.subset=sst2 task.data_dir=outputs/compare/sst2 seed=0 output_root=$(KTOKEN_LEARNING_ROOT) trainer.resume=true trainer.batch_size=8 trainer.lr=0.001 $(EXTRA)"; \
 	  echo "$$cmd"; $(if $(DRY_RUN),true,$$cmd) || exit 1; done
-	$(if $(DRY_RUN),@echo )$(PY) -m embexp.report table=curve runs=$(KTOKEN_LEARNING_ROOT)
+	$(if $(DRY_RUN),@echo )$(PY) -m embexp.report table=curve runs=$(KTOKEN_LEARNING_ROOT) metric=ll_accuracy

@@ -23,7 +23,7 @@ from embexp.config import register_core_schemas
 from embexp.inference import evaluate
 from embexp.pipeline import build
 from embexp.results import RunRecord, git_commit, is_complete
-from embexp.loop import Trainer, check_curve, check_selection, peak_memory
+from embexp.loop import Trainer, check_curve, check_selection, peak_memory, selects_on_reported
 
 register_core_schemas()
 import embexp.methods  # noqa: E402,F401  (register method schemas)
@@ -142,7 +142,8 @@ def run(cfg, run_dir: Path) -> dict:
                 "n_method_params": n_method,
                 "n_total_params": n_total,
                 "n_train_examples": len(train_ex), "n_eval_examples": len(eval_ex), "n_select_examples": len(c.select_examples),
-                "select_split": task.split_name("select"), "loss_on": task.loss_on if c.backbone.is_decoder else "",
+                "select_split": task.split_name("eval") if selects_on_reported(cfg) else task.split_name("select"),
+                "select_on": cfg.trainer.get("select_on", "heldout"), "loss_on": task.loss_on if c.backbone.is_decoder else "",
                 "metrics": metrics,
                 "data": data_record(cfg, c),
                 **({"curve": curve_record(train_res, task, metrics, preds)} if cfg.trainer.curve_at and cfg.do_eval else {}),

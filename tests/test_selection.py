@@ -126,10 +126,20 @@ def test_named_selection_split_is_read_and_capped():
 
 
 def test_tree_generated_rows_can_hold_out_a_selection_slice():
-    t = build_task(smoke("task=tree", "task.source=auto", "task.num_train_trees=6", "task.num_eval_trees=2",
-                         "task.select_split=train_holdout", "task.select_size=5", "task.max_train_samples=-1").task)
-    whole = t.generate("train")
-    assert len(t.load("select")) == 5 and len(t.load("train")) == len(whole) - 5
+    t = build_task(smoke("task=tree", "task.source=auto", "task.num_train_trees=20", "task.num_eval_trees=2",
+                         "task.subset=xmedium", "task.select_split=train_holdout", "task.select_size=4",
+                         "task.max_train_samples=-1").task)
+    whole = build_task(smoke("task=tree", "task.source=auto", "task.num_train_trees=20", "task.num_eval_trees=2",
+                             "task.subset=xmedium", "task.select_split=", "task.max_train_samples=-1").task).generate("train")
+    train, select = t.load("train"), t.load("select")
+    # whole trees are held out (the gate reads unseen trees, as the authors' test split), with the very
+    # questions they have without the carve; nothing is lost or shared
+    key = lambda r: (r["indent_tree"], r["parent"], r["child"])  # noqa: E731
+    assert sorted(map(key, train + select)) == sorted(map(key, whole))
+    assert len({r["indent_tree"] for r in select}) == 4 and not {r["indent_tree"] for r in select} & {r["indent_tree"] for r in train}
+    assert [r for r in whole if r["indent_tree"] not in {s["indent_tree"] for s in select}] == train
+    with pytest.raises(EmbexpError, match="hold out whole training trees, between 1 and 5"):
+        build_task(smoke("task=tree", "task.source=auto", "task.num_train_trees=6", "task.select_size=6").task).load("select")
     with pytest.raises(EmbexpError, match="generated tree rows have only train and eval trees"):
         build_task(smoke("task=tree", "task.source=auto", "task.select_split=validation").task).load("select")
 

@@ -114,7 +114,12 @@ def check_selection(cfg) -> None:
     ``trainer.select_on=reported`` is a paper's protocol, asked for by name: selection (select_best,
     the periodic loss, a curriculum's gate) reads the reported split itself, which the run records
     (``select_on`` in metrics.json) and the tables mark. It needs ``task.select_split`` '' (or the
-    evaluation split's name), so no training rows are held out, and something to select."""
+    evaluation split's name), so no training rows are held out, and something to select.
+
+    A ``trainer.curriculum``'s gate is selection too (it decides when a stage is done): by default it
+    reads the task's selection rows (e.g. tree's train_holdout trees), and a curriculum whose gate
+    would read the reported split (select_split '' or the eval split) is refused unless
+    ``trainer.select_on=reported`` (the K-Token authors' gate on the test split)."""
     from embexp.methods import METHODS
     from embexp.tasks import build_task
 
@@ -131,6 +136,13 @@ def check_selection(cfg) -> None:
             raise EmbexpError("trainer.select_on=reported but nothing is selected (set trainer.select_best=true or "
                               "trainer.curriculum=[...], or trainer.select_on=heldout)")
         return
+    if t.get("curriculum"):  # each stage's gate reads the stage's selection rows (curriculum.py)
+        task = build_task(cfg.task)
+        sel, ev = task.split_name("select"), task.split_name("eval")
+        if sel in ("", ev):
+            raise EmbexpError(f"trainer.curriculum's gate would read the reported split '{ev}' (task.select_split="
+                              f"'{sel}'): set task.select_split=train_holdout (with task.select_size) or another split; "
+                              f"the authors' gate on the reported split: trainer.select_on=reported task.select_split=''")
     if not t.select_best:
         return
     task = build_task(cfg.task)

@@ -143,7 +143,10 @@ def run(cfg, run_dir: Path) -> dict:
                 "n_total_params": n_total,
                 "n_train_examples": len(train_ex), "n_eval_examples": len(eval_ex), "n_select_examples": len(c.select_examples),
                 "select_split": task.split_name("eval") if selects_on_reported(cfg) else task.split_name("select"),
-                "select_on": cfg.trainer.get("select_on", "heldout"), "loss_on": task.loss_on if c.backbone.is_decoder else "",
+                "select_on": cfg.trainer.get("select_on", "heldout"),
+                **({"curriculum_gate_split": curriculum.gate_split(cfg, task)}
+                   if cfg.do_train and method.trains and cfg.trainer.curriculum else {}),
+                "loss_on": task.loss_on if c.backbone.is_decoder else "",
                 "metrics": metrics,
                 "data": data_record(cfg, c),
                 **({"curve": curve_record(train_res, task, metrics, preds)} if cfg.trainer.curve_at and cfg.do_eval else {}),

@@ -40,6 +40,13 @@ def check(cfg, task) -> None:
     """Reject a curriculum that cannot run, before any training."""
     t = cfg.trainer
     stages = list(t.curriculum)
+    sizes = list(t.get("curriculum_batch_size") or [])
+    if sizes and len(sizes) != len(stages):
+        raise EmbexpError(f"trainer.curriculum_batch_size has {len(sizes)} entries for {len(stages)} trainer.curriculum "
+                          f"stages (give one per stage, or [])")
+    bad = [b for b in sizes if isinstance(b, bool) or not isinstance(b, int) or b < 1]
+    if bad:
+        raise EmbexpError(f"trainer.curriculum_batch_size must list batch sizes (integers >= 1); got {bad[0]!r}")
     if not stages:
         return
     if not task.subsets:
@@ -80,8 +87,12 @@ def fit(cfg, c, acc) -> TrainResult:
         gate_on = gate_rows(cfg)
         evals, read = task.examples(gate_on), task.split_name(gate_on)
         gate = t.curriculum_final_gate if i == len(stages) - 1 else t.curriculum_gate
+        ts = t
+        if t.get("curriculum_batch_size"):  # this stage's per-device batch (the authors' per-stage table)
+            ts = copy.deepcopy(t)
+            OmegaConf.update(ts, "batch_size", int(t.curriculum_batch_size[i]))
         for r in range(t.curriculum_max_rounds):
-            trainer = Trainer(c.method, t, acc, train, [], pad_id, cfg.seed * 1009 + k)
+            trainer = Trainer(c.method, ts, acc, train, [], pad_id, cfg.seed * 1009 + k)
             if opt_state is not None:
                 trainer.optimizer.load_state_dict(opt_state)
             res = trainer.fit()
@@ -99,7 +110,7 @@ def fit(cfg, c, acc) -> TrainResult:
             total.final_train_loss, total.state_memory = res.final_train_loss, total.state_memory or res.state_memory
             total.history += res.history + [{"stage": stage, "round": r + 1, t.curriculum_metric: value, "gate": gate,
                                              "passed": bool(passed), "steps": res.steps, "gate_split": read,
-                                             "gate_rows": len(evals)}]
+                                             "gate_rows": len(evals), "batch_size": ts.batch_size}]
             if passed:
                 break
     total.tokens_per_second = total.tokens / max(total.wall_seconds, 1e-9)

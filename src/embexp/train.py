@@ -150,7 +150,8 @@ def run(cfg, run_dir: Path) -> dict:
                 "metrics": metrics,
                 "data": data_record(cfg, c),
                 **({"curve": curve_record(train_res, task, metrics, preds)} if cfg.trainer.curve_at and cfg.do_eval else {}),
-                "train": _train_summary(train_res, acc.num_processes),
+                "train": {**_train_summary(train_res, acc.num_processes),
+                          "effective_batch": effective_batch(cfg.trainer, acc.num_processes)},
                 "memory": peak_memory(),
                 "method_values": method.log_values(),
                 "notes": cfg.notes,
@@ -216,6 +217,14 @@ def method_json(cfg, c) -> dict:
         "hidden_size": c.backbone.hidden_size,
         "embexp_version": __version__,
     }
+
+
+def effective_batch(t, world_size: int):
+    """Examples per optimizer step: per-device batch x trainer.grad_accum x devices; a list (one per
+    stage) under trainer.curriculum_batch_size."""
+    sizes = list(t.get("curriculum_batch_size") or []) if t.get("curriculum") else []
+    eff = [int(b) * t.grad_accum * world_size for b in (sizes or [t.batch_size])]
+    return eff if sizes else eff[0]
 
 
 def _train_summary(res, world_size: int = 1) -> dict:

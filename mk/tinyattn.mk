@@ -6,7 +6,10 @@
 # Not here: Table 9 (GLUE test set: GLUE server).
 TINYATTN_SEEDS ?= $(if $(SEEDS),$(SEEDS),0)
 EXTRA ?=
-TINYATTN_SWEEP = $(PY) scripts/tinyattn_sweep.py $(if $(DRY_RUN),--dry-run) --py $(PY) --seeds "$(TINYATTN_SEEDS)" --extra "$(EXTRA)" $(if $(FEWGLUE_DATA),--fewglue-data "$(FEWGLUE_DATA)")
+# SELECT_ON=heldout|reported|both (default both): the GLUE tables' held-out cells (ours), the paper's
+# protocol (selected on the reported dev split, marked in the table), or both
+SELECT_ON ?= both
+TINYATTN_SWEEP = $(PY) scripts/tinyattn_sweep.py $(if $(DRY_RUN),--dry-run) --py $(PY) --seeds "$(TINYATTN_SEEDS)" --extra "$(EXTRA)" $(if $(FEWGLUE_DATA),--fewglue-data "$(FEWGLUE_DATA)") --select-on $(SELECT_ON)
 
 .PHONY: tinyattn_table1 tinyattn_table2 tinyattn_table8 tinyattn_table10 tinyattn_table11 tinyattn_table12 tinyattn_params
 tinyattn_table1: install  ## Tiny-Attention Table 1: FewGLUE CB and RTE (32 rows), ALBERT-xxlarge, PET cloze prompts scored by the masked-LM head

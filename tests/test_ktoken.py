@@ -179,11 +179,38 @@ def test_curriculum_trains_each_stage_until_its_gate(tmp_path):
     rounds = [h for h in passing["train"]["history"] if "stage" in h]
     assert [(h["stage"], h["round"], h["passed"]) for h in rounds] == [("small", 1, True), ("xsmall", 1, True)]
     assert passing["train"]["steps"] == 4 and passing["task"] == "tree_xsmall"
+    assert {h["gate_split"] for h in rounds} == {"train_holdout"}  # the default: held-out rows, never 'test'
     missing = run_train(smoke(*args, "trainer.curriculum_gate=0", "trainer.curriculum_final_gate=101"), tmp_path / "miss")
     rounds = [h for h in missing["train"]["history"] if "stage" in h]
     assert [(h["stage"], h["round"], h["passed"], h["gate"]) for h in rounds] == [
         ("small", 1, True, 0.0), ("xsmall", 1, False, 101.0), ("xsmall", 2, False, 101.0)]
     assert missing["train"]["steps"] == 6 and 0 < missing["train"]["tokens"] < missing["train"]["input_tokens"]
+
+
+def test_curriculum_gate_reads_held_out_trees_by_default_and_the_reported_split_only_by_name(tmp_path):
+    args = ("method=ktoken", "model=tiny_llama", "task=tree", "task.subset=xsmall", "trainer.max_steps=1",
+            "trainer.curriculum=[xsmall]", "trainer.curriculum_final_gate=0", "task.select_size=5")  # 5 held-out rows (the fixture), 6 reported rows: the count tells them apart
+    held = run_train(smoke(*args), tmp_path / "held")
+    rounds = [h for h in held["train"]["history"] if "stage" in h]
+    assert [(h["gate_split"], h["gate_rows"]) for h in rounds] == [("train_holdout", 5)]
+    assert (held["curriculum_gate_split"], held["select_on"]) == ("train_holdout", "heldout")
+    paper = run_train(smoke(*args, "trainer.select_on=reported", "task.select_split="), tmp_path / "paper")
+    rounds = [h for h in paper["train"]["history"] if "stage" in h]
+    assert [(h["gate_split"], h["gate_rows"]) for h in rounds] == [("test", 6)]
+    assert (paper["curriculum_gate_split"], paper["select_on"]) == ("test", "reported")
+    # the last gate read the reported rows themselves: the final evaluation of the same state
+    assert rounds[-1]["em_accuracy"] == paper["metrics"]["em_accuracy"]
+
+
+@pytest.mark.parametrize("args", [("task.select_split=",), ("task.select_split=test",)], ids=["none", "reported"])
+def test_curriculum_gating_on_the_reported_split_is_refused_in_one_line(args, tmp_path):
+    r = run_cli("debug=smoke", "method=lora", "task=tree", "trainer.curriculum=[small]", *args,
+                f"hydra.run.dir={tmp_path / 'run'}")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
+    assert len(lines) == 1 and "trainer.curriculum's gate would read the reported split 'test'" in lines[0], r.stderr
+    assert "trainer.select_on=reported" in lines[0]
+    assert not (tmp_path / "run" / "metrics.json").exists()
 
 
 def test_curriculum_bad_stage_is_one_line(tmp_path):

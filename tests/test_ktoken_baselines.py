@@ -208,7 +208,8 @@ def test_make_target_calls_the_sweep():
     assert args[:3] == ["python", "scripts/ktoken_sweep.py", "--dry-run"] and args[-1] == "table3"
     out = subprocess.run([sys.executable, *args[1:]], cwd=REPO, capture_output=True, text=True, check=True, env=ENV).stdout
     lines = [ln for ln in out.splitlines() if "-m embexp.train" in ln]
-    assert len(lines) == 6 and all("task=commitpack" in ln for ln in lines)
+    assert len(lines) == 18 and all("task=commitpack" in ln for ln in lines)  # three seeds: the paper's best of three
+    assert [sum(f"seed={s}" in ln.split() for ln in lines) for s in (42, 43, 44)] == [6, 6, 6]
 
 
 def test_sweep_cells_run_with_debug_smoke_and_the_tables_render(tmp_path):
@@ -226,11 +227,107 @@ def test_sweep_cells_run_with_debug_smoke_and_the_tables_render(tmp_path):
     base.mkdir(parents=True)  # an uncompressed record with a known perplexity: Eq. 4 against it
     (base / "metrics.json").write_text(json.dumps({"metrics": {"perplexity": 100.0, "length_reduction": 0.0}}))
     table = ktoken_sweep.render("table3", Path(tmp_path), [42])
-    row = next(ln for ln in table.splitlines() if ln.startswith("| k2 ")).split("|")
+    row = [c.strip() for c in next(ln for ln in table.splitlines() if ln.startswith("| k2 ")).split("|")]
     ppl, red = k2["metrics"]["perplexity"], k2["metrics"]["length_reduction"]
-    assert row[2].strip() == f"{ppl:.3f} [1.343]" and row[3].strip() == f"{red:.1f} [50.0]"
-    assert row[4].strip() == f"{pl_from_perplexity(ppl, 100.0, red):.3f} [0.658]"  # ours beside the paper's
-    assert "| selective_context | - [1.38]" in table
+    assert row[2] == f"{ppl:.3f} [1.343]" and row[3] == f"{ppl:.3f} \u00b1 -" and row[4] == "1"
+    assert row[5] == str(k2["train"]["effective_batch"]) and row[6] == f"{red:.1f} [50.0]"
+    assert row[7] == f"{pl_from_perplexity(ppl, 100.0, red):.3f} [0.658]"  # ours beside the paper's
+    assert "| selective_context | - [1.38] | - | 0 |" in table
     curve = next(ln for ln in ktoken_sweep.render("ablation", Path(tmp_path), [42]).splitlines() if ln.startswith("| random"))
     cols = [c.strip() for c in curve.split("|")[2:-1]]
-    assert len(cols) == 10 and cols[0] != "-" and cols[1] != "-" and cols[2] == "-"  # two epochs ran
+    assert cols[0] == "1" and len(cols) == 12 and cols[2] != "-" and cols[3] != "-" and cols[4] == "-"  # two epochs ran
+
+
+def _sweep():
+    sys.path.insert(0, str(REPO / "scripts"))
+    import ktoken_sweep
+
+    return ktoken_sweep
+
+
+def test_sweep_states_the_effective_batch_tree_size_and_protocol_of_each_cell():
+
+    def cmds(*args):
+        r = subprocess.run([sys.executable, "scripts/ktoken_sweep.py", *args, "--dry-run"], cwd=REPO, capture_output=True,
+                           text=True, env=ENV)
+        return r, [shlex.split(ln) for ln in r.stdout.splitlines() if " -m embexp.train " in ln]
+
+    from embexp.train import effective_batch
+
+    def eff(cmd):
+        cfg = compose(*cmd[3:])
+        return effective_batch(cfg.trainer, 1), cfg
+
+    # Tables 2 and 3: the authors' 3 per GPU x 4 GPUs x accumulation 4 = 48, as 3 x accumulation 16 on one device
+    for table in ("table2", "table3"):
+        r, cs = cmds(table)
+        assert r.stdout.startswith(f"# {table}: seeds [42] (N=1; the paper: best of 3 runs); effective batch 48 =")
+        assert {eff(c)[0] for c in cs} == {48} and all(eff(c)[1].trainer.batch_size == 3 for c in cs)
+    # Table 1: the authors' per-stage per-GPU table x 16; the paper's tree size (2.45M questions) by default
+    r, cs = cmds("table1")
+    got = {eff(c)[1].tag: eff(c) for c in cs}
+    assert got["k4"][0] == [5120, 5120, 3072, 2048, 768, 256]
+    assert got["k2"][0] == got["k3"][0] == got["uncompressed"][0] == [4512, 3072, 2304, 1536, 768, 256]
+    t = got["k4"][1].task
+    assert (t.num_train_trees - t.select_size) * t.max_pairs_per_tree == 2_450_000 and t.num_eval_trees * 5 == 50_000
+    assert t.select_split == "train_holdout" and got["k4"][1].trainer.select_on == "heldout"
+    _, small = cmds("table1", "--tree-size", "small")
+    assert compose(*small[0][3:]).task.num_train_trees == 5000
+    _, paper = cmds("ablation", "--select-on", "reported")
+    cfg = compose(*paper[0][3:])
+    assert (cfg.trainer.select_on, cfg.task.select_split, cfg.tag) == ("reported", "", "init_average_paper")
+    r, _ = cmds("table2", "--select-on", "reported")
+    assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("embexp: error: --select-on reported")
+
+
+def test_ktoken_tables_show_best_of_n_mean_se_runs_and_effective_batch(tmp_path):
+    sw = _sweep()
+
+    def rec(tag, method, seed, acc, red, eff=48, select_on="heldout"):
+        d = tmp_path / "amazon_Amazon_Fashion" / "qwen25_05b" / f"{method}_{tag}" / f"seed{seed}"
+        d.mkdir(parents=True)
+        (d / "metrics.json").write_text(json.dumps({"metrics": {"em_accuracy": acc, "length_reduction": red},
+                                                    "train": {"effective_batch": eff}, "select_on": select_on}))
+
+    for seed, acc in ((42, 90.0), (43, 92.0), (44, 94.0)):
+        rec("k2", "ktoken", seed, acc, 50.0 + seed - 43)
+    rec("uncompressed", "lora", 42, 93.0, 0.0)
+    rec("selective_context", "prompt_compress", 42, 91.0, 40.0, eff=24)
+    rec("selective_context", "prompt_compress", 43, 89.0, 42.0)
+    table = sw.render("table2", tmp_path, [42, 43, 44])
+    lines = table.splitlines()
+    head = [c.strip() for c in next(ln for ln in lines if ln.startswith("| column")).split("|")[1:-1]]
+    assert head == ["column", "accuracy: best of N", "accuracy: mean \u00b1 s.e.", "N", "eff. batch", "reduction (measured)",
+                    "P-L (best run)"]
+    row = lambda tag: [c.strip() for c in next(ln for ln in lines if ln.startswith(f"| {tag} |")).split("|")[2:-1]]  # noqa: E731
+    # best of 3 = 94.0 (seed 44, reduction 51.0); mean 92.0, s.e. = s.d. 2 / sqrt(3)
+    assert row("k2") == ["94.00 [92.51]", f"92.00 \u00b1 {2 / math.sqrt(3):.2f}", "3", "48", "50.0 [50.0]",
+                         f"{sw.pl_from_accuracy(94.0, 51.0):.3f} [0.649]"]
+    assert row("uncompressed")[:4] == ["93.00 [93.54]", "93.00 \u00b1 -", "1", "48"]
+    sc = row("selective_context")  # the measured reduction (mean of 40 and 42), the two batches both shown
+    assert sc[2:5] == ["2", "24 or 48", "41.0 [44.6]"] and sc[0] == "91.00 [91.3]"
+    assert row("k4") == ["- [91.05]", "-", "0", "-", "- [75.0]", "- [0.822]"]
+    assert any("method.rate is an input set to the paper's measured reduction" in ln for ln in lines)
+    assert any(ln.startswith("best of N: the paper's protocol") for ln in lines) and sw.MARK not in table
+    # perplexity: best of N is the lowest
+    d = tmp_path / "commitpack_python" / "qwen25_05b"
+    for seed, ppl in ((42, 1.5), (43, 1.3)):
+        (d / "ktoken_k2" / f"seed{seed}").mkdir(parents=True)
+        (d / "ktoken_k2" / f"seed{seed}" / "metrics.json").write_text(json.dumps(
+            {"metrics": {"perplexity": ppl, "length_reduction": 50.0}, "train": {"effective_batch": 48}}))
+    k2 = next(ln for ln in sw.render("table3", tmp_path, [42, 43]).splitlines() if ln.startswith("| k2 |"))
+    assert k2.split("|")[2].strip() == "1.300 [1.343]" and k2.split("|")[3].strip() == "1.400 \u00b1 0.100"
+
+
+def test_ktoken_tree_tables_mark_cells_whose_gate_read_the_reported_split(tmp_path):
+    sw = _sweep()
+
+    d = tmp_path / "tree_x3large" / "qwen25_05b" / "ktoken_k4_paper" / "seed42"
+    d.mkdir(parents=True)
+    (d / "metrics.json").write_text(json.dumps({"metrics": {"em_accuracy": 98.0, "length_reduction": 74.0},
+                                                "train": {"effective_batch": [5120, 5120, 3072, 2048, 768, 256]},
+                                                "select_on": "reported", "curriculum_gate_split": "test"}))
+    table = sw.render("table1", tmp_path, [42], "reported")
+    row = next(ln for ln in table.splitlines() if ln.startswith(f"| k4 {sw.MARK} |"))
+    assert "| 5120/5120/3072/2048/768/256 |" in row
+    assert table.splitlines()[-1] == sw.MARK_NOTE and "held" not in sw.render("table1", tmp_path, [42]).splitlines()[-1]

@@ -126,10 +126,20 @@ def test_named_selection_split_is_read_and_capped():
 
 
 def test_tree_generated_rows_can_hold_out_a_selection_slice():
-    t = build_task(smoke("task=tree", "task.source=auto", "task.num_train_trees=6", "task.num_eval_trees=2",
-                         "task.select_split=train_holdout", "task.select_size=5", "task.max_train_samples=-1").task)
-    whole = t.generate("train")
-    assert len(t.load("select")) == 5 and len(t.load("train")) == len(whole) - 5
+    t = build_task(smoke("task=tree", "task.source=auto", "task.num_train_trees=20", "task.num_eval_trees=2",
+                         "task.subset=xmedium", "task.select_split=train_holdout", "task.select_size=4",
+                         "task.max_train_samples=-1").task)
+    whole = build_task(smoke("task=tree", "task.source=auto", "task.num_train_trees=20", "task.num_eval_trees=2",
+                             "task.subset=xmedium", "task.select_split=", "task.max_train_samples=-1").task).generate("train")
+    train, select = t.load("train"), t.load("select")
+    # whole trees are held out (the gate reads unseen trees, as the authors' test split), with the very
+    # questions they have without the carve; nothing is lost or shared
+    key = lambda r: (r["indent_tree"], r["parent"], r["child"])  # noqa: E731
+    assert sorted(map(key, train + select)) == sorted(map(key, whole))
+    assert len({r["indent_tree"] for r in select}) == 4 and not {r["indent_tree"] for r in select} & {r["indent_tree"] for r in train}
+    assert [r for r in whole if r["indent_tree"] not in {s["indent_tree"] for s in select}] == train
+    with pytest.raises(EmbexpError, match="hold out whole training trees, between 1 and 5"):
+        build_task(smoke("task=tree", "task.source=auto", "task.num_train_trees=6", "task.select_size=6").task).load("select")
     with pytest.raises(EmbexpError, match="generated tree rows have only train and eval trees"):
         build_task(smoke("task=tree", "task.source=auto", "task.select_split=validation").task).load("select")
 
@@ -301,3 +311,78 @@ def test_bad_curve_step_is_one_line(value, tmp_path):
                 f"output_root={tmp_path}")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "trainer.curve_at must list optimizer steps" in r.stderr.strip().splitlines()[-1]
+
+
+# ---- a paper's protocol, asked for by name: trainer.select_on=reported (issue #21, item 5) ----------
+def test_select_on_reported_is_refused_where_it_is_contradictory_or_selects_nothing():
+    check_selection(smoke("task=glue", "trainer.select_on=reported", "trainer.select_best=true"))  # select_split '' is fine
+    check_selection(smoke("task=wmt16", "trainer.select_on=reported", "task.select_split=test", "trainer.select_best=true"))
+    with pytest.raises(EmbexpError, match="task.select_split='validation' names other selection rows"):
+        check_selection(smoke("task=wmt16", "trainer.select_on=reported", "trainer.select_best=true"))
+    with pytest.raises(EmbexpError, match="trainer.select_on=reported but nothing is selected"):
+        check_selection(smoke("task=glue", "trainer.select_on=reported"))
+    with pytest.raises(EmbexpError, match="unknown trainer.select_on 'dev'"):
+        run_train(smoke("task=glue", "trainer.select_on=dev"), "/nonexistent/never-made")
+
+
+def test_select_on_reported_selects_on_the_reported_rows_and_says_so_in_metrics_json(tmp_path):
+    held = run_train(smoke("model=tiny_bert", "method=lora", "task=glue", "task.subset=rte", "trainer.select_best=true",
+                           "task.select_split=train_holdout", "task.select_size=8", "trainer.eval_every=2"), tmp_path / "held")
+    rep = run_train(smoke("model=tiny_bert", "method=lora", "task=glue", "task.subset=rte", "trainer.select_best=true",
+                          "trainer.select_on=reported", "trainer.eval_every=2"), tmp_path / "rep")
+    assert (held["select_on"], held["select_split"]) == ("heldout", "train_holdout")
+    assert (rep["select_on"], rep["select_split"]) == ("reported", "validation")
+    assert rep["n_select_examples"] == rep["n_eval_examples"]  # the reported rows themselves
+    assert held["n_select_examples"] == 8 and rep["n_select_examples"] != 8
+    assert rep["train"]["best_step"] > 0 and rep["train"]["select_loss"] == rep["train"]["best_select_loss"]
+
+
+def _tinyattn_sweep():
+    import sys
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    import tinyattn_sweep
+
+    return tinyattn_sweep
+
+
+def test_tinyattn_table8_dry_run_prints_heldout_and_paper_protocol_cells():
+    sw = _tinyattn_sweep()
+    out = []
+    for protocol in sw.protocols("table8", "both"):
+        out += [sw.command("python", exp, model, 0, [], protocol=protocol) for exp, model, _ in sw.cells("table8")]
+    held, paper = out[:12], out[12:]
+    assert len(paper) == 12 and not any("trainer.select_on=reported" in c for c in held)
+    assert all("trainer.select_on=reported" in c and "task.select_split=" in c for c in paper)
+    rte = next(c for c in paper if "experiment=tinyattn_1h_rte" in c)
+    assert "trainer.eval_every=78" in rte and "tag=1h_paper" in rte  # ceil(2490 / 16) = 156 steps per epoch: every half
+    four = next(c for c in paper if "experiment=tinyattn_4h_rte" in c)
+    assert any(a.startswith("method.init_from=") and "tinyattn_1h_paper/" in a for a in four)  # warm start, same protocol
+    assert sw.protocols("table1", "both") == ["heldout"]  # FewGLUE selects nothing
+
+
+def test_tinyattn_table_marks_cells_selected_on_the_reported_split(tmp_path):
+    sw = _tinyattn_sweep()
+
+    def rec(task, tag, value, select_on):
+        d = tmp_path / f"glue_{task}" / "roberta" / f"tinyattn_{tag}" / "seed0"
+        d.mkdir(parents=True)
+        (d / "metrics.json").write_text(json.dumps({"metrics": {sw.METRIC[task]: value}, "select_on": select_on}))
+
+    rec("rte", "1h", 80.0, "heldout")
+    rec("rte", "1h_paper", 85.0, "reported")
+    rec("cola", "1h", 60.0, "reported")  # whatever its tag, a record that says reported is marked
+    rec("cola", "1h_paper", 61.0, "reported")
+    rec("sst2", "1h_paper", 95.0, "reported")
+    table = sw.render("table8", tmp_path, [0])
+    lines = table.splitlines()
+    row = lambda label: [c.strip() for c in next(ln for ln in lines if ln.startswith(f"| {label} |")).split("|")[3:-1]]  # noqa: E731
+    cols = [c.strip() for c in next(ln for ln in lines if ln.startswith("| setting")).split("|")[3:-1]]
+    held, paper = dict(zip(cols, row("1h"))), dict(zip(cols, row("1h (paper protocol)")))
+    assert held["rte"] == "80.0 [88.8]" and paper["rte"] == f"85.0{sw.MARK} [88.8]"
+    assert held["cola"] == f"60.0{sw.MARK} [68.8]" and paper["cola"] == f"61.0{sw.MARK} [68.8]"
+    four = dict(zip(cols, row("4h (paper protocol)")))
+    assert four["sst2"] == f"95.0{sw.MARK} [96.6]" and four["rte"] == "- [89.2]"  # 4H = 1H where 4H did not run
+    assert lines[-1] == f"{sw.MARK} paper protocol: selected on the reported split"
+    only = sw.render("table8", tmp_path, [0], "heldout")
+    assert "(paper protocol)" not in only and f"60.0{sw.MARK}" in only and only.endswith("selected on the reported split")

@@ -257,7 +257,11 @@ def test_tree_task_generate_split_by_tree_and_format():
     assert ex.choices == ("false", "true") and ex.target == ex.choices[ex.label] == test[0]["label"]
     assert ex.text == (t, f"Parent: {p}, Child: {c}")
 
-    sampled = make(TreeTask, TreeConfig, subset="large", num_train_trees=10, num_eval_trees=5, max_pairs_per_tree=7)
+    # the default holds out select_size (20) training trees for a curriculum's gate (train_holdout)
+    held = {r["indent_tree"] for r in task.load("select")}  # (a one-node tree has no question)
+    assert task.holdout and 10 < len(held) <= 20 and not held & trees_train and not held & trees_test
+    sampled = make(TreeTask, TreeConfig, subset="large", num_train_trees=10, num_eval_trees=5, max_pairs_per_tree=7,
+                   select_split="")
     rows = sampled.load("train")
     assert len(rows) == 70 and max(sum(r["indent_tree"] == t for r in rows) for t in {r["indent_tree"] for r in rows}) == 7
     assert len(make(TreeTask, TreeConfig, max_eval_samples=5).load("eval")) == 5

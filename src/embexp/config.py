@@ -131,6 +131,8 @@ class TrainerConfig:
     eval_every: int = f(0, "Compute the loss on the task's selection rows (task.select_split, never the reported eval split) every N optimizer steps (0: only after the last step).", ge=0)
     curve_at: list = f([], "Optimizer steps (before the last) at which the run also evaluates the task's metrics on the eval split, as the final evaluation does, into metrics.json's `curve` (with the final step's metrics as its last point; decoder classification adds ll_balanced_accuracy and ll_answer_share, the share of each answer). A learning curve to read, never to select on: nothing is chosen by it (selection: eval_every + select_best on task.select_split). [] = none.")
     select_best: bool = f(False, "Keep the trainable state with the lowest loss on the selection rows (task.select_split; a run whose selection split is the reported eval_split, or '', is refused before the model loads). Needs eval_every > 0 to choose among more than the last step.")
+    select_on: str = f("heldout", "Which rows model selection reads: heldout (task.select_split, never the reported split: a run that would select on the reported split is refused before the model loads; the default, ours) or reported (a paper's protocol, e.g. Tiny-Attention's GLUE dev cells: select_best, the periodic loss and a curriculum's gate read the reported evaluation split itself; task.select_split must then be '' so the whole training split is trained on; recorded in metrics.json, and every table marks such a cell 'paper protocol: selected on the reported split').",
+                        choices=("heldout", "reported"))
     save_every: int = f(0, "Write a resumable checkpoint every N optimizer steps (0: never; the final state is always saved).", ge=0)
     resume: bool = f(False, "Continue from the run directory's checkpoint if one exists.")
     max_eval_loss_batches: int = f(-1, "Cap on batches per loss evaluation: the selection rows, and the eval split's loss recorded once at the end (-1: all rows).", ge=1, also=(-1,))
@@ -139,7 +141,8 @@ class TrainerConfig:
                       choices=("none", "tensorboard", "wandb", "mlflow", "trackio"))
     cpu: bool = f(False, "Force the CPU even when a GPU is present.")
     curriculum: list = f([], "Task subsets trained in order before the final evaluation, e.g. [small,xsmall,medium,xmedium,large,x3large] for task=tree (the K-Token Merging paper); each stage is repeated until it passes its gate (src/embexp/curriculum.py). [] = train on task.subset only.")
-    curriculum_metric: str = f("em_accuracy", "Metric of a stage's evaluation split that its gate reads (the authors: the generated answer's accuracy).")
+    curriculum_metric: str = f("em_accuracy", "Metric that a stage's gate reads on the stage's selection rows (task.select_split, e.g. tree's held-out training trees; with trainer.select_on=reported the reported split, as the authors); the authors' metric: the generated answer's accuracy.")
+    curriculum_batch_size: list = f([], "Per-device training batch size of each trainer.curriculum stage, in stage order (the K-Token authors' README table: K=4 [320,320,192,128,48,16], K=2/3 [282,192,144,96,48,16] per GPU; the effective batch is this x trainer.grad_accum x devices). [] = trainer.batch_size for every stage.")
     curriculum_gate: float = f(85.0, "A stage passes at this metric value (the authors: 85).", ge=0)
     curriculum_final_gate: float = f(95.0, "The last stage passes at this value (the authors: 95).", ge=0)
     curriculum_max_rounds: int = f(10, "Rounds (trainer runs) per stage at most; a stage still below its gate is then left (ours: the authors loop until it passes).", ge=1)

@@ -5,6 +5,12 @@ one epoch; or ``trainer.max_steps``), then scores the stage's evaluation split; 
 until ``trainer.curriculum_metric`` reaches ``curriculum_gate`` (the authors: 85), the last stage
 ``curriculum_final_gate`` (95).
 
+Which rows the gate reads: the stage's selection rows (``task.select_split``; task=tree: ``select_size``
+held-out training trees, never trained on), never the reported split (loop.check_selection refuses a
+curriculum whose gate would read it). The authors gate on the stage's test split: that protocol is
+``trainer.select_on=reported`` (with ``task.select_split=''``), asked for by name. Each round's history
+entry and metrics.json's ``curriculum_gate_split`` say which split the gate read.
+
 Choices (ours): a stage that misses its gate after ``curriculum_max_rounds`` rounds is left and the
 next one starts (the authors loop until it passes); the optimizer state (AdamW moments) carries over
 from round to round, as the authors' single optimizer, but the lr schedule restarts each round
@@ -23,7 +29,7 @@ from omegaconf import OmegaConf
 from embexp import EmbexpError
 from embexp.inference import evaluate
 from embexp.tasks import build_task
-from embexp.loop import Trainer, TrainResult
+from embexp.loop import Trainer, TrainResult, selects_on_reported
 
 log = logging.getLogger("embexp")
 
@@ -34,6 +40,13 @@ def check(cfg, task) -> None:
     """Reject a curriculum that cannot run, before any training."""
     t = cfg.trainer
     stages = list(t.curriculum)
+    sizes = list(t.get("curriculum_batch_size") or [])
+    if sizes and len(sizes) != len(stages):
+        raise EmbexpError(f"trainer.curriculum_batch_size has {len(sizes)} entries for {len(stages)} trainer.curriculum "
+                          f"stages (give one per stage, or [])")
+    bad = [b for b in sizes if isinstance(b, bool) or not isinstance(b, int) or b < 1]
+    if bad:
+        raise EmbexpError(f"trainer.curriculum_batch_size must list batch sizes (integers >= 1); got {bad[0]!r}")
     if not stages:
         return
     if not task.subsets:
@@ -45,6 +58,17 @@ def check(cfg, task) -> None:
         raise EmbexpError("trainer.curriculum does not support checkpoints (set trainer.resume=false trainer.save_every=0)")
     if t.curriculum_max_rounds < 1:
         raise EmbexpError(f"trainer.curriculum_max_rounds={t.curriculum_max_rounds} must be >= 1")
+
+
+def gate_rows(cfg) -> str:
+    """The row set a stage's gate reads: ``select`` (the held-out rows), or ``eval`` (the reported
+    split) under ``trainer.select_on=reported``."""
+    return "eval" if selects_on_reported(cfg) else "select"
+
+
+def gate_split(cfg, task) -> str:
+    """metrics.json's ``curriculum_gate_split``: the split name behind :func:`gate_rows`."""
+    return task.split_name(gate_rows(cfg))
 
 
 def fit(cfg, c, acc) -> TrainResult:
@@ -60,10 +84,15 @@ def fit(cfg, c, acc) -> TrainResult:
         OmegaConf.update(tcfg, "subset", stage)
         task = build_task(tcfg)
         train = [c.featurizer.train_features(e) for e in task.examples("train")]
-        evals = task.examples("eval")
+        gate_on = gate_rows(cfg)
+        evals, read = task.examples(gate_on), task.split_name(gate_on)
         gate = t.curriculum_final_gate if i == len(stages) - 1 else t.curriculum_gate
+        ts = t
+        if t.get("curriculum_batch_size"):  # this stage's per-device batch (the authors' per-stage table)
+            ts = copy.deepcopy(t)
+            OmegaConf.update(ts, "batch_size", int(t.curriculum_batch_size[i]))
         for r in range(t.curriculum_max_rounds):
-            trainer = Trainer(c.method, t, acc, train, [], pad_id, cfg.seed * 1009 + k)
+            trainer = Trainer(c.method, ts, acc, train, [], pad_id, cfg.seed * 1009 + k)
             if opt_state is not None:
                 trainer.optimizer.load_state_dict(opt_state)
             res = trainer.fit()
@@ -80,7 +109,8 @@ def fit(cfg, c, acc) -> TrainResult:
                 setattr(total, key, getattr(total, key) + getattr(res, key))
             total.final_train_loss, total.state_memory = res.final_train_loss, total.state_memory or res.state_memory
             total.history += res.history + [{"stage": stage, "round": r + 1, t.curriculum_metric: value, "gate": gate,
-                                             "passed": bool(passed), "steps": res.steps}]
+                                             "passed": bool(passed), "steps": res.steps, "gate_split": read,
+                                             "gate_rows": len(evals), "batch_size": ts.batch_size}]
             if passed:
                 break
     total.tokens_per_second = total.tokens / max(total.wall_seconds, 1e-9)

@@ -57,10 +57,13 @@ def build(cfg, device: torch.device, training: bool = True) -> Components:
     trains = cfg.do_train and METHODS.get_class(cfg.method.name).trains
     examples = {"train": task.examples("train") if trains else []}
     examples["eval"] = task.examples("eval") if (cfg.do_eval or trains) else []
-    # selection rows: the periodic loss and select_best, never the reported split
-    wants_select = cfg.trainer.select_best or cfg.trainer.eval_every > 0
-    examples["select"] = (task.examples("select") if training and examples["train"] and task.split_name("select")
-                          and wants_select else [])
+    # selection rows: the periodic loss and select_best, never the reported split, unless a paper's
+    # protocol is asked for by name (trainer.select_on=reported: the reported rows themselves)
+    wants_select = training and examples["train"] and (cfg.trainer.select_best or cfg.trainer.eval_every > 0)
+    if cfg.trainer.get("select_on", "heldout") == "reported":
+        examples["select"] = examples["eval"] if wants_select else []
+    else:
+        examples["select"] = task.examples("select") if wants_select and task.split_name("select") else []
     backbone = load_backbone(cfg.model, num_labels=task.num_labels, sentence=sentence, mlm=cloze)
     n_backbone = count_params(backbone.model)  # before LoRA injects its layers or PEMA swaps the matrix
     method = build_method(cfg.method, backbone)

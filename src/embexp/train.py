@@ -23,7 +23,7 @@ from embexp.config import register_core_schemas
 from embexp.inference import evaluate
 from embexp.pipeline import build
 from embexp.results import RunRecord, git_commit, is_complete
-from embexp.loop import Trainer, check_curve, check_selection, peak_memory
+from embexp.loop import Trainer, check_curve, check_selection, peak_memory, selects_on_reported
 
 register_core_schemas()
 import embexp.methods  # noqa: E402,F401  (register method schemas)
@@ -142,11 +142,16 @@ def run(cfg, run_dir: Path) -> dict:
                 "n_method_params": n_method,
                 "n_total_params": n_total,
                 "n_train_examples": len(train_ex), "n_eval_examples": len(eval_ex), "n_select_examples": len(c.select_examples),
-                "select_split": task.split_name("select"), "loss_on": task.loss_on if c.backbone.is_decoder else "",
+                "select_split": task.split_name("eval") if selects_on_reported(cfg) else task.split_name("select"),
+                "select_on": cfg.trainer.get("select_on", "heldout"),
+                **({"curriculum_gate_split": curriculum.gate_split(cfg, task)}
+                   if cfg.do_train and method.trains and cfg.trainer.curriculum else {}),
+                "loss_on": task.loss_on if c.backbone.is_decoder else "",
                 "metrics": metrics,
                 "data": data_record(cfg, c),
                 **({"curve": curve_record(train_res, task, metrics, preds)} if cfg.trainer.curve_at and cfg.do_eval else {}),
-                "train": _train_summary(train_res, acc.num_processes),
+                "train": {**_train_summary(train_res, acc.num_processes),
+                          "effective_batch": effective_batch(cfg.trainer, acc.num_processes)},
                 "memory": peak_memory(),
                 "method_values": method.log_values(),
                 "notes": cfg.notes,
@@ -212,6 +217,14 @@ def method_json(cfg, c) -> dict:
         "hidden_size": c.backbone.hidden_size,
         "embexp_version": __version__,
     }
+
+
+def effective_batch(t, world_size: int):
+    """Examples per optimizer step: per-device batch x trainer.grad_accum x devices; a list (one per
+    stage) under trainer.curriculum_batch_size."""
+    sizes = list(t.get("curriculum_batch_size") or []) if t.get("curriculum") else []
+    eff = [int(b) * t.grad_accum * world_size for b in (sizes or [t.batch_size])]
+    return eff if sizes else eff[0]
 
 
 def _train_summary(res, world_size: int = 1) -> dict:

@@ -51,9 +51,11 @@ class TreeConfig(TaskConfig):
     name: str = f("tree", "Task family (the file under conf/task).")
     subset: str = f("small", "Curriculum stage: small, xsmall, medium, xmedium, large or x3large.")
     eval_split: str = f("test", "Split used for evaluation (the authors call the held-out trees 'test').")
-    num_train_trees: int = f(400, "Trees generated for training (the authors: 490k per stage = 98% of 500k).")
-    num_eval_trees: int = f(100, "Trees generated for evaluation (the authors: 10k per stage = 2% of 500k).")
-    max_pairs_per_tree: int = f(-1, "Questions per tree: -1 = every ordered pair of distinct nodes (the authors); else a random sample of that many.")
+    num_train_trees: int = f(400, "Trees generated for training, the select_size held-out trees included (ours, CPU-sized; the authors: 490k per stage = 98% of 500k; make ktoken_table1: the paper's 2.45M questions, 500k trees x 5 questions with 10k held out for the gate).")
+    num_eval_trees: int = f(100, "Trees generated for evaluation, the reported 'test' split (the authors: 10k per stage = 2% of 500k; the paper: 50k questions = 10k trees x 5).")
+    max_pairs_per_tree: int = f(-1, "Questions per tree: -1 = every ordered pair of distinct nodes (the authors' generator); else a random sample of that many (5: the paper's 2.45M questions from 490k trees).")
+    select_split: str = f("train_holdout", "Rows that a trainer.curriculum's gate (and select_best) reads: train_holdout (default, ours) = select_size training trees held out with all their questions, never trained on; '' = none (a curriculum then needs trainer.select_on=reported, the authors' gate on the test split).")
+    select_size: int = f(20, "select_split=train_holdout on generated rows: training TREES held out for the gate (ours: 20 of the default 400; the authors' test share is 2%); with task.data_dir or a fixture, rows as for other tasks.", ge=1, also=(-1,))
     seed: int = f(42, "Generator seed; stage i (curriculum order) uses seed + i, as the authors' generate_curriculum_datasets.py.")
     max_source_tokens: int = f(1024, "Truncate the prompt to this many tokens (an x3large tree is ~600 tokens).")
     max_target_tokens: int = f(8, "Truncate training targets to this many tokens.")
@@ -116,8 +118,16 @@ def tree_rows(tree, rng: random.Random, max_pairs: int) -> list[dict]:
     t = render(tree)
     nodes = [(name, parent) for name, _, parent in walk(tree)]
     edges = {(p, c) for c, p in nodes if p is not None}
-    pairs = [(p, c) for p, _ in nodes for c, _ in nodes if p != c]
-    pairs = rng.sample(pairs, max_pairs) if 0 <= max_pairs < len(pairs) else rng.sample(pairs, len(pairs))
+    n = len(nodes)
+    if 0 <= max_pairs < n * (n - 1):
+        # the same draw as rng.sample(all_pairs, max_pairs) (sample picks by position), without building
+        # the n*(n-1) pairs: an x3large tree has ~22k, and the paper-sized stage 500k trees
+        def pair(i):
+            a, b = divmod(i, n - 1)
+            return nodes[a][0], nodes[b + (b >= a)][0]
+        pairs = [pair(i) for i in rng.sample(range(n * (n - 1)), max_pairs)]
+    else:
+        pairs = rng.sample([(p, c) for p, _ in nodes for c, _ in nodes if p != c], n * (n - 1))
     return [{"indent_tree": t, "parent": p, "child": c, "label": "true" if (p, c) in edges else "false",
              "task_type": "parent_child"} for p, c in pairs]
 
@@ -153,34 +163,50 @@ class TreeTask(Task):
         if self.resolved_source() != "generate":
             return super().load(which)
         self.check_which(which)
-        if which != "eval" and self.holdout:  # the selection rows: a carve of the generated training rows
-            rows = self.carve(self.generate("train"), which)
-            cap = self.cfg.max_train_samples if which == "train" else -1
-            return rows[:cap] if cap >= 0 else rows
-        if which == "select":
+        if which == "select" and not self.holdout:
             raise EmbexpError(f"task.select_split='{self.select_split}': generated tree rows have only train and "
                               f"eval trees (choose from: {TRAIN_HOLDOUT}, '', or task.data_dir with that split)")
-        cap = self.cfg.max_train_samples if which == "train" else self.cfg.max_eval_samples
+        cap = {"train": self.cfg.max_train_samples, "eval": self.cfg.max_eval_samples, "select": -1}[which]
         rows = self.generate(which, cap)
         if not rows:
             raise EmbexpError(f"empty dataset: task {self.display_name} generated no '{which}' rows (check num_*_trees)")
         return rows
 
+    def trees(self) -> list:
+        """The stage's generated trees (train and eval), built once per task object."""
+        cfg = self.cfg
+        if getattr(self, "_trees", None) is None:
+            gen = random.Random(cfg.seed + list(STAGES).index(cfg.subset))
+            self._trees = [generate_tree(gen, *STAGES[cfg.subset]) for _ in range(cfg.num_train_trees + cfg.num_eval_trees)]
+        return self._trees
+
     def generate(self, which: str, cap: int = -1) -> list[dict]:
-        """The stage's rows for ``which`` (train / eval), generated as the authors do (see module doc)."""
+        """The stage's rows for ``which`` (train / eval / select), generated as the authors do (see
+        module doc). With select_split=train_holdout, ``select_size`` of the training TREES (drawn with
+        ``Random(select_seed)``) are held out with all their questions: select is their rows, train the
+        rest; each tree's questions are the same with or without the carve."""
         cfg, stage = self.cfg, self.cfg.subset
         seed = cfg.seed + list(STAGES).index(stage)
-        gen = random.Random(seed)
-        trees = [generate_tree(gen, *STAGES[stage]) for _ in range(cfg.num_train_trees + cfg.num_eval_trees)]
+        trees = self.trees()
         order = list(range(len(trees)))
         random.Random(seed).shuffle(order)
-        ids = order[: cfg.num_train_trees] if which == "train" else order[cfg.num_train_trees :]
-        pair_rng = random.Random(f"{seed}/{which}/pairs")
+        ids = order[: cfg.num_train_trees] if which != "eval" else order[cfg.num_train_trees :]
+        keep = None
+        if which != "eval" and self.holdout:
+            k = cfg.select_size
+            if not 0 < k < len(ids):
+                raise EmbexpError(f"task.select_size={k}: generated tree rows hold out whole training trees, between 1 "
+                                  f"and {len(ids) - 1} (task.num_train_trees={cfg.num_train_trees})")
+            held = set(random.Random(cfg.select_seed).sample(range(len(ids)), k))
+            keep = [(pos in held) == (which == "select") for pos in range(len(ids))]
+        pair_rng = random.Random(f"{seed}/{'eval' if which == 'eval' else 'train'}/pairs")
         rows = []
-        for i in ids:
+        for pos, i in enumerate(ids):
             if 0 <= cap <= len(rows):
                 break
-            rows += tree_rows(trees[i], pair_rng, cfg.max_pairs_per_tree)
+            r = tree_rows(trees[i], pair_rng, cfg.max_pairs_per_tree)  # drawn for every tree: the same stream
+            if keep is None or keep[pos]:
+                rows += r
         return rows[:cap] if cap >= 0 else rows
 
     def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:

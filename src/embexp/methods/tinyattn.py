@@ -276,7 +276,8 @@ class TinyAttention(Method):
         x = get("input_ids")
         x = get("inputs_embeds") if x is None else x
         b, t = x.shape[0], x.shape[1]
-        cache = get("past_key_values") if self.is_decoder else None
+        # the KV cache: `cache` from transformers 5.24 on, `past_key_values` before (still accepted, renamed)
+        cache = (get("cache") if get("cache") is not None else get("past_key_values")) if self.is_decoder else None
         past = int(cache.get_seq_length()) if cache is not None and hasattr(cache, "get_seq_length") else 0
         mask = get("attention_mask")
         dev = x.device

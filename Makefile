@@ -41,5 +41,11 @@ bench: install  ## training throughput of embexp against a plain PyTorch loop (d
 clean:  ## remove run outputs (keeps .venv)
 	rm -rf outputs multirun
 
-# Paper tables: one file per paper under mk/ (make table1 DRY_RUN=1 prints the sweep).
+# Paper tables: one file per paper under mk/, each target one `python -m embexp.sweep <paper>/<table>`
+# (a spec under conf/sweep/). DRY_RUN=1 prints the commands; EXTRA is appended to every train and
+# analyze command (EXTRA="debug=smoke": offline, seconds per cell); SEEDS and MODELS replace the spec's.
+EXTRA ?=
+SWEEP = $(PY) -m embexp.sweep --py $(PY) $(if $(DRY_RUN),--dry-run) --extra "$(EXTRA)"
+sweep_seeds = $(if $(SEEDS),seeds="$(SEEDS)")
+sweep_models = $(if $(MODELS),models="$(MODELS)")
 -include mk/*.mk

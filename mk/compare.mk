@@ -2,10 +2,10 @@
 #   make compare                       SmolLM2 (decoder methods) and MiniLM (encoder methods) on 600 real SST-2 rows, then the tables
 #   make compare DRY_RUN=1             print the exact commands only
 #   make compare EXTRA="debug=smoke"   tiny models and fixtures, offline, seconds per run
-COMPARE_SEEDS ?= $(if $(SEEDS),$(SEEDS),0)
-COMPARE_STEPS ?= 100
-EXTRA ?=
+# Runs python -m embexp.sweep compare/sst2 (conf/sweep/compare/sst2.yaml; the Makefile's SWEEP). Its data:
+# $EMBEXP_DATA/glue/sst2/validation.jsonl (the real rows), split once into outputs/compare/sst2.
+COMPARE_STEPS ?=
 
 .PHONY: compare
 compare: install  ## every method on the same footing: quality, #TP, memory, speed, export (tables/compare, Pareto PNG)
-	$(if $(DRY_RUN),@)$(PY) scripts/compare_sweep.py $(if $(DRY_RUN),--dry-run) --py $(PY) --seeds "$(COMPARE_SEEDS)" --steps $(COMPARE_STEPS) --extra "$(EXTRA)"
+	$(if $(DRY_RUN),@)$(SWEEP) $(sweep_seeds) $(if $(COMPARE_STEPS),steps=$(COMPARE_STEPS)) compare/sst2

@@ -13,39 +13,17 @@
 # (steps, batch, warm-up) with its own. Default data: SNLI + MNLI train from the hub (the paper).
 # Dropout: both encoders run at 0 and at PETE_DROPOUT (0.1: the paper's baseline; PETE's cell is the dropout-0 run).
 # Runs use trainer.resume=true: finished runs are skipped.
-PETE_SEEDS ?= $(if $(SEEDS),$(SEEDS),0)
-PETE_RECIPE ?= paper
-PETE_RECIPES := paper cpu
+# Each target runs python -m embexp.sweep pete/<table> (conf/sweep/pete/; the Makefile's SWEEP).
+PETE_RECIPE ?=
 PETE_STEPS ?=
-PETE_DROPOUT ?= 0.1
+PETE_DROPOUT ?=
 PETE_DATA ?=
-PETE_TRAIN ?= trainer=pete_$(PETE_RECIPE)$(if $(PETE_STEPS), trainer.max_steps=$(PETE_STEPS))
-PETE_OUT ?= tables/pete
-EXTRA ?=
-PETE_RUNS = $(if $(findstring debug=smoke,$(EXTRA)),outputs/smoke,outputs)
-PETE_DO = $(if $(DRY_RUN),@echo ,)
-# dropout p on every ModernBERT dropout, for the from-scratch model and its debug=smoke twin
-pete_dropout = $(foreach k,attention_dropout mlp_dropout embedding_dropout,++model.scratch.$(k)=$(1) ++model.tiny.$(k)=$(1))
-pete_comma := ,
-pete_empty :=
-pete_space := $(pete_empty) $(pete_empty)
-_pete_csv = $(subst $(pete_space),$(pete_comma),$(strip $(1)))
-pete_recipe_ok = $(if $(filter 1,$(words $(PETE_RECIPE))),$(filter $(PETE_RECIPE),$(PETE_RECIPES)))
-# DRY_RUN=1 also prints the recipe: the settings of conf/trainer/pete_<recipe>.yaml, as the runs get them
-define pete_recipe_note
-$(if $(pete_recipe_ok),,$(error PETE_RECIPE='$(PETE_RECIPE)' is not a PETE recipe (choose from: $(PETE_RECIPES))))
-$(if $(DRY_RUN),@printf '# PETE_RECIPE=%s$(pete_comma) trainer=pete_%s: %s%s\n' "$(PETE_RECIPE)" "$(PETE_RECIPE)" "$$(sed -n 's/^\([a-z_0-9]*\): *\([^#]*[^# ]\).*/\1=\2/p' conf/trainer/pete_$(PETE_RECIPE).yaml | tr '\n' ' ' | sed 's/ $$//')" "$(if $(PETE_STEPS),; PETE_STEPS: max_steps=$(PETE_STEPS))$(if $(findstring debug=smoke,$(EXTRA)),; debug=smoke replaces the budget (steps$(pete_comma) batch$(pete_comma) warm-up))")
-endef
-define pete_sweep
-$(PETE_DO)$(PY) -m embexp.train -m method=pete,full_ft model=scratch_encoder task=nli_pairs seed=$(call _pete_csv,$(PETE_SEEDS)) tag=drop$(1) $(PETE_TRAIN) trainer.resume=true $(call pete_dropout,$(1)) $(PETE_DATA) $(EXTRA)
-endef
+PETE_OUT ?=
+PETE_VARS = $(if $(PETE_RECIPE),recipe="$(PETE_RECIPE)") $(if $(PETE_STEPS),steps=$(PETE_STEPS)) \
+  $(if $(PETE_DROPOUT),dropout=$(PETE_DROPOUT)) $(if $(PETE_DATA),data_args="$(PETE_DATA)") $(if $(PETE_OUT),out=$(PETE_OUT))
 
 .PHONY: pete_table
 pete_table: install  ## PETE vs the standard 2L/2H d=512 encoder: parameters, STS-B Spearman, time per step/epoch, dropout off/on (PETE_RECIPE=paper|cpu)
-	$(pete_recipe_note)
-	$(PETE_DO)$(PY) -m embexp.analyze params models=[scratch_encoder] methods=[full_ft,pete] num_labels=0 breakdown=true out=$(PETE_OUT)/params
-	$(call pete_sweep,0)
-	$(call pete_sweep,$(PETE_DROPOUT))
-	$(PETE_DO)$(PY) -m embexp.analyze pete runs=$(PETE_RUNS) out=$(PETE_OUT)/comparison
+	$(if $(DRY_RUN),@)$(SWEEP) $(sweep_seeds) $(PETE_VARS) pete/table2
 
 tables:: pete_table

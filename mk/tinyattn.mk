@@ -4,25 +4,25 @@
 #   make tinyattn_table8 EXTRA="debug=smoke"   append overrides to every command (offline end-to-end check)
 #   make tinyattn_table1 SEEDS="1 2 3 4"        FewGLUE CB/RTE on ALBERT-xxlarge, PET cloze prompts (FEWGLUE_DATA=folder with super_glue/)
 # Not here: Table 9 (GLUE test set: GLUE server).
-TINYATTN_SEEDS ?= $(if $(SEEDS),$(SEEDS),0)
-EXTRA ?=
+# Each target runs python -m embexp.sweep tinyattn/<table> (conf/sweep/tinyattn/; the Makefile's SWEEP).
 # SELECT_ON=heldout|reported|both (default both): the GLUE tables' held-out cells (ours), the paper's
 # protocol (selected on the reported dev split, marked in the table), or both
-SELECT_ON ?= both
-TINYATTN_SWEEP = $(PY) scripts/tinyattn_sweep.py $(if $(DRY_RUN),--dry-run) --py $(PY) --seeds "$(TINYATTN_SEEDS)" --extra "$(EXTRA)" $(if $(FEWGLUE_DATA),--fewglue-data "$(FEWGLUE_DATA)") --select-on $(SELECT_ON)
+SELECT_ON ?=
+FEWGLUE_DATA ?=
+TINYATTN_SWEEP = $(SWEEP) $(sweep_seeds) $(if $(SELECT_ON),select_on=$(SELECT_ON))
 
 .PHONY: tinyattn_table1 tinyattn_table2 tinyattn_table8 tinyattn_table10 tinyattn_table11 tinyattn_table12 tinyattn_params
 tinyattn_table1: install  ## Tiny-Attention Table 1: FewGLUE CB and RTE (32 rows), ALBERT-xxlarge, PET cloze prompts scored by the masked-LM head
-	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) table1
+	$(if $(DRY_RUN),@)$(SWEEP) $(sweep_seeds) $(if $(FEWGLUE_DATA),fewglue_data="$(FEWGLUE_DATA)") tinyattn/table1
 tinyattn_table8: install  ## Tiny-Attention Table 8: GLUE dev, roberta-large, 1H (8 tasks) and 4H warm-started (CoLA RTE MRPC QNLI)
-	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) table8
+	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) tinyattn/table8
 tinyattn_table2: install  ## Tiny-Attention Table 2 + Fig. 4: roberta-base vs roberta-large drop on MNLI and SST-2
-	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) table2
+	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) tinyattn/table2
 tinyattn_table10: install  ## Tiny-Attention Table 10: sequential vs parallel placement (roberta-base, SST-2 and MNLI)
-	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) table10
+	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) tinyattn/table10
 tinyattn_table11: install  ## Tiny-Attention Table 11: 4H with and without parameter averaging (CoLA, RTE)
-	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) table11
+	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) tinyattn/table11
 tinyattn_table12: install  ## Tiny-Attention Table 12: 1H4D (head_dim 4) vs 1H (CoLA, RTE)
-	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) table12
+	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) tinyattn/table12
 tinyattn_params: install  ## Tiny-Attention trainable parameters (1H, 4H, authors' MHA) on roberta(-base), ALBERT-xxlarge, MiniLM
 	$(PY) -m embexp.analyze params "models=[roberta,roberta_base,albert_xxlarge,minilm]" "methods=[tinyattn]"

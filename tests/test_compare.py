@@ -1,4 +1,4 @@
-"""The comparison of every method (python -m embexp.report table=compare; scripts/compare_sweep.py, make compare)."""
+"""The comparison of every method (python -m embexp.report table=compare; conf/sweep/compare/sst2.yaml, make compare)."""
 
 from __future__ import annotations
 
@@ -11,18 +11,32 @@ from pathlib import Path
 import pytest
 
 from conftest import compose, run_train
-from embexp import EmbexpError
+from embexp import EmbexpError, sweep
 from embexp.methods import METHODS
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-import compare_sweep  # noqa: E402
+ELSEWHERE = {"pete": "trained from scratch with its encoder (make pete_table)",
+             "repeat_prompt": "a generation-task baseline (TinyTE Table 8: Alpaca), not a classifier"}
+
+
+def compare_commands(*assignments: str, extra: tuple = ()) -> list[list[str]]:
+    """The train commands of the comparison's spec (module arguments, the runner's additions included)."""
+    _, cmds = sweep.commands("compare/sst2", list(assignments), list(extra))
+    return [sweep.with_extra(c, list(extra), "compare") for c in cmds if c["kind"] == "train"]
+
+
+def methods_of(model: str) -> list[str]:
+    return [a.split("=", 1)[1] for c in compare_commands() if f"model={model}" in c for a in c if a.startswith("method=")]
+
+
+DECODER, ENCODER = methods_of("smollm2"), methods_of("minilm")
 
 
 def test_the_sweep_covers_every_registered_method():
-    covered = set(compare_sweep.DECODER) | set(compare_sweep.ENCODER) | set(compare_sweep.ELSEWHERE)
+    covered = set(DECODER) | set(ENCODER) | set(ELSEWHERE)
     assert covered == {n for n in METHODS if not n.startswith("_")}
-    assert set(compare_sweep.LR) == (set(compare_sweep.DECODER) | set(compare_sweep.ENCODER)) - {"zero_shot"}
+    lrs = {a.split("=", 1)[1]: c for c in compare_commands() for a in c if a.startswith("method=")}
+    assert all(any(a.startswith("trainer.lr=") for a in c) for m, c in lrs.items() if m != "zero_shot")
 
 
 def test_make_compare_dry_run_prints_one_command_per_method_and_model():
@@ -30,7 +44,7 @@ def test_make_compare_dry_run_prints_one_command_per_method_and_model():
     assert r.returncode == 0, r.stderr
     cmds = [shlex.split(line) for line in r.stdout.splitlines()]
     train = [c for c in cmds if c[1:3] == ["-m", "embexp.train"]]
-    assert len(train) == len(compare_sweep.DECODER) + len(compare_sweep.ENCODER)
+    assert len(train) == len(DECODER) + len(ENCODER)
     assert cmds[-1][1:4] == ["-m", "embexp.report", "table=compare"]
     steps = {c for cmd in train for c in cmd if c.startswith(("trainer.max_steps=", "trainer.batch_size="))}
     assert steps == {"trainer.max_steps=100", "trainer.batch_size=8"}  # the same footing for every method
@@ -38,9 +52,9 @@ def test_make_compare_dry_run_prints_one_command_per_method_and_model():
 
 def test_the_smoke_sweep_gives_one_row_per_method_and_no_unexplained_empty_cell(tmp_path):
     root = tmp_path / "runs"
-    for cmd in compare_sweep.commands(sys.executable, [0], 2, ["debug=smoke"], str(root)):
-        cfg = compose(*cmd[3:])
-        run_train(cfg, root / cmd[3].split("=")[1] / cmd[4].split("=")[1])
+    for args in compare_commands("steps=2", extra=("debug=smoke",)):
+        cfg = compose(*args)
+        run_train(cfg, root / args[0].split("=")[1] / args[1].split("=")[1])
     from embexp.report import compare
     from omegaconf import OmegaConf
 
@@ -50,7 +64,7 @@ def test_the_smoke_sweep_gives_one_row_per_method_and_no_unexplained_empty_cell(
     for path in out.glob("compare_*.csv"):
         rows = list(csv.DictReader(path.open()))
         model = "smollm2" if "smollm2" in path.name else "minilm"
-        want = compare_sweep.DECODER if model == "smollm2" else compare_sweep.ENCODER
+        want = DECODER if model == "smollm2" else ENCODER
         assert sorted(r["method"] for r in rows) == sorted(want)
         for r in rows:
             empty = {k for k, v in r.items() if v == "" and not k.endswith((" se", " seeds"))}

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import shlex
@@ -14,7 +16,7 @@ import pytest
 import torch
 
 from conftest import compose, run_cli, run_train, smoke
-from embexp import EmbexpError
+from embexp import EmbexpError, sweep
 from embexp.data import Featurizer, collate
 from embexp.inference import compression_metrics, continuation_ids
 from embexp.methods import build_method
@@ -175,11 +177,12 @@ def test_llmlingua_glue_decodes_compresses_and_tokenises_again(monkeypatch):
     assert FakeCompressor.calls[-1] == ("init", "/models/scorer", "cpu", {"trust_remote_code": False}, {})
 
 
-# ---- the paper's sweeps (scripts/ktoken_sweep.py, mk/ktoken.mk) ----------------------------------
-def sweep_commands(table: str) -> list[list[str]]:
-    r = subprocess.run([sys.executable, "scripts/ktoken_sweep.py", table, "--dry-run", "--extra", "debug=smoke"], cwd=REPO,
-                       capture_output=True, text=True, check=True, env=ENV)
-    return [shlex.split(line) for line in r.stdout.splitlines() if " -m embexp.train " in line]
+# ---- the paper's sweeps (conf/sweep/ktoken/, mk/ktoken.mk) ----------------------------------------
+def sweep_commands(table: str, *assignments: str) -> list[list[str]]:
+    from embexp.sweep import command_lines
+
+    cmds = command_lines(f"ktoken/{table}", ["seeds=42", *assignments], ["debug=smoke"])  # one seed: one run per cell
+    return [[sys.executable, *c] for c in cmds if c[1] == "embexp.train"]
 
 
 def test_every_sweep_command_composes_with_debug_smoke():
@@ -203,9 +206,9 @@ def test_every_sweep_command_composes_with_debug_smoke():
 def test_make_target_calls_the_sweep():
     r = subprocess.run(["make", "-n", "-s", "ktoken_table3", "DRY_RUN=1", "PY=python"], cwd=REPO, capture_output=True,
                        text=True, env=ENV)  # -n: prints the recipes (and never installs anything)
-    line = next(ln for ln in r.stdout.splitlines() if "ktoken_sweep.py" in ln)
+    line = next(ln for ln in r.stdout.splitlines() if "embexp.sweep" in ln)
     args = shlex.split(line)
-    assert args[:3] == ["python", "scripts/ktoken_sweep.py", "--dry-run"] and args[-1] == "table3"
+    assert args[:3] == ["python", "-m", "embexp.sweep"] and "--dry-run" in args and args[-1] == "ktoken/table3"
     out = subprocess.run([sys.executable, *args[1:]], cwd=REPO, capture_output=True, text=True, check=True, env=ENV).stdout
     lines = [ln for ln in out.splitlines() if "-m embexp.train" in ln]
     assert len(lines) == 18 and all("task=commitpack" in ln for ln in lines)  # three seeds: the paper's best of three
@@ -246,11 +249,13 @@ def _sweep():
 
 
 def test_sweep_states_the_effective_batch_tree_size_and_protocol_of_each_cell():
+    from embexp.sweep import command_lines
 
-    def cmds(*args):
-        r = subprocess.run([sys.executable, "scripts/ktoken_sweep.py", *args, "--dry-run"], cwd=REPO, capture_output=True,
-                           text=True, env=ENV)
-        return r, [shlex.split(ln) for ln in r.stdout.splitlines() if " -m embexp.train " in ln]
+    def cmds(table, *assignments):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert sweep.main([f"ktoken/{table}", "--dry-run", "--py", "python", "seeds=42", *assignments]) == 0
+        return out.getvalue(), [shlex.split(ln) for ln in out.getvalue().splitlines() if " -m embexp.train " in ln]
 
     from embexp.train import effective_batch
 
@@ -260,24 +265,24 @@ def test_sweep_states_the_effective_batch_tree_size_and_protocol_of_each_cell():
 
     # Tables 2 and 3: the authors' 3 per GPU x 4 GPUs x accumulation 4 = 48, as 3 x accumulation 16 on one device
     for table in ("table2", "table3"):
-        r, cs = cmds(table)
-        assert r.stdout.startswith(f"# {table}: seeds [42] (N=1; the paper: best of 3 runs); effective batch 48 =")
+        text, cs = cmds(table)
+        assert text.startswith(f"# {table}: seeds 42 (N=1; the paper: best of 3 runs); effective batch 48 ="), text
         assert {eff(c)[0] for c in cs} == {48} and all(eff(c)[1].trainer.batch_size == 3 for c in cs)
     # Table 1: the authors' per-stage per-GPU table x 16; the paper's tree size (2.45M questions) by default
-    r, cs = cmds("table1")
+    _, cs = cmds("table1")
     got = {eff(c)[1].tag: eff(c) for c in cs}
     assert got["k4"][0] == [5120, 5120, 3072, 2048, 768, 256]
     assert got["k2"][0] == got["k3"][0] == got["uncompressed"][0] == [4512, 3072, 2304, 1536, 768, 256]
     t = got["k4"][1].task
     assert (t.num_train_trees - t.select_size) * t.max_pairs_per_tree == 2_450_000 and t.num_eval_trees * 5 == 50_000
     assert t.select_split == "train_holdout" and got["k4"][1].trainer.select_on == "heldout"
-    _, small = cmds("table1", "--tree-size", "small")
+    _, small = cmds("table1", "tree=small")
     assert compose(*small[0][3:]).task.num_train_trees == 5000
-    _, paper = cmds("ablation", "--select-on", "reported")
+    _, paper = cmds("ablation", "select_on=reported")
     cfg = compose(*paper[0][3:])
     assert (cfg.trainer.select_on, cfg.task.select_split, cfg.tag) == ("reported", "", "init_average_paper")
-    r, _ = cmds("table2", "--select-on", "reported")
-    assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("embexp: error: --select-on reported")
+    with pytest.raises(EmbexpError, match="unknown sweep variable 'select_on'"):  # only the tree tables select
+        command_lines("ktoken/table2", ["select_on=reported"])
 
 
 def test_ktoken_tables_show_best_of_n_mean_se_runs_and_effective_batch(tmp_path):

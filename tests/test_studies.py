@@ -15,12 +15,11 @@ import torch
 from omegaconf import OmegaConf
 
 from conftest import CONF, compose
-from embexp import EmbexpError
+from embexp import EmbexpError, sweep
 from embexp.studies import ablation, lengths, params
 
 ROOT = CONF.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import tinyte_sweep  # noqa: E402
+TINYTE_SPECS = [n for n in sweep.spec_names() if n.startswith("tinyte/")]
 
 
 # ---- ablation: pure functions ----------------------------------------------------------------------
@@ -331,8 +330,10 @@ def test_make_dry_run_commands_compose_and_name_existing_configs():
 
 def test_every_sweep_names_existing_experiments_that_compose():
     experiments, ablations = set(), 0
-    for table in tinyte_sweep.TABLES:
-        for args in tinyte_sweep.sweep(table, tinyte_sweep.MODELS, [0, 1]):
+    for spec in TINYTE_SPECS:
+        for args in sweep.command_lines(spec, ["seeds=0 1"]):
+            if args[1] in ("embexp.report", "embexp.judge"):
+                continue
             if args[1] == "embexp.train":
                 experiments.add(tuple(a for a in args[2:] if a.startswith(("experiment=", "task."))))
             else:
@@ -345,8 +346,8 @@ def test_every_sweep_names_existing_experiments_that_compose():
         cfg = compose(f"experiment={e}", "model=gemma2", "debug=smoke")
         assert cfg.trainer.optimizer == "adam" and cfg.trainer.grad_accum == 1  # paper trainer, then the smoke preset
     assert ablations == 2 * (3 * 2 * 2) + 3 * 2 + 3  # random (Tables 4, 9): models x tasks x seeds; variance: first seed only; table8: p=30% per model
-    table3 = tinyte_sweep.sweep("table3", ["gemma2"], [0])
-    assert ["-m", "embexp.train", "experiment=tinyte_full_copa", "model=gemma2", "seed=0"] in table3
+    table3 = sweep.command_lines("tinyte/table3", ["models=gemma2"])
+    assert ["-m", "embexp.train", "experiment=tinyte_full_copa", "model=gemma2", "seed=0", "trainer.resume=true"] in table3
     assert sum("task.subset=all" in a for a in table3) == 2  # TinyTE and prompt tuning multitask
 
 
@@ -355,10 +356,10 @@ def test_table9_dry_run_and_table10_nli_rows_only_with_a_judge():
     assert len(cmds) == 7 and cmds[-1][1:4] == ["-m", "embexp.report", "table=9"]
     for cmd in cmds[:-1]:
         assert cmd[1:4] == ["-m", "embexp.analyze", "ablation"] and cmd[-1] == "debug=smoke"
-        assert "sorting=random" in cmd and "metric=nli" in cmd and f"judge.model={tinyte_sweep.DEFAULT_NLI_JUDGE}" in cmd
+        assert "sorting=random" in cmd and "metric=nli" in cmd and "judge.model=google/t5_xxl_true_nli_mixture" in cmd
         OmegaConf.merge(OmegaConf.structured(ablation.Config), OmegaConf.from_dotlist([a for a in cmd if "=" in a]))
     assert all("metric=" not in " ".join(c) for c in printed("table10"))
-    with_judge = [c for c in tinyte_sweep.sweep("table10", ["gemma2"], [0], nli_judge="tiny_llama")]
+    with_judge = [c for c in sweep.command_lines("tinyte/table10", ["models=gemma2", "nli_judge=tiny_llama"]) if "ablation" in c]
     assert with_judge and all(c[-2:] == ["metric=both", "judge.model=tiny_llama"] for c in with_judge)
 
 

@@ -176,21 +176,17 @@ def test_zero_shot_advbench_reads_no_training_rows(tmp_path):
 # ---- Table 6: the sweep and the rendering ---------------------------------------------------------
 def sweep_lines(capsys, *args) -> list[list[str]]:
     import shlex
-    import sys
 
-    from conftest import CONF
+    from embexp import sweep
 
-    sys.path.insert(0, str(CONF.parent / "scripts"))
-    import tinyte_sweep
-
-    assert tinyte_sweep.main(["table6", "--dry-run", "--py", "python", *args]) == 0
+    assert sweep.main(["tinyte/table6", "--dry-run", "--py", "python", *args]) == 0
     return [shlex.split(line) for line in capsys.readouterr().out.splitlines()]
 
 
 def test_table6_dry_run_commands(capsys, tmp_path):
     from conftest import compose
 
-    cmds = sweep_lines(capsys, "--seeds", "0 1", "--extra", f"debug=smoke output_root={tmp_path}", "--judge", "tiny_llama")
+    cmds = sweep_lines(capsys, "seeds=0 1", "--extra", f"debug=smoke output_root={tmp_path}", "judge=tiny_llama")
     train = [c for c in cmds if c[2] == "embexp.train"]
     assert len(train) == 3 * (1 + 2 + 2)  # per model: vanilla (first seed), gated on bsd and on advbench x 2 seeds
     assert all("judge.model=tiny_llama" in c and c[-2:] == ["debug=smoke", f"output_root={tmp_path}"] for c in train)

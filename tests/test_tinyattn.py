@@ -416,13 +416,11 @@ def test_four_module_run_saves_the_averaged_adapter_and_reevaluates(runs, tmp_pa
     assert {k: v for k, v in new.items() if not k.endswith("seconds")} == {k: v for k, v in old.items() if not k.endswith("seconds")}
 
 
-# ---- the paper's sweeps (scripts/tinyattn_sweep.py, mk/tinyattn.mk) ----------------------------------
+# ---- the paper's sweeps (conf/sweep/tinyattn/, mk/tinyattn.mk) ---------------------------------------
 def sweep_commands(table: str) -> list[list[str]]:
-    r = subprocess.run([sys.executable, "scripts/tinyattn_sweep.py", table, "--dry-run", "--extra", "debug=smoke"], cwd=REPO,
-                       capture_output=True, text=True, check=True)
-    import shlex
+    from embexp.sweep import command_lines
 
-    return [shlex.split(line) for line in r.stdout.splitlines() if " -m embexp.train " in line]
+    return [[sys.executable, *c] for c in command_lines(f"tinyattn/{table}", [], ["debug=smoke"]) if c[1] == "embexp.train"]
 
 
 def test_every_sweep_command_composes_with_debug_smoke_and_every_experiment_is_used():

@@ -24,6 +24,7 @@ ANALYSES = {
     "correlation": "embexp.studies.correlation",
     "lengths": "embexp.studies.lengths",
     "vocab": "embexp.studies.vocab",
+    "split": "embexp.studies.split",
     "pema": "embexp.studies.pema_tables",
     "pete": "embexp.studies.pete_table",
 }

@@ -54,8 +54,9 @@ def check(cfg, task) -> None:
     bad = [s for s in stages if s not in task.subsets]
     if bad:
         raise EmbexpError(f"unknown trainer.curriculum stage '{bad[0]}' for task {cfg.task.name} (choose from: {', '.join(task.subsets)})")
-    if t.resume or t.save_every > 0:
-        raise EmbexpError("trainer.curriculum does not support checkpoints (set trainer.resume=false trainer.save_every=0)")
+    if t.save_every > 0:  # trainer.resume=true is allowed: a complete run is skipped, any other starts at its first stage
+        raise EmbexpError("trainer.curriculum keeps no checkpoints (set trainer.save_every=0; trainer.resume=true only skips a "
+                          "complete run)")
     if t.curriculum_max_rounds < 1:
         raise EmbexpError(f"trainer.curriculum_max_rounds={t.curriculum_max_rounds} must be >= 1")
 
@@ -87,9 +88,9 @@ def fit(cfg, c, acc) -> TrainResult:
         gate_on = gate_rows(cfg)
         evals, read = task.examples(gate_on), task.split_name(gate_on)
         gate = t.curriculum_final_gate if i == len(stages) - 1 else t.curriculum_gate
-        ts = t
+        ts = copy.deepcopy(t)
+        OmegaConf.update(ts, "resume", False)  # a stage's round never continues a checkpoint (there are none)
         if t.get("curriculum_batch_size"):  # this stage's per-device batch (the authors' per-stage table)
-            ts = copy.deepcopy(t)
             OmegaConf.update(ts, "batch_size", int(t.curriculum_batch_size[i]))
         for r in range(t.curriculum_max_rounds):
             trainer = Trainer(c.method, ts, acc, train, [], pad_id, cfg.seed * 1009 + k)

@@ -245,6 +245,23 @@ def read_previous(out: Path, settings: dict, n_ps: int):
     return prev, lines[0]["outputs"], [x["outputs"] for x in lines[1:]]
 
 
+def train_config(cfg: Config):
+    """The composed train config of the plain model the study ablates (method=zero_shot, as in the paper)."""
+    overrides = [f"model={cfg.model}", f"task={cfg.task}", "method=zero_shot"]
+    overrides += [f"debug={cfg.debug}"] if cfg.debug else []
+    overrides += [f"output_root={cfg.output_root}"] if cfg.output_root else []
+    return compose_train(overrides + list(cfg.overrides))
+
+
+def output_dir(cfg: Config, tcfg=None) -> Path:
+    """cfg.out, else <output_root>/analysis/ablation/<task>[_<subset>]/<model>/<sorting>_seed<seed>."""
+    if cfg.out:
+        return Path(cfg.out)
+    tcfg = tcfg if tcfg is not None else train_config(cfg)
+    task_dir = f"{tcfg.task.name}_{tcfg.task.subset}" if tcfg.task.subset else tcfg.task.name  # Task.display_name
+    return Path(tcfg.output_root) / "analysis" / "ablation" / task_dir / tcfg.model.name / f"{cfg.sorting}_seed{cfg.seed}"
+
+
 def run(cfg: Config, judge=None) -> dict:
     """The study. `judge`: an object with the judge API (``score(kind, items)``, ``calls``) used
     instead of building ``cfg.judge`` (tests pass a fake one)."""
@@ -264,17 +281,14 @@ def run(cfg: Config, judge=None) -> dict:
     ps = sorted(float(p) for p in cfg.ps)
     if 0.0 not in ps:
         ps = [0.0] + ps  # the reference point
-    overrides = [f"model={cfg.model}", f"task={cfg.task}", "method=zero_shot"]  # the plain model, as in the paper
-    overrides += [f"debug={cfg.debug}"] if cfg.debug else []
-    overrides += [f"output_root={cfg.output_root}"] if cfg.output_root else []
-    tcfg = compose_train(overrides + list(cfg.overrides))
+    tcfg = train_config(cfg)
     with open_dict(tcfg):
         cap = tcfg.task.max_eval_samples
         tcfg.task.max_eval_samples = cfg.n_samples if cap < 0 else min(cap, cfg.n_samples)
     device = torch.device("cuda" if torch.cuda.is_available() and not tcfg.trainer.cpu else "cpu")
     task_dir = f"{tcfg.task.name}_{tcfg.task.subset}" if tcfg.task.subset else tcfg.task.name  # Task.display_name
     new_tokens = cfg.max_new_tokens or tcfg.task.max_new_tokens
-    out = Path(cfg.out) if cfg.out else Path(tcfg.output_root) / "analysis" / "ablation" / task_dir / tcfg.model.name / f"{cfg.sorting}_seed{cfg.seed}"
+    out = output_dir(cfg, tcfg)
     settings = {"model": tcfg.model.name, "model_source": tcfg.model.source, "task": task_dir, "debug": cfg.debug,
                 "overrides": list(cfg.overrides), "sorting": cfg.sorting, "seed": cfg.seed, "ps": ps, "n_samples": cfg.n_samples,
                 "max_new_tokens": new_tokens, "ablate_tied_output": cfg.ablate_tied_output}

@@ -1,0 +1,391 @@
+"""Paper tables as sweeps: ``python -m embexp.sweep <spec> [--dry-run] [--extra "..."] [name=value ...]``.
+
+A spec is a YAML file under ``conf/sweep/`` (``tinyte/table1`` is ``conf/sweep/tinyte/table1.yaml``):
+data, never code. It names the commands behind one table, in order:
+
+    vars:              the spec's variables and their defaults (seeds, models, judges, ...);
+                       ``name=value`` on the command line replaces one (a list: ``seeds="0 1 2"`` or ``seeds=[0,1,2]``)
+    steps:             a list of steps; each step is one command per combination of its ``for`` axes
+
+A step has one command key, ``train`` / ``analyze`` / ``judge`` / ``report`` / ``note`` (its
+arguments: ``python -m embexp.<key> <args>``; a note prints ``# <its pieces joined>``), and optionally:
+
+    for:     ordered axes (the first is the outermost loop): ``name: [a, b]``, ``name: $var`` (a list
+             variable), or items that are mappings binding several variables at once, e.g.
+             ``cell: [{cell: base, seeds: "{seeds:first}"}, full]`` (the base cell sees one seed)
+    let:     variables of this step (templates, read when used; ``{if: <cond>, then: a, else: b}`` chooses one)
+    if:      a condition; the command runs only where it holds
+    do:      nested steps that share this step's axes
+    run_dir_of:     train overrides whose run directory becomes ``{run_dir}`` (e.g. to judge a cell's run)
+    when_complete:  judge arguments: a train cell that is already complete is judged instead of skipped
+    extra:   false: the command does not get --extra (an analysis with no train config, e.g. params)
+
+Arguments and texts are templates: ``{name}`` is a variable; ``{name:csv}`` joins a list with commas,
+``{name:ssv}`` with spaces, ``{name:first}`` takes its first item, ``{name:len}`` counts them, ``{name:without=a+b}`` /
+``{name:only=a+b}`` filter it, ``{name:hub_id}`` is the ``id`` of ``conf/model/<name>.yaml`` and
+``{name:settings=trainer}`` the top-level settings of ``conf/trainer/<name>.yaml``; filters chain with
+``|``. ``${...}`` is Hydra's interpolation, passed through. An argument that renders empty is
+dropped; ``$name`` splices a list variable (one argument per item); an argument may be ``{if:
+<cond>, then: [...], else: [...]}``. A condition is a template, true when it renders non-empty
+(``A == B``, ``A != B``, ``A in B C`` compare; ``not C`` negates). A variable may declare its choices (``name: {default:
+v, choices: [...]}``). Built-in variables: ``smoke`` (``1`` when the extra overrides select
+``debug=smoke``), ``py``, ``data`` (``$EMBEXP_DATA``: the folder of local datasets).
+
+What the runner adds: ``--extra`` is appended to every train and analyze command; every train
+command gets ``trainer.resume=true`` (an interrupted cell continues from its checkpoint); a train cell
+whose run directory is complete, an ablation whose summary holds the command's metrics and a
+judge's reference scoring already recorded are skipped (``--force`` reruns them); the report step
+gets the extra's ``debug=`` and, with ``output_root=X``, ``runs=X out=X/tables/<paper>``. A failed
+command does not stop the sweep: the report is rendered from what finished and the runner exits 1
+listing the failures. ``--dry-run`` prints every command and runs nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from embexp import EmbexpError, cli
+
+COMMANDS = ("train", "analyze", "judge", "report", "note")
+STEP_KEYS = set(COMMANDS) | {"for", "let", "if", "do", "run_dir_of", "when_complete", "extra"}
+FIELD = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)(?::([^{}]*))?\}")  # ${...}: Hydra's, left alone
+
+
+def spec_dir() -> Path:
+    return cli.conf_dir() / "sweep"
+
+
+def spec_names() -> list[str]:
+    root = spec_dir()
+    return sorted(str(p.relative_to(root).with_suffix("")) for p in root.rglob("*.yaml"))
+
+
+def load_spec(name: str) -> dict:
+    path = spec_dir() / f"{name}.yaml"
+    if not path.is_file():
+        raise EmbexpError(f"unknown sweep '{name}' (choose from: {', '.join(spec_names())})")
+    try:
+        spec = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise EmbexpError(f"sweep spec {path}: not valid YAML ({' '.join(str(e).split())})") from None
+    unknown = set(spec) - {"paper", "vars", "steps"}
+    if unknown or not isinstance(spec.get("steps"), list):
+        raise EmbexpError(f"sweep spec {path}: needs 'steps' (a list) and only the keys paper, vars, steps "
+                          f"(got: {', '.join(sorted(spec))})")
+    spec.setdefault("vars", {})
+    return spec
+
+
+# ---- templates ---------------------------------------------------------------------------------
+class Scope(dict):
+    """Variables visible to a template: raw values (templates, lists, numbers) rendered when read."""
+
+    def child(self, values: dict) -> Scope:
+        return Scope({**self, **values})
+
+    def value(self, name: str, depth: int = 0):
+        if name not in self:
+            raise EmbexpError(f"sweep: unknown variable '{{{name}}}' (defined: {', '.join(sorted(self))})")
+        v = self[name]
+        if isinstance(v, dict) and "if" in v:  # {if: cond, then: a, else: b}: a conditional value
+            v = v.get("then", "") if holds(v["if"], self) else v.get("else", "")
+        if isinstance(v, list):
+            return [render(str(x), self, depth + 1) for x in v]
+        return render(str(v), self, depth + 1) if v is not None else ""
+
+
+def _filter(v, f: str):
+    name, _, arg = f.partition("=")
+    items = v if isinstance(v, list) else ([] if v == "" else [v])
+    if name in ("csv", "ssv"):
+        return ("," if name == "csv" else " ").join(items)
+    if name == "first":
+        return items[0] if items else ""
+    if name == "len":
+        return str(len(items))
+    if name in ("without", "only"):
+        keep = set(arg.split("+"))
+        return [x for x in items if (x in keep) == (name == "only")]
+    if name in ("hub_id", "settings"):  # a config file's hub id, or its top-level settings as written
+        text = (cli.conf_dir() / (arg or "model") / f"{v}.yaml").read_text()
+        pairs = re.findall(r"^([a-z_0-9]+): *([^#\n]*[^#\s])", text, re.M)
+        if name == "hub_id":
+            return next((val.strip('"') for key, val in pairs if key == "id"), "")
+        return " ".join(f"{key}={val}" for key, val in pairs)
+    raise EmbexpError(f"sweep: unknown template filter '{name}' (choose from: csv, ssv, first, len, without, only, hub_id, settings)")
+
+
+def render(text: str, scope: Scope, depth: int = 0) -> str:
+    if depth > 20:
+        raise EmbexpError(f"sweep: template '{text}' refers to itself")
+
+    def one(m: re.Match) -> str:
+        v = scope.value(m.group(1), depth)
+        for f in (m.group(2) or "").split("|") if m.group(2) else []:
+            v = _filter(v, f)
+        if isinstance(v, list):
+            raise EmbexpError(f"sweep: '{{{m.group(1)}}}' is a list; write {{{m.group(1)}:csv}} or {{{m.group(1)}:ssv}}")
+        return str(v)
+
+    out = FIELD.sub(one, text)
+    return out if out == text else render(out, scope, depth + 1)  # a field may build another: {note_{tree}}
+
+
+def holds(cond, scope: Scope) -> bool:
+    """A condition: ``not C``, ``A == B``, ``A != B``, ``A in B C`` (space- or comma-separated), else a
+    template that holds when it renders non-empty (and not 0/false/no)."""
+    cond = str(cond).strip()
+    if cond.startswith("not "):
+        return not holds(cond[4:], scope)
+    for op in (" == ", " != ", " in "):
+        if op in cond:
+            a, b = (render(x, scope).strip() for x in cond.split(op, 1))
+            return {" == ": a == b, " != ": a != b, " in ": a in re.split(r"[\s,]+", b)}[op]
+    return render(cond, scope).strip() not in ("", "0", "false", "False", "no")
+
+
+def args_of(items, scope: Scope) -> list[str]:
+    """Rendered arguments: empty ones dropped, ``$name`` spliced (a list variable: one argument per
+    item), ``{if: cond, then: [...], else: [...]}`` chosen."""
+    out: list[str] = []
+    for it in [items] if isinstance(items, str) else items or []:
+        if isinstance(it, dict):
+            out += args_of(it.get("then", []) if holds(it["if"], scope) else it.get("else", []), scope)
+        elif isinstance(it, str) and it.startswith("$"):
+            v = scope.value(it[1:])
+            out += [x for x in (v if isinstance(v, list) else [v]) if x != ""]
+        elif (a := render(str(it), scope)) != "":
+            out.append(a)
+    return out
+
+
+def combinations(axes: dict, scope: Scope):
+    """Every binding of the axes, outermost first; mapping items bind several variables, rendered
+    with the variables bound so far (so a row can narrow a later axis, e.g. seeds)."""
+    if not axes:
+        yield scope
+        return
+    (name, values), rest = next(iter(axes.items())), dict(list(axes.items())[1:])
+    if isinstance(values, str):
+        v = scope.value(values[1:]) if values.startswith("$") else render(values, scope)
+        values = v if isinstance(v, list) else [v]
+    for item in values:
+        row = item if isinstance(item, dict) else {name: item}
+        bound = scope.child({k: (render(v, scope) if isinstance(v, str) else v) for k, v in row.items()})
+        yield from combinations(rest, bound)
+
+
+# ---- the commands of a spec --------------------------------------------------------------------
+def expand(steps: list, scope: Scope) -> list[dict]:
+    """Each step's commands in order: {kind, args, step, scope}."""
+    out = []
+    for step in steps:
+        bad = set(step) - STEP_KEYS
+        kinds = [k for k in COMMANDS if k in step]
+        if bad or len(kinds) + ("do" in step) != 1:
+            raise EmbexpError(f"sweep: a step needs exactly one of {', '.join(COMMANDS)}, do (got keys: {', '.join(step)})")
+        for s in combinations(step.get("for") or {}, scope.child(step.get("let") or {})):
+            if "if" in step and not holds(step["if"], s):
+                continue
+            if "do" in step:
+                out += expand(step["do"], s)
+            elif kinds[0] == "note":
+                out.append({"kind": "note", "args": ["".join(args_of(step["note"], s))], "step": step, "scope": s})
+            else:  # a step reading a cell's run directory renders its arguments once {run_dir} is known
+                args = [] if "run_dir_of" in step else args_of(step[kinds[0]], s)
+                out.append({"kind": kinds[0], "args": args, "step": step, "scope": s})
+    return out
+
+
+def parse_vars(spec: dict, assignments: list[str]) -> dict:
+    """The spec's variables: defaults (``name: value``, or ``name: {default: v, choices: [...]}``)
+    replaced by ``name=value`` assignments. A list variable takes ``[a,b]`` or ``"a b"``."""
+    decl = {k: v if isinstance(v, dict) and "default" in v else {"default": v} for k, v in spec["vars"].items()}
+    values = {k: d["default"] for k, d in decl.items()}
+    for a in assignments:
+        key, eq, val = a.partition("=")
+        if not eq or key not in values:
+            raise EmbexpError(f"unknown sweep variable '{key}' (choose from: {', '.join(sorted(values)) or 'none'})")
+        if isinstance(values[key], list):
+            val = val.strip()
+            values[key] = [x for x in (val[1:-1].split(",") if val.startswith("[") and val.endswith("]") else shlex.split(val)) if x]
+        else:
+            values[key] = val
+    for k, d in decl.items():
+        if "choices" in d and str(values[k]) not in map(str, d["choices"]):
+            raise EmbexpError(f"unknown {k} '{values[k]}' (choose from: {', '.join(map(str, d['choices']))})")
+    return values
+
+
+def commands(name: str, assignments: list[str] = (), extra: list[str] = (), py: str = sys.executable) -> tuple[dict, list[dict]]:
+    """The spec and its commands (module arguments without the interpreter; extra not yet added)."""
+    spec = load_spec(name)
+    scope = Scope(smoke="1" if "debug=smoke" in extra else "", py=py, data=os.environ.get("EMBEXP_DATA", ""))
+    scope.update(parse_vars(spec, list(assignments)))  # a spec's own variable wins over a built-in one
+    return spec, expand(spec["steps"], scope)
+
+
+def with_extra(cmd: dict, extra: list[str], paper: str) -> list[str]:
+    """The arguments the runner adds (module doc)."""
+    args = list(cmd["args"])
+    extra = list(extra) if cmd["step"].get("extra", True) else []
+    if cmd["kind"] == "train":
+        if not any(a.startswith("trainer.resume=") for a in args):
+            args.append("trainer.resume=true")
+        return args + extra
+    if cmd["kind"] == "analyze":
+        return args + extra
+    if cmd["kind"] == "report":
+        root = [e.split("=", 1)[1] for e in extra if e.startswith("output_root=")]
+        args += [e for e in extra if e.startswith("debug=")]
+        if root and not any(a.startswith("runs=") for a in args):
+            args.append(f"runs={root[-1]}")
+        if root and not any(a.startswith("out=") for a in args):
+            args.append(f"out={root[-1]}/tables/{paper}")
+    return args
+
+
+def command_lines(name: str, assignments: list[str] = (), extra: list[str] = ()) -> list[list[str]]:
+    """Every command of a spec as ``["-m", "embexp.<kind>", *args]`` (what --dry-run prints after the
+    interpreter), the runner's additions included; notes left out."""
+    spec, cmds = commands(name, list(assignments), list(extra))
+    paper = spec.get("paper", name.split("/")[0])
+    out = []
+    for cmd in cmds:
+        if cmd["kind"] != "note":
+            resolve(cmd, list(extra))
+            out.append(["-m", f"embexp.{cmd['kind']}", *with_extra(cmd, list(extra), paper)])
+    return out
+
+
+def overrides(args: list[str]) -> list[str]:
+    """The config overrides of a train command (no -m, no hydra launcher keys)."""
+    return [a for a in args if "=" in a and not a.lstrip("+~").startswith(("hydra/", "hydra."))]
+
+
+def run_dir(train_args: list[str]) -> Path:
+    from embexp.config import run_name
+    from embexp.studies import compose_train
+
+    c = compose_train(overrides(train_args))
+    return Path(run_name(c.output_root, c.task.name, c.task.subset, c.model.name, c.method.name, c.tag, c.seed))
+
+
+def done(kind: str, args: list[str]) -> str:
+    """The folder of a command that already finished, else ''."""
+    from embexp.results import is_complete
+
+    if kind == "train" and "-m" not in args:
+        try:
+            d = run_dir(args)
+        except EmbexpError:  # e.g. a method this checkout lacks: run it, and let the run say why
+            return ""
+        return str(d) if is_complete(d) else ""
+    kv = dict(a.split("=", 1) for a in args if "=" in a)
+    if kind == "judge" and kv.get("what") == "reference":  # done once metrics.json holds asr_reference
+        m = Path(kv["run_dir"]) / "metrics.json"
+        return kv["run_dir"] if m.is_file() and "asr_reference" in json.loads(m.read_text()).get("metrics", {}) else ""
+    if kind == "analyze" and args[:1] == ["ablation"]:
+        from embexp.analyze import parse
+        from embexp.studies import ablation
+
+        d = ablation.output_dir(parse(ablation.Config, args[1:]))
+        try:
+            s = json.loads((d / "summary.json").read_text())
+        except (OSError, ValueError):
+            return ""
+        need = {"bleu": ["bleu"], "nli": ["nli"], "both": ["bleu", "nli"]}.get(kv.get("metric", "bleu"), ["bleu"])
+        if any(k not in s for k in need) or ("nli" in need and s.get("nli_judge") != kv.get("judge.model")):
+            return ""  # the folder lacks this command's metric (or another judge's): run it (generations are reused)
+        return str(d)
+    return ""
+
+
+def resolve(cmd: dict, extra: list[str]) -> None:
+    """Bind {run_dir} for a step that reads a train cell's directory (run_dir_of)."""
+    step = cmd["step"]
+    if "run_dir_of" in step:
+        d = run_dir(args_of(step["run_dir_of"], cmd["scope"]) + list(extra))
+        cmd["args"] = args_of(step[cmd["kind"]], cmd["scope"].child({"run_dir": str(d)}))
+
+
+def execute(cmd: list[str]) -> int:
+    """Run one command; its exit status (tests run the commands in-process instead)."""
+    return subprocess.run(cmd).returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m embexp.sweep", description=__doc__.split("\n\n")[0])
+    ap.add_argument("args", nargs="*", metavar="spec | name=value",
+                    help="a spec under conf/sweep/ (e.g. tinyte/table1; --list names them) and name=value: a variable of the spec (its vars: section)")
+    ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    ap.add_argument("--extra", default="", help="overrides appended to every train and analyze command (e.g. 'debug=smoke')")
+    ap.add_argument("--py", default=sys.executable, help="the Python interpreter of the commands")
+    ap.add_argument("--launch", default="", help="prefix for train commands instead of '<py> -m' (e.g. 'accelerate launch -m')")
+    ap.add_argument("--force", action="store_true", help="rerun commands whose output is complete")
+    ap.add_argument("--list", action="store_true", help="list the specs")
+    a = ap.parse_intermixed_args(argv)
+    names = [x for x in a.args if "=" not in x]
+    if a.list or not names:
+        print("\n".join(spec_names()))
+        return 0
+    if len(names) > 1:
+        raise EmbexpError(f"one sweep at a time (got: {', '.join(names)})")
+    a.spec = names[0]
+    extra = shlex.split(a.extra)
+    spec, cmds = commands(a.spec, [x for x in a.args if "=" in x], extra, a.py)
+    paper = spec.get("paper", a.spec.split("/")[0])
+
+    def line(cmd: dict, args: list[str]) -> list[str]:
+        if a.launch and cmd["kind"] == "train":
+            return shlex.split(a.launch) + ["embexp.train", *args]
+        return [a.py, "-m", f"embexp.{cmd['kind']}", *args]
+
+    runnable = [c for c in cmds if c["kind"] != "note"]
+    failed, t0, i = [], time.perf_counter(), 0
+    for cmd in cmds:
+        if cmd["kind"] == "note":
+            print(f"# {cmd['args'][0]}", flush=True)
+            continue
+        resolve(cmd, extra)
+        args = with_extra(cmd, extra, paper)
+        if a.dry_run:
+            print(shlex.join(line(cmd, args)), flush=True)
+            continue
+        i += 1
+        prev = "" if a.force or cmd["kind"] == "report" else done(cmd["kind"], args)
+        if prev and "when_complete" in cmd["step"]:  # judge the finished run instead of training it again
+            run = [a.py, "-m", "embexp.judge", f"run_dir={prev}", *args_of(cmd["step"]["when_complete"], cmd["scope"])]
+            run += [e for e in extra if e.startswith("judge.")]
+        elif prev:
+            print(f"[{i}/{len(runnable)}] skip (complete): {prev}", flush=True)
+            continue
+        else:
+            run = line(cmd, args)
+        print(f"[{i}/{len(runnable)}] {shlex.join(run)}", flush=True)
+        if execute(run) != 0 and cmd["kind"] != "report":
+            failed.append(shlex.join(run))
+    if not a.dry_run:
+        print(f"{a.spec}: {len(runnable) - len(failed)}/{len(runnable)} commands ok in {time.perf_counter() - t0:.0f} s")
+    for f in failed:
+        print(f"FAILED: {f}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+@cli.one_line_errors
+def entry(argv: list[str] | None = None) -> None:
+    sys.exit(main(argv))
+
+
+if __name__ == "__main__":
+    entry()

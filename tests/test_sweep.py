@@ -1,0 +1,224 @@
+"""The sweep runner (python -m embexp.sweep) and the paper-table specs under conf/sweep/.
+
+The golden files under tests/golden/sweep/ hold the exact commands every spec prints with --dry-run
+(several variable settings each): a restructuring that changes any cell of any table fails here.
+Regenerate them (after checking the change is wanted) with ``EMBEXP_REGEN_GOLDEN=1 pytest tests/test_sweep.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+
+from conftest import compose, run_cli
+from embexp import EmbexpError, sweep
+
+REPO = Path(__file__).resolve().parents[1]
+GOLDEN = REPO / "tests" / "golden" / "sweep"
+
+# spec -> the variable settings / --extra of each golden section
+VARIANTS = {
+    "tinyte/table1": [[], ["--extra", "debug=smoke output_root=/tmp/x", "seeds=0 1", "models=gemma2"]],
+    "tinyte/table2": [[], ["seeds=0 1"]],
+    "tinyte/table11": [[]],
+    "tinyte/table3": [[], ["--extra", "debug=smoke", "seeds=3", "models=gemma2 qwen25"]],
+    "tinyte/table4": [[], ["seeds=0 1", "--extra", "debug=smoke"]],
+    "tinyte/table9": [[], ["nli_judge=smollm2", "models=gemma2"]],
+    "tinyte/table10": [[], ["nli_judge=smollm2", "seeds=0 1"]],
+    "tinyte/table5": [[], ["seeds=0 1"]],
+    "tinyte/table6": [[], ["judge=tiny_llama", "--extra", "debug=smoke", "seeds=1 2"]],
+    "tinyte/tinyte_alpaca": [[], ["seeds=0 1"]],
+    "tinyte/fig3": [["--extra", "judge.model=tiny_llama judge.backend=transformers"]],
+    "tinyte/ranking": [[], ["seeds=0 1"]],
+    "tinyte/table8": [[], ["seeds=0 1", "--extra", "debug=smoke"]],
+    "tinyattn/table1": [[], ["seeds=1 2 3 4", "fewglue_data=/data"]],
+    "tinyattn/table2": [[], ["select_on=heldout"]],
+    "tinyattn/table8": [[], ["select_on=reported", "seeds=0 1"], ["--extra", "debug=smoke output_root=/tmp/x"]],
+    "tinyattn/table10": [[]],
+    "tinyattn/table11": [[], ["select_on=reported"]],
+    "tinyattn/table12": [[]],
+    "ktoken/table1": [[], ["tree=small", "select_on=reported", "seeds=42"], ["--extra", "debug=smoke"]],
+    "ktoken/table2": [[], ["--extra", "debug=smoke", "seeds=42"]],
+    "ktoken/table3": [[]],
+    "ktoken/ablation": [[], ["tree=small"]],
+    "ktoken/learning": [[], ["--extra", "debug=smoke"]],
+    "pema/table2": [[], ["vocab_args=models=[minilm] source=fixture"]],
+    "pema/table3": [[]],
+    "pema/table4": [[]],
+    "pema/table9": [[], ["seeds=0", "glue=rte cola", "--extra", "debug=smoke"]],
+    "pema/table10": [[], ["models=bert xlmr", "glue=rte", "seeds=0 1"], ["models=bert"]],
+    "pema/tables": [[]],
+    "pete/table2": [[], ["recipe=cpu", "steps=300", "data_args=task.data_dir=d task.datasets=[snli]"], ["--extra", "debug=smoke output_root=/tmp/x"]],
+    "compare/sst2": [[], ["--extra", "debug=smoke", "steps=2"]],
+}
+
+
+def dry(spec: str, *args: str, env: dict | None = None) -> str:
+    out = io.StringIO()
+    old = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    try:
+        with contextlib.redirect_stdout(out):
+            assert sweep.main([spec, "--dry-run", "--py", "python", *args]) == 0
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    return out.getvalue()
+
+
+def golden_text(spec: str) -> str:
+    return "".join(f"## {shlex.join(v)}\n" + dry(spec, *v, env={"EMBEXP_DATA": "/data"}) for v in VARIANTS[spec])
+
+
+def test_every_spec_has_golden_variants():
+    assert sorted(VARIANTS) == sweep.spec_names()
+
+
+@pytest.mark.parametrize("spec", sorted(VARIANTS))
+def test_dry_run_commands_equal_the_golden_file(spec):
+    path = GOLDEN / f"{spec.replace('/', '_')}.txt"
+    text = golden_text(spec)
+    if os.environ.get("EMBEXP_REGEN_GOLDEN"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{spec}: the dry-run commands changed (see the module doc)"
+
+
+def train_commands(every: bool):
+    """(spec, args) of the train commands of every spec with debug=smoke: every distinct one (but one
+    model and seed of each), or the first of each step (`every=False`)."""
+    seen, out = set(), []
+    for spec in sweep.spec_names():
+        _, cmds = sweep.commands(spec, [], ["debug=smoke"])
+        for c in cmds:
+            args = sweep.with_extra(c, ["debug=smoke"], "x")
+            key = (id(c["step"]),) if not every else tuple(a for a in args if not a.startswith(("seed=", "model=")))
+            if c["kind"] == "train" and "-m" not in args and key not in seen:
+                seen.add(key)
+                out.append((spec, args))
+    return out
+
+
+def check_composes(spec: str, args: list[str]) -> None:
+    assert "trainer.resume=true" in args
+    cfg = compose(*sweep.overrides(args))
+    assert cfg.model.source == "tiny" or cfg.model.name == "minilm", (spec, args)
+    assert any(a.startswith("trainer.max_steps=") for a in args) or cfg.trainer.max_steps == 4, (spec, args)
+
+
+def test_each_step_s_train_commands_compose_with_debug_smoke():
+    """The first train command of every step of every spec composes with debug=smoke appended
+    (experiment files exist, overrides are valid keys) and gets trainer.resume=true."""
+    cmds = train_commands(every=False)
+    assert len(cmds) >= 20
+    for spec, args in cmds:
+        check_composes(spec, args)
+
+
+@pytest.mark.slow
+def test_every_train_command_composes_with_debug_smoke():
+    """Every distinct train command (one model and seed of each): ~130 composes, ~0.15 s each."""
+    for spec, args in train_commands(every=True):
+        check_composes(spec, args)
+
+
+# ---- the template language ---------------------------------------------------------------------
+def scope(**kw):
+    return sweep.Scope(kw)
+
+
+def test_templates_filters_and_conditions():
+    s = scope(models=["a", "xlmr", "b"], seeds=["0", "1"], x="{y}", y="deep", empty="")
+    assert sweep.render("m={models:csv} s={seeds:ssv} f={seeds:first}", s) == "m=a,xlmr,b s=0 1 f=0"
+    assert sweep.render("{models:without=xlmr|csv};{models:only=xlmr|csv}", s) == "a,b;xlmr"
+    assert sweep.render("{x} ${output_root}/{x}", s) == "deep ${output_root}/deep"  # Hydra's ${...} passes through
+    assert sweep.render("conf/model/{m:hub_id}", scope(m="bert")) == "conf/model/google-bert/bert-base-uncased"
+    assert sweep.holds("{x} == deep", s) and sweep.holds("b in {models:ssv}", s) and not sweep.holds("{empty}", s)
+    assert sweep.holds("not {empty}", s) and sweep.holds("{x} != other", s)
+    assert sweep.args_of(["a={x}", "{empty}", "$seeds", {"if": "{empty}", "then": ["no"], "else": ["yes={y}"]}], s) == \
+        ["a=deep", "0", "1", "yes=deep"]
+    rows = [dict(b) for b in sweep.combinations({"c": [{"c": "base", "seeds": "{seeds:first}"}, "full"], "seed": "$seeds"}, s)]
+    assert [(r["c"], r["seed"]) for r in rows] == [("base", "0"), ("full", "0"), ("full", "1")]
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("{models}", "'{models}' is a list; write {models:csv}"),
+    ("{nope}", "unknown variable '{nope}'"),
+    ("{seeds:sorted}", "unknown template filter 'sorted' (choose from: csv, ssv, first, len"),
+])
+def test_bad_templates_are_one_line(bad, message):
+    with pytest.raises(EmbexpError, match=None) as e:
+        sweep.render(bad, scope(models=["a"], seeds=["0"]))
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["tinyte/table99"], "unknown sweep 'tinyte/table99' (choose from: compare/sst2,"),
+    (["tinyte/table1", "sedes=0"], "unknown sweep variable 'sedes' (choose from: models, seeds)"),
+    (["ktoken/table1", "tree=huge"], "unknown tree 'huge' (choose from: paper, small)"),
+    (["ktoken/table2", "select_on=reported"], "unknown sweep variable 'select_on' (choose from: note_budget, recipe, seeds)"),
+    (["tinyte/table1", "tinyte/table2"], "one sweep at a time (got: tinyte/table1, tinyte/table2)"),
+])
+def test_bad_sweep_input_is_one_line(args, message):
+    r = run_cli(*args, "--dry-run", module="embexp.sweep")
+    assert r.returncode != 0 and r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
+    assert r.stdout == ""  # nothing printed before the error
+
+
+def test_the_list_names_every_spec():
+    r = run_cli("--list", module="embexp.sweep")
+    assert r.returncode == 0 and r.stdout.split() == sweep.spec_names()
+
+
+# ---- running: skips, resumes, failures, the report ---------------------------------------------
+def in_process(cmd: list[str]) -> int:
+    """sweep.execute, in this process: ``python -m embexp.<module> args`` through the module's entry."""
+    module, args = cmd[2], cmd[3:]
+    if module in ("embexp.train", "embexp.judge", "embexp.sweep"):
+        return run_cli(*args, module=module).returncode
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            importlib.import_module(module).main(args)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 1
+    return 0
+
+
+def test_a_smoke_table_runs_end_to_end_then_a_rerun_skips_every_cell(tmp_path, monkeypatch, capsys):
+    """tinyte/table5 with debug=smoke: six cells, then the report; the second call trains nothing."""
+    monkeypatch.setattr(sweep, "execute", in_process)
+    extra = f"debug=smoke output_root={tmp_path}"
+    assert sweep.main(["tinyte/table5", "--extra", extra]) == 0
+    first = capsys.readouterr().out
+    assert first.count("-m embexp.train") == 6 and "6/7 commands ok" not in first and "7/7 commands ok" in first
+    table = (tmp_path / "tables" / "tinyte" / "table5.md").read_text()
+    assert "TinyTE-gated" in table
+    assert sweep.main(["tinyte/table5", "--extra", extra]) == 0
+    second = capsys.readouterr().out
+    assert second.count("skip (complete)") == 6 and second.count("-m embexp.train") == 0
+
+
+def test_a_failed_cell_does_not_stop_the_sweep_and_exits_1(tmp_path, monkeypatch, capsys):
+    calls = []
+
+    def fail_first(cmd):
+        calls.append(cmd)
+        return 1 if len(calls) == 1 else 0
+
+    monkeypatch.setattr(sweep, "execute", fail_first)
+    assert sweep.main(["tinyte/table5", "--extra", f"debug=smoke output_root={tmp_path}"]) == 1
+    assert len(calls) == 7  # every cell and the report ran
+    assert "FAILED: " in capsys.readouterr().err
+
+
+def test_the_launch_prefix_replaces_the_interpreter_for_training_only(capsys):
+    sweep.main(["tinyte/table5", "--dry-run", "--launch", "accelerate launch -m"])
+    lines = capsys.readouterr().out.splitlines()
+    assert all(ln.startswith("accelerate launch -m embexp.train ") for ln in lines[:-1])
+    assert " -m embexp.report " in lines[-1] and not lines[-1].startswith("accelerate")

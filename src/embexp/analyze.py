@@ -26,6 +26,7 @@ ANALYSES = {
     "vocab": "embexp.studies.vocab",
     "pema": "embexp.studies.pema_tables",
     "pete": "embexp.studies.pete_table",
+    "eval_evidence": "embexp.studies.eval_evidence",
 }
 
 

@@ -36,7 +36,7 @@ smoke: install  ## one debug=smoke run per method on a tiny model, offline
 	$(PY) scripts/smoke.py
 
 bench: install  ## training throughput of embexp against a plain PyTorch loop (docs/benchmarks.md)
-	$(PY) scripts/bench_throughput.py
+	$(PY) scripts/bench.py throughput
 
 clean:  ## remove run outputs (keeps .venv)
 	rm -rf outputs multirun

@@ -25,7 +25,7 @@ ktoken_table3: install  ## K-Token Table 3: CommitPackFT python perplexity, the 
 ktoken_ablation: install  ## K-Token Fig. 6: average vs random encoder init, tree accuracy per epoch (K=4)
 	$(if $(DRY_RUN),@)$(KTOKEN_TREE_SWEEP) ktoken/ablation
 ktoken_prefill: install  ## K-Token prefill time of a 2,048-token prompt, K=4 vs uncompressed (docs/benchmarks.md)
-	$(if $(DRY_RUN),@echo )$(PY) scripts/bench_ktoken_prefill.py
+	$(if $(DRY_RUN),@echo )$(PY) scripts/bench.py ktoken_prefill
 
 # Issue #25: does K-Token learn on real rows? (conf/sweep/ktoken/learning.yaml) K=2, K=4 and uncompressed LoRA
 # on the comparison's 600/272 split of the real SST-2 validation rows, SmolLM2, accuracy curves to 300 steps.

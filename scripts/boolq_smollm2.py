@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -65,7 +66,7 @@ def main() -> None:
     ap.add_argument("--train-batch-size", type=int, default=4, choices=(1, 2, 4, 8, 16, 32),
                     help="Micro-batch; accumulation = 32 / this, so the effective batch stays 32.")
     ap.add_argument("--lr", type=float, default=5e-4, help="TinyTE peak learning rate (the paper: 5e-4); another value tags the run dir.")
-    ap.add_argument("--data-dir", default="/work/shared/data")
+    ap.add_argument("--data-dir", default=os.environ.get("EMBEXP_DATA", ""), help="Root of the hub-schema files (default: $EMBEXP_DATA).")
     ap.add_argument("--out", default="outputs/boolq_smollm2")
     ap.add_argument("--only", choices=("zero_shot", "tinyte_full"), help="Run one of the two.")
     ap.add_argument("--rescore", action="store_true",

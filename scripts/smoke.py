@@ -8,18 +8,19 @@ refuses the cell's kind of model (ktoken on an encoder, head_only on a decoder) 
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import traceback
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from conftest import smoke  # noqa: E402
 from embexp import EmbexpError  # noqa: E402
 from embexp.cli import quiet_libraries  # noqa: E402
 from embexp.config import run_name  # noqa: E402
 from embexp.methods import METHODS  # noqa: E402
+from embexp.studies import compose_train  # noqa: E402
 from embexp.train import run  # noqa: E402
 
 CELLS = [("tiny_llama", "wmt16"), ("tiny_roberta", "glue")]
@@ -31,7 +32,7 @@ def main() -> int:
     failures = 0
     for method in sorted(METHODS):
         for model, task in CELLS:
-            cfg = smoke(f"method={method}", f"model={model}", f"task={task}", "trainer.log_every=0")
+            cfg = compose_train(["debug=smoke", f"method={method}", f"model={model}", f"task={task}", "trainer.log_every=0"])
             run_dir = Path(run_name(cfg.output_root, cfg.task.name, cfg.task.subset, model, method, cfg.tag, cfg.seed))
             t0 = time.perf_counter()
             try:

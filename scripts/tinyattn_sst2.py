@@ -18,7 +18,7 @@ run in two processes (``methods=tinyattn`` / ``methods=head_only``) and a last c
 
     python scripts/tinyattn_sst2.py                             # 200 steps; lrs 1e-3,1e-2 (+1e-1,1,10 head_only); seeds 0 1 2
     python scripts/tinyattn_sst2.py methods=tinyattn            # one method's runs only
-    python scripts/tinyattn_sst2.py split_only=1                # only write the split (scripts/bench_tinyattn.py reads it)
+    python scripts/tinyattn_sst2.py split_only=1                # only write the split (scripts/bench.py tinyattn reads it)
 """
 
 from __future__ import annotations

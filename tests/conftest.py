@@ -11,20 +11,22 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# task.data_dir defaults to $EMBEXP_DATA: the tests never read it (nor do their subprocesses), so a
+# developer's setting cannot turn the hub or fixture cells into local ones; the few checks on real
+# rows read DATA and skip without it
+DATA = Path(os.environ.pop("EMBEXP_DATA")) if os.environ.get("EMBEXP_DATA") else None
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 import embexp.train  # noqa: E402,F401  (registers every schema)
 from embexp.cli import conf_dir  # noqa: E402
+from embexp.studies import compose_train  # noqa: E402
 
 CONF = conf_dir()
 
 
 def compose(*overrides: str):
     """The train config exactly as the CLI composes it (minus hydra's own keys)."""
-    from hydra import compose as hcompose, initialize_config_dir
-
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        return hcompose("train", overrides=list(overrides))
+    return compose_train(list(overrides))
 
 
 def smoke(*overrides: str):

@@ -164,10 +164,11 @@ def test_unlabelled_snli_rows_stay_valid_where_the_task_drops_them(tmp_path):
 
 
 def test_the_shared_real_files_pass_their_domains():
-    """Every real file in ../shared/data passes (skipped where the folder is absent)."""
-    root = Path("/work/shared/data")
-    if not root.is_dir():
-        pytest.skip("no ../shared/data here")
+    """Every real file in $EMBEXP_DATA passes (skipped where it is unset)."""
+    from conftest import DATA as root
+
+    if root is None or not (root / "glue").is_dir():
+        pytest.skip("EMBEXP_DATA is unset or holds no glue/ (the real hub-schema samples)")
     cases = [[*GLUE, "task.train_split=validation"], [*STSB_TASK, "task.train_split=validation"],
              ["task=superglue", "task.subset=wic", "task.train_split=train_fewglue32", "task.select_split=''"],
              ["task=wmt16", "task.train_split=test", "task.select_split=''"]]
@@ -177,6 +178,32 @@ def test_the_shared_real_files_pass_their_domains():
     alexa = build_task(smoke("task=amazon", "task.source=local", f"task.data_dir={root / 'amazon_reviews/alexa'}",
                              "task.test_size=500").task)
     assert alexa.load("eval")  # 79 of its reviews have no text: the hub schema allows it
+
+
+def test_data_dir_defaults_to_embexp_data_and_the_run_records_the_resolved_path(tmp_path, monkeypatch):
+    """One data-location rule: task.data_dir defaults to $EMBEXP_DATA (unset: '', the hub); an
+    explicit task.data_dir, task.data_dir='' and task.source=fixture win; config.yaml holds the path."""
+    from omegaconf import OmegaConf
+
+    from conftest import compose
+
+    root = tmp_path / "mirror"
+    (root / "glue" / "sst2").mkdir(parents=True)
+    for split in ("train", "validation"):
+        (root / "glue" / "sst2" / f"{split}.jsonl").write_bytes(lines(SST2))
+    assert compose(*GLUE).task.data_dir == "" and build_task(compose(*GLUE).task).resolved_source() == "hub"
+    monkeypatch.setenv("EMBEXP_DATA", str(root))
+    task = build_task(compose(*GLUE).task)
+    assert task.cfg.data_dir == str(root) and task.resolved_source() == "local" and task.load("train") == SST2
+    assert compose(*GLUE, f"task.data_dir={tmp_path}").task.data_dir == str(tmp_path)
+    assert build_task(compose(*GLUE, "task.data_dir=").task).resolved_source() == "hub"
+    assert build_task(smoke(*GLUE).task).resolved_source() == "fixture"  # debug=smoke: task.source=fixture
+    with pytest.raises(EmbexpError, match=r"no local file for task wmt16_cs-en split .*comes from EMBEXP_DATA; task.source=hub"):
+        build_task(compose("task=wmt16").task).load("train")
+    run = tmp_path / "run"
+    r = run_cli("debug=smoke", "method=head_only", "model=tiny_bert", *GLUE, "task.source=auto", f"hydra.run.dir={run}")
+    assert r.returncode == 0, r.stderr
+    assert OmegaConf.load(run / "config.yaml").task.data_dir == str(root)  # resolved, not the ${oc.env:...} default
 
 
 # ---- truncation ----------------------------------------------------------------------------------

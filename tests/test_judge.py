@@ -10,13 +10,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from conftest import compose, run_cli, run_train, smoke
+from conftest import DATA, compose, run_cli, run_train, smoke
 from embexp import EmbexpError
 from embexp.config import JudgeConfig
 from embexp.judge import (HARMBENCH_PROMPT, INSTRUCT_CHOICES, aggregate, build_judge, check, parse, rescore)
-
-DATA = Path("/work/shared/data")
-
 
 def jcfg(**kw):
     c = OmegaConf.structured(JudgeConfig)
@@ -214,8 +211,8 @@ def test_parse_and_aggregate():
 
 @pytest.mark.slow
 def test_smollm2_tunes_and_judges_real_alpaca_rows(tmp_path):
-    if not (DATA / "tatsu-lab").is_dir():
-        pytest.skip("no /work/shared/data")
+    if DATA is None or not (DATA / "tatsu-lab").is_dir():
+        pytest.skip("EMBEXP_DATA is unset or holds no tatsu-lab/alpaca")
     cfg = compose("method=zero_shot", "model=smollm2", "task=alpaca", f"task.data_dir={DATA}", "task.source=local",
                   "task.train_split=train_sample2000", "task.heldout_size=200", "task.max_eval_samples=8",
                   "task.max_new_tokens=64", "judge.model=smollm2", "trainer.cpu=true", "trainer.progress=false")

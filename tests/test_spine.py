@@ -49,6 +49,32 @@ def test_eval_reproduces_the_recorded_metrics(tmp_run):
     assert {k: v for k, v in new.items() if not k.endswith("seconds")} == {k: v for k, v in old.items() if not k.endswith("seconds")}
 
 
+@pytest.mark.parametrize("method,model,task", [("tinyte_full", "tiny_llama", "wmt16"), ("tinyte_full", "tiny_bert", "glue")])
+def test_eval_check_export_compares_the_plain_export_with_the_trained_run(method, model, task, tmp_run):
+    """python -m embexp.eval run_dir=... check_export=true: export/ loaded by plain transformers in a
+    fresh process gives the trained method's outputs (decoder: next-token logits; encoder: class
+    logits); a changed export is reported with exit 3; a run without export/ is one line."""
+    from safetensors.torch import load_file, save_file
+
+    run_train(smoke(f"method={method}", f"model={model}", f"task={task}", "trainer.lr=0.05", "export=true"), tmp_run)
+    r = run_cli(f"run_dir={tmp_run}", "check_export=true", module="embexp.eval")
+    assert r.returncode == 0, r.stderr
+    kind = "next-token logits at the last token" if model == "tiny_llama" else "class logits"
+    assert f"6 rows' {kind}, largest |export - trained| = " in r.stdout and r.stdout.strip().endswith(": same"), r.stdout
+    if model != "tiny_llama":
+        return
+    weights = tmp_run / "export" / "model.safetensors"
+    state = load_file(weights)
+    key = next(k for k in state if "embed_tokens" in k)
+    state[key] = state[key] + 0.5  # every input row moves: the export no longer is the trained run
+    save_file(state, weights, metadata={"format": "pt"})
+    r = run_cli(f"run_dir={tmp_run}", "check_export=true", "export_rows=2", module="embexp.eval")
+    assert r.returncode == 3 and "2 rows'" in r.stdout and r.stdout.strip().endswith(": differs"), (r.stdout, r.stderr)
+    (tmp_run / "export" / "config.json").unlink()
+    r = run_cli(f"run_dir={tmp_run}", "check_export=true", module="embexp.eval")
+    assert r.returncode != 0 and r.stderr.strip() == f"embexp: error: run_dir '{tmp_run}' has no export/ (train it with export=true)"
+
+
 def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     args = ("method=tinyte_full", "model=tiny_llama", "task=wmt16", "trainer.max_steps=6", "trainer.save_every=2",
             "trainer.lr=0.05", "trainer.eval_every=2", "trainer.select_best=true")

@@ -27,6 +27,7 @@ ANALYSES = {
     "split": "embexp.studies.split",
     "pema": "embexp.studies.pema_tables",
     "pete": "embexp.studies.pete_table",
+    "eval_evidence": "embexp.studies.eval_evidence",
 }
 
 

@@ -191,6 +191,9 @@ class EvalConfig:
     batch_size: Optional[int] = f(None, "Override trainer.eval_batch_size.")
     cpu: bool = f(False, "Force the CPU.")
     tolerance: float = f(1e-6, "Largest absolute metric difference still reported as reproduced.")
+    check_export: bool = f(False, "Instead of re-evaluating: compare run_dir/export, loaded by plain transformers in a fresh process, with the trained method on the first export_rows evaluation rows (sentence embeddings, class logits, or next-token logits); exit 3 above export_tolerance.")
+    export_rows: int = f(64, "check_export=true: evaluation rows compared (sentence tasks: texts).", ge=1)
+    export_tolerance: float = f(1e-4, "check_export=true: largest absolute output difference still reported as the same.", gt=0)
 
 
 @dataclass

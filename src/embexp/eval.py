@@ -2,18 +2,27 @@
 
 Rebuilds backbone, method and data from the run's own config.yaml, loads adapter.safetensors,
 evaluates, and compares with the metrics the run recorded. Writes nothing into the run.
+
+``check_export=true`` checks the run's export instead: ``DIR/export`` loaded by plain transformers
+in a fresh process that never imports embexp must give the outputs of the trained method on the
+first ``export_rows`` evaluation rows (sentence embeddings: masked mean pooling of the texts, tokenised
+by the exported tokenizer; encoders: the class logits; decoders: the next-token logits at each row's
+last token, the run's token ids). Prints the largest absolute difference; exit 3 above ``export_tolerance``.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import hydra
 import torch
 from omegaconf import OmegaConf
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from embexp import EmbexpError, cli
 from embexp.config import register_core_schemas
@@ -26,8 +35,8 @@ import embexp.methods  # noqa: E402,F401
 import embexp.tasks  # noqa: E402,F401
 
 
-def reevaluate(run_dir: Path, max_eval_samples=None, batch_size=None, cpu=False) -> tuple[dict, dict]:
-    """(new metrics, recorded metrics) for a finished run directory."""
+def load_run(run_dir: Path, max_eval_samples=None, cpu=False):
+    """(config, pipeline components with the trained tensors loaded, device) of a finished run."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise EmbexpError(f"run_dir '{run_dir}' does not exist")
@@ -47,17 +56,101 @@ def reevaluate(run_dir: Path, max_eval_samples=None, batch_size=None, cpu=False)
         if not adapter.is_file():
             raise EmbexpError(f"run_dir '{run_dir}' has no adapter.safetensors (was it trained with save_adapter=false?)")
         c.method.load_trainable_state(load_file(adapter))
-    eval_ex = c.eval_examples
-    metrics, _ = evaluate(c.method, c.task, eval_ex, c.featurizer, batch_size or cfg.trainer.eval_batch_size, device,
+    return cfg, c, device
+
+
+def reevaluate(run_dir: Path, max_eval_samples=None, batch_size=None, cpu=False) -> tuple[dict, dict]:
+    """(new metrics, recorded metrics) for a finished run directory."""
+    cfg, c, device = load_run(run_dir, max_eval_samples, cpu)
+    metrics, _ = evaluate(c.method, c.task, c.eval_examples, c.featurizer, batch_size or cfg.trainer.eval_batch_size, device,
                           cfg.trainer.progress)
     recorded = json.loads((run_dir / METRICS).read_text())["metrics"]
     return metrics, recorded
+
+
+# run by a fresh interpreter that never imports embexp: the export as anyone would load it
+PLAIN = r"""
+import json, sys, torch, transformers
+from safetensors.torch import load_file, save_file
+export, work, kind, max_len = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+auto = {"decoder": "AutoModelForCausalLM", "encoder": "AutoModelForSequenceClassification", "sentence": "AutoModel"}[kind]
+model, out = getattr(transformers, auto).from_pretrained(export).eval(), []
+with torch.no_grad():
+    if kind == "sentence":
+        tok, texts = transformers.AutoTokenizer.from_pretrained(export), json.loads(open(work + "/texts.json").read())
+        for i in range(0, len(texts), 16):
+            enc = tok(texts[i:i + 16], padding=True, truncation=True, max_length=max_len, return_tensors="pt")
+            m = enc["attention_mask"].unsqueeze(-1).float()
+            out.append((model(**enc).last_hidden_state * m).sum(1) / m.sum(1))
+    else:
+        x = load_file(work + "/inputs.safetensors")
+        for i in range(0, len(x["input_ids"]), 16):
+            b = {k: v[i:i + 16] for k, v in x.items()}
+            logits = model(**b).logits
+            out.append(logits if kind == "encoder" else logits[torch.arange(len(logits)), b["attention_mask"].sum(1) - 1])
+assert "embexp" not in sys.modules
+save_file({"out": torch.cat(out).float().contiguous()}, work + "/outputs.safetensors")
+"""
+BACKBONE_KEYS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def export_difference(run_dir: Path, rows: int = 64, cpu: bool = False) -> tuple[float, str]:
+    """(largest |export - trained method| over the first `rows` evaluation rows, what was compared)."""
+    from embexp.data import collate
+    from embexp.sentence import SENTENCE_KINDS, embed_texts
+
+    if not (Path(run_dir) / "export" / "config.json").is_file():
+        raise EmbexpError(f"run_dir '{run_dir}' has no export/ (train it with export=true)")
+    cfg, c, device = load_run(run_dir, cpu=cpu)
+    if cfg.task.get("cloze", False):
+        raise EmbexpError("check_export compares sentence embeddings, class logits and next-token logits; a cloze "
+                          "(PET) run's outputs are its masked-LM head at the mask, which it does not compare")
+    kind = "sentence" if c.task.kind in SENTENCE_KINDS else "decoder" if c.backbone.is_decoder else "encoder"
+    with tempfile.TemporaryDirectory() as work, torch.no_grad():
+        if kind == "sentence":
+            texts = [t for ex in c.eval_examples[:rows] for t in ex.text][:rows]
+            Path(work, "texts.json").write_text(json.dumps(texts))
+            want, what = embed_texts(c.method, c.featurizer, texts, 16, device), f"{len(texts)} sentences' embeddings"
+        else:
+            batch = collate(c.eval_features[:rows], c.backbone.tokenizer.pad_token_id)
+            save_file({k: batch[k].contiguous() for k in BACKBONE_KEYS if k in batch}, str(Path(work, "inputs.safetensors")))
+            want = torch.cat([trained_outputs(c.method, {k: v[i:i + 16] for k, v in batch.items() if k != "labels"}, kind, device)
+                              for i in range(0, len(batch["input_ids"]), 16)])
+            what = f"{len(want)} rows' " + ("class logits" if kind == "encoder" else "next-token logits at the last token")
+        env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "HF_HUB_OFFLINE": "1"}
+        r = subprocess.run([sys.executable, "-c", PLAIN, str(Path(run_dir) / "export"), work, kind,
+                            str(c.featurizer.max_source_tokens)], capture_output=True, text=True, env=env)
+        if r.returncode != 0:
+            raise EmbexpError(f"the export did not load or run in plain transformers: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+        got = load_file(str(Path(work, "outputs.safetensors")))["out"]
+    return (got - want).abs().max().item(), what
+
+
+def trained_outputs(method, batch: dict, kind: str, device) -> torch.Tensor:
+    """The trained method's class logits (encoders) or next-token logits at each row's last token."""
+    method.eval()
+    logits = method(**{k: v.to(device) for k, v in batch.items()}).logits.float().cpu()
+    if kind == "encoder":
+        return logits
+    return logits[torch.arange(len(logits)), batch["attention_mask"].sum(1) - 1]
+
+
+def check_export(cfg) -> None:
+    worst, what = export_difference(Path(cfg.run_dir), cfg.export_rows, cfg.cpu)
+    same = worst <= cfg.export_tolerance
+    print(f"export check {cfg.run_dir}: {what}, largest |export - trained| = {worst:.2e} "
+          f"(export_tolerance {cfg.export_tolerance:g}): " + ("same" if same else "differs"))
+    if not same:
+        sys.exit(3)
 
 
 @hydra.main(config_path=None, config_name="eval", version_base=None)
 @cli.one_line_errors
 def main(cfg) -> None:
     cli.quiet_libraries()
+    if cfg.check_export:
+        check_export(cfg)
+        return
     new, old = reevaluate(Path(cfg.run_dir), cfg.max_eval_samples, cfg.batch_size, cfg.cpu)
     rows, worst = [], 0.0
     for k, v in new.items():

@@ -20,7 +20,7 @@ same seed and split give the same carve on every machine (ours: which 2,500 the 
 not published). Model selection (``select_split=train_holdout``, default) carves another
 ``select_size`` rows out of the training rows that remain, so train, selection and evaluation rows
 are three disjoint sets. Set ``task.heldout_size=200`` with the 2,000-row local sample
-(``task.data_dir=/work/shared/data task.train_split=train_sample2000``). Any other ``eval_split``
+(``task.data_dir=$EMBEXP_DATA task.train_split=train_sample2000``). Any other ``eval_split``
 is read as an ordinary split and training uses all of ``train_split``.
 Metrics (0–100): ROUGE-1/2/L/Lsum F-measure against the reference output (``cnndm.rouge_scores``:
 rouge-score, stemming on by default, mean over examples, + standard errors). The paper's Alpaca R-L

@@ -53,7 +53,7 @@ class CnnDmConfig(TaskConfig):
     max_article_words: int = f(1500, "Cut articles after this many whitespace words, keeping the lead (ours; -1: never).")
     max_source_tokens: int = f(2048, "Truncate the prompt to this many tokens (1,500 words are ~2,000 tokens; rarely hit).")
     max_target_tokens: int = f(160, "Truncate training summaries to this many tokens (highlights: ~55 words, 99th pct ~125).")
-    max_new_tokens: int = f(256, "Greedy generation budget for one summary (ours): covers every test highlight (longest 202 SmolLM2 tokens; 3.6% exceed 128), the same budget as wmt16 (scripts/tinyte_eval_evidence.py).")
+    max_new_tokens: int = f(256, "Greedy generation budget for one summary (ours): covers every test highlight (longest 202 SmolLM2 tokens; 3.6% exceed 128), the same budget as wmt16 (python -m embexp.analyze eval_evidence).")
     stop_at_newline: bool = f(False, "Also stop at the first newline and cut the text there. Off: highlights put one sentence per line, so a newline stop would keep only the first.")
     rouge_stemmer: bool = f(True, "Porter-stem tokens before ROUGE (ours; rouge-score's use_stemmer).")
 

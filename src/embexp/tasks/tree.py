@@ -28,7 +28,7 @@ from typing import Sequence
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.tasks.base import TRAIN_HOLDOUT, Example, Task, TaskConfig
+from embexp.tasks.base import TRAIN_HOLDOUT, Example, Task, TaskConfig, env_data_note
 from embexp.tasks.domains import Schema, Text, Word
 from embexp.tasks.metrics import binary_summary
 from embexp.tasks.registry import register_task
@@ -223,7 +223,7 @@ class TreeTask(Task):
             if c.is_file():
                 return c
         raise EmbexpError(f"no local file for task {self.display_name} split '{split}': looked for "
-                          + ", ".join(str(c) for c in candidates))
+                          + ", ".join(str(c) for c in candidates) + env_data_note(self.cfg.data_dir))
 
     @property
     def num_labels(self) -> int:

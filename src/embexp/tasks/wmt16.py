@@ -13,7 +13,7 @@ stopping only at the model's end-of-sequence ids, **not** at a newline. The pape
 734.73 (Gemma-2) needs hypotheses of at least 6.3x the reference words on average (TER's edits per
 sentence are at most max(|hyp|, |ref|)): >= 122 words ~ 156 tokens on newstest2016, which neither a
 newline stop nor a 128-token budget (corpus TER <= 520%) allows; 256 is the smallest power of two that
-does (``scripts/tinyte_eval_evidence.py``). ``stop_at_newline=true`` is lm-eval's ``until: ["\\n"]``.
+does (``python -m embexp.analyze eval_evidence``). ``stop_at_newline=true`` is lm-eval's ``until: ["\\n"]``.
 Metrics: corpus-level sacreBLEU (BLEU-4, default 13a tokenisation) and TER, on the 0–100 scale;
 hypotheses and references are whitespace-stripped first (tokenisation ignores edge spaces anyway).
 """
@@ -51,7 +51,7 @@ class WMT16Config(TaskConfig):
     eval_split: str = f("test", "Split used for evaluation: test is newstest2016, the split the TinyTE paper reports.")
     select_split: str = f("validation", "Rows for the periodic evaluation loss and select_best: validation = newstest2015, so selection never sees the reported newstest2016.")
     max_source_tokens: int = f(256, "Truncate the prompt to this many tokens (newstest sentences are < 150 tokens).")
-    max_new_tokens: int = f(256, "Greedy generation budget (ours, from the evidence): the paper's base-model TER 734.7 needs hypotheses >= ~156 tokens on average; 128 tokens cap corpus TER at ~520% (scripts/tinyte_eval_evidence.py).")
+    max_new_tokens: int = f(256, "Greedy generation budget (ours, from the evidence): the paper's base-model TER 734.7 needs hypotheses >= ~156 tokens on average; 128 tokens cap corpus TER at ~520% (python -m embexp.analyze eval_evidence).")
     stop_at_newline: bool = f(False, "Also stop generating at the first newline and cut the text there (lm-eval's until: ['\\n']). Off: the paper's base-model TER (734.7) is only reachable with multi-line rambling.")
 
 

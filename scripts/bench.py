@@ -1,0 +1,380 @@
+"""Benchmarks, one subcommand each: ``python scripts/bench.py <benchmark> [key=value ...]``.
+
+Every timing is a ratio against a reference measured in the same process, on the same inputs,
+interleaved (A/B, B/A, ...) so that machine noise and ordering effects hit both; medians are
+compared. docs/benchmarks.md has the figures and what each one measures.
+
+    python scripts/bench.py throughput                 # embexp's loop vs a plain PyTorch loop (make bench)
+    python scripts/bench.py ktoken_prefill             # K-Token prefill, K=4 vs uncompressed (make ktoken_prefill)
+    python scripts/bench.py pema_count                 # PEMA token counting vs collections.Counter (make pema_bench)
+    python scripts/bench.py pete                       # PETE vs the standard table, seconds per step
+    python scripts/bench.py tinyattn                   # Tiny-Attention vs a frozen backbone with its head trained
+    python scripts/bench.py <benchmark> --help         # its options and their defaults
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+from embexp.cli import one_line_errors, quiet_libraries  # noqa: E402
+from embexp.studies import compose_train  # noqa: E402  (the train config exactly as the CLI composes it)
+
+
+# ---- shared machinery -------------------------------------------------------------------------------
+def options(name: str, argv: list[str], defaults: dict, hydra: bool = False) -> tuple[dict, list[str]]:
+    """key=value options over `defaults`; with `hydra`, keys with a dot (or a leading +) are Hydra
+    overrides passed on to the composed config. One line naming the valid keys on a bad one."""
+    if argv and argv[0] in ("-h", "--help"):
+        print(f"python scripts/bench.py {name} " + " ".join(f"{k}={v}" for k, v in defaults.items())
+              + (" [Hydra overrides with a dot]" if hydra else "") + "\n\n" + inspect.cleandoc(BENCHMARKS[name].__doc__ or ""))
+        sys.exit(0)
+    opts, overrides = dict(defaults), []
+    for a in argv:
+        k, sep, v = a.partition("=")
+        if hydra and ("." in k or k.startswith("+")):
+            overrides.append(a)
+            continue
+        if k not in opts or not sep:
+            what = "unknown option" if k not in opts else "option without a value"
+            sys.exit(f"embexp: error: {what} '{a}' of {name} (choose from: {', '.join(f'{o}=' for o in opts)}"
+                     + (", or a Hydra override with a dot)" if hydra else ")"))
+        opts[k] = v
+    return opts, overrides
+
+
+def alternating(r: int, items: list) -> list:
+    """`items` in order on even repeats, reversed on odd ones (A/B, B/A, ...)."""
+    return items if r % 2 == 0 else items[::-1]
+
+
+def clocks(fn) -> tuple[float, float]:
+    """Wall seconds and process CPU seconds of one call. On a shared machine with one thread the CPU
+    clock measures the call's compute; the wall clock also counts the time other processes held the core."""
+    w, c = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - w, time.process_time() - c
+
+
+def fit_clocks(trainer) -> tuple[float, float]:
+    """One Trainer.fit() of its steps: wall and CPU seconds per optimizer step."""
+    out = {}
+    w, c = clocks(lambda: out.setdefault("res", trainer.fit()))
+    return w / out["res"].steps, c / out["res"].steps
+
+
+def fixed_batches(feats, steps: int, batch: int, pad: int, seed: int = 0) -> list[dict]:
+    """The collated batches the Trainer would draw for `steps` steps (one micro-batch each)."""
+    from embexp.data import collate
+    from embexp.loop import micro_batch_indices
+
+    return [collate([feats[i] for i in micro_batch_indices(len(feats), batch, 1, 0, seed, m)], pad) for m in range(steps)]
+
+
+def build_run(overrides: list[str]):
+    from embexp.pipeline import build
+
+    cfg = compose_train(overrides)
+    return cfg, build(cfg, torch.device("cpu"))
+
+
+TRAIN_QUIET = ["trainer.cpu=true", "trainer.progress=false", "trainer.log_every=0", "trainer.mixed_precision=no",
+               "trainer.warmup_steps=0"]
+
+
+# ---- throughput -------------------------------------------------------------------------------------
+def throughput(argv: list[str]) -> None:
+    """Training throughput of embexp's loop against a plain PyTorch/transformers loop: same model, the
+    same collated batches in the same order, same trainable tensors, same optimizer. Prints tokens/s
+    (non-padding) of each and the ratio embexp / plain (1.0 = no overhead). The plain loop gets its
+    batches collated before the clock starts, so any difference is embexp's overhead."""
+    from accelerate import Accelerator
+
+    o, _ = options("throughput", argv, dict(model="minilm", task="glue", methods="full_ft,tinyte_full", steps="20",
+                                            batch="16", repeats="6", source_tokens="128"))
+    torch.set_num_threads(os.cpu_count() or 1)
+    acc = Accelerator(cpu=True)
+    print(f"model={o['model']} task={o['task']} batch={o['batch']} steps={o['steps']} repeats={o['repeats']} "
+          f"threads={torch.get_num_threads()} torch={torch.__version__}")
+    print(f"{'method':<14}{'plain tok/s':>14}{'embexp tok/s':>14}{'ratio':>8}")
+    for method in o["methods"].split(","):
+        cfg, c = build_run([f"method={method}", f"model={o['model']}", f"task={o['task']}", "task.source=fixture",
+                            "task.fixture_size=256", f"task.max_source_tokens={o['source_tokens']}",
+                            f"trainer.max_steps={o['steps']}", f"trainer.batch_size={o['batch']}", *TRAIN_QUIET,
+                            "trainer.max_grad_norm=1.0"])
+        feats = [c.featurizer.train_features(e) for e in c.task.examples("train")]
+        c.method.setup({"train": [f["input_ids"] for f in feats], "eval": []})
+        state = {k: v.clone() for k, v in c.method.trainable_state().items()}
+        plain_loop(cfg, c, feats)  # warm-up (allocator, kernels)
+        runs = {"plain": [], "embexp": []}
+        for r in range(int(o["repeats"])):
+            # whichever loop runs first after a reset pays for freeing the previous optimizer's state
+            for which in alternating(r, ["plain", "embexp"]):
+                c.method.load_trainable_state(state)
+                runs[which].append(plain_loop(cfg, c, feats) if which == "plain" else embexp_loop(cfg, c, feats, acc))
+        p, e = statistics.median(runs["plain"]), statistics.median(runs["embexp"])
+        print(f"{method:<14}{p:>14.0f}{e:>14.0f}{e / p:>8.3f}   per repeat: plain {[round(x) for x in runs['plain']]}, "
+              f"embexp {[round(x) for x in runs['embexp']]}")
+
+
+def embexp_loop(cfg, c, feats, acc) -> float:
+    from embexp.loop import Trainer
+
+    res = Trainer(c.method, cfg.trainer, acc, feats, [], c.backbone.tokenizer.pad_token_id, cfg.seed).fit()
+    return res.tokens / res.wall_seconds
+
+
+def plain_loop(cfg, c, feats) -> float:
+    """What a researcher would write by hand: the same batches, AdamW, clipping, a cosine lr."""
+    from embexp.data import n_tokens
+
+    params = list(c.method.trainable_tensors().values())
+    opt = torch.optim.AdamW(params, lr=cfg.trainer.lr, weight_decay=cfg.trainer.weight_decay)
+    steps = cfg.trainer.max_steps
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    c.method.train()
+    batches = fixed_batches(feats, steps, cfg.trainer.batch_size, c.backbone.tokenizer.pad_token_id, cfg.seed)
+    tokens, t0 = 0, time.perf_counter()
+    for batch in batches:
+        c.method(**batch).loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        tokens += n_tokens(batch)
+    return tokens / (time.perf_counter() - t0)
+
+
+# ---- K-Token prefill --------------------------------------------------------------------------------
+def ktoken_prefill(argv: list[str]) -> None:
+    """Prefill time of one long prompt, K-Token merging against the uncompressed prompt, same model:
+    (a) the backbone reading the n tokens, (b) the merging encoder plus the backbone reading the
+    ceil(n/K) merged positions, each a generation prefill (one forward that fills the KV cache and
+    returns the next-token logits only, logits_to_keep=1, as generate does), on wall and CPU clocks.
+    Keys with a dot are Hydra overrides (e.g. a larger tiny model: +model.tiny.hidden_size=512 ...)."""
+    o, overrides = options("ktoken_prefill", argv, dict(model="smollm2", k="4", tokens="2048", repeats="7", seed="0",
+                                                        threads="1"), hydra=True)
+    torch.set_num_threads(int(o["threads"]))
+    n, k = int(o["tokens"]), int(o["k"])
+    torch.manual_seed(int(o["seed"]))
+    _, c = build_run(["method=ktoken", f"model={o['model']}", "task=tree", f"method.k={k}", "trainer.cpu=true", *overrides])
+    method = c.method
+    method.eval()
+    model = method.backbone_model
+    special = set(c.backbone.tokenizer.all_special_ids)
+    pool = torch.tensor([i for i in range(c.backbone.vocab_size) if i not in special])
+    ids = pool[torch.randint(len(pool), (1, n), generator=torch.Generator().manual_seed(int(o["seed"])))]
+    mask = torch.ones_like(ids)
+
+    def uncompressed():
+        return model(input_ids=ids, attention_mask=mask, use_cache=True, logits_to_keep=1).logits
+
+    def merged():
+        x, m = method.prefix(ids, mask)
+        return model(inputs_embeds=x, attention_mask=m, use_cache=True, logits_to_keep=1).logits
+
+    with torch.inference_mode():
+        x, _ = method.prefix(ids, mask)
+        print(f"model={o['model']} ({c.n_backbone_params:,} params) k={k}: {n} prompt tokens -> {x.shape[1]} positions; "
+              f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+        uncompressed(), merged()  # warm-up
+        times = {"uncompressed": [], "merged": []}
+        for r in range(int(o["repeats"])):
+            for name, fn in alternating(r, [("uncompressed", uncompressed), ("merged", merged)]):
+                times[name].append(clocks(fn))
+            (uw, uc), (mw, mc) = times["uncompressed"][-1], times["merged"][-1]
+            print(f"repeat {r}: uncompressed wall {uw:.3f} s cpu {uc:.3f} s; merged wall {mw:.3f} s cpu {mc:.3f} s", flush=True)
+    for i, clock in enumerate(("wall", "cpu")):
+        u = statistics.median(t[i] for t in times["uncompressed"])
+        m = statistics.median(t[i] for t in times["merged"])
+        print(f"median prefill ({clock}): uncompressed {u:.3f} s, merged (K={k}, encoder included) {m:.3f} s, "
+              f"ratio merged / uncompressed {m / u:.3f}")
+
+
+# ---- PEMA token counting ----------------------------------------------------------------------------
+def pema_count(argv: list[str]) -> None:
+    """Token-counting throughput of PEMA's setup (embexp.methods.pema.count_tokens) against a plain
+    collections.Counter over the same ids. The input is what Method.setup receives: a list of lists
+    of token ids (lengths uniform in [16, 128], ids Zipf-distributed over the vocabulary, fixed seed).
+    Reported: the median of `repeats` runs (the Counter: repeats // 2), in tokens per second."""
+    import collections
+    import itertools
+
+    from embexp.methods.pema import count_tokens
+
+    o, _ = options("pema_count", argv, dict(sequences="100000", vocab="30522", repeats="5"))
+    n_seq, vocab, repeats = int(o["sequences"]), int(o["vocab"]), int(o["repeats"])
+    seqs = zipf_ids(n_seq, vocab)
+    n = sum(map(len, seqs))
+    counts = count_tokens(seqs, vocab)
+    ref = collections.Counter(itertools.chain.from_iterable(seqs))
+    if not (all(counts[k] == v for k, v in ref.items()) and counts.sum() == n):
+        sys.exit("embexp: error: count_tokens disagrees with collections.Counter")
+
+    def median_seconds(fn, times: int) -> float:
+        return statistics.median(clocks(fn)[0] for _ in range(times))
+
+    t = median_seconds(lambda: count_tokens(seqs, vocab), repeats)
+    t_ref = median_seconds(lambda: collections.Counter(itertools.chain.from_iterable(seqs)), max(1, repeats // 2))
+    print(f"{n_seq} sequences, {n:,} tokens, vocab {vocab:,}, {int((counts != 0).sum()):,} distinct ids")
+    print(f"count_tokens         {t * 1e3:8.1f} ms   {n / t / 1e6:7.1f} M tokens/s")
+    print(f"collections.Counter  {t_ref * 1e3:8.1f} ms   {n / t_ref / 1e6:7.1f} M tokens/s   (reference)")
+    print(f"speed-up {t_ref / t:.1f}x")
+
+
+def zipf_ids(n: int, vocab: int, seed: int = 0) -> list[list[int]]:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(16, 129, size=n)
+    flat = (rng.zipf(1.2, size=int(lengths.sum())) - 1) % vocab
+    return [a.tolist() for a in np.split(flat, np.cumsum(lengths)[:-1])]
+
+
+# ---- PETE -------------------------------------------------------------------------------------------
+def pete(argv: list[str]) -> None:
+    """Seconds per training step of PETE against the standard embedding table: the same encoder
+    built twice from the same seed (method=pete and method=full_ft on model=scratch_encoder,
+    task=nli_pairs), each trained with embexp's Trainer on the same batches; one Trainer (and
+    optimizer) per method kept across repeats, so a step is measured in steady state. data_dir=DIR
+    reads the real SNLI pairs (validation+test) under DIR; without it, the task's fixture. threads:
+    default 2 at most (as the tests); threads=1 on a shared CPU."""
+    from accelerate import Accelerator
+
+    from embexp.loop import Trainer
+
+    o, _ = options("pete", argv, dict(model="scratch_encoder", steps="10", batch="32", repeats="6", data_dir="", seed="0",
+                                      threads=""))
+    if o["threads"]:
+        torch.set_num_threads(int(o["threads"]))
+    acc = Accelerator(cpu=True)
+    data = ([f"task.data_dir={o['data_dir']}", "task.datasets=[snli]", "task.train_split=validation+test"]
+            if o["data_dir"] else ["task.source=fixture", "task.fixture_size=512"])
+    methods = ("pete", "full_ft")
+    built = {}
+    for m in methods:
+        torch.manual_seed(int(o["seed"]))  # data, features and method.setup as a run does them
+        built[m] = build_run([f"method={m}", f"model={o['model']}", "task=nli_pairs", *data, f"trainer.max_steps={o['steps']}",
+                              f"trainer.batch_size={o['batch']}", *TRAIN_QUIET, f"seed={o['seed']}"])
+    print(f"model={o['model']} data={'SNLI validation+test (' + o['data_dir'] + ')' if o['data_dir'] else 'fixture'} "
+          f"batch={o['batch']} steps={o['steps']} repeats={o['repeats']} threads={torch.get_num_threads()} torch={torch.__version__}")
+    trainers = {}
+    for m, (cfg, c) in built.items():  # one trainer each; a first fit warms up kernels and creates the optimizer state
+        trainers[m] = Trainer(c.method, cfg.trainer, acc, c.train_features, [], c.backbone.tokenizer.pad_token_id, cfg.seed)
+        fit_clocks(trainers[m])
+    wall, cpu = {m: [] for m in methods}, {m: [] for m in methods}
+    for r in range(int(o["repeats"])):
+        for m in alternating(r, list(methods)):
+            w, c = fit_clocks(trainers[m])
+            wall[m].append(w)
+            cpu[m].append(c)
+    med = {m: (statistics.median(wall[m]), statistics.median(cpu[m])) for m in methods}
+    for m in methods:
+        n = built[m][1].method.n_trainable(include_head=False)
+        print(f"{m:<8} {n:>11,} params  wall {med[m][0]:.3f} s/step  CPU {med[m][1]:.3f} s/step   "
+              f"per repeat wall {[round(x, 3) for x in wall[m]]} CPU {[round(x, 3) for x in cpu[m]]}")
+    print(f"ratio pete / full_ft: wall {med['pete'][0] / med['full_ft'][0]:.3f}  CPU {med['pete'][1] / med['full_ft'][1]:.3f}")
+
+
+# ---- Tiny-Attention ---------------------------------------------------------------------------------
+class Loop:
+    """One trainable setup with its own AdamW; ``step(batch)`` runs one optimizer step, returns its seconds."""
+
+    def __init__(self, model, params, before=None):
+        self.model, self.params, self.before = model, params, before or (lambda: None)
+        self.opt = torch.optim.AdamW(params, lr=1e-4)
+
+    def step(self, batch) -> float:
+        self.before()
+        self.model.train()  # tinyattn keeps its frozen backbone in eval mode (no dropout): the baselines do too
+        base = getattr(self.model, "base_model", None)
+        if base is not None and base is not self.model:
+            base.eval()
+        t0 = time.perf_counter()
+        self.model(**batch).loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return time.perf_counter() - t0
+
+
+def tinyattn(argv: list[str]) -> None:
+    """Step time of Tiny-Attention against a frozen backbone whose head alone is trained: three plain
+    PyTorch setups (forward, backward, clip, AdamW step) on the same collated batches, taking turns
+    step by step in an order that rotates from batch to batch. head_only: only the task head trains,
+    the backward stops at the head; head_full_bw: the same, but the embedding output requires grad,
+    so the backward runs through every layer (the least any in-layer adapter pays); tinyattn:
+    method=tinyattn on its own copy of the same backbone. Reported: median s/step, the ratio of the
+    medians and the median per-batch (paired) ratio tinyattn / setup. data_dir=DIR reads DIR's
+    SST-2 train.jsonl/validation.jsonl; overrides=a.b=1,c.d=2 are Hydra overrides."""
+    from embexp.models import load_backbone
+
+    o, _ = options("tinyattn", argv, dict(model="minilm", task="glue", steps="20", batch="16", repeats="2",
+                                          source_tokens="128", threads="0", data_dir="", overrides=""))
+    torch.set_num_threads(int(o["threads"]) or (os.cpu_count() or 1))
+    data = ([f"task.data_dir={o['data_dir']}", "task.source=local", "task.subset=sst2"] if o["data_dir"]
+            else ["task.source=fixture", "task.fixture_size=256"])
+    torch.manual_seed(0)
+    cfg, c = build_run(["method=tinyattn", f"model={o['model']}", f"task={o['task']}", *data,  # tinyattn on its own backbone
+                        f"task.max_source_tokens={o['source_tokens']}", "trainer.cpu=true",
+                        *[x for x in o["overrides"].split(",") if x]])
+    feats = [c.featurizer.train_features(e) for e in c.task.examples("train")]
+    batches = fixed_batches(feats, int(o["steps"]), int(o["batch"]), c.backbone.tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    plain = load_backbone(cfg.model, num_labels=c.task.num_labels)  # the same weights, no adapters
+    head = [p for _, p in plain.head_parameters()]
+    for p in plain.model.parameters():
+        p.requires_grad_(False)
+    for p in head:
+        p.requires_grad_(True)
+    full_bw = {"on": False}
+    plain.model.get_input_embeddings().register_forward_hook(lambda mod, a, out: out.requires_grad_(True) if full_bw["on"] else out)
+    loops = {"head_only": Loop(plain.model, head, lambda: full_bw.__setitem__("on", False)),
+             "head_full_bw": Loop(plain.model, head, lambda: full_bw.__setitem__("on", True)),
+             "tinyattn": Loop(c.method, list(c.method.trainable_tensors().values()))}
+    names = list(loops)
+    for lp in loops.values():  # warm-up: allocator, kernels
+        lp.step(batches[0])
+    times = {k: [] for k in names}
+    for r in range(int(o["repeats"])):  # every loop takes one step on the same batch, in a rotating order
+        for s, batch in enumerate(batches):
+            k = (r * len(batches) + s) % len(names)
+            for name in names[k:] + names[:k]:
+                times[name].append(loops[name].step(batch))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    paired = {k: statistics.median(a / b for a, b in zip(times["tinyattn"], times[k])) for k in names}
+    n_tok = sum(int(b["attention_mask"].sum()) for b in batches) / len(batches)
+    print(f"data={o['data_dir'] or 'fixture'} tokens/batch={n_tok:.0f} model={o['model']} batch={o['batch']} "
+          f"max_source_tokens={o['source_tokens']} steps={o['steps']} repeats={o['repeats']} threads={torch.get_num_threads()} "
+          f"torch={torch.__version__} tinyattn: heads={cfg.method.heads} head_dim={cfg.method.head_dim} "
+          f"adapter params={c.method.n_trainable(include_head=False)} head params={sum(p.numel() for p in head)}")
+    print(f"{'loop':<14}{'median s/step':>15}{'ratio of medians':>18}{'median paired ratio':>21}   quartiles s/step")
+    for k in names:
+        q = statistics.quantiles(times[k], n=4)
+        print(f"{k:<14}{med[k]:>15.4f}{med['tinyattn'] / med[k]:>18.3f}{paired[k]:>21.3f}   {q[0]:.4f} .. {q[2]:.4f}")
+
+
+BENCHMARKS = {"throughput": throughput, "ktoken_prefill": ktoken_prefill, "pema_count": pema_count, "pete": pete,
+              "tinyattn": tinyattn}
+
+
+@one_line_errors
+def main(argv: list[str]) -> None:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return
+    if argv[0] not in BENCHMARKS:
+        sys.exit(f"embexp: error: unknown benchmark '{argv[0]}' (choose from: {', '.join(BENCHMARKS)})")
+    quiet_libraries()
+    BENCHMARKS[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

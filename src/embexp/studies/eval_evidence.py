@@ -1,0 +1,134 @@
+"""The evidence behind the TinyTE generation budgets and ROUGE variants (docs/tasks_tinyte.md).
+
+    python -m embexp.analyze eval_evidence                              # data_dir=$EMBEXP_DATA, SmolLM2's tokenizer
+    python -m embexp.analyze eval_evidence data_dir=DIR tokenizer=minilm
+
+Reads real rows in the hub schema under ``data_dir`` (``wmt16/cs-en/test.jsonl``: newstest2016;
+``cnn_dailymail/3.0.0/test.jsonl``; ``tatsu-lab/alpaca/train_sample2000.jsonl``) and prints:
+
+1. WMT16: reference lengths in TER's words (sacreBLEU's TER: whitespace split) and in tokens; the
+   mean hypothesis length the paper's base-model TERs require, and the largest corpus TER a
+   generation budget of M new tokens allows. Per sentence TER's edits are at most max(|h|, |r|)
+   (substitute the shorter, insert or delete the rest), so corpus TER <= sum max(|h|,|r|) / sum |r|:
+   a TER of T% needs hypotheses of at least (T/100 - 1) x the reference words on average.
+2. CNN/DM: highlight (reference) lengths in words and tokens, and the share longer than each budget;
+   lead-3 (the article's first three sentences) scored with sentence-level rougeL and summary-level
+   rougeLsum, to show the scale of the two variants on real rows.
+3. Alpaca: output lengths in tokens; the paper's "repeating the question" baseline (R-L 18.58, its
+   Table 8) scored with both variants, and how many reference outputs span several lines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from embexp import EmbexpError
+from embexp.config import f
+from embexp.tasks.base import read_jsonl
+from embexp.tasks.metrics import rouge_scores, split_sentences
+
+PAPER_BASE_TER = {"Gemma-2": 734.73, "Qwen-2.5": 243.38, "Llama-3.1": 149.84}  # tinyte.md Tables 1, 11
+FILES = {"wmt16": "wmt16/cs-en/test.jsonl", "cnndm": "cnn_dailymail/3.0.0/test.jsonl",
+         "alpaca": "tatsu-lab/alpaca/train_sample2000.jsonl"}
+
+
+@dataclass
+class Config:
+    data_dir: str = f("${oc.env:EMBEXP_DATA,''}", "Root of the hub-schema JSONL files (wmt16/cs-en/test.jsonl, cnn_dailymail/3.0.0/test.jsonl, tatsu-lab/alpaca/train_sample2000.jsonl); default: the environment variable EMBEXP_DATA.")
+    tokenizer: str = f("smollm2", "Tokenizer that counts tokens: smollm2 (offline), minilm (offline), or a hub id / folder.")
+    budgets: list = f([64, 128, 256, 512], "Generation budgets (new tokens) to compare the lengths with.")
+
+
+def stats(xs) -> str:
+    xs = np.asarray(xs, float)
+    return (f"mean {xs.mean():.1f}, median {np.median(xs):.0f}, p95 {np.percentile(xs, 95):.0f}, "
+            f"p99 {np.percentile(xs, 99):.0f}, max {xs.max():.0f}")
+
+
+def load_tokenizer(name: str):
+    from transformers import AutoTokenizer
+
+    from embexp import models
+
+    path = {"smollm2": models.smollm2_path, "minilm": models.minilm_path}.get(name)
+    return AutoTokenizer.from_pretrained(str(path()) if path else name)
+
+
+def n_tokens(tok, texts: list[str], space: bool = True) -> np.ndarray:
+    """Tokens of each text without special tokens (``space``: with a leading space, as a continuation)."""
+    return np.array([len(tok((" " if space else "") + t, add_special_tokens=False)["input_ids"]) for t in texts])
+
+
+def over_budget(toks: np.ndarray, budgets) -> str:
+    return "- longer than the budget: " + ", ".join(f"{m}: {100 * (toks > m).mean():.1f}%" for m in budgets)
+
+
+def wmt16(rows: list[dict], tok, budgets) -> dict:
+    refs = [r["translation"]["en"].strip() for r in rows]
+    words = np.array([len(r.split()) for r in refs])
+    toks = n_tokens(tok, refs)
+    tpw = toks.sum() / words.sum()
+    print(f"## WMT16 cs-en newstest2016: {len(refs)} references")
+    print(f"- words (TER's tokens): {stats(words)}")
+    print(f"- tokens: {stats(toks)}; {tpw:.3f} tokens per word")
+    out = {"references": len(refs), "mean_words": float(words.mean()), "tokens_per_word": float(tpw), "max_ter": {}}
+    for name, ter in PAPER_BASE_TER.items():
+        need = (ter / 100 - 1) * words.mean()
+        print(f"- {name} base TER {ter}: mean hypothesis >= {need:.0f} words ~ {need * tpw:.0f} tokens")
+    for m in budgets:
+        h = m / tpw  # every hypothesis runs to the budget, in English words
+        out["max_ter"][m] = float(100 * np.maximum(h, words).sum() / words.sum())
+        print(f"- budget {m} tokens: hypotheses <= {h:.0f} words, corpus TER <= {out['max_ter'][m]:.0f}%")
+    return out
+
+
+def cnndm(rows: list[dict], tok, budgets) -> dict:
+    refs = [r["highlights"] for r in rows]
+    words = np.array([len(r.split()) for r in refs])
+    toks = n_tokens(tok, refs)
+    print(f"\n## CNN/DM 3.0.0 test: {len(refs)} highlights")
+    print(f"- words: {stats(words)}")
+    print(f"- tokens: {stats(toks)}")
+    print(over_budget(toks, budgets))
+    m = rouge_scores(refs, ["\n".join(split_sentences(r["article"])[:3]) for r in rows])  # lead-3
+    print(f"- lead-3: rougeL {m['rougeL']:.2f}, rougeLsum {m['rougeLsum']:.2f} (+- {m['rougeLsum_stderr']:.2f}), "
+          f"rouge1 {m['rouge1']:.2f}, rouge2 {m['rouge2']:.2f}")
+    return {"highlights": len(refs), "max_tokens": int(toks.max()), "lead3": m}
+
+
+def alpaca(rows: list[dict], tok, budgets) -> dict:
+    refs = [r["output"] for r in rows]
+    toks = n_tokens(tok, refs, space=False)
+    print(f"\n## Alpaca: {len(rows)} rows (random sample of the 52,002)")
+    print(f"- output tokens: {stats(toks)}")
+    print(over_budget(toks, budgets))
+    multiline = 100 * np.mean([len(r.strip().splitlines()) > 1 for r in refs])
+    print(f"- outputs spanning several lines: {multiline:.1f}%; "
+          f"several sentences (our splitter): {100 * np.mean([len(split_sentences(r)) > 1 for r in refs]):.1f}%")
+    out = {"rows": len(rows), "multiline": float(multiline), "repeat": {}}
+    for label, hyps in (("instruction", [r["instruction"] for r in rows]),
+                        ("instruction + input", [(r["instruction"] + " " + r["input"]).strip() for r in rows])):
+        for stem in (True, False):
+            m = out["repeat"][(label, stem)] = rouge_scores(refs, hyps, stemmer=stem)
+            print(f"- repeating the {label} (stemming {'on' if stem else 'off'}): rougeL {m['rougeL']:.2f} "
+                  f"(+- {m['rougeL_stderr']:.2f}), rougeLsum {m['rougeLsum']:.2f}")
+    return out
+
+
+def run(cfg: Config) -> dict:
+    if not cfg.data_dir:
+        raise EmbexpError("eval_evidence needs data_dir: set EMBEXP_DATA or pass data_dir=DIR "
+                          f"(the root holding {', '.join(FILES.values())})")
+    root = Path(cfg.data_dir).expanduser()
+    missing = [p for p in FILES.values() if not (root / p).is_file()]
+    if missing:
+        raise EmbexpError(f"data_dir '{root}' has no {', '.join(missing)} (data_dir=DIR or EMBEXP_DATA: the root of the hub-schema files)")
+    rows = {name: read_jsonl(root / p) for name, p in FILES.items()}
+    tok = load_tokenizer(cfg.tokenizer)
+    budgets = [int(m) for m in cfg.budgets]
+    print(f"tokenizer: {cfg.tokenizer}\n")
+    return {"wmt16": wmt16(rows["wmt16"], tok, budgets), "cnndm": cnndm(rows["cnndm"], tok, budgets),
+            "alpaca": alpaca(rows["alpaca"], tok, budgets)}

@@ -182,7 +182,8 @@ def test_the_shared_real_files_pass_their_domains():
 
 def test_data_dir_defaults_to_embexp_data_and_the_run_records_the_resolved_path(tmp_path, monkeypatch):
     """One data-location rule: task.data_dir defaults to $EMBEXP_DATA (unset: '', the hub); an
-    explicit task.data_dir, task.data_dir='' and task.source=fixture win; config.yaml holds the path."""
+    explicit task.data_dir, task.data_dir='' and task.source=fixture win; config.yaml holds the path;
+    a task whose files are not in $EMBEXP_DATA reads the hub."""
     from omegaconf import OmegaConf
 
     from conftest import compose
@@ -198,8 +199,15 @@ def test_data_dir_defaults_to_embexp_data_and_the_run_records_the_resolved_path(
     assert compose(*GLUE, f"task.data_dir={tmp_path}").task.data_dir == str(tmp_path)
     assert build_task(compose(*GLUE, "task.data_dir=").task).resolved_source() == "hub"
     assert build_task(smoke(*GLUE).task).resolved_source() == "fixture"  # debug=smoke: task.source=fixture
-    with pytest.raises(EmbexpError, match=r"no local file for task wmt16_cs-en split .*comes from EMBEXP_DATA; task.source=hub"):
-        build_task(compose("task=wmt16").task).load("train")
+    # a task with none of its files there reads the hub (tree: generates); one with some reads only them
+    assert build_task(compose("task=wmt16").task).resolved_source() == "hub"
+    assert build_task(compose("task=tree").task).resolved_source() == "generate"
+    (root / "glue" / "cola").mkdir()
+    (root / "glue" / "cola" / "validation.jsonl").write_bytes(b"")
+    cola = build_task(compose("task=glue", "task.subset=cola").task)
+    assert cola.resolved_source() == "local"
+    with pytest.raises(EmbexpError, match=r"no local file for task glue_cola split 'train'.*comes from EMBEXP_DATA; task.source=hub"):
+        cola.load("train")
     run = tmp_path / "run"
     r = run_cli("debug=smoke", "method=head_only", "model=tiny_bert", *GLUE, "task.source=auto", f"hydra.run.dir={run}")
     assert r.returncode == 0, r.stderr

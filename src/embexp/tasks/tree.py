@@ -156,7 +156,7 @@ class TreeTask(Task):
     def resolved_source(self) -> str:
         src = self.cfg.source
         if src == "auto":
-            return "local" if self.cfg.data_dir else "generate"
+            return "local" if self.reads_local() else "generate"
         return "generate" if src == "hub" else src
 
     def load(self, which: str) -> list[dict]:

@@ -46,6 +46,6 @@ pete_table: install  ## PETE vs the standard 2L/2H d=512 encoder: parameters, ST
 	$(PETE_DO)$(PY) -m embexp.analyze params models=[scratch_encoder] methods=[full_ft,pete] num_labels=0 breakdown=true out=$(PETE_OUT)/params
 	$(call pete_sweep,0)
 	$(call pete_sweep,$(PETE_DROPOUT))
-	$(PETE_DO)$(PY) -m embexp.analyze pete runs=$(PETE_RUNS) out=$(PETE_OUT)/comparison
+	$(PETE_DO)$(PY) -m embexp.report paper=pete table=table2 runs=$(PETE_RUNS) out=$(PETE_OUT)
 
 tables:: pete_table

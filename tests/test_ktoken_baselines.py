@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import compose, run_cli, run_train, smoke
+from conftest import compose, record_run, run_cli, run_train, smoke
 from embexp import EmbexpError
 from embexp.data import Featurizer, collate
 from embexp.inference import compression_metrics, continuation_ids
@@ -218,22 +218,25 @@ def test_sweep_cells_run_with_debug_smoke_and_the_tables_render(tmp_path):
         cmd = next(c for c in sweep_commands(table) if pick in c)
         r = run_cli(*cmd[3:], out, *extra)  # the printed command, run in this process
         assert r.returncode == 0, r.stderr[-2000:]
-    sys.path.insert(0, str(REPO / "scripts"))
-    import ktoken_sweep
-    from embexp.studies.pl_score import pl_from_perplexity
+    from embexp.report import configure
+    from embexp.tasks.metrics import pl_from_perplexity
+
+    def render(table):
+        module, cfg = configure(["paper=ktoken", f"table={table}", f"runs={tmp_path}", f"out={tmp_path / 'tables'}", "seeds=[42]"])
+        return module.render(cfg)[table]
 
     k2 = json.loads((tmp_path / "commitpack_python" / "qwen25_05b" / "ktoken_k2" / "seed42" / "metrics.json").read_text())
-    base = tmp_path / "commitpack_python" / "qwen25_05b" / "lora_uncompressed" / "seed42"
-    base.mkdir(parents=True)  # an uncompressed record with a known perplexity: Eq. 4 against it
-    (base / "metrics.json").write_text(json.dumps({"metrics": {"perplexity": 100.0, "length_reduction": 0.0}}))
-    table = ktoken_sweep.render("table3", Path(tmp_path), [42])
+    # an uncompressed record with a known perplexity: Eq. 4 against it
+    record_run(tmp_path, "commitpack", "python", "qwen25_05b", "lora", "uncompressed", 42,
+               {"metrics": {"perplexity": 100.0, "length_reduction": 0.0}})
+    table = render("table3")
     row = [c.strip() for c in next(ln for ln in table.splitlines() if ln.startswith("| k2 ")).split("|")]
     ppl, red = k2["metrics"]["perplexity"], k2["metrics"]["length_reduction"]
     assert row[2] == f"{ppl:.3f} [1.343]" and row[3] == f"{ppl:.3f} \u00b1 -" and row[4] == "1"
     assert row[5] == str(k2["train"]["effective_batch"]) and row[6] == f"{red:.1f} [50.0]"
     assert row[7] == f"{pl_from_perplexity(ppl, 100.0, red):.3f} [0.658]"  # ours beside the paper's
     assert "| selective_context | - [1.38] | - | 0 |" in table
-    curve = next(ln for ln in ktoken_sweep.render("ablation", Path(tmp_path), [42]).splitlines() if ln.startswith("| random"))
+    curve = next(ln for ln in render("ablation").splitlines() if ln.startswith("| random"))
     cols = [c.strip() for c in curve.split("|")[2:-1]]
     assert cols[0] == "1" and len(cols) == 12 and cols[2] != "-" and cols[3] != "-" and cols[4] == "-"  # two epochs ran
 

@@ -18,8 +18,9 @@ statistics, ``bootstrap_iters`` resamples, cached in ``<out>/.se_cache.json``), 
 for accuracies; with several seeds, their mean / sqrt(n). auto = seeds where a cell has >= 2
 seeds, else examples.
 
-*Output.* ``markdown`` (the text of a table), ``emit`` / ``write_table`` (<stem>.md + <stem>.csv),
-``pyplot`` / ``save_png`` (figures), ``method_label`` (the display names of methods).
+*Output.* ``markdown`` (the text of a table), ``emit`` / ``write_table`` / ``write_text_table``
+(<stem>.md + <stem>.csv), ``pyplot`` / ``save_png`` (figures), ``method_label`` (the display names
+of methods).
 """
 
 from __future__ import annotations
@@ -302,6 +303,14 @@ def write_table(rows: list[dict], columns: list[str], stem: Path, title: str = "
     atomic_write(stem.with_suffix(".md"), md)
     write_csv(rows, columns, stem.with_suffix(".csv"))
     return md
+
+
+def write_text_table(text: str, rows: list[dict], fields: list[str], stem: Path) -> None:
+    """A table whose Markdown is composed cell by cell (e.g. ours beside the paper's figure in
+    brackets): <stem>.md holds `text`, <stem>.csv the rows' plain values."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(stem.with_suffix(".md"), text + "\n")
+    write_csv(rows, fields, stem.with_suffix(".csv"))
 
 
 def emit(rows: list[dict], cols: list[str], stem: Path, title: str, pm: bool) -> str:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.results import Runs, atomic_write, collect_runs, pyplot, save_png, table_dirs, write_csv
+from embexp.results import Runs, collect_runs, pyplot, save_png, table_dirs, write_text_table
 from embexp.tasks.metrics import pl_from_accuracy, pl_from_perplexity
 
 MODEL = "qwen25_05b"
@@ -198,9 +198,7 @@ def render(cfg: Config) -> dict[str, str]:
     for n in names:
         text, rows, fields = ablation_table(idx, list(cfg.seeds), suffix) if n == "ablation" else compression_table(idx, n, list(cfg.seeds), suffix)
         stem = out / n
-        stem.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(stem.with_suffix(".md"), text + "\n")
-        write_csv(rows, fields, stem.with_suffix(".csv"))
+        write_text_table(text, rows, fields, stem)
         if n == "ablation":
             plot_ablation(rows, stem.with_suffix(".png"))
         done[n] = text

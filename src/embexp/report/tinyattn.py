@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.results import Runs, atomic_write, collect_runs, table_dirs, write_csv
+from embexp.results import Runs, collect_runs, table_dirs, write_text_table
 
 TABLES = ("table1", "table2", "table8", "table10", "table11", "table12")
 GLUE = ["sst2", "cola", "mnli", "qqp", "rte", "mrpc", "qnli", "stsb"]
@@ -138,9 +138,7 @@ def render(cfg: Config) -> dict[str, str]:
     for n in TABLES if cfg.table == "all" else (cfg.table,):
         text, rows, fields = table_text(n, list(cfg.seeds), cfg.select_on, idx)
         stem = out / n
-        stem.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(stem.with_suffix(".md"), text + "\n")
-        write_csv(rows, fields, stem.with_suffix(".csv"))
+        write_text_table(text, rows, fields, stem)
         done[n] = text
         print(text + f"\n(written: {stem}.md, .csv)\n")
     return done

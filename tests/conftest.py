@@ -84,3 +84,18 @@ def run_cli(*args: str, module: str = "embexp.train") -> CliResult:
             h.close()
         log.handlers.clear()
     return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def record_run(root: Path, task: str, subset: str, model: str, method: str, tag: str, seed: int, record: dict) -> Path:
+    """A finished run written by the results API (config.yaml, metrics.json, status.json) in the
+    directory a training run of these keys gets; `record` is the rest of its metrics.json."""
+    from omegaconf import OmegaConf
+
+    from embexp.config import run_name
+    from embexp.results import RunRecord
+
+    rec = RunRecord(Path(run_name(str(root), task, subset, model, method, tag, seed)))
+    rec.start(OmegaConf.create({"task": {"name": task, "subset": subset}, "model": {"name": model},
+                                "method": {"name": method}, "tag": tag, "seed": seed}))
+    rec.finish({"method": method, "model": model, "task": f"{task}_{subset}" if subset else task, "seed": seed, **record})
+    return rec.dir

@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from conftest import run_cli, run_train, smoke
-from embexp.studies.pl_score import pl_from_accuracy, pl_from_perplexity, pl_score
 from embexp.data import Featurizer, collate
 from embexp.inference import compression_metrics
 from embexp.methods import build_method
 from embexp.methods.ktoken import block_layout
 from embexp.models import load_backbone
 from embexp.tasks.base import Example
+from embexp.tasks.metrics import pl_from_accuracy, pl_from_perplexity, pl_score
 
 
 

@@ -1,5 +1,5 @@
 """K-Token Merging's other tasks (amazon, commitpack), its hard-compression baselines
-(method=prompt_compress) and its paper sweeps (scripts/ktoken_sweep.py, mk/ktoken.mk)."""
+(method=prompt_compress) and its paper sweeps (conf/sweep/ktoken/, mk/ktoken.mk)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import compose, run_cli, run_train, smoke
+from conftest import compose, record_run, run_cli, run_train, smoke
 from embexp import EmbexpError, sweep
 from embexp.data import Featurizer, collate
 from embexp.inference import compression_metrics, continuation_ids
@@ -25,6 +25,7 @@ from embexp.models import load_backbone
 from embexp.tasks import build_task
 from embexp.tasks.amazon import authors_split
 from embexp.tasks.base import Example
+from embexp.tasks.metrics import pl_from_accuracy
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {"HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"}
@@ -221,31 +222,36 @@ def test_sweep_cells_run_with_debug_smoke_and_the_tables_render(tmp_path):
         cmd = next(c for c in sweep_commands(table) if pick in c)
         r = run_cli(*cmd[3:], out, *extra)  # the printed command, run in this process
         assert r.returncode == 0, r.stderr[-2000:]
-    sys.path.insert(0, str(REPO / "scripts"))
-    import ktoken_sweep
-    from embexp.studies.pl_score import pl_from_perplexity
+    from embexp.report import configure
+    from embexp.tasks.metrics import pl_from_perplexity
+
+    def render(table):
+        module, cfg = configure(["paper=ktoken", f"table={table}", f"runs={tmp_path}", f"out={tmp_path / 'tables'}", "seeds=[42]"])
+        return module.render(cfg)[table]
 
     k2 = json.loads((tmp_path / "commitpack_python" / "qwen25_05b" / "ktoken_k2" / "seed42" / "metrics.json").read_text())
-    base = tmp_path / "commitpack_python" / "qwen25_05b" / "lora_uncompressed" / "seed42"
-    base.mkdir(parents=True)  # an uncompressed record with a known perplexity: Eq. 4 against it
-    (base / "metrics.json").write_text(json.dumps({"metrics": {"perplexity": 100.0, "length_reduction": 0.0}}))
-    table = ktoken_sweep.render("table3", Path(tmp_path), [42])
+    # an uncompressed record with a known perplexity: Eq. 4 against it
+    record_run(tmp_path, "commitpack", "python", "qwen25_05b", "lora", "uncompressed", 42,
+               {"metrics": {"perplexity": 100.0, "length_reduction": 0.0}})
+    table = render("table3")
     row = [c.strip() for c in next(ln for ln in table.splitlines() if ln.startswith("| k2 ")).split("|")]
     ppl, red = k2["metrics"]["perplexity"], k2["metrics"]["length_reduction"]
     assert row[2] == f"{ppl:.3f} [1.343]" and row[3] == f"{ppl:.3f} \u00b1 -" and row[4] == "1"
     assert row[5] == str(k2["train"]["effective_batch"]) and row[6] == f"{red:.1f} [50.0]"
     assert row[7] == f"{pl_from_perplexity(ppl, 100.0, red):.3f} [0.658]"  # ours beside the paper's
     assert "| selective_context | - [1.38] | - | 0 |" in table
-    curve = next(ln for ln in ktoken_sweep.render("ablation", Path(tmp_path), [42]).splitlines() if ln.startswith("| random"))
+    curve = next(ln for ln in render("ablation").splitlines() if ln.startswith("| random"))
     cols = [c.strip() for c in curve.split("|")[2:-1]]
     assert cols[0] == "1" and len(cols) == 12 and cols[2] != "-" and cols[3] != "-" and cols[4] == "-"  # two epochs ran
 
 
-def _sweep():
-    sys.path.insert(0, str(REPO / "scripts"))
-    import ktoken_sweep
+def render(table: str, root: Path, seeds: list[int], select_on: str = "heldout") -> str:
+    """python -m embexp.report paper=ktoken table=<table> over the runs under root."""
+    from embexp.report import configure
 
-    return ktoken_sweep
+    module, cfg = configure(["paper=ktoken", f"table={table}", f"runs={root}", f"out={root / 'tables'}",
+                             f"seeds=[{','.join(map(str, seeds))}]", f"select_on={select_on}"])
+    return module.render(cfg)[table]
 
 
 def test_sweep_states_the_effective_batch_tree_size_and_protocol_of_each_cell():
@@ -286,20 +292,19 @@ def test_sweep_states_the_effective_batch_tree_size_and_protocol_of_each_cell():
 
 
 def test_ktoken_tables_show_best_of_n_mean_se_runs_and_effective_batch(tmp_path):
-    sw = _sweep()
+    from embexp.report import ktoken as sw
 
     def rec(tag, method, seed, acc, red, eff=48, select_on="heldout"):
-        d = tmp_path / "amazon_Amazon_Fashion" / "qwen25_05b" / f"{method}_{tag}" / f"seed{seed}"
-        d.mkdir(parents=True)
-        (d / "metrics.json").write_text(json.dumps({"metrics": {"em_accuracy": acc, "length_reduction": red},
-                                                    "train": {"effective_batch": eff}, "select_on": select_on}))
+        record_run(tmp_path, "amazon", "Amazon_Fashion", "qwen25_05b", method, tag, seed,
+                   {"metrics": {"em_accuracy": acc, "length_reduction": red}, "train": {"effective_batch": eff},
+                    "select_on": select_on})
 
     for seed, acc in ((42, 90.0), (43, 92.0), (44, 94.0)):
         rec("k2", "ktoken", seed, acc, 50.0 + seed - 43)
     rec("uncompressed", "lora", 42, 93.0, 0.0)
     rec("selective_context", "prompt_compress", 42, 91.0, 40.0, eff=24)
     rec("selective_context", "prompt_compress", 43, 89.0, 42.0)
-    table = sw.render("table2", tmp_path, [42, 43, 44])
+    table = render("table2", tmp_path, [42, 43, 44])
     lines = table.splitlines()
     head = [c.strip() for c in next(ln for ln in lines if ln.startswith("| column")).split("|")[1:-1]]
     assert head == ["column", "accuracy: best of N", "accuracy: mean \u00b1 s.e.", "N", "eff. batch", "reduction (measured)",
@@ -307,7 +312,7 @@ def test_ktoken_tables_show_best_of_n_mean_se_runs_and_effective_batch(tmp_path)
     row = lambda tag: [c.strip() for c in next(ln for ln in lines if ln.startswith(f"| {tag} |")).split("|")[2:-1]]  # noqa: E731
     # best of 3 = 94.0 (seed 44, reduction 51.0); mean 92.0, s.e. = s.d. 2 / sqrt(3)
     assert row("k2") == ["94.00 [92.51]", f"92.00 \u00b1 {2 / math.sqrt(3):.2f}", "3", "48", "50.0 [50.0]",
-                         f"{sw.pl_from_accuracy(94.0, 51.0):.3f} [0.649]"]
+                         f"{pl_from_accuracy(94.0, 51.0):.3f} [0.649]"]
     assert row("uncompressed")[:4] == ["93.00 [93.54]", "93.00 \u00b1 -", "1", "48"]
     sc = row("selective_context")  # the measured reduction (mean of 40 and 42), the two batches both shown
     assert sc[2:5] == ["2", "24 or 48", "41.0 [44.6]"] and sc[0] == "91.00 [91.3]"
@@ -315,24 +320,21 @@ def test_ktoken_tables_show_best_of_n_mean_se_runs_and_effective_batch(tmp_path)
     assert any("method.rate is an input set to the paper's measured reduction" in ln for ln in lines)
     assert any(ln.startswith("best of N: the paper's protocol") for ln in lines) and sw.MARK not in table
     # perplexity: best of N is the lowest
-    d = tmp_path / "commitpack_python" / "qwen25_05b"
     for seed, ppl in ((42, 1.5), (43, 1.3)):
-        (d / "ktoken_k2" / f"seed{seed}").mkdir(parents=True)
-        (d / "ktoken_k2" / f"seed{seed}" / "metrics.json").write_text(json.dumps(
-            {"metrics": {"perplexity": ppl, "length_reduction": 50.0}, "train": {"effective_batch": 48}}))
-    k2 = next(ln for ln in sw.render("table3", tmp_path, [42, 43]).splitlines() if ln.startswith("| k2 |"))
+        record_run(tmp_path, "commitpack", "python", "qwen25_05b", "ktoken", "k2", seed,
+                   {"metrics": {"perplexity": ppl, "length_reduction": 50.0}, "train": {"effective_batch": 48}})
+    k2 = next(ln for ln in render("table3", tmp_path, [42, 43]).splitlines() if ln.startswith("| k2 |"))
     assert k2.split("|")[2].strip() == "1.300 [1.343]" and k2.split("|")[3].strip() == "1.400 \u00b1 0.100"
 
 
 def test_ktoken_tree_tables_mark_cells_whose_gate_read_the_reported_split(tmp_path):
-    sw = _sweep()
+    from embexp.report import ktoken as sw
 
-    d = tmp_path / "tree_x3large" / "qwen25_05b" / "ktoken_k4_paper" / "seed42"
-    d.mkdir(parents=True)
-    (d / "metrics.json").write_text(json.dumps({"metrics": {"em_accuracy": 98.0, "length_reduction": 74.0},
-                                                "train": {"effective_batch": [5120, 5120, 3072, 2048, 768, 256]},
-                                                "select_on": "reported", "curriculum_gate_split": "test"}))
-    table = sw.render("table1", tmp_path, [42], "reported")
+    record_run(tmp_path, "tree", "x3large", "qwen25_05b", "ktoken", "k4_paper", 42,
+               {"metrics": {"em_accuracy": 98.0, "length_reduction": 74.0},
+                "train": {"effective_batch": [5120, 5120, 3072, 2048, 768, 256]},
+                "select_on": "reported", "curriculum_gate_split": "test"})
+    table = render("table1", tmp_path, [42], "reported")
     row = next(ln for ln in table.splitlines() if ln.startswith(f"| k4 {sw.MARK} |"))
     assert "| 5120/5120/3072/2048/768/256 |" in row
-    assert table.splitlines()[-1] == sw.MARK_NOTE and "held" not in sw.render("table1", tmp_path, [42]).splitlines()[-1]
+    assert table.splitlines()[-1] == sw.MARK_NOTE and "held" not in render("table1", tmp_path, [42]).splitlines()[-1]

@@ -182,14 +182,17 @@ def test_saved_run_reevaluates_to_the_same_metrics(runs):
 
 
 def test_tables_9_and_10_from_the_runs(runs, tmp_path):
-    from embexp.studies import pema_tables
+    import json
+
+    from embexp.report import configure
 
     root = str(runs["pema"][1].parent)
-    t9 = pema_tables.run(pema_tables.Config(what="table9", runs=root, out=str(tmp_path)))["rows"]
+    module, cfg = configure(["paper=pema", "table=all", f"runs={root}", f"out={tmp_path}"])
+    md = module.render(cfg)
+    t9, t10 = (json.loads((tmp_path / f"{n}.json").read_text())["rows"] for n in ("table9", "table10"))
     assert len(t9) == 1 and t9[0]["saved / predicted"] == pytest.approx(1.0, abs=0.1)
-    t10 = pema_tables.run(pema_tables.Config(what="table10", runs=root, out=str(tmp_path)))["rows"]
     assert [r["PEMA"] for r in t10] == ["✗", "✓"] and t10[0]["SST-2"] == t10[1]["SST-2"]
-    assert (tmp_path / "table10.md").is_file()
+    assert (tmp_path / "table10.md").read_text() == md["table10"] and (tmp_path / "table9.csv").is_file()
 
 
 @pytest.mark.slow

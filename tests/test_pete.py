@@ -268,7 +268,7 @@ def pete_configs(cmds: list[list[str]]) -> list:
 
 def test_make_pete_table_dry_run_composes_with_debug_smoke():
     cmds = pete_commands("debug=smoke")
-    assert [c[2] for c in cmds] == ["embexp.analyze", "embexp.train", "embexp.train", "embexp.analyze"]
+    assert [c[2] for c in cmds] == ["embexp.analyze", "embexp.train", "embexp.train", "embexp.report"]
     for cmd in cmds[1:3]:
         assert cmd[3] == "-m" and "method=pete,full_ft" in cmd and cmd[-1] == "debug=smoke"
     cfgs = pete_configs(cmds)

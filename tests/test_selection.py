@@ -337,15 +337,6 @@ def test_select_on_reported_selects_on_the_reported_rows_and_says_so_in_metrics_
     assert rep["train"]["best_step"] > 0 and rep["train"]["select_loss"] == rep["train"]["best_select_loss"]
 
 
-def _tinyattn_sweep():
-    import sys
-
-    sys.path.insert(0, str(REPO / "scripts"))
-    import tinyattn_sweep
-
-    return tinyattn_sweep
-
-
 def test_tinyattn_table8_dry_run_prints_heldout_and_paper_protocol_cells():
     from embexp.sweep import command_lines
 
@@ -361,19 +352,24 @@ def test_tinyattn_table8_dry_run_prints_heldout_and_paper_protocol_cells():
 
 
 def test_tinyattn_table_marks_cells_selected_on_the_reported_split(tmp_path):
-    sw = _tinyattn_sweep()
+    from conftest import record_run
+    from embexp.report import configure
+    from embexp.report import tinyattn as sw
 
     def rec(task, tag, value, select_on):
-        d = tmp_path / f"glue_{task}" / "roberta" / f"tinyattn_{tag}" / "seed0"
-        d.mkdir(parents=True)
-        (d / "metrics.json").write_text(json.dumps({"metrics": {sw.METRIC[task]: value}, "select_on": select_on}))
+        record_run(tmp_path, "glue", task, "roberta", "tinyattn", tag, 0, {"metrics": {sw.METRIC[task]: value}, "select_on": select_on})
+
+    def render(table, seeds, select_on="both"):
+        module, cfg = configure(["paper=tinyattn", f"table={table}", f"runs={tmp_path}", f"out={tmp_path / 'tables'}",
+                                 f"seeds={seeds}".replace(" ", ""), f"select_on={select_on}"])
+        return module.render(cfg)[table]
 
     rec("rte", "1h", 80.0, "heldout")
     rec("rte", "1h_paper", 85.0, "reported")
     rec("cola", "1h", 60.0, "reported")  # whatever its tag, a record that says reported is marked
     rec("cola", "1h_paper", 61.0, "reported")
     rec("sst2", "1h_paper", 95.0, "reported")
-    table = sw.render("table8", tmp_path, [0])
+    table = render("table8", [0])
     lines = table.splitlines()
     row = lambda label: [c.strip() for c in next(ln for ln in lines if ln.startswith(f"| {label} |")).split("|")[3:-1]]  # noqa: E731
     cols = [c.strip() for c in next(ln for ln in lines if ln.startswith("| setting")).split("|")[3:-1]]
@@ -383,5 +379,5 @@ def test_tinyattn_table_marks_cells_selected_on_the_reported_split(tmp_path):
     four = dict(zip(cols, row("4h (paper protocol)")))
     assert four["sst2"] == f"95.0{sw.MARK} [96.6]" and four["rte"] == "- [89.2]"  # 4H = 1H where 4H did not run
     assert lines[-1] == f"{sw.MARK} paper protocol: selected on the reported split"
-    only = sw.render("table8", tmp_path, [0], "heldout")
+    only = render("table8", [0], "heldout")
     assert "(paper protocol)" not in only and f"60.0{sw.MARK}" in only and only.endswith("selected on the reported split")

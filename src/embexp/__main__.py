@@ -4,6 +4,6 @@ print(
     "embexp entry points:\n"
     "  python -m embexp.train   method=... model=... task=... [overrides]   train + evaluate one run\n"
     "  python -m embexp.eval    run_dir=DIR                                  re-evaluate a saved run\n"
-    "  python -m embexp.analyze <analysis> ...                                analyses behind the tables\n"
-    "  python -m embexp.report  ...                                           render tables from run records"
+    "  python -m embexp.analyze <analysis> ...                                analyses that compute with models or data\n"
+    "  python -m embexp.report  paper=<paper> table=<name> ...                render a paper's tables from run records (--help)"
 )

@@ -1,6 +1,7 @@
-"""Analyses behind the papers' tables: ``python -m embexp.analyze <analysis> key=value ...``.
+"""Analyses behind the papers' tables that compute with models or data: ``python -m embexp.analyze <analysis> key=value ...``.
 
-Each analysis is a module in ``embexp.studies`` with a config dataclass (every field has help
+Tables read from finished runs alone are ``python -m embexp.report`` (PEMA Tables 9-10: ``paper=pema``,
+PETE's comparison: ``paper=pete``). Each analysis is a module in ``embexp.studies`` with a config dataclass (every field has help
 text) and ``run(cfg)``; arguments are OmegaConf dot-list overrides checked against the dataclass,
 so a typo fails with one line naming the valid keys. ``python -m embexp.analyze <analysis> --help``
 lists the fields.
@@ -25,8 +26,6 @@ ANALYSES = {
     "lengths": "embexp.studies.lengths",
     "vocab": "embexp.studies.vocab",
     "split": "embexp.studies.split",
-    "pema": "embexp.studies.pema_tables",
-    "pete": "embexp.studies.pete_table",
     "eval_evidence": "embexp.studies.eval_evidence",
 }
 

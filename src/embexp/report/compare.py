@@ -26,10 +26,9 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.report.index import SE, Runs, cell, emit
-from embexp.results import atomic_write
-from embexp.studies import collect_runs, debug_output_root, method_label
+from embexp.results import SE, Runs, atomic_write, cell, collect_runs, emit, method_label, pyplot, save_png, table_dirs
 
+TABLES = ("compare",)
 SKIP = ("_stderr", "_seconds")  # metric keys that are not a quality figure
 SIDE = ("length_reduction", "pl_score", "n_choices")  # figures reported beside the quality metric
 # The headline metric where a task records several (each paper's main column), else the first one.
@@ -42,7 +41,7 @@ NOTE = ("Empty cells: a method that trains nothing has no #TP, training memory o
 
 @dataclass
 class Config:
-    table: str = f("compare", "compare (this table); the TinyTE tables and figures are 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, alpaca, ranking, fig3, fig6 (report/tinyte.py TABLES).")
+    table: str = f("compare", "compare (this table).", choices=TABLES)
     runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
     out: str = f("", "Folder for compare_<task>_<model>.md/.csv/.png ('' = tables/compare, or <output_root>/tables/compare with debug=...).")
     task: str = f("", "Only runs of this task (its display name, e.g. glue_sst2); '' = every task found.")
@@ -124,11 +123,7 @@ def label_points(ax, pts: list[tuple[float, float, str]], size: float = 7) -> No
 def plot(rows: list[dict], path: Path, title: str, ylabel: str) -> None:
     """Quality against trainable parameters (log x); methods without #TP are drawn at the left edge.
     The step line is the Pareto front (no method with fewer parameters does better)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     pts = [(r["#TP"], r["metric"], r["Method"]) for r in rows if r["metric"] is not None]
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     have = [p for p in pts if p[0]]
@@ -151,14 +146,11 @@ def plot(rows: list[dict], path: Path, title: str, ylabel: str) -> None:
     if front:
         ax.step([p[0] for p in front], [p[1] for p in front], where="post", alpha=0.4)
     ax.grid(alpha=0.3)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path)
 
 
 def render(cfg: Config) -> dict[str, str]:
-    root = cfg.runs or debug_output_root(cfg.debug)
-    out = Path(cfg.out or (Path(debug_output_root(cfg.debug)) / "tables" / "compare" if cfg.debug else Path("tables") / "compare"))
+    root, out = table_dirs(cfg.runs, cfg.out, cfg.debug, "compare")
     runs = [r for r in collect_runs(root) if (not cfg.task or r["task"] == cfg.task) and (not cfg.model or r["model"] == cfg.model)]
     if not runs:
         raise EmbexpError(f"no finished runs under '{root}'" + (f" for task={cfg.task}" if cfg.task else "")

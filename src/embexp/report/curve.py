@@ -19,17 +19,16 @@ from pathlib import Path
 from embexp import EmbexpError
 from embexp.config import f
 from embexp.report.compare import quality_metric
-from embexp.report.index import emit
-from embexp.results import atomic_write
-from embexp.studies import collect_runs, debug_output_root, method_label
+from embexp.results import atomic_write, collect_runs, debug_output_root, emit, method_label, pyplot, save_png
 
+TABLES = ("curve",)
 NOTE = ("Each line is one run evaluated on the eval split at the listed steps (trainer.curve_at) and at its end; "
         "nothing was selected on these points. Answer share: % of predictions per class (class 0 first).")
 
 
 @dataclass
 class Config:
-    table: str = f("curve", "curve (this table).")
+    table: str = f("curve", "curve (this table).", choices=TABLES)
     runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
     out: str = f("", "Folder for curve_<task>_<model>.md/.csv/.png ('' = <runs>/tables).")
     task: str = f("", "Only runs of this task (its display name, e.g. glue_sst2); '' = every task found.")
@@ -49,11 +48,7 @@ def majority(run_dir: str) -> float | None:
 
 
 def plot(lines: dict[str, list[tuple[int, float]]], base: float | None, path: Path, title: str, ylabel: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
     for label, pts in lines.items():
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
@@ -65,9 +60,7 @@ def plot(lines: dict[str, list[tuple[int, float]]], base: float | None, path: Pa
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path)
 
 
 def render(cfg: Config) -> dict[str, str]:

@@ -1,6 +1,7 @@
-"""The TinyTE paper's tables from run records: ``python -m embexp.report table=<n> [key=value ...]``.
+"""The TinyTE paper's tables from run records: ``python -m embexp.report paper=tinyte table=<n> [key=value ...]``
+(``paper=tinyte`` may be left out).
 
-    python -m embexp.report table=1                     # tables/tinyte/table1.md + .csv from outputs/
+    python -m embexp.report paper=tinyte table=table1   # tables/tinyte/table1.md + .csv from outputs/ (= table=1)
     python -m embexp.report table=all                   # every TinyTE table (what `make tables` runs)
     python -m embexp.report table=11 se=seeds           # ± across seeds instead of the test examples
     python -m embexp.report table=4 debug=smoke         # read outputs/smoke, write outputs/smoke/tables/tinyte
@@ -23,7 +24,7 @@ evaluations report and the scale of the paper's numbers; sentence-level ``rougeL
 The Alpaca table's R-L is sentence-level ``rougeL`` (the instruction-tuning convention), with
 ``rougeLsum`` as R-Lsum.
 
-Standard errors (``se``, see ``embexp.report.index``): seeds, examples, auto or none. The default
+Standard errors (``se``, see ``embexp.results``): seeds, examples, auto or none. The default
 (``se=``) is each table's own: examples for Table 11 (the paper's test-example s.e.; a one-seed
 sweep fills every ±), seeds elsewhere. Every CSV has a ``<column> se`` column.
 """
@@ -38,9 +39,9 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.report.index import DISPLAY, SE, Runs, cell, emit, n_params
-from embexp.studies import collect_runs, debug_output_root, method_label
+from embexp.results import SE, Runs, cell, collect_runs, emit, method_label, n_params, pyplot, save_png, table_dirs
 
+DISPLAY = {"gemma2": "Gemma-2", "qwen25": "Qwen-2.5", "llama31": "Llama-3.1", "llama2": "Llama-2-7b"}  # the paper's model names
 TABLES = ("1", "2", "3", "4", "5", "6", "8", "9", "10", "11", "alpaca", "ranking", "fig3", "fig6")
 SUPERGLUE = [("boolq", "BoolQ"), ("copa", "Copa"), ("cb", "CB"), ("rte", "RTE"), ("wic", "WIC")]
 
@@ -169,8 +170,8 @@ def table_alpaca(cfg, idx, se):
 
 
 def render(cfg: Config) -> dict[str, str]:
-    root = Path(cfg.runs or debug_output_root(cfg.debug))
-    out = Path(cfg.out or (Path(debug_output_root(cfg.debug)) / "tables" / "tinyte" if cfg.debug else Path("tables") / "tinyte"))
+    root, out = table_dirs(cfg.runs, cfg.out, cfg.debug, "tinyte")
+    root = Path(root)
     names = TABLES if cfg.table == "all" else (str(cfg.table).removeprefix("table") or str(cfg.table),)  # table8 = 8
     for n in names:
         if n not in TABLES:
@@ -202,11 +203,7 @@ def figure_3(cfg, idx, se, out: Path):
     """Figure 3: the Instruct Score (``judge_instruct``, MT-bench single-answer grading 1-10) of each
     Alpaca method, per model, as figure3.png (bars, ± its standard error) and a table. The paper's
     judge is gpt-4o-2024-08-06; the table names the judge each run used (docs/judge.md)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     col = [("alpaca", "judge_instruct", "Instruct Score"), ("alpaca", "rougeL", "R-L")]
     models = sorted({k[2] for k in idx.by_key if k[0] == "alpaca"}) or ["llama2"]
     cells = [("zero_shot", ""), ("tinyte_full", ""), ("tinyte_gated", ""), ("lora", ""), ("prompt_tuning", "tk1")]
@@ -217,7 +214,6 @@ def figure_3(cfg, idx, se, out: Path):
             judges = sorted({r["metrics"].get("judge_model", "") for r in idx.get("alpaca", m, me, tg)} - {""})
             row["Judge"] = ", ".join(judges)
             rows.append(row)
-    out.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 3.6), squeeze=False)
     for ax, m in zip(axes[0], models):
         mine = [r for r in rows if r["Model"] == DISPLAY.get(m, m)]
@@ -232,8 +228,7 @@ def figure_3(cfg, idx, se, out: Path):
             if r.get("Instruct Score") is None:
                 ax.text(i, 0.2, "no run", ha="center", fontsize=7, rotation=90)
     fig.tight_layout()
-    fig.savefig(out / "figure3.png", dpi=150)
-    plt.close(fig)
+    save_png(fig, out / "figure3.png", dpi=150)
     return (rows, ["Model", "Method", "#TP", "Instruct Score", "R-L", "Judge"],
             "Figure 3: Instruct Score (judge rating 1-10, MT-bench single-answer grading) on the Alpaca held-out set "
             "(bars: figure3.png; the paper's judge: gpt-4o-2024-08-06)", True)

@@ -37,8 +37,7 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.results import atomic_write, write_json
-from embexp.studies import debug_output_root, markdown
+from embexp.results import atomic_write, debug_output_root, markdown, write_json
 
 
 @dataclass

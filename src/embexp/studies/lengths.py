@@ -22,7 +22,6 @@ Choices (ours; the paper prints the buckets but not their unit):
 
 from __future__ import annotations
 
-import json
 import string
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.studies import collect_runs, debug_output_root, markdown, method_label
 from embexp.config import f
-from embexp.results import write_table
+from embexp.results import collect_runs, debug_output_root, markdown, method_label, read_predictions, write_table
 
 
 @dataclass
@@ -84,13 +82,6 @@ def score_by_bucket(lengths: list[int], refs: list[str], hyps: list[str], edges:
 
 
 # ---- runs -------------------------------------------------------------------------------------------
-def read_predictions(run_dir: Path) -> list[dict]:
-    path = Path(run_dir) / "predictions.jsonl"
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def run_task(run: dict):
     from omegaconf import OmegaConf
 

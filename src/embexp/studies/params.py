@@ -22,10 +22,10 @@ from pathlib import Path
 import torch
 
 from embexp import EmbexpError, cli
-from embexp.studies import compose_train, markdown
+from embexp.studies import compose_train
 from embexp.studies.model_specs import SPECS
 from embexp.config import f
-from embexp.results import write_table
+from embexp.results import markdown, write_table
 
 
 # The paper's #TP (tinyte.md Tables 1, 2, 11) as printed, for the comparison columns only.

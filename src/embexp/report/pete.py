@@ -1,5 +1,6 @@
-"""PETE against the standard encoder (pete.md Table 2) from finished runs:
-``python -m embexp.analyze pete runs=outputs out=tables/pete/comparison``.
+"""PETE against the standard encoder (pete.md Table 2) from finished runs: ``python -m embexp.report paper=pete``.
+
+    python -m embexp.report paper=pete table=table2 runs=outputs out=tables/pete     # comparison.md + .csv
 
 One row per (method, tag) among the runs of ``task`` on ``model`` (``make pete_table`` tags them
 ``drop0`` / ``dropP``): parameters (the run record's ``n_method_params``: the model's parameters,
@@ -16,27 +17,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from embexp import EmbexpError
-from embexp.studies import collect_runs, markdown
 from embexp.config import f
-from embexp.results import write_table
+from embexp.results import collect_runs, debug_output_root, write_table
 
 PAPER = {"pete": ("8.9M", "77.40"), "full_ft": ("24.3M", "77.54")}
+TABLES = ("table2",)
 COLUMNS = ["Method", "Tag", "Seeds", "Parameters", "STS-B Spearman", "STS-B Pearson", "s/step", "s/epoch", "Paper params", "Paper Spearman"]
 
 
 @dataclass
 class Config:
-    runs: str = f("outputs", "Root (or glob) of the run directories.")
+    table: str = f("table2", "table2 (pete.md Table 2: PETE vs the standard encoder), written as comparison.md/.csv.", choices=TABLES)
+    runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
     task: str = f("nli_pairs", "Task of the runs compared.")
     model: str = f("scratch_encoder", "Model config of the runs compared.")
     methods: list = f(["pete", "full_ft"], "Methods, in row order.")
-    out: str = f("", "Also write <out>.md and <out>.csv ('' = print only).")
+    out: str = f("tables/pete", "Folder for comparison.md/.csv.")
+    debug: str = f("", "A conf/debug preset whose output_root holds the runs when runs is '' (smoke: outputs/smoke).")
 
 
 def rows(cfg: Config) -> list[dict]:
-    runs = [r for r in collect_runs(cfg.runs) if r["task_name"] == cfg.task and r["model"] == cfg.model and r["method"] in cfg.methods]
+    root = cfg.runs or debug_output_root(cfg.debug)
+    runs = [r for r in collect_runs(root) if r["task_name"] == cfg.task and r["model"] == cfg.model and r["method"] in cfg.methods]
     if not runs:
-        raise EmbexpError(f"no finished {cfg.task} runs of model {cfg.model} under {cfg.runs}")
+        raise EmbexpError(f"no finished {cfg.task} runs of model {cfg.model} under {root}")
     out = []
     for method in cfg.methods:
         for tag in sorted({r["tag"] for r in runs if r["method"] == method}):
@@ -56,8 +60,9 @@ def rows(cfg: Config) -> list[dict]:
     return out
 
 
-def run(cfg: Config) -> list[dict]:
-    table = rows(cfg)
+def render(cfg: Config) -> dict[str, str]:
     title = f"PETE vs the standard encoder: {cfg.model} trained on {cfg.task}, STS-B zero-shot"
-    print(write_table(table, COLUMNS, Path(cfg.out), title=title) if cfg.out else markdown(table, COLUMNS, title))
-    return table
+    stem = Path(cfg.out) / "comparison"
+    md = write_table(rows(cfg), COLUMNS, stem, title=title)
+    print(md + f"(written: {stem}.md, .csv)\n")
+    return {"table2": md}

@@ -1,7 +1,11 @@
-"""PEMA tables from finished runs (pema.md Tables 9 and 10): ``python -m embexp.analyze pema what=...``.
+"""PEMA's tables from finished runs (pema.md Tables 9 and 10): ``python -m embexp.report paper=pema table=<name>``.
 
-    python -m embexp.analyze pema what=table9 runs=outputs/glue_cola model=roberta_base
-    python -m embexp.analyze pema what=table10 runs=outputs
+    python -m embexp.report paper=pema table=table9 runs=outputs/glue_cola model=roberta_base
+    python -m embexp.report paper=pema table=table10 runs=outputs         # tables/pema/table10.md + .csv + .json
+
+Tables 2-4 (parameters removed, from tokenizers and model configs) are computed by
+``python -m embexp.analyze vocab``; these two read runs alone. Each writes <table>.md, <table>.csv and
+<table>.json (the rows and the run directories read) under ``out``.
 
 - ``table9``: per sub-task, PEMA's preprocessing time (``method_values.pema_setup_seconds``: counting,
   the id map and the partial matrix) against the fine-tuning time (``train.wall_seconds``), mean and
@@ -20,27 +24,29 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.studies import collect_runs, markdown
 from embexp.config import f
+from embexp.results import atomic_write, collect_runs, debug_output_root, emit
 
 GLUE = ("cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "stsb", "wnli")
 LABELS = {"cola": "CoLA", "mnli": "MNLI", "mrpc": "MRPC", "qnli": "QNLI", "qqp": "QQP", "rte": "RTE",
           "sst2": "SST-2", "stsb": "STS-B", "wnli": "WNLI"}
 METRIC = {"cola": "mcc", "qqp": "f1", "stsb": "spearman"}  # the paper's Table 10 metric; accuracy otherwise
+TABLES = ("table9", "table10")
 
 
 @dataclass
 class Config:
-    what: str = f("table9", "table9 (preprocessing vs fine-tuning time, and measured memory) or table10 (task metric with and without PEMA).")
-    runs: str = f("outputs", "A run directory, a folder holding runs (searched recursively) or a glob.")
+    table: str = f("all", "table9 (preprocessing vs fine-tuning time, and measured memory), table10 (task metric with and without PEMA), or all.",
+                   choices=TABLES + ("all",))
+    runs: str = f("", "A run directory, a folder holding runs (searched recursively) or a glob ('' = outputs, or the debug preset's output_root).")
     task: str = f("glue", "Task family of the runs to tabulate (glue or xnli).")
     model: str = f("", "Only runs of this model config name ('' = all; the paper's Table 9 is roberta_base).")
-    out: Optional[str] = f("outputs/analysis/pema", "Folder for <what>.md/.json; out= (empty) prints only.")
+    out: str = f("tables/pema", "Folder for <table>.md/.csv/.json.")
+    debug: str = f("", "A conf/debug preset whose output_root holds the runs when runs is '' (smoke: outputs/smoke).")
 
 
 def _ms(xs: list[float], fmt: str = "{:.1f}") -> str:
@@ -104,27 +110,23 @@ def table10(runs: list[dict], subsets: list[str]) -> tuple[list[dict], list[str]
     return rows, ["Model", "PEMA"] + [LABELS.get(s, s) for s in subsets] + ["Mean"]
 
 
-def run(cfg) -> dict:
-    if cfg.what not in ("table9", "table10"):
-        raise EmbexpError(f"unknown what '{cfg.what}' (choose from: table9, table10)")
-    runs = [r for r in collect_runs(cfg.runs) if r["task_name"] == cfg.task and (not cfg.model or r["model"] == cfg.model)]
+TITLES = {"table9": "Table 9: PEMA preprocessing vs fine-tuning, seconds (sd over seeds), and memory of parameters + gradients + optimizer state",
+          "table10": "Table 10: validation results without (✗) and with (✓) PEMA, mean over seeds"}
+
+
+def render(cfg: Config) -> dict[str, str]:
+    root = cfg.runs or debug_output_root(cfg.debug)
+    runs = [r for r in collect_runs(root) if r["task_name"] == cfg.task and (not cfg.model or r["model"] == cfg.model)]
     if not runs:
-        raise EmbexpError(f"no finished {cfg.task} runs under '{cfg.runs}'" + (f" for model {cfg.model}" if cfg.model else ""))
+        raise EmbexpError(f"no finished {cfg.task} runs under '{root}'" + (f" for model {cfg.model}" if cfg.model else ""))
     order = GLUE if cfg.task == "glue" else tuple(dict.fromkeys(r["subset"] for r in runs))
     subsets = [s for s in order if any(r["subset"] == s for r in runs)]
     runs.sort(key=lambda r: (r["model"], order.index(r["subset"]) if r["subset"] in order else 99, r["seed"]))
-    if cfg.what == "table9":
-        rows, cols = table9(runs)
-        title = "Table 9: PEMA preprocessing vs fine-tuning, seconds (sd over seeds), and memory of parameters + gradients + optimizer state"
-    else:
-        rows, cols = table10(runs, subsets)
-        title = "Table 10: validation results without (✗) and with (✓) PEMA, mean over seeds"
-    md = markdown(rows, cols, title + (f" ({cfg.model})" if cfg.model else ""))
-    print(md)
-    if cfg.out:
-        stem = Path(cfg.out) / cfg.what
-        stem.parent.mkdir(parents=True, exist_ok=True)
-        stem.with_suffix(".md").write_text(md)
-        stem.with_suffix(".json").write_text(json.dumps({"rows": rows, "runs": [r["run_dir"] for r in runs]}, indent=1))
-        print(f"wrote {stem}.md, {stem}.json")
-    return {"rows": rows}
+    done = {}
+    for name in TABLES if cfg.table == "all" else (cfg.table,):
+        rows, cols = table9(runs) if name == "table9" else table10(runs, subsets)
+        stem = Path(cfg.out) / name
+        done[name] = emit(rows, cols, stem, TITLES[name] + (f" ({cfg.model})" if cfg.model else ""), pm=False)
+        atomic_write(stem.with_suffix(".json"), json.dumps({"rows": rows, "runs": [r["run_dir"] for r in runs]}, indent=1))
+        print(done[name] + f"(written: {stem}.md, .csv, .json)\n")
+    return done

@@ -1,0 +1,206 @@
+"""The K-Token Merging paper's tables from run records: ``python -m embexp.report paper=ktoken table=<name>``.
+
+    python -m embexp.report paper=ktoken table=table1 seeds=[42,43,44]       # tables/ktoken/table1.md + .csv
+    python -m embexp.report paper=ktoken table=table1 select_on=reported     # the cells gated on the test split
+    python -m embexp.report paper=ktoken table=ablation debug=smoke          # Fig. 6 from outputs/smoke (+ ablation.png)
+
+Tables (k-token-merging.md): table1 (Textualized Tree, the curriculum to x3large), table2 (Amazon
+Reviews, Fashion), table3 (CommitPackFT python, perplexity), ablation (Fig. 6: average vs random
+initialisation of the K=4 encoder, the gate rows' accuracy after each epoch; also ablation.png), or
+all. The runs are qwen25_05b's, one per column and seed, tagged by column (uncompressed: LoRA;
+selective_context, llmlingua2: prompt_compress; k2, k3, k4: ktoken; init_average, init_random), found
+by (task, subset, model, method, tag, seed) in their records.
+
+Tables 1-3: per column the best of N runs (the paper's protocol: each cell the best of three runs),
+with the paper's figure in brackets, the mean ± s.e. over the same N (s.e. = sample s.d./sqrt(N)), N,
+the effective batch of the records, the measured length reduction and the P-L score (Eq. 3; Eq. 4 for
+perplexity, against the best uncompressed run) of the best run. ``select_on=reported`` reads the tree
+tables' cells whose curriculum gate read the reported split (tags ``<column>_paper``); a cell whose
+records say they selected on the reported split is marked †.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from embexp import EmbexpError
+from embexp.config import f
+from embexp.results import Runs, collect_runs, pyplot, save_png, table_dirs, write_text_table
+from embexp.tasks.metrics import pl_from_accuracy, pl_from_perplexity
+
+MODEL = "qwen25_05b"
+TABLES = ("table1", "table2", "table3", "ablation")
+TREE = ("table1", "ablation")  # the tables whose curriculum gate selects (select_on)
+TASKS = {"table1": ("tree", "x3large"), "table2": ("amazon", "Amazon_Fashion"), "table3": ("commitpack", "python"),
+         "ablation": ("tree", "x3large")}
+COLUMNS = [("uncompressed", "lora"), ("selective_context", "prompt_compress"), ("llmlingua2", "prompt_compress"),
+           ("k2", "ktoken"), ("k3", "ktoken"), ("k4", "ktoken")]
+ABLATION, EPOCHS = ("init_average", "init_random"), 10
+# trainer.select_on=reported: the authors' curriculum gate on the stage's test split (tree tables only;
+# tags get PAPER_TAG, the table marks the cells)
+PAPER_TAG, MARK = "_paper", "\u2020"
+MARK_NOTE = f"{MARK} paper protocol: the curriculum gate selected on the reported split (trainer.select_on=reported)"
+# the paper's rows, as printed (each the best of three runs): column -> (accuracy or perplexity, length reduction)
+PAPER = {
+    "table1": {"uncompressed": (99.97, 0.0), "selective_context": (90.43, 52.5), "llmlingua2": (82.17, 27.0),
+               "k2": (99.91, 50.0), "k3": (98.63, 66.7), "k4": (98.38, 75.0)},
+    "table2": {"uncompressed": (93.54, 0.0), "selective_context": (91.30, 44.6), "llmlingua2": (91.49, 51.0),
+               "k2": (92.51, 50.0), "k3": (92.23, 66.7), "k4": (91.05, 75.0)},
+    "table3": {"uncompressed": (1.293, 0.0), "selective_context": (1.380, 39.9), "llmlingua2": (1.381, 30.0),
+               "k2": (1.343, 50.0), "k3": (1.382, 66.7), "k4": (1.391, 75.0)},
+}
+NOTES = ["best of N: the paper's protocol (each cell the best of three runs), i.e. the run chosen by its reported "
+         "score; mean \u00b1 s.e. over the same N runs (s.e. = sample s.d./sqrt(N), '-' below two) is the figure "
+         "that does not select on the reported split.",
+         "eff. batch: per-device batch x trainer.grad_accum x devices, from each record (a/b/...: per curriculum stage).",
+         "reduction: measured on the evaluated prompts (mean over the N runs; P-L uses the best run's). For "
+         "selective_context and llmlingua2, method.rate is an input set to the paper's measured reduction for that "
+         "baseline and task, so their reduction is near the paper's by construction, not a finding."]
+CSV = ["column", "paper protocol", "best", "paper", "mean", "se", "N", "eff. batch", "reduction", "paper reduction", "P-L",
+       "paper P-L"]
+
+
+@dataclass
+class Config:
+    table: str = f("all", "Which table: table1, table2, table3, ablation (Fig. 6), or all.", choices=TABLES + ("all",))
+    runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
+    out: str = f("", "Folder for <table>.md/.csv (and ablation.png) ('' = tables/ktoken, or <output_root>/tables/ktoken with debug=...).")
+    seeds: list = f([], "Seeds to read, e.g. [42,43,44] (the paper: the best of three runs); [] = every seed found.")
+    select_on: str = f("heldout", "Tree tables (table1, ablation): the cells whose curriculum gate read held-out trees (heldout, "
+                       "ours) or the stage's test split (reported, the authors'; tags <column>_paper). Tables 2 and 3 select nothing.",
+                       choices=("heldout", "reported"))
+    debug: str = f("", "A conf/debug preset: read its output_root (smoke: outputs/smoke) and write tables under it.")
+
+
+def mean(vals):
+    return sum(vals) / len(vals) if vals else None
+
+
+def stderr(vals):
+    """Standard error of the mean (sample s.d. / sqrt(n)); None below two runs."""
+    if len(vals) < 2:
+        return None
+    m = mean(vals)
+    return math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1) / len(vals))
+
+
+def batch_text(recs: list[dict]) -> str:
+    """The effective batch the records trained with (metrics.json train.effective_batch; per stage: a/b/..)."""
+    seen = []
+    for r in recs:
+        eff = r.get("train", {}).get("effective_batch")
+        txt = "-" if eff is None else "/".join(map(str, eff)) if isinstance(eff, list) else str(eff)
+        if txt not in seen:
+            seen.append(txt)
+    return " or ".join(seen) if seen else "-"
+
+
+def reported(recs: list[dict]) -> bool:
+    return any(r.get("select_on") == "reported" for r in recs)
+
+
+def seeds_shown(seeds: list, got: dict) -> list:
+    """The seeds asked for, or (none asked) every seed found in the table's cells."""
+    return list(seeds) or sorted({r["seed"] for recs in got.values() for r in recs})
+
+
+def column(table: str, tag: str, recs: list[dict], base_best: float | None) -> dict:
+    """A column's cells: best of N, mean and s.e., reduction and P-L, beside the paper's figures."""
+    ppl = table == "table3"
+    metric, best_of = ("perplexity", min) if ppl else ("em_accuracy", max)
+    p_perf, p_red = PAPER[table][tag]
+    p_pl = pl_from_perplexity(p_perf, PAPER[table]["uncompressed"][0], p_red) if ppl else pl_from_accuracy(p_perf, p_red)
+    row = {"column": tag, "paper protocol": reported(recs), "paper": p_perf, "N": len(recs), "paper reduction": p_red, "paper P-L": p_pl}
+    if not recs:
+        return row
+    vals = [r["metrics"][metric] for r in recs]
+    best = next(r["metrics"] for r in recs if r["metrics"][metric] == best_of(vals))
+    b_red = max(best["length_reduction"], 0.0)
+    pl = ((pl_from_perplexity(best[metric], base_best, b_red) if base_best is not None else None) if ppl
+          else pl_from_accuracy(best[metric], b_red))
+    return row | {"best": best[metric], "mean": mean(vals), "se": stderr(vals), "eff. batch": batch_text(recs),
+                  "reduction": mean([r["metrics"]["length_reduction"] for r in recs]), "P-L": pl}
+
+
+def column_line(r: dict, fmt: str) -> str:
+    if not r["N"]:
+        return f"| {r['column']} | - [{r['paper']}] | - | 0 | - | - [{r['paper reduction']}] | - [{r['paper P-L']:.3f}] |"
+    mark = f" {MARK}" if r["paper protocol"] else ""
+    se = "-" if r["se"] is None else fmt.format(r["se"])
+    pl = "-" if r["P-L"] is None else f"{r['P-L']:.3f}"
+    return (f"| {r['column']}{mark} | {fmt.format(r['best'])} [{r['paper']}] | {fmt.format(r['mean'])} \u00b1 {se} | {r['N']} | "
+            f"{r['eff. batch']} | {r['reduction']:.1f} [{r['paper reduction']}] | {pl} [{r['paper P-L']:.3f}] |")
+
+
+def compression_table(idx: Runs, table: str, seeds: list, suffix: str) -> tuple[str, list[dict], list[str]]:
+    """Tables 1-3: one row per column (uncompressed, the two hard-compression baselines, K = 2, 3, 4)."""
+    task, subset = TASKS[table]
+    got = {tag: idx.find(task, subset, MODEL, method, tag + suffix, seeds) for tag, method in COLUMNS}
+    ppl = table == "table3"
+    metric, best_of, name, fmt = ("perplexity", min, "perplexity", "{:.3f}") if ppl else ("em_accuracy", max, "accuracy", "{:.2f}")
+    base = [r["metrics"][metric] for r in got["uncompressed"]]
+    rows = [column(table, tag, recs, best_of(base) if base else None) for tag, recs in got.items()]
+    out = [f"{table}: {name}, length reduction %, P-L; seeds {seeds_shown(seeds, got)}; the paper's figure in brackets", "",
+           f"| column | {name}: best of N | {name}: mean \u00b1 s.e. | N | eff. batch | reduction (measured) | P-L (best run) |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
+    out += [column_line(r, fmt) for r in rows] + [""] + NOTES + ([MARK_NOTE] if any(r["paper protocol"] for r in rows) else [])
+    return "\n".join(out), rows, CSV
+
+
+def ablation_table(idx: Runs, seeds: list, suffix: str) -> tuple[str, list[dict], list[str]]:
+    """Fig. 6: per initialisation, the mean over its runs of the gate rows' accuracy after each epoch."""
+    task, subset = TASKS["ablation"]
+    got = {tag: idx.find(task, subset, MODEL, "ktoken", tag + suffix, seeds) for tag in ABLATION}
+    epochs = [f"ep{i}" for i in range(1, EPOCHS + 1)]
+    out = [f"ablation (Fig. 6): K=4 on tree x3large, the gate rows' generated-answer accuracy after each epoch, "
+           f"mean over the runs found (seeds {seeds_shown(seeds, got)})", "",
+           "| init | runs | eff. batch | " + " | ".join(epochs) + " |", "|---|---:|---:|" + "---:|" * EPOCHS]
+    rows = []
+    for tag, recs in got.items():
+        curves = [[h["em_accuracy"] for h in r["train"]["history"] if "round" in h] for r in recs]
+        points = [mean([c[i] for c in curves if len(c) > i]) for i in range(EPOCHS)]
+        rows.append({"init": tag[5:], "paper protocol": reported(recs), "runs": len(recs), "eff. batch": batch_text(recs),
+                     **dict(zip(epochs, points))})
+        out.append(f"| {tag[5:]}{f' {MARK}' if reported(recs) else ''} | {len(recs)} | {batch_text(recs)} | "
+                   + " | ".join("-" if v is None else f"{v:.1f}" for v in points) + " |")
+    if any(r["paper protocol"] for r in rows):
+        out += ["", MARK_NOTE]
+    return "\n".join(out), rows, ["init", "paper protocol", "runs", "eff. batch"] + epochs
+
+
+def plot_ablation(rows: list[dict], path) -> None:
+    """Fig. 6: accuracy after each epoch, one line per initialisation."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    for r in rows:
+        pts = [(i, r[f"ep{i}"]) for i in range(1, EPOCHS + 1) if r[f"ep{i}"] is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{r['init']} init (n={r['runs']})")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("gate rows' accuracy (%)")
+    ax.set_title("K-Token Fig. 6: K=4 on tree x3large, average vs random initialisation", fontsize=9)
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_png(fig, path)
+
+
+def render(cfg: Config) -> dict[str, str]:
+    root, out = table_dirs(cfg.runs, cfg.out, cfg.debug, "ktoken")
+    names = [cfg.table] if cfg.table != "all" else list(TREE if cfg.select_on == "reported" else TABLES)
+    if cfg.select_on == "reported" and names[0] not in TREE:
+        raise EmbexpError(f"select_on=reported is the tree curriculum's gate; {names[0]} selects nothing (choose from: {', '.join(TREE)})")
+    suffix = PAPER_TAG if cfg.select_on == "reported" else ""
+    idx = Runs(collect_runs(root))
+    done = {}
+    for n in names:
+        text, rows, fields = ablation_table(idx, list(cfg.seeds), suffix) if n == "ablation" else compression_table(idx, n, list(cfg.seeds), suffix)
+        stem = out / n
+        write_text_table(text, rows, fields, stem)
+        if n == "ablation":
+            plot_ablation(rows, stem.with_suffix(".png"))
+        done[n] = text
+        print(text + f"\n(written: {stem}.md, .csv{', .png' if n == 'ablation' else ''})\n")
+    return done

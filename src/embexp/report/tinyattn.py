@@ -1,0 +1,144 @@
+"""The Tiny-Attention paper's GLUE and FewGLUE tables from run records:
+``python -m embexp.report paper=tinyattn table=<name>``.
+
+    python -m embexp.report paper=tinyattn table=table8 seeds=[0]              # tables/tinyattn/table8.md + .csv
+    python -m embexp.report paper=tinyattn table=table8 select_on=heldout      # only the held-out cells (ours)
+    python -m embexp.report paper=tinyattn table=table1 seeds=[1,2,3,4]        # FewGLUE CB and RTE, mean of 4 seeds
+
+Tables (tiny-attention.md): table1 (FewGLUE CB and RTE, albert_xxlarge, PET cloze prompts), table2
+(1H on MNLI and SST-2, roberta-base vs roberta-large; Fig. 4), table8 (1H on the 8 GLUE tasks,
+roberta-large; 4H on CoLA, RTE, MRPC, QNLI, elsewhere 4H = 1H as in the paper), table10 (sequential vs
+parallel, roberta-base), table11 (4H with and without parameter averaging), table12 (1H4D vs 1H), or
+all. Each cell is the mean over the seeds read of the paper's validation metric for the task
+(``METRIC``), the paper's figure in brackets. Runs (method tinyattn, tagged by setting: 1h, 4h,
+4h_noavg, 1h4d, 1h_seq, 1h_para, fewglue) are found by (task, subset, model, method, tag, seed) in
+their records.
+
+Selection protocol (``select_on``): heldout (ours: the state with the lowest loss on a carve of the
+training split), reported (the paper's: tags ``<setting>_paper``, selected on the reported dev split
+itself) or both (the default), each a row. A cell any of whose records says it was selected on the
+reported split is marked † ("paper protocol: selected on the reported split"). Table 1 (FewGLUE)
+selects nothing and has one protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from embexp import EmbexpError
+from embexp.config import f
+from embexp.results import Runs, collect_runs, table_dirs, write_text_table
+
+TABLES = ("table1", "table2", "table8", "table10", "table11", "table12")
+GLUE = ["sst2", "cola", "mnli", "qqp", "rte", "mrpc", "qnli", "stsb"]
+FOUR_H = ["cola", "rte", "mrpc", "qnli"]  # Table 5: the tasks where 4H improved on 1H
+PAPER_TAG = "_paper"  # tag suffix of the paper-protocol cells
+PROTOCOLS = ("heldout", "reported", "both")
+MARK = "†"
+MARK_NOTE = f"{MARK} paper protocol: selected on the reported split"
+# the paper's validation metric per task (Table 8; accuracy for MNLI is matched only here)
+METRIC = {"cb": "accuracy", "sst2": "accuracy", "cola": "mcc", "mnli": "accuracy", "qqp": "accuracy", "rte": "accuracy",
+          "mrpc": "accuracy", "qnli": "accuracy", "stsb": "pearson"}
+PAPER = {  # tiny-attention.md, as printed
+    ("1h", "roberta"): {"sst2": 96.6, "cola": 68.8, "mnli": 89.6, "qqp": 90.1, "rte": 88.8, "mrpc": 92.4, "qnli": 94.3, "stsb": 92.3},
+    ("4h", "roberta"): {"sst2": 96.6, "cola": 69.4, "mnli": 89.6, "qqp": 90.1, "rte": 89.2, "mrpc": 92.6, "qnli": 94.5, "stsb": 92.3},
+    ("4h_noavg", "roberta"): {"cola": 68.8, "rte": 88.8},
+    ("1h4d", "roberta"): {"cola": 68.0, "rte": 87.4},
+    ("1h_seq", "roberta_base"): {"sst2": 94.5, "mnli": 86.1},
+    ("1h_para", "roberta_base"): {"sst2": 94.4, "mnli": 86.1},
+    ("fewglue", "albert_xxlarge"): {"cb": 88.57, "rte": 68.38},  # Table 1, mean of 4 seeds
+}
+
+
+@dataclass
+class Config:
+    table: str = f("all", "Which table: table1 (FewGLUE), table2, table8, table10, table11, table12, or all.", choices=TABLES + ("all",))
+    runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
+    out: str = f("", "Folder for <table>.md/.csv ('' = tables/tinyattn, or <output_root>/tables/tinyattn with debug=...).")
+    seeds: list = f([], "Seeds to read, e.g. [0] or [1,2,3,4] (Table 1: the paper's mean of 4 seeds); [] = every seed found.")
+    select_on: str = f("both", "GLUE tables: rows of the held-out cells (heldout, ours), of the paper's protocol (reported: "
+                       "selected on the reported dev split, tags <setting>_paper), or both. Table 1 selects nothing.",
+                       choices=PROTOCOLS)
+    debug: str = f("", "A conf/debug preset: read its output_root (smoke: outputs/smoke) and write tables under it.")
+
+
+def cells(table: str) -> list[tuple[str, str, str]]:
+    """(task, model, setting tag) in the sweep's order (a 4H cell after the 1H run it warm-starts from)."""
+    one = lambda tasks, m="roberta": [(t, m, "1h") for t in tasks]  # noqa: E731
+    if table == "table1":  # FewGLUE, PET cloze pattern 3 scored by the masked-LM head
+        return [(t, "albert_xxlarge", "fewglue") for t in ("cb", "rte")]
+    if table == "table8":
+        return one(GLUE) + [(t, "roberta", "4h") for t in FOUR_H]
+    if table == "table2":  # and Fig. 4: roberta-base vs roberta-large on MNLI and SST-2
+        return one(["mnli", "sst2"]) + [(t, "roberta_base", "1h_seq") for t in ("mnli", "sst2")]
+    if table == "table10":
+        return [(t, "roberta_base", f"1h_{p}") for t in ("sst2", "mnli") for p in ("seq", "para")]
+    if table == "table11":
+        return one(["cola", "rte"]) + [(t, "roberta", s) for t in ("cola", "rte") for s in ("4h", "4h_noavg")]
+    if table == "table12":
+        return one(["cola", "rte"]) + [(t, "roberta", "1h4d") for t in ("cola", "rte")]
+    raise EmbexpError(f"unknown table '{table}' (choose from: {', '.join(TABLES)}, all)")
+
+
+def protocols(table: str, select_on: str) -> list[str]:
+    """The selection protocols a table shows: FewGLUE (Table 1) selects nothing."""
+    if table == "table1":
+        return ["heldout"]
+    return ["heldout", "reported"] if select_on == "both" else [select_on]
+
+
+def gather(idx: Runs, table: str, seeds: list, select_on: str) -> dict[tuple[str, str], dict[str, tuple[list[float], bool, set]]]:
+    """(tag, model) -> task -> (the metric of each run, whether a run selected on the reported split, its seeds)."""
+    family = "superglue" if table == "table1" else "glue"
+    rows: dict = {}
+    for protocol in protocols(table, select_on):
+        suffix = PAPER_TAG if protocol == "reported" else ""
+        for task, model, tag in cells(table):
+            got = [(r["metrics"].get(METRIC[task]), r.get("select_on") == "reported", r["seed"])
+                   for r in idx.find(family, task, model, "tinyattn", tag + suffix, seeds)]
+            have = [g for g in got if g[0] is not None]
+            rows.setdefault((tag + suffix, model), {})[task] = ([v for v, _, _ in have], any(r for _, r, _ in have), {s for *_, s in got})
+    return rows
+
+
+def table_text(table: str, seeds: list, select_on: str, idx: Runs) -> tuple[str, list[dict], list[str]]:
+    rows = gather(idx, table, seeds, select_on)
+    shown = list(seeds) or sorted(set().union(*(c[2] for r in rows.values() for c in r.values())))
+    tasks = [t for t in GLUE + ["cb"] if any(t in r for r in rows.values())]
+    out = [f"{table} (mean over seeds {shown}; paper in brackets; {', '.join(f'{t}: {METRIC[t]}' for t in tasks)})", "",
+           "| setting | model | " + " | ".join(tasks) + " |", "|---|---|" + "---:|" * len(tasks)]
+    marked, csv_rows = False, []
+    for (tag, model), by_task in rows.items():
+        base = tag.removesuffix(PAPER_TAG)
+        label = f"{base} (paper protocol)" if tag.endswith(PAPER_TAG) else tag
+        cells_, row = [], {"setting": label, "model": model}
+        for t in tasks:
+            vals, reported, _ = by_task.get(t, (None, False, set()))
+            if vals is None and base == "4h":  # Table 8: 4H = 1H where the paper did not run 4H
+                vals, reported, _ = rows.get((tag.replace("4h", "1h", 1), model), {}).get(t, (None, False, set()))
+            ours = f"{sum(vals) / len(vals):.1f}" if vals else "-"
+            if vals and reported:
+                ours, marked = ours + MARK, True
+            paper = PAPER.get((base, model), {}).get(t)
+            cells_.append(ours + (f" [{paper}]" if paper is not None else ""))
+            row |= {t: sum(vals) / len(vals) if vals else None, f"{t} paper": paper, f"{t} seeds": len(vals or []),
+                    f"{t} paper protocol": bool(vals and reported)}
+        out.append(f"| {label} | {model} | " + " | ".join(cells_) + " |")
+        csv_rows.append(row)
+    if marked:
+        out += ["", MARK_NOTE]
+    fields = ["setting", "model"] + [k for t in tasks for k in (t, f"{t} paper", f"{t} seeds", f"{t} paper protocol")]
+    return "\n".join(out), csv_rows, fields
+
+
+def render(cfg: Config) -> dict[str, str]:
+    root, out = table_dirs(cfg.runs, cfg.out, cfg.debug, "tinyattn")
+    idx = Runs(collect_runs(root))
+    done = {}
+    for n in TABLES if cfg.table == "all" else (cfg.table,):
+        text, rows, fields = table_text(n, list(cfg.seeds), cfg.select_on, idx)
+        stem = out / n
+        write_text_table(text, rows, fields, stem)
+        done[n] = text
+        print(text + f"\n(written: {stem}.md, .csv)\n")
+    return done

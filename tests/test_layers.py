@@ -1,0 +1,101 @@
+"""The import graph of src/embexp runs one way: no module imports a module of a higher layer.
+
+Every module is parsed with ``ast`` (nothing is imported) and every ``import`` / ``from ... import``
+in it counts, the ones inside functions (lazy imports) too. A module no layer names fails the test:
+a new module is placed in LAYERS on purpose, not by accident.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+# (layer, module prefixes, why); a module's layer is that of its longest matching prefix. Imports
+# within a layer are free; upward imports fail.
+LAYERS = [
+    (0, ("embexp", "embexp.config", "embexp.registry", "embexp.cli", "embexp.results"),
+     "base: the package (EmbexpError), config schemas, registries, entry-point plumbing, and the run records "
+     "with the API that finds, loads and tabulates them (results reads files only, never a model)"),
+    (1, ("embexp.tasks", "embexp.metric_modules", "embexp.data", "embexp.models", "embexp.sentence", "embexp.cloze"),
+     "data: tasks (and every metric function, tasks/metrics.py, with its evaluate modules), tokenisation, "
+     "backbones. sentence.py and cloze.py are here, not with the pipeline: they are the task kinds' pooling, "
+     "contrastive objective and verbalizer head that methods attach (methods/base.py imports sentence), and "
+     "they import only data"),
+    (2, ("embexp.methods",), "methods: one file per method; a method never imports a task"),
+    (3, ("embexp.pipeline", "embexp.loop", "embexp.inference", "embexp.curriculum", "embexp.judge"),
+     "pipeline: config -> parts, the training loop, evaluation, the curriculum, the judges"),
+    (4, ("embexp.train", "embexp.eval"), "entry points that train or evaluate one run"),
+    (5, ("embexp.studies",), "studies: analyses that compute with models or data (python -m embexp.analyze)"),
+    (6, ("embexp.report", "embexp.analyze", "embexp.sweep", "embexp.__main__"),
+     "top: tables from run records (one module per paper), the analyze CLI, the sweep runner, the package's help"),
+]
+
+
+def layer_of(module: str) -> int | None:
+    """The layer of the longest prefix naming `module` (the package itself, embexp, names only itself)."""
+    best = max((p for _, prefixes, _ in LAYERS for p in prefixes
+                if module == p or (p != "embexp" and module.startswith(p + "."))), key=len, default=None)
+    return next(n for n, prefixes, _ in LAYERS if best in prefixes) if best else None
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def sources() -> dict[str, tuple[str, bool]]:
+    """module name -> (source text, whether it is a package __init__)."""
+    return {module_name(p): (p.read_text(encoding="utf-8"), p.name == "__init__.py") for p in sorted((SRC / "embexp").rglob("*.py"))}
+
+
+def imported(module: str, source: str, is_package: bool, known: set[str]) -> set[str]:
+    """The embexp modules `source` imports anywhere (a name imported from a package is the
+    submodule when one exists: ``from embexp.report import tinyte`` is embexp.report.tinyte)."""
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = module.split(".") if is_package else module.split(".")[:-1]
+                base = ".".join(pkg[: len(pkg) - node.level + 1] + ([node.module] if node.module else []))
+            out |= {f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names}
+    return {m for m in out if m == "embexp" or m.startswith("embexp.")}
+
+
+def upward_imports(mods: dict[str, tuple[str, bool]]) -> list[str]:
+    """'a (layer i) imports b (layer j)' for every import of a higher layer, plus every unplaced module."""
+    bad = [f"{m} is in no layer: add it to tests/test_layers.py LAYERS" for m in mods if layer_of(m) is None]
+    for m, (src, is_package) in mods.items():
+        for dep in sorted(imported(m, src, is_package, set(mods))):
+            if layer_of(m) is not None and (layer_of(dep) or 0) > layer_of(m):
+                bad.append(f"{m} (layer {layer_of(m)}) imports {dep} (layer {layer_of(dep)})")
+    return bad
+
+
+def test_no_module_imports_a_higher_layer():
+    mods = sources()
+    assert len(mods) > 50 and "embexp.results" in mods and "embexp.report.ktoken" in mods
+    assert upward_imports(mods) == []
+
+
+def test_an_upward_import_is_reported_even_inside_a_function():
+    mods = sources()
+    fake = dict(mods)
+    fake["embexp.tasks.fake"] = ("def f():\n    from embexp.report import tinyte\n", False)  # lazy, in a lower layer
+    fake["embexp.tasks.rel"] = ("from ..report.ktoken import render\n", False)  # relative, two levels up
+    fake["embexp.inference"] = (mods["embexp.inference"][0] + "\nfrom .studies import ablation\n", False)
+    assert upward_imports(fake) == ["embexp.inference (layer 3) imports embexp.studies.ablation (layer 5)",
+                                    "embexp.tasks.fake (layer 1) imports embexp.report.tinyte (layer 6)",
+                                    "embexp.tasks.rel (layer 1) imports embexp.report.ktoken (layer 6)"]
+    assert upward_imports({"embexp.newthing": ("", False)}) == ["embexp.newthing is in no layer: add it to tests/test_layers.py LAYERS"]
+
+
+def test_layers_of_the_modules_the_issue_names():
+    assert [layer_of(m) for m in ("embexp.results", "embexp.tasks.metrics", "embexp.methods.ktoken", "embexp.inference",
+                                  "embexp.train", "embexp.studies.ablation", "embexp.report.pema", "embexp.sweep")] == [0, 1, 2, 3, 4, 5, 6, 6]
+    inference = imported("embexp.inference", sources()["embexp.inference"][0], False, set(sources()))
+    assert not any(m.startswith(("embexp.studies", "embexp.report")) for m in inference)

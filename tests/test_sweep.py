@@ -204,6 +204,26 @@ def test_a_smoke_table_runs_end_to_end_then_a_rerun_skips_every_cell(tmp_path, m
     assert second.count("skip (complete)") == 6 and second.count("-m embexp.train") == 0
 
 
+@pytest.mark.parametrize("spec, assignments, table, runs, failed", [
+    ("tinyattn/table12", ["select_on=heldout"], "tables/tinyattn/table12.md", 4, 0),
+    # LLMLingua-2 needs the llmlingua package and the hub (neither offline): its cell fails, the sweep runs on
+    ("ktoken/table2", ["seeds=42"], "tables/ktoken/table2.md", 5, 1),
+    ("pema/table9", ["seeds=0", "glue=rte"], "tables/pema/table9.md", 2, 0),
+])
+def test_one_table_of_each_paper_runs_end_to_end_with_debug_smoke(spec, assignments, table, runs, failed, tmp_path,
+                                                                   monkeypatch, capsys):
+    """Every cell and the report, in this process (tinyte: the test above; pete: the slow make test;
+    compare: tests/test_compare.py)."""
+    monkeypatch.setattr(sweep, "execute", in_process)
+    monkeypatch.chdir(tmp_path)  # reports that default to tables/<paper> write here
+    rc = sweep.main([spec, "--extra", f"debug=smoke output_root={tmp_path}", *assignments])
+    err = capsys.readouterr().err
+    assert rc == (1 if failed else 0) and err.count("FAILED: ") == failed, err
+    assert all("method=prompt_compress" in ln for ln in err.splitlines() if ln.startswith("FAILED: "))
+    assert len(list(tmp_path.rglob("metrics.json"))) == runs
+    assert (tmp_path / table).is_file(), sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.md"))
+
+
 def test_a_failed_cell_does_not_stop_the_sweep_and_exits_1(tmp_path, monkeypatch, capsys):
     calls = []
 

@@ -15,16 +15,18 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 
-def f(default: Any, help: str, choices: tuple = (), *, ge=None, gt=None, le=None, also: tuple = (), **kw):  # noqa: A002
+def f(default: Any, help: str, choices=(), *, ge=None, gt=None, le=None, lt=None, also: tuple = (), **kw):  # noqa: A002
     """A dataclass field with help text (mutable defaults go through default_factory). The field's
     domain, checked by :func:`validate` as soon as the config is composed: ``choices`` (the only
-    valid values), or a numeric range ``ge`` (>=), ``gt`` (>), ``le`` (<=) with ``also`` the special
-    values allowed outside it (e.g. -1 for "all"). A subclass that redeclares a field keeps its
+    valid values; a tuple, or a function returning one where the valid values are registered
+    classes, e.g. the methods another method can wrap), or a numeric range ``ge`` (>=), ``gt`` (>),
+    ``le`` (<=), ``lt`` (<) with ``also`` the special values allowed outside it (e.g. -1 for "all").
+    On a list field the domain holds for every item. A subclass that redeclares a field keeps its
     base class's domain unless it gives its own."""
     meta = {"help": help}
     if choices:
-        meta["choices"] = tuple(choices)
-    rng = {k: v for k, v in (("ge", ge), ("gt", gt), ("le", le)) if v is not None}
+        meta["choices"] = choices if callable(choices) else tuple(choices)
+    rng = {k: v for k, v in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt)) if v is not None}
     if rng:
         meta["range"], meta["also"] = rng, tuple(also)
     if isinstance(default, (list, dict)):
@@ -32,9 +34,17 @@ def f(default: Any, help: str, choices: tuple = (), *, ge=None, gt=None, le=None
     return field(default=default, metadata=meta, **kw)
 
 
+def choices_of(meta: dict) -> tuple:
+    """The valid values a field's metadata names (() when it names none)."""
+    valid = meta.get("choices", ())
+    return tuple(valid() if callable(valid) else valid)
+
+
 def domain_text(meta: dict) -> str:
-    """'>= 1, or -1' for the help table and the error line."""
-    ops = {"ge": ">=", "gt": ">", "le": "<="}
+    """'>= 1, or -1' (a range) or 'a, b, c' (choices) for the help table and the error line."""
+    if "range" not in meta:
+        return ", ".join(repr(v) if v == "" else str(v) for v in choices_of(meta))
+    ops = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
     text = " and ".join(f"{ops[k]} {v}" for k, v in meta["range"].items())
     return text + (f", or {', '.join(map(str, meta['also']))}" if meta.get("also") else "")
 
@@ -44,16 +54,21 @@ def _check(where: str, value, meta: dict) -> None:
 
     from embexp import EmbexpError
 
-    valid = meta.get("choices")
+    if isinstance(value, (list, tuple)) or OmegaConf.is_list(value):
+        for item in value:  # a list field: every item is in the domain
+            _check(where, item, {**meta, "item": True})
+        return
+    item = meta.get("item")  # an item of a list field: 'task.datasets entry 'x'', 'trainer.betas entry 1.5'
+    valid = choices_of(meta)
     if valid and value not in valid:
-        raise EmbexpError(f"unknown {where} '{value}' (choose from: {', '.join(repr(v) if v == '' else str(v) for v in valid)})")
+        raise EmbexpError(f"unknown {where}{' entry' if item else ''} '{value}' (choose from: {domain_text({'choices': valid})})")
     rng = meta.get("range")
     if not rng or value is None or value in meta.get("also", ()):
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)):
-        raise EmbexpError(f"{where}={value!r} is not a finite number (valid: {domain_text(meta)})")
-    if (("ge" in rng and value < rng["ge"]) or ("gt" in rng and value <= rng["gt"]) or ("le" in rng and value > rng["le"])):
-        raise EmbexpError(f"{where}={value} is out of range (valid: {domain_text(meta)})")
+        raise EmbexpError(f"{where}{' entry ' if item else '='}{value!r} is not a finite number (valid: {domain_text(meta)})")
+    if any({"ge": value < b, "gt": value <= b, "le": value > b, "lt": value >= b}[k] for k, b in rng.items()):
+        raise EmbexpError(f"{where}{' entry ' if item else '='}{value} is out of range (valid: {domain_text(meta)})")
 
 
 def _domains(typ) -> dict[str, dict]:
@@ -69,23 +84,41 @@ def _domains(typ) -> dict[str, dict]:
     return out
 
 
-def validate(cfg) -> None:
-    """Check every field of the composed config that declares a domain (``choices`` or a numeric
-    range), top level and groups, so a bad value fails with one line naming the field, the value
-    and what is valid, before anything loads."""
+# Checks of a composed config that read more than one field or the registered classes (the model
+# kinds a method supports: methods/registry.py adds it). Each returns at once on a config it does
+# not concern (a report's, an eval's). :func:`validate` runs them after the field domains.
+CHECKS: list = []
+
+
+def validate_fields(node, where: str = "") -> None:
+    """Check every field of one config node (a dataclass instance or a structured config) that
+    declares a domain; ``where`` prefixes the field names in the error line (e.g. ``method``)."""
     import dataclasses
 
+    typ = OmegaConf.get_type(node) if OmegaConf.is_config(node) else type(node)
+    if not dataclasses.is_dataclass(typ):
+        return
+    for name, meta in _domains(typ).items():
+        if "choices" in meta or "range" in meta:
+            _check(f"{where}.{name}" if where else name, getattr(node, name, None), meta)
+
+
+def validate(cfg) -> None:
+    """Check every field of the composed config that declares a domain (``choices`` or a numeric
+    range), top level and groups, then :data:`CHECKS`, so a bad value fails with one line naming
+    the field, the value and what is valid, before anything loads."""
     nodes = [("", cfg)] + [(g, cfg.get(g) if hasattr(cfg, "get") else getattr(cfg, g, None))
                           for g in ("model", "trainer", "task", "method", "judge")]
     for group, node in nodes:
-        if node is None:
-            continue
-        typ = OmegaConf.get_type(node) if OmegaConf.is_config(node) else type(node)
-        if not dataclasses.is_dataclass(typ):
-            continue
-        for name, meta in _domains(typ).items():
-            if "choices" in meta or "range" in meta:
-                _check(f"{group}.{name}" if group else name, getattr(node, name, None), meta)
+        if node is not None:
+            validate_fields(node, group)
+    for check in CHECKS:
+        check(cfg)
+
+
+# What a model can be, in the terms of Method.model_kinds: a decoder or an encoder (model.kind), and
+# scratch for one built with random weights to be trained from scratch (model.source=scratch)
+MODEL_KINDS = ("decoder", "encoder", "scratch")
 
 
 @dataclass
@@ -95,7 +128,7 @@ class ModelConfig:
                     choices=("hub", "minilm", "smollm2", "tiny", "scratch"))
     id: str = f("", "Hub id or local folder, for source=hub (e.g. meta-llama/Llama-3.1-8B-Instruct).")
     kind: str = f("decoder", "decoder (causal LM, generation) or encoder (sequence classification/regression head).",
-                  choices=("decoder", "encoder"))
+                  choices=MODEL_KINDS[:2])
     family: str = f("", "Architecture family (llama, qwen2, gemma2, bert, roberta, deberta-v2, ...); informative, and the class family for source=tiny.")
     dtype: str = f("auto", "Weight dtype: auto (= float32: trainable math stays in fp32 and speed comes from autocast, trainer.mixed_precision), float32, bfloat16 (halves the frozen backbone's memory) or float16.",
                    choices=("auto", "float32", "bfloat16", "float16"))
@@ -115,7 +148,7 @@ class TrainerConfig:
     optimizer: str = f("adamw", "adam or adamw (torch.optim).", choices=("adam", "adamw"))
     lr: float = f(5e-4, "Peak learning rate.", gt=0)
     weight_decay: float = f(0.0, "Decoupled weight decay (adamw) or L2 (adam).", ge=0)
-    betas: list = f([0.9, 0.999], "Adam betas.")
+    betas: list = f([0.9, 0.999], "Adam betas.", ge=0, lt=1)
     eps: float = f(1e-8, "Adam epsilon.", gt=0)
     scheduler: str = f("cosine", "Learning-rate schedule after warm-up: cosine, linear or constant.", choices=("cosine", "linear", "constant"))
     warmup_steps: int = f(0, "Linear warm-up steps (optimizer steps).", ge=0)
@@ -142,7 +175,7 @@ class TrainerConfig:
     cpu: bool = f(False, "Force the CPU even when a GPU is present.")
     curriculum: list = f([], "Task subsets trained in order before the final evaluation, e.g. [small,xsmall,medium,xmedium,large,x3large] for task=tree (the K-Token Merging paper); each stage is repeated until it passes its gate (src/embexp/curriculum.py). [] = train on task.subset only.")
     curriculum_metric: str = f("em_accuracy", "Metric that a stage's gate reads on the stage's selection rows (task.select_split, e.g. tree's held-out training trees; with trainer.select_on=reported the reported split, as the authors); the authors' metric: the generated answer's accuracy.")
-    curriculum_batch_size: list = f([], "Per-device training batch size of each trainer.curriculum stage, in stage order (the K-Token authors' README table: K=4 [320,320,192,128,48,16], K=2/3 [282,192,144,96,48,16] per GPU; the effective batch is this x trainer.grad_accum x devices). [] = trainer.batch_size for every stage.")
+    curriculum_batch_size: list = f([], "Per-device training batch size of each trainer.curriculum stage, in stage order (the K-Token authors' README table: K=4 [320,320,192,128,48,16], K=2/3 [282,192,144,96,48,16] per GPU; the effective batch is this x trainer.grad_accum x devices). [] = trainer.batch_size for every stage.", ge=1)
     curriculum_gate: float = f(85.0, "A stage passes at this metric value (the authors: 85).", ge=0)
     curriculum_final_gate: float = f(95.0, "The last stage passes at this value (the authors: 95).", ge=0)
     curriculum_max_rounds: int = f(10, "Rounds (trainer runs) per stage at most; a stage still below its gate is then left (ours: the authors loop until it passes).", ge=1)

@@ -47,10 +47,32 @@ class MethodConfig:
     train_head: bool = f(True, "Encoders: also train the task head (classifier), which starts random.")
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """A method's part in the comparison of every method (conf/sweep/compare/sst2.yaml, python -m
+    embexp.report table=compare): its place in the table's order (lower first), its learning rate
+    there (None: it trains nothing), and the model kinds it is compared on (those of its
+    ``model_kinds`` it is compared on; e.g. zero_shot only on decoders, where it is the untrained
+    model, not a random head)."""
+
+    rank: int
+    lr: float | None = None
+    kinds: tuple[str, ...] = ("decoder", "encoder")
+
+
 class Method(nn.Module):
     Config: ClassVar[type] = MethodConfig
+    # ---- capabilities: what the test matrix, the comparison sweep, the smoke run, the tables and
+    # the config checks read from the class (no list elsewhere names methods) ----
+    label: ClassVar[str] = ""  # display name in tables ("" = the registered name)
+    # the models it runs on: decoder, encoder, and scratch (a model.source=scratch model, trained from
+    # scratch: only methods that train the whole body); a composed config naming another is refused
+    model_kinds: ClassVar[tuple[str, ...]] = ("decoder", "encoder")
+    identity_at_init: ClassVar[bool] = True  # outputs equal the backbone's at init (default config), bit for bit in fp32
     trains: ClassVar[bool] = True  # False for zero_shot: no optimisation at all
+    trains_embedding_matrix: ClassVar[bool] = False  # trains the input embedding's weight itself (what PEMA can wrap)
     export_blocker: ClassVar[str] = ""  # why this method cannot export a plain model ("": it can)
+    comparison: ClassVar[Comparison | None] = None  # its part in the comparison of every method (None: not in it)
     # Extension point 3 (decoders): "" = the backbone reads its own embeddings of input_ids;
     # "prepend" = prefix() goes before the whole input (prompt tuning); "replace" = prefix() takes
     # the place of the prompt (K-Token merging), so the backbone sees another sequence length.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from embexp import EmbexpError
-from embexp.methods.base import Method
+from embexp.methods.base import Comparison, Method
 from embexp.methods.registry import register_method
 
 
@@ -11,7 +11,9 @@ from embexp.methods.registry import register_method
 class ZeroShot(Method):
     """The backbone as it is: no training. Encoders keep their random head (a chance baseline)."""
 
+    label = "Base model"
     trains = False
+    comparison = Comparison(rank=0, kinds=("decoder",))  # on an encoder a random head: head_only is the floor there
 
     def export(self):
         return self.model
@@ -22,10 +24,14 @@ class HeadOnly(Method):
     """Encoders: the task head alone is trained on the frozen backbone (a linear probe for BERT-style
     heads); the floor an encoder method must beat for the same steps."""
 
+    label = "Head only"
+    model_kinds = ("encoder",)
+    comparison = Comparison(rank=0, lr=1e-3)
+
     def __init__(self, cfg, backbone):
         super().__init__(cfg, backbone)
-        if self.is_decoder or not cfg.train_head:
-            raise EmbexpError("method head_only trains an encoder's task head: it needs an encoder and method.train_head=true")
+        if not cfg.train_head:
+            raise EmbexpError("method head_only trains an encoder's task head: it needs method.train_head=true")
         self.mark_trainable()
 
     def export(self):
@@ -35,6 +41,11 @@ class HeadOnly(Method):
 @register_method("full_ft")
 class FullFineTuning(Method):
     """Every backbone parameter is trained (tied weights counted once)."""
+
+    label = "Full FT"
+    model_kinds = ("decoder", "encoder", "scratch")
+    trains_embedding_matrix = True
+    comparison = Comparison(rank=10, lr=2e-5)
 
     def method_tensors(self):
         head = {id(p) for p in self._head.values()}
@@ -47,6 +58,10 @@ class FullFineTuning(Method):
 @register_method("emb_tuning")
 class EmbeddingTuning(Method):
     """Only the input embedding matrix is trained (with tied embeddings the output head moves too)."""
+
+    label = "Emb. Tuning"
+    trains_embedding_matrix = True
+    comparison = Comparison(rank=20, lr=1e-4)
 
     def method_tensors(self):
         return {"embedding": self.model.get_input_embeddings().weight}
@@ -66,13 +81,10 @@ class RepeatPrompt(Method):
     the backbone's), so the contract's checks hold; only generation tasks accept it.
     """
 
+    label = "Repeating the question"
+    model_kinds = ("decoder",)  # it answers generation tasks
     trains = False
     export_blocker = "its evaluation outputs are the questions, not a model's generations"
-
-    def __init__(self, cfg, backbone):
-        super().__init__(cfg, backbone)
-        if not self.is_decoder:
-            raise EmbexpError("method repeat_prompt answers generation tasks: it needs a decoder model")
 
     def given_generations(self, examples) -> list[str]:
         return [question(ex) for ex in examples]

@@ -34,32 +34,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from omegaconf import OmegaConf
 from torch import nn
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.methods.base import Method, MethodConfig
-from embexp.methods.registry import METHODS, register_method
+from embexp.methods.base import Comparison, Method
+from embexp.methods.inner import InnerMethodConfig, WrapsInner, build_inner
+from embexp.methods.registry import register_method
 
 HIDDEN_FACTOR = {2: 2.0, 3: 2.0, 4: 1.5}  # the authors' DEFAULT_HIDDEN_DIM_FACTOR
 INITS = ("average", "random")
-AUTHORS_LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"]
 
 
 @dataclass
-class KTokenConfig(MethodConfig):
-    k: int = f(2, "Tokens merged into one embedding: 2, 3 or 4 (the authors' encoder sizes); the prompt shrinks to ceil(n/K) positions.")
-    pad_id: int = f(-1, "Token id that pads each prompt at its end to a multiple of K; -1 = the tokenizer's space token (the authors).")
+class KTokenConfig(InnerMethodConfig):
+    k: int = f(2, "Tokens merged into one embedding: 2, 3 or 4 (the authors' encoder sizes); the prompt shrinks to ceil(n/K) positions.",
+               choices=tuple(HIDDEN_FACTOR))
+    pad_id: int = f(-1, "Token id that pads each prompt at its end to a multiple of K; -1 = the tokenizer's space token (the authors).", ge=0, also=(-1,))
     zero_init: bool = f(True, "init=average: zero the encoder's last layer, so each merged embedding starts at exactly its block's mean (the paper: the MLP is 'initialized close to zero so that, at the beginning of training, its contribution is negligible'). false = PyTorch's default init (the authors' code), whose output scale is set by the layer widths, not by the embeddings: on small embedding tables it outweighs the block mean (docs/methods_ktoken.md). init=random always uses the default init.")
-    init: str = f("average", "average: mean(block) + MLP(concat(block)) (the paper's average-initialised encoder); random: MLP(concat(block)) alone (the ablation's random initialisation; ours).")
+    init: str = f("average", "average: mean(block) + MLP(concat(block)) (the paper's average-initialised encoder); random: MLP(concat(block)) alone (the ablation's random initialisation; ours).",
+                  choices=INITS)
     encoder_lr: float = f(1e-4, "Peak learning rate of the merging encoder (the schedule scales it like trainer.lr, which the inner method's tensors use). 1e-4 = the authors' single AdamW lr, kept whatever trainer.lr the backbone's adapter uses (ours: at trainer.lr=1e-3 one shared lr lets the 6M-parameter MLP's output outgrow the token embeddings within 40 steps and the run diverge; docs/methods_ktoken.md); -1 = trainer.lr (one group, as the authors' code).", gt=0, also=(-1,))
-    inner: str = f("lora", "Method that adapts the backbone to the merged prompts: lora (the authors' recipe, lora_* fields), none (only the encoder trains), or an embexp method that works on the backbone's own forward (tinyte_full, tinyte_half, emb_tuning, full_ft, ...).")
-    inner_args: dict = f({}, "Overrides of the inner method's config fields, e.g. {p: 0.25} for inner=tinyte_half (for lora the lora_* fields come first).")
-    lora_r: int = f(4, "inner=lora: rank (the authors: 4).")
-    lora_alpha: float = f(16.0, "inner=lora: lora_alpha (the authors: 16).")
-    lora_dropout: float = f(0.05, "inner=lora: dropout on the LoRA branch (the authors: 0.05).")
-    lora_targets: list = f(list(AUTHORS_LORA_TARGETS), "inner=lora: module names given LoRA (the authors: attention and MLP projections and lm_head).")
 
 
 class MergingEncoder(nn.Module):
@@ -99,38 +94,22 @@ def block_layout(input_ids: torch.Tensor, attention_mask: torch.Tensor, k: int, 
     return ids, mask
 
 
-class WrapsInner:
-    """For a method that adapts the backbone through an inner embexp method (``self.inner``, or None
-    for none; built by :func:`build_inner`): the inner method prepares on the data and reports its
-    values. K-Token merging and the prompt-compression baselines share it."""
-
-    def setup(self, token_ids):
-        if self.inner is not None:
-            self.inner.setup(token_ids)
-            self.mark_trainable()
-
-    def log_values(self):
-        return self.inner.log_values() if self.inner is not None else {}
-
-
 @register_method("ktoken")
 class KTokenMerging(WrapsInner, Method):
     """K-Token Merging: the prompt replaced by ceil(n/K) merged embeddings (see the module doc).
     Not the identity at init (the backbone reads another sequence); export is impossible."""
 
     Config = KTokenConfig
+    label = "K-Token merging"
+    model_kinds = ("decoder",)
+    identity_at_init = False  # the backbone reads ceil(n/K) merged positions for the prompt
+    comparison = Comparison(rank=80, lr=1e-3)
     prefix_mode = "replace"
     export_blocker = ("the backbone reads merged K-token embeddings from a learned encoder, which no plain "
                       "transformers model holds (its input is a token per position)")
 
     def __init__(self, cfg, backbone):
         super().__init__(cfg, backbone)
-        if not self.is_decoder:
-            raise EmbexpError(f"method ktoken needs a decoder model; model {backbone.cfg.name} is an encoder")
-        if cfg.k not in HIDDEN_FACTOR:
-            raise EmbexpError(f"method.k={cfg.k} is not supported (choose from: {', '.join(map(str, HIDDEN_FACTOR))})")
-        if cfg.init not in INITS:
-            raise EmbexpError(f"unknown method.init '{cfg.init}' (choose from: {', '.join(INITS)})")
         self.k = cfg.k
         self.pad_id = self._pad_id(cfg.pad_id, backbone)
         self.inner = self._inner(cfg, backbone)
@@ -149,12 +128,12 @@ class KTokenMerging(WrapsInner, Method):
                 raise EmbexpError(f"method.pad_id=-1 (the space token): the tokenizer encodes ' ' as {len(ids)} tokens; "
                                   f"set method.pad_id to a token id in 0..{vocab - 1}")
             return int(ids[0])
-        if not 0 <= pad_id < vocab:
+        if pad_id >= vocab:  # the schema allows -1 and >= 0; the vocabulary's size is the loaded model's
             raise EmbexpError(f"method.pad_id={pad_id} is outside the vocabulary (choose -1 for the space token, or 0..{vocab - 1})")
         return pad_id
 
     def _inner(self, cfg, backbone):
-        return build_inner(cfg, backbone, type(self))
+        return build_inner(cfg, backbone)
 
     # ---- tensors ------------------------------------------------------------------------------
     def peak_lrs(self):
@@ -222,28 +201,3 @@ class KTokenMerging(WrapsInner, Method):
     def export(self):
         self.check_export()
 
-
-def build_inner(cfg, backbone, owner: type):
-    """The method that adapts the backbone under a prompt-replacing ``owner`` (``cfg.inner`` with
-    ``cfg.inner_args``; for lora the ``lora_*`` fields first), or None for ``none`` / a method that
-    trains nothing. Shared by ``ktoken`` and ``prompt_compress``."""
-    name = cfg.inner
-    if name == "none":
-        if cfg.inner_args:
-            raise EmbexpError(f"method.inner_args={dict(cfg.inner_args)} given but method.inner=none")
-        return None
-    cls = METHODS.get_class(name) if name in METHODS else None
-    usable = sorted(n for n in METHODS if not n.startswith("_") and METHODS.get_class(n).composable())
-    if cls is None or cls is owner or not cls.composable():
-        raise EmbexpError(f"unknown method.inner '{name}' (choose from: none, {', '.join(usable)})")
-    icfg = OmegaConf.structured(cls.Config)
-    icfg.name, icfg.train_head = name, cfg.train_head
-    if name == "lora":
-        icfg.r, icfg.alpha, icfg.dropout, icfg.target_modules = cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout, list(cfg.lora_targets)
-    for key, value in dict(cfg.inner_args).items():
-        if key not in icfg or key in ("name", "train_head"):
-            raise EmbexpError(f"unknown key '{key}' in method.inner_args (valid keys of method {name}: "
-                              f"{', '.join(k for k in icfg if k not in ('name', 'train_head'))})")
-        icfg[key] = value
-    inner = cls(icfg, backbone)
-    return inner if inner.trains else None

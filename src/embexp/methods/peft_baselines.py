@@ -19,7 +19,7 @@ from torch import nn
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.methods.base import Method, MethodConfig
+from embexp.methods.base import Comparison, Method, MethodConfig
 from embexp.methods.registry import register_method
 from embexp.models import untie_embeddings
 
@@ -28,16 +28,17 @@ PROMPT_INITS = ("random", "sample_vocab", "text")
 
 @dataclass
 class LoRAConfig(MethodConfig):
-    r: int = f(8, "LoRA rank (the paper's baseline: r=8).")
-    alpha: float = f(16.0, "lora_alpha; the update is scaled by alpha / r (ours: 16, the paper does not say).")
-    dropout: float = f(0.05, "Dropout on the LoRA branch input (ours: 0.05).")
+    r: int = f(8, "LoRA rank (the paper's baseline: r=8).", ge=1)
+    alpha: float = f(16.0, "lora_alpha; the update is scaled by alpha / r (ours: 16, the paper does not say).", gt=0)
+    dropout: float = f(0.05, "Dropout on the LoRA branch input (ours: 0.05).", ge=0, lt=1)
     target_modules: list = f(["all-linear"], "Modules given LoRA: [all-linear] = every nn.Linear inside the pretrained body (attention and MLP projections of every family; never lm_head or an encoder's head; ours, the paper does not say), or peft module names/suffixes such as [q_proj,v_proj].")
 
 
 @dataclass
 class PromptTuningMethodConfig(MethodConfig):
-    num_virtual_tokens: int = f(1, "Learned prompt tokens prepended to the input (the paper: 1, 2 or 20; tag runs tk<N>).")
-    init: str = f("sample_vocab", "Initial prompt: random (peft RANDOM, N(0,1)), sample_vocab (peft SAMPLE_VOCAB's draw: the embedding rows of random vocabulary ids) or text (the embedding rows of init_text's tokens, repeated/truncated to num_virtual_tokens, tokenised with the run's own tokenizer). Rows are raw (before Gemma-2's sqrt(d) scale, which the prompt gets when it enters the model). Default ours.")
+    num_virtual_tokens: int = f(1, "Learned prompt tokens prepended to the input (the paper: 1, 2 or 20; tag runs tk<N>).", ge=1)
+    init: str = f("sample_vocab", "Initial prompt: random (peft RANDOM, N(0,1)), sample_vocab (peft SAMPLE_VOCAB's draw: the embedding rows of random vocabulary ids) or text (the embedding rows of init_text's tokens, repeated/truncated to num_virtual_tokens, tokenised with the run's own tokenizer). Rows are raw (before Gemma-2's sqrt(d) scale, which the prompt gets when it enters the model). Default ours.",
+                  choices=PROMPT_INITS)
     init_text: str = f("", "Text for init=text.")
 
 
@@ -78,10 +79,6 @@ def prompt_tuning_model(method: Method, n: int, init: str = "random") -> nn.Modu
     from peft import PromptTuningConfig as PeftPromptTuningConfig
     from peft import PromptTuningInit
 
-    if n < 1:
-        raise EmbexpError(f"method.num_virtual_tokens={n} must be >= 1")
-    if init not in PROMPT_INITS:
-        raise EmbexpError(f"unknown method.init '{init}' (choose from: {', '.join(PROMPT_INITS)})")
     model = wrap(method, PeftPromptTuningConfig(task_type=task_type(method), num_virtual_tokens=n,
                                                 prompt_tuning_init=PromptTuningInit.RANDOM))
     if init == "sample_vocab":
@@ -147,13 +144,13 @@ class LoRA(Method):
     into the weights (``merge_and_unload`` on a copy) and gives the plain model."""
 
     Config = LoRAConfig
+    label = "LoRA (r=8)"
+    comparison = Comparison(rank=40, lr=1e-3)
 
     def __init__(self, cfg, backbone):
         from peft import LoraConfig as PeftLoraConfig
 
         super().__init__(cfg, backbone)
-        if cfg.r < 1:
-            raise EmbexpError(f"method.r={cfg.r} must be >= 1")
         targets = list(cfg.target_modules)
         if targets == ["all-linear"]:
             targets = body_linear_names(self.model)
@@ -190,6 +187,9 @@ class PromptTuning(Method):
     export_blocker = "its virtual tokens are extra input positions, not rows of the embedding table"
 
     Config = PromptTuningMethodConfig
+    label = "PromptT"
+    identity_at_init = False  # the virtual tokens are prepended
+    comparison = Comparison(rank=50, lr=1e-2)
 
     def __init__(self, cfg, backbone):
         super().__init__(cfg, backbone)

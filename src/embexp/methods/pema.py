@@ -47,22 +47,29 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 from torch import nn
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.methods.base import Method, MethodConfig
-from embexp.methods.registry import METHODS, build_method, register_method
+from embexp.methods.base import Comparison, Method
+from embexp.methods.inner import InnerMethodConfig, build_inner
+from embexp.methods.registry import register_method, registered
 from embexp.models import untie_embeddings
 
 SPLITS = ("train", "eval")
 
 
+def embedding_trainers() -> tuple[str, ...]:
+    """What PEMA can wrap: the methods that train the input embedding matrix itself."""
+    return tuple(sorted(n for n, c in registered().items() if c.trains_embedding_matrix))
+
+
 @dataclass
-class PEMAConfig(MethodConfig):
-    inner: str = f("full_ft", "The method PEMA wraps; it must train the input embedding matrix (full_ft, emb_tuning).")
-    count_splits: list = f(["train"], "Splits whose tokens are counted (train, eval). The paper: train; the authors' code counts train+eval (and test when predicting).")
+class PEMAConfig(InnerMethodConfig):
+    inner: str = f("full_ft", "The method PEMA wraps; it must train the input embedding matrix (Method.trains_embedding_matrix: full_ft, emb_tuning). Its own fields through inner_args.",
+                   choices=embedding_trainers)
+    count_splits: list = f(["train"], "Splits whose tokens are counted (train, eval). The paper: train; the authors' code counts train+eval (and test when predicting).",
+                           choices=SPLITS)
     keep_special: bool = f(True, "Keep the rows of every special token even when absent from the counted splits (ours; pad is always kept).")
 
 
@@ -107,22 +114,18 @@ class PEMA(Method):
     (kept rows, d) until ``export()`` merges it back."""
 
     Config = PEMAConfig
+    label = "PEMA"
+    comparison = Comparison(rank=30, lr=1e-4)
 
     def __init__(self, cfg, backbone):
         super().__init__(cfg, backbone)
-        if cfg.inner == "pema" or cfg.inner not in METHODS:
-            raise EmbexpError(f"unknown method.inner '{cfg.inner}' (choose from: {', '.join(sorted(set(METHODS) - {'pema'}))})")
-        for s in cfg.count_splits:
-            if s not in SPLITS:
-                raise EmbexpError(f"unknown method.count_splits entry '{s}' (choose from: {', '.join(SPLITS)})")
-        icfg = OmegaConf.structured(METHODS[cfg.inner].Config)
-        icfg.name, icfg.train_head = cfg.inner, cfg.train_head
-        self.inner = build_method(icfg, backbone)  # composition: the inner method owns the trainable tensors
+        self.inner = build_inner(cfg, backbone)  # composition: the inner method owns the trainable tensors
         emb = self.model.get_input_embeddings()
         if not isinstance(emb, nn.Embedding):
             raise EmbexpError(f"pema needs an nn.Embedding input embedding, got {type(emb).__name__}")
-        if not self.inner.trains or not any(p is emb.weight for p in self.inner.trainable_tensors().values()):
-            raise EmbexpError(f"method.inner '{cfg.inner}' does not train the input embedding matrix (choose from: full_ft, emb_tuning)")
+        # the schema admits only inners that claim trains_embedding_matrix; this checks the claim on the loaded model
+        if self.inner is None or not any(p is emb.weight for p in self.inner.trainable_tensors().values()):
+            raise EmbexpError(f"method.inner '{cfg.inner}' does not train the input embedding matrix of {type(self.model).__name__}")
         self.vocab_rows, self.hidden = emb.weight.shape
         self.special = backbone.special_ids() if cfg.keep_special else []
         self.pad_id = backbone.tokenizer.pad_token_id

@@ -58,14 +58,17 @@ ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tan
 
 @dataclass
 class PETEConfig(MethodConfig):
-    kernel: str = f("fourier", "Expansion of the normalised id: fourier (sin/cos pairs, the paper's and the only kernel the authors use).")
-    norm: str = f("vocab", "Id normalisation x = 2p/D - 1: vocab (D = V-1, the paper) or seq_len (D = max_seq_len-1, the authors' kernel).")
-    max_seq_len: int = f(128, "norm=seq_len: the authors' max_seq_len (their default 128, so D = 127).")
-    variant: str = f("paper", "paper: E = MLP(T) + T; code: E = RMSNorm(Linear(T) + T) (the authors' repository).")
-    mlp_layers: int = f(2, "variant=paper: Linear layers of the MLP (1 = one Linear d->d; 2 = d->h->d). Ours: 2, the smallest 'MLP' with a non-linearity.")
-    mlp_ratio: float = f(0.5, "variant=paper: hidden width h = round(ratio * d). Ours: 0.5 ('small'; with it the paper's MLP has as many parameters as the code's Linear, so both give the paper's 8.9M).")
-    activation: str = f("gelu", "variant=paper: activation between the MLP's layers: gelu, relu, silu or tanh (ours: gelu).")
-    rms_eps: float = f(1e-6, "variant=code: RMSNorm epsilon (the authors' 1e-6).")
+    kernel: str = f("fourier", "Expansion of the normalised id: fourier (sin/cos pairs, the paper's and the only kernel the authors use).",
+                    choices=KERNELS)
+    norm: str = f("vocab", "Id normalisation x = 2p/D - 1: vocab (D = V-1, the paper) or seq_len (D = max_seq_len-1, the authors' kernel).",
+                  choices=NORMS)
+    max_seq_len: int = f(128, "norm=seq_len: the authors' max_seq_len (their default 128, so D = 127).", ge=2)
+    variant: str = f("paper", "paper: E = MLP(T) + T; code: E = RMSNorm(Linear(T) + T) (the authors' repository).", choices=VARIANTS)
+    mlp_layers: int = f(2, "variant=paper: Linear layers of the MLP (1 = one Linear d->d; 2 = d->h->d). Ours: 2, the smallest 'MLP' with a non-linearity.", ge=1)
+    mlp_ratio: float = f(0.5, "variant=paper: hidden width h = round(ratio * d). Ours: 0.5 ('small'; with it the paper's MLP has as many parameters as the code's Linear, so both give the paper's 8.9M).", gt=0)
+    activation: str = f("gelu", "variant=paper: activation between the MLP's layers: gelu, relu, silu or tanh (ours: gelu).",
+                        choices=tuple(ACTIVATIONS))
+    rms_eps: float = f(1e-6, "variant=code: RMSNorm epsilon (the authors' 1e-6).", gt=0)
     zero_init: bool = f(False, "Start the MLP's last layer at zero, so E = T at initialisation (variant=paper; ours, off: PyTorch's default init as the authors).")
     rank_by_frequency: bool = f(False, "Replace each id by its rank in the training split's token counts (most frequent first, ties by id) before normalising; the paper's suggestion.")
     train_backbone: bool = f(True, "Also train every other backbone parameter (the paper trains the encoder from scratch with PETE); false: only the PETE module (and an encoder's head).")
@@ -105,7 +108,7 @@ class PETEEmbedding(nn.Module):
         self.num_embeddings, self.embedding_dim, self.padding_idx = vocab_size, dim, padding_idx
         self.variant, self.scale = cfg.variant, scale
         self.denominator = vocab_size - 1 if cfg.norm == "vocab" else cfg.max_seq_len - 1
-        if self.denominator < 1:
+        if self.denominator < 1:  # norm=vocab: the loaded model's vocabulary size (the schema bounds max_seq_len)
             raise EmbexpError(f"method=pete: the normaliser D={self.denominator} must be >= 1 "
                               f"(norm={cfg.norm}, vocab size {vocab_size}, max_seq_len {cfg.max_seq_len})")
         self.rank: torch.Tensor | None = None  # id -> frequency rank (rank_by_frequency), set by setup
@@ -114,10 +117,6 @@ class PETEEmbedding(nn.Module):
             self.norm = RMSNorm(dim, cfg.rms_eps)
             last = self.linear
         else:
-            if cfg.mlp_layers < 1:
-                raise EmbexpError(f"method.mlp_layers={cfg.mlp_layers} must be >= 1")
-            if cfg.activation not in ACTIVATIONS:
-                raise EmbexpError(f"unknown method.activation '{cfg.activation}' (choose from: {', '.join(ACTIVATIONS)})")
             hidden = max(1, round(cfg.mlp_ratio * dim))
             widths = [dim] + [hidden] * (cfg.mlp_layers - 1) + [dim]
             layers: list[nn.Module] = []
@@ -170,15 +169,13 @@ class PETE(Method):
     E = T at the start instead."""
 
     Config = PETEConfig
+    label = "PETE"
+    model_kinds = ("decoder", "encoder", "scratch")
+    identity_at_init = False  # the table is replaced by E(p)
+    # not in the comparison: an embedding trained from scratch with its encoder (make pete_table)
 
     def __init__(self, cfg, backbone):
         super().__init__(cfg, backbone)
-        if cfg.kernel not in KERNELS:
-            raise EmbexpError(f"unknown method.kernel '{cfg.kernel}' (choose from: {', '.join(KERNELS)})")
-        if cfg.norm not in NORMS:
-            raise EmbexpError(f"unknown method.norm '{cfg.norm}' (choose from: {', '.join(NORMS)})")
-        if cfg.variant not in VARIANTS:
-            raise EmbexpError(f"unknown method.variant '{cfg.variant}' (choose from: {', '.join(VARIANTS)})")
         model = self.model
         name = type(model).__name__
         try:

@@ -36,8 +36,8 @@ import torch
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.methods.base import Method, MethodConfig
-from embexp.methods.ktoken import AUTHORS_LORA_TARGETS, WrapsInner, build_inner
+from embexp.methods.base import Comparison, Method
+from embexp.methods.inner import InnerMethodConfig, WrapsInner, build_inner
 from embexp.methods.registry import register_method
 
 COMPRESSORS = ("selective_context", "llmlingua", "llmlingua2")
@@ -45,16 +45,12 @@ LLMLINGUA2_MODEL = "microsoft/llmlingua-2-xlm-roberta-large-meetingbank"
 
 
 @dataclass
-class PromptCompressConfig(MethodConfig):
-    compressor: str = f("selective_context", "selective_context (self-information token dropping with the frozen backbone; ours), llmlingua or llmlingua2 (the llmlingua package).")
-    rate: float = f(0.35, "Fraction of prompt tokens to drop (selective_context; Selective Context's default reduce_ratio 0.35), or 1 - the rate handed to llmlingua's compress_prompt.")
+class PromptCompressConfig(InnerMethodConfig):
+    compressor: str = f("selective_context", "selective_context (self-information token dropping with the frozen backbone; ours), llmlingua or llmlingua2 (the llmlingua package).",
+                        choices=COMPRESSORS)
+    rate: float = f(0.35, "Fraction of prompt tokens to drop (selective_context; Selective Context's default reduce_ratio 0.35), or 1 - the rate handed to llmlingua's compress_prompt.",
+                    ge=0, lt=1)
     compressor_model: str = f("", "llmlingua2: the token-classifier hub id ('' = microsoft/llmlingua-2-xlm-roberta-large-meetingbank, the authors'); llmlingua: a causal LM path or hub id ('' = the run's backbone).")
-    inner: str = f("lora", "Method that adapts the backbone to the compressed prompts: lora (the same recipe as ktoken: lora_* fields), none, or a composable embexp method.")
-    inner_args: dict = f({}, "Overrides of the inner method's config fields.")
-    lora_r: int = f(4, "inner=lora: rank (K-Token Merging's recipe: 4).")
-    lora_alpha: float = f(16.0, "inner=lora: lora_alpha (16).")
-    lora_dropout: float = f(0.05, "inner=lora: dropout on the LoRA branch (0.05).")
-    lora_targets: list = f(list(AUTHORS_LORA_TARGETS), "inner=lora: module names given LoRA (attention and MLP projections and lm_head).")
 
 
 def drop_lowest(info: list[float], rate: float, keep: set[int]) -> list[int]:
@@ -72,22 +68,20 @@ class PromptCompress(WrapsInner, Method):
     """The prompt replaced by its compressed tokens (see the module doc); LoRA on the backbone."""
 
     Config = PromptCompressConfig
+    label = "Prompt compression"
+    model_kinds = ("decoder",)
+    identity_at_init = False  # the backbone reads the kept prompt tokens only
+    comparison = Comparison(rank=90, lr=1e-3)
     prefix_mode = "replace"
     export_blocker = ("the prompt is compressed by a separate compressor before the backbone reads it; the exported "
                       "model would read uncompressed prompts (export method.inner's LoRA with method=lora instead)")
 
     def __init__(self, cfg, backbone):
         super().__init__(cfg, backbone)
-        if not self.is_decoder:
-            raise EmbexpError(f"method prompt_compress needs a decoder model; model {backbone.cfg.name} is an encoder")
-        if cfg.compressor not in COMPRESSORS:
-            raise EmbexpError(f"unknown method.compressor '{cfg.compressor}' (choose from: {', '.join(COMPRESSORS)})")
-        if not 0 <= cfg.rate < 1:
-            raise EmbexpError(f"method.rate={cfg.rate} must be in [0, 1)")
         self.backbone_cfg = backbone.cfg
         self._cache: dict[tuple[int, ...], list[int]] = {}
         self._external = self._load_llmlingua(cfg) if cfg.compressor != "selective_context" else None
-        self.inner = build_inner(cfg, backbone, type(self))
+        self.inner = build_inner(cfg, backbone)
         if self.inner is not None:
             self.model = self.inner.model
         self.mark_trainable()

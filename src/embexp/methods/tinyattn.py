@@ -39,7 +39,7 @@ from torch import nn
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.methods.base import Method, MethodConfig
+from embexp.methods.base import Comparison, Method, MethodConfig
 from embexp.methods.registry import register_method
 from embexp.models import after_attention, attention_sites
 
@@ -53,42 +53,38 @@ MHA_TENSORS = ("mha_in_weight", "mha_in_bias", "mha_out_weight", "mha_out_bias")
 
 @dataclass
 class TinyAttnConfig(MethodConfig):
-    heads: int = f(1, "M: independent tiny-attention modules per layer, combined as method.combine says (paper: 1 = Tiny-Attn-1H, 4 = Tiny-Attn-4H).")
+    heads: int = f(1, "M: independent tiny-attention modules per layer, combined as method.combine says (paper: 1 = Tiny-Attn-1H, 4 = Tiny-Attn-4H).", ge=1)
     combine: str = f("sequential", "How a layer's M modules combine (M > 1). sequential (authors' code, RobertaLayerAda; the tables' setting): one after another, h = h + t_m(h)/M, each module reading the state the modules before it changed. paper: the paper's Eq. 1a/2, every module reads the same state and their outputs are summed through one output projection, sum_m (O_m z_m + b_m); parameter averaging then keeps the mean of the attention parameters and the SUM of the output projections (App. A, Eq. 8: M times the mean), and a warm start from a 1-module run divides its output projection by M (ours: the M-module model starts as the 1-module one). mean: every module reads the same state, the mean of their outputs (ours; embexp's combination before issue #21). The three agree for M = 1.", choices=COMBINES)
-    head_dim: int = f(1, "D: per-head dimension of each module's query, key and value (paper: 1; 4 = Tiny-Attn-1H4D).")
-    placement: str = f("sequential", "sequential: the modules read the hidden state after the attention sublayer (paper's main setting); parallel: they read the layer's input, in parallel with the attention sublayer (paper's Fig. 3). Either way their output is added after the attention sublayer, before the FFN (for parallel on post-norm encoders that is after the sublayer's LayerNorm: ours).")
+    head_dim: int = f(1, "D: per-head dimension of each module's query, key and value (paper: 1; 4 = Tiny-Attn-1H4D).", ge=1)
+    placement: str = f("sequential", "sequential: the modules read the hidden state after the attention sublayer (paper's main setting); parallel: they read the layer's input, in parallel with the attention sublayer (paper's Fig. 3). Either way their output is added after the attention sublayer, before the FFN (for parallel on post-norm encoders that is after the sublayer's LayerNorm: ours).",
+                       choices=PLACEMENTS)
     layer_modules: str = f("shared", "Where one layer module runs at several depths (ALBERT's shared layer, called num_hidden_layers times): shared = one adapter module set inside that layer, used at every depth, as the authors' ALBERT code (AlbertLayerBL) has it; per_depth = a separate module set per depth (num_hidden_layers times the parameters; ours). Every other family runs each layer once, where the two are the same.", choices=LAYER_MODULES)
-    init_scale: float = f(0.01, "The output projection Linear(D, d) starts at PyTorch's default init times this (authors' code and paper: 0.01, i.e. U(-0.01/sqrt(D), 0.01/sqrt(D)) for weight and bias); 0 makes the method an exact identity at start.")
-    dropout: float = f(0.1, "Dropout on the adapter's attention probabilities while training (authors' code: nn.MultiheadAttention dropout 0.1; the paper does not say).")
-    layer_norm_eps: float = f(1e-5, "eps of the adapter's LayerNorm (authors' code: nn.LayerNorm default 1e-5).")
+    init_scale: float = f(0.01, "The output projection Linear(D, d) starts at PyTorch's default init times this (authors' code and paper: 0.01, i.e. U(-0.01/sqrt(D), 0.01/sqrt(D)) for weight and bias); 0 makes the method an exact identity at start.", ge=0)
+    dropout: float = f(0.1, "Dropout on the adapter's attention probabilities while training (authors' code: nn.MultiheadAttention dropout 0.1; the paper does not say).", ge=0, lt=1)
+    layer_norm_eps: float = f(1e-5, "eps of the adapter's LayerNorm (authors' code: nn.LayerNorm default 1e-5).", gt=0)
     mha_proj: bool = f(False, "Also give each module the extra in/out projections of torch's nn.MultiheadAttention inside it (3D^2+3D + D^2+D parameters), as the authors' code does; false = without them (the rest of the module, LayerNorm and biases included, is the authors' code; the paper's Eq. 3-4 have neither LayerNorm nor biases).")
     average: bool = f(True, "Parameter averaging (paper §2.2): evaluate and save the mean of the M modules of each layer as one module (combine=paper: the output projections summed, App. A Eq. 8); false keeps the M modules (paper Table 11 ablation).")
     init_from: str = f("", "Warm start (paper App. B.1, Tiny-Attn-4H): a finished tinyattn run directory on the same model whose adapter has 1 module per layer (or M): every module starts from it plus N(0, init_noise^2) noise, the encoder head is copied unchanged (ours). '' = fresh init.")
-    init_noise: float = f(1e-6, "Std of the noise added to each copied adapter tensor on warm start (paper: 1e-6; the authors' code perturbs only Linear(d, 3D)).")
+    init_noise: float = f(1e-6, "Std of the noise added to each copied adapter tensor on warm start (paper: 1e-6; the authors' code perturbs only Linear(d, 3D)).", ge=0)
     train_backbone: list = f([], "Backbone parameters trained as well, each given by its name in the transformers model's named_parameters() or a prefix of it ending at a dot boundary. [] (default) = the backbone stays frozen, as the paper says ('pretrained parameters are all kept frozen'). The authors' FewGLUE script (train_few_shot.py) freezes only ALBERT's embeddings and its shared layer, so it also trains [albert.encoder.embedding_hidden_mapping_in, predictions.dense, predictions.LayerNorm, predictions.bias] (the Table 1 experiment files use that list). Saved with the adapter as backbone.<name>.")
     frozen_dropout: bool = f(False, "Keep the frozen backbone's own dropout active while training. false (authors' code): the backbone runs in eval mode; the adapters' attention dropout and the encoder head's dropout stay active.")
 
 
 @register_method("tinyattn")
 class TinyAttention(Method):
+    """Tiny-Attention: M tiny attention modules between the attention sublayer and the FFN of every
+    layer (see the module doc). Near the identity at init (the output projection starts at x0.01;
+    exact with method.init_scale=0); no plain model holds the modules."""
+
     Config = TinyAttnConfig
+    label = "Tiny-Attention"
+    identity_at_init = False  # method.init_scale=0.01 (the default): near, not exact
+    comparison = Comparison(rank=70, lr=1e-3)
     export_blocker = ("Tiny-Attention adds attention modules inside every layer, which a plain transformers model "
                       "of the same class does not have")
 
     def __init__(self, cfg, backbone):
         super().__init__(cfg, backbone)
-        if cfg.heads < 1:
-            raise EmbexpError(f"method.heads={cfg.heads}: the number of tiny-attention modules per layer must be >= 1")
-        if cfg.head_dim < 1:
-            raise EmbexpError(f"method.head_dim={cfg.head_dim}: the per-head dimension must be >= 1")
-        if cfg.placement not in PLACEMENTS:
-            raise EmbexpError(f"unknown method.placement '{cfg.placement}' (choose from: {', '.join(PLACEMENTS)})")
-        if not 0.0 <= cfg.dropout < 1.0:
-            raise EmbexpError(f"method.dropout={cfg.dropout} must be in [0, 1)")
-        if cfg.combine not in COMBINES:
-            raise EmbexpError(f"unknown method.combine '{cfg.combine}' (choose from: {', '.join(COMBINES)})")
-        if cfg.layer_modules not in LAYER_MODULES:
-            raise EmbexpError(f"unknown method.layer_modules '{cfg.layer_modules}' (choose from: {', '.join(LAYER_MODULES)})")
         self.d = backbone.hidden_size
         sites = attention_sites(self.backbone_model)[2]
         if cfg.layer_modules == "shared":  # one module set per distinct layer module (ALBERT: one for all depths)

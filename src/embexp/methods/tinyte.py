@@ -32,13 +32,14 @@ from torch import nn
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.methods.base import Method, MethodConfig, embedding_hook
+from embexp.methods.base import Comparison, Method, MethodConfig, embedding_hook
 from embexp.methods.peft_baselines import init_prompt, prompt_tuning_model, virtual_tokens
 from embexp.methods.registry import register_method
 from embexp.models import untie_embeddings
 
 RANKINGS = ("variance", "random", "integrated_gradients")
 SELECTS = ("lowest", "highest")
+LENGTH_SOURCES = ("prompt", "sequence")
 
 
 # ---- config schemas (one per registered name) --------------------------------------------------
@@ -49,26 +50,29 @@ class TinyTEConfig(MethodConfig):
 
 @dataclass
 class TinyTERankedConfig(TinyTEConfig):
-    ranking: str = f("variance", "Order of the embedding dims: variance (across the vocabulary of the frozen input table, non-special rows, fp32; the paper's choice), random (seeded by rank_seed) or integrated_gradients (captum; needs a decoder and training data; recipe ours, see docs/methods_tinyte.md).")
-    select: str = f("lowest", "Which end of the ranking comes first: lowest (the paper: lowest variance) or highest score. Ignored by ranking=random.")
+    ranking: str = f("variance", "Order of the embedding dims: variance (across the vocabulary of the frozen input table, non-special rows, fp32; the paper's choice), random (seeded by rank_seed) or integrated_gradients (captum; needs a decoder and training data; recipe ours, see docs/methods_tinyte.md).",
+                     choices=RANKINGS)
+    select: str = f("lowest", "Which end of the ranking comes first: lowest (the paper: lowest variance) or highest score. Ignored by ranking=random.",
+                    choices=SELECTS)
     rank_seed: int = f(0, "Seed of ranking=random (ours: a torch.Generator permutation).")
-    ig_batches: int = f(4, "ranking=integrated_gradients: number of training batches attributed (ours).")
-    ig_batch_size: int = f(4, "ranking=integrated_gradients: sequences per batch (ours).")
-    ig_steps: int = f(16, "ranking=integrated_gradients: Riemann steps of the path integral (ours).")
+    ig_batches: int = f(4, "ranking=integrated_gradients: number of training batches attributed (ours).", ge=1)
+    ig_batch_size: int = f(4, "ranking=integrated_gradients: sequences per batch (ours).", ge=1)
+    ig_steps: int = f(16, "ranking=integrated_gradients: Riemann steps of the path integral (ours).", ge=1)
 
 
 @dataclass
 class TinyTEHalfConfig(TinyTERankedConfig):
-    p: float = f(0.5, "Portion of dims shifted: k = floor(p*d) dims, the first k of the ranking (paper: p = 0.5).")
+    p: float = f(0.5, "Portion of dims shifted: k = floor(p*d) dims, the first k of the ranking (paper: p = 0.5).", gt=0, le=1)
 
 
 @dataclass
 class TinyTEGatedConfig(TinyTERankedConfig):
-    steepness: float = f(1000.0, "h in G_i = sigmoid(h*(d_i - p(l))) (paper: 1000).")
-    length_scale: float = f(1.0, "Ours, not in the paper: p(l) = sigmoid(alpha*l/length_scale + beta). 1 = the paper's p(l) = sigmoid(alpha*l + beta) with l in tokens; 100 = embexp's former default (l in hundreds of tokens, so alpha*l stays of order 1).")
+    steepness: float = f(1000.0, "h in G_i = sigmoid(h*(d_i - p(l))) (paper: 1000).", gt=0)
+    length_scale: float = f(1.0, "Ours, not in the paper: p(l) = sigmoid(alpha*l/length_scale + beta). 1 = the paper's p(l) = sigmoid(alpha*l + beta) with l in tokens; 100 = embexp's former default (l in hundreds of tokens, so alpha*l stays of order 1).", gt=0)
     alpha_init: float = f(0.0, "Initial alpha (ours, the paper gives none: 0, so p does not depend on the length at init).")
     beta_init: float = f(0.0, "Initial beta (ours, the paper gives none: 0, so p = sigmoid(0) = 0.5 at init for every length, as TinyTE-half).")
-    length_source: str = f("prompt", "What l counts (ours): prompt = the prompt's tokens (the batch's prompt_lengths, which the trainer passes whatever task.loss_on is; without it, the non-pad tokens whose labels are -100, else every non-pad token); sequence = every non-pad token. Generation always uses the prompt's length, kept during decoding.")
+    length_source: str = f("prompt", "What l counts (ours): prompt = the prompt's tokens (the batch's prompt_lengths, which the trainer passes whatever task.loss_on is; without it, the non-pad tokens whose labels are -100, else every non-pad token); sequence = every non-pad token. Generation always uses the prompt's length, kept during decoding.",
+                           choices=LENGTH_SOURCES)
 
 
 @dataclass
@@ -129,7 +133,7 @@ class TinyTE(Method):
         self.register_buffer("shift_mask", shift, persistent=False)
         self.k = d
         if v.mask == "first_k":
-            if not 0.0 < cfg.p <= 1.0 or math.floor(cfg.p * d) < 1:
+            if math.floor(cfg.p * d) < 1:  # the schema bounds p to (0, 1]; d is the loaded model's
                 raise EmbexpError(f"method.p={cfg.p} selects no dims of d={d} (choose 0 < p <= 1 with floor(p*d) >= 1)")
             self.k = math.floor(cfg.p * d)
         self.bias = nn.Parameter(torch.zeros(self.k, dtype=torch.float32))
@@ -195,10 +199,6 @@ class TinyTE(Method):
 
     # ---- ranking (first_k, gate) --------------------------------------------------------------
     def _init_ranking(self, cfg, backbone) -> None:
-        if cfg.ranking not in RANKINGS:
-            raise EmbexpError(f"unknown method.ranking '{cfg.ranking}' (choose from: {', '.join(RANKINGS)})")
-        if cfg.select not in SELECTS:
-            raise EmbexpError(f"unknown method.select '{cfg.select}' (choose from: {', '.join(SELECTS)})")
         self.register_buffer("ranking", torch.arange(backbone.hidden_size), persistent=False)
         if cfg.ranking != "integrated_gradients":  # integrated gradients needs data: setup()
             rows = (~backbone.special_mask()).nonzero().squeeze(-1)
@@ -292,10 +292,6 @@ class TinyTE(Method):
 
     # ---- the length gate (Eq. 4-5) ------------------------------------------------------------
     def _init_gate(self, cfg, backbone) -> None:
-        if cfg.length_source not in ("prompt", "sequence"):
-            raise EmbexpError(f"unknown method.length_source '{cfg.length_source}' (choose from: prompt, sequence)")
-        if cfg.length_scale <= 0:
-            raise EmbexpError(f"method.length_scale={cfg.length_scale} must be > 0")
         self.alpha = nn.Parameter(torch.tensor(float(cfg.alpha_init)))
         self.beta = nn.Parameter(torch.tensor(float(cfg.beta_init)))
         self._tensors.update(alpha=self.alpha, beta=self.beta)
@@ -385,6 +381,8 @@ class TinyTEFull(TinyTE):
 
     Config = TinyTEConfig
     variant = Variant("all")
+    label = "TinyTE-full"
+    comparison = Comparison(rank=60, lr=1e-2)
 
 
 @register_method("tinyte_half")
@@ -397,6 +395,8 @@ class TinyTEHalf(TinyTE):
 
     Config = TinyTEHalfConfig
     variant = Variant("first_k")
+    label = "TinyTE-half"
+    comparison = Comparison(rank=61, lr=1e-2)
 
 
 @register_method("tinyte_gated")
@@ -415,6 +415,8 @@ class TinyTEGated(TinyTE):
                       "table cannot hold")
     Config = TinyTEGatedConfig
     variant = Variant("gate")
+    label = "TinyTE-gated"
+    comparison = Comparison(rank=62, lr=1e-2)
 
 
 @register_method("tinyte_hybrid")
@@ -433,3 +435,6 @@ class TinyTEHybrid(TinyTE):
     Config = TinyTEHybridConfig
     variant = Variant("all", prompt_tokens=1)
     prefix_mode = "prepend"
+    label = "TinyTE-hybrid"
+    identity_at_init = False  # the prompt token is prepended
+    comparison = Comparison(rank=63, lr=1e-2)

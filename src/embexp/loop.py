@@ -57,17 +57,13 @@ class TrainResult:
 
 
 def lr_factor(step: int, total: int, warmup: int, kind: str) -> float:
-    """Multiplier of the peak lr at optimizer step `step` (0-based): linear warm-up, then decay."""
+    """Multiplier of the peak lr at optimizer step `step` (0-based): linear warm-up, then decay
+    (``kind``: trainer.scheduler, whose domain the schema checks: cosine, linear or constant)."""
     if warmup > 0 and step < warmup:
         return (step + 1) / warmup
-    if kind == "constant":
-        return 1.0
     progress = (step - warmup) / max(1, total - warmup)
-    if kind == "cosine":
-        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-    if kind == "linear":
-        return max(0.0, 1.0 - progress)
-    raise EmbexpError(f"unknown trainer.scheduler '{kind}' (choose from: cosine, linear, constant)")
+    return {"constant": lambda: 1.0, "cosine": lambda: 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress))),
+            "linear": lambda: max(0.0, 1.0 - progress)}[kind]()
 
 
 def build_optimizer(params, cfg, peak_lrs=None) -> torch.optim.Optimizer:
@@ -80,11 +76,8 @@ def build_optimizer(params, cfg, peak_lrs=None) -> torch.optim.Optimizer:
         groups.setdefault(float((peak_lrs or {}).get(i, cfg.lr)), []).append(p)
     param_groups = [{"params": ps, "lr": lr, "peak_lr": lr} for lr, ps in groups.items()]
     kw = dict(lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay)
-    if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(param_groups, **kw)
-    if cfg.optimizer == "adam":
-        return torch.optim.Adam(param_groups, **kw)
-    raise EmbexpError(f"unknown trainer.optimizer '{cfg.optimizer}' (choose from: adam, adamw)")
+    optimizer = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}[cfg.optimizer]  # the schema's choices
+    return optimizer(param_groups, **kw)
 
 
 def micro_batch_indices(n: int, batch: int, world: int, rank: int, seed: int, m: int) -> list[int]:

@@ -17,7 +17,7 @@ def compose_train(overrides: list[str]):
     """The train config for these overrides, composed exactly as ``python -m embexp.train`` does."""
     from hydra import compose, initialize_config_dir
 
-    from embexp.config import register_core_schemas
+    from embexp.config import register_core_schemas, validate
 
     register_core_schemas()
     import embexp.methods  # noqa: F401  (registers the method schemas)
@@ -30,6 +30,8 @@ def compose_train(overrides: list[str]):
             raise EmbexpError(f"unknown {key} '{value}' (choose from: {', '.join(cli.choices(key))})")
     try:
         with initialize_config_dir(config_dir=str(cli.conf_dir()), version_base=None):
-            return compose("train", overrides=list(overrides))
+            cfg = compose("train", overrides=list(overrides))
     except Exception as e:  # hydra/omegaconf raise many types; keep the first line
         raise EmbexpError(f"cannot compose {' '.join(overrides)}: {str(e).splitlines()[0]}") from None
+    validate(cfg)  # every field's domain and the method's model kinds, as the CLI checks them
+    return cfg

@@ -38,6 +38,7 @@ from embexp.tasks.registry import register_task
 PROMPT = "Review: {text}, Label:"
 HUB_ID = "McAuley-Lab/Amazon-Reviews-2023"
 CATEGORIES = ("Amazon_Fashion",)  # the paper's category; the loader works for any raw_review_* file
+SPLITS = ("train", "test")  # carved out of 'full'
 FULL = "full"
 
 
@@ -53,12 +54,12 @@ def authors_split(n: int, test_size: int, seed: int) -> tuple[list[int], list[in
 @dataclass
 class AmazonConfig(TaskConfig):
     name: str = f("amazon", "Task family (the file under conf/task).")
-    subset: str = f("Amazon_Fashion", "Review category: the hub config raw_review_<subset> (the paper: Amazon_Fashion).")
-    train_split: str = f("train", "train = the training part of the authors' split of 'full' (a train_fraction sample).")
-    eval_split: str = f("test", "test = the test_size rows the authors' split holds out of 'full'.")
-    test_size: int = f(50000, "Rows of 'full' held out for testing (the authors: 50,000).")
+    subset: str = f("Amazon_Fashion", "Review category: the hub config raw_review_<subset> (the paper: Amazon_Fashion).", choices=CATEGORIES)
+    train_split: str = f("train", "train = the training part of the authors' split of 'full' (a train_fraction sample).", choices=SPLITS)
+    eval_split: str = f("test", "test = the test_size rows the authors' split holds out of 'full'.", choices=SPLITS)
+    test_size: int = f(50000, "Rows of 'full' held out for testing (the authors: 50,000).", ge=1)
     split_seed: int = f(42, "Seed of the train/test split (the authors: 42, datasets' train_test_split permutation).")
-    train_fraction: float = f(0.1, "Fraction of the training part kept for training (the authors: 0.1).")
+    train_fraction: float = f(0.1, "Fraction of the training part kept for training (the authors: 0.1).", gt=0, le=1)
     sample_seed: int = f(42, "Seed of the train_fraction sample (ours: the authors' sample is unseeded).")
     max_source_tokens: int = f(512, "Truncate the prompt to this many tokens (ours; the authors do not truncate).")
     max_target_tokens: int = f(4, "Truncate training targets to this many tokens.")
@@ -81,14 +82,6 @@ class AmazonTask(Task):
         with a rating and no text, which the authors keep: the prompt is then "Review: , Label:")."""
         return Schema({"rating": Number(1.0, 5.0), "text": Text(empty=True)})
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        if not 0 < cfg.train_fraction <= 1:
-            raise EmbexpError(f"task.train_fraction={cfg.train_fraction} must be in (0, 1]")
-        for name in ("train_split", "eval_split"):
-            if cfg[name] not in ("train", "test"):
-                raise EmbexpError(f"task.{name}='{cfg[name]}': the splits are carved out of 'full' (choose from: train, test)")
-
     def hub_source(self):
         return HUB_ID, f"raw_review_{self.cfg.subset}"
 
@@ -106,9 +99,9 @@ class AmazonTask(Task):
         """The rows of ``split`` (train or test) carved out of ``full``; a fixture's ``full`` holds
         test_size + fixture_size / train_fraction rows, so its training sample has fixture_size rows."""
         cfg = self.cfg
-        if split not in ("train", "test"):
+        if split not in SPLITS:  # a selection split (task.select_split names any split)
             raise EmbexpError(f"split '{split}' of task {self.display_name}: the splits are carved out of 'full' "
-                              "(choose from: train, test)")
+                              f"(choose from: {', '.join(SPLITS)})")
         if self.resolved_source() == "fixture":
             n = cfg.test_size + round((cfg.fixture_size + extra) / cfg.train_fraction)
             full = self.fixture_rows(FULL, n, random.Random(f"{cfg.fixture_seed}/{self.display_name}/{FULL}"))

@@ -20,6 +20,11 @@ from embexp.config import f
 from embexp.tasks.domains import RowCheck, Schema, required
 
 
+TRAIN_HOLDOUT = "train_holdout"
+WHICH = ("train", "eval", "select")
+LOSS_ON = ("target", "all")
+
+
 @dataclass
 class TaskConfig:
     name: str = f("", "Task family (the file under conf/task).")
@@ -43,7 +48,8 @@ class TaskConfig:
     select_seed: int = f(0, "Seed of the train_holdout carve (ours).")
     judge: str = f("", "The judge kind that scores this task's generations when judge.model is set: '' (none), instruct, harmbench or nli (src/embexp/judge.py); judge.kind overrides it.",
                    choices=("", "instruct", "harmbench", "nli"))
-    loss_on: str = f("target", "Decoders: which tokens carry the training (and evaluation) loss: target (the answer only; the prompt's labels are -100) or all (every non-pad token of prompt + target: plain causal LM, the TinyTE recipe's reading of 'standard causal language modeling'). Encoders ignore it.")
+    loss_on: str = f("target", "Decoders: which tokens carry the training (and evaluation) loss: target (the answer only; the prompt's labels are -100) or all (every non-pad token of prompt + target: plain causal LM, the TinyTE recipe's reading of 'standard causal language modeling'). Encoders ignore it.",
+                      choices=LOSS_ON)
 
 
 @dataclass
@@ -64,11 +70,6 @@ class Example:
 MASK = "<embexp:mask>"  # the mask's place in Example.cloze
 
 
-TRAIN_HOLDOUT = "train_holdout"
-WHICH = ("train", "eval", "select")
-LOSS_ON = ("target", "all")
-
-
 class Task:
     """Base class: subclasses set the class attributes and implement the hooks below.
 
@@ -78,7 +79,9 @@ class Task:
 
     Config: ClassVar[type] = TaskConfig
     kind: ClassVar[str] = "generation"  # generation | classification | regression | perplexity (the target scored, nothing generated) | pairs | similarity (sentence embeddings: embexp/sentence.py)
-    subsets: ClassVar[tuple[str, ...]] = ()  # valid `subset` values ('' allowed when empty)
+    # valid `subset` values ('' allowed when empty); the Config's `subset` field declares the same tuple
+    # as its choices, so a bad subset is refused when the config is composed
+    subsets: ClassVar[tuple[str, ...]] = ()
     # the task's paper reports every method's prompt-length reduction (K-Token Merging's tables):
     # every decoder run records `length_reduction`, 0 included (other tasks: only methods that
     # change the input length record it); with `pl_score`, also K-Token's P-L score from the accuracy
@@ -86,19 +89,11 @@ class Task:
     pl_score: ClassVar[bool] = False
 
     def __init__(self, cfg):
-        self.cfg = cfg
-        if self.subsets and cfg.subset not in self.subsets:
-            raise EmbexpError(
-                f"unknown task.subset '{cfg.subset}' for task {cfg.name} (choose from: {', '.join(self.subsets)})"
-            )
-        if cfg.source not in ("auto", "hub", "local", "fixture"):
-            raise EmbexpError(f"unknown task.source '{cfg.source}' (choose from: auto, hub, local, fixture)")
+        self.cfg = cfg  # its fields' domains (subset, source, loss_on, ...) are checked when it is composed (config.validate)
         # .get: the config.yaml of a run written before these fields existed (embexp.eval) means
         # what that run did: no selection split, loss on the target
         self.select_split = cfg.get("select_split", "")
         self.loss_on = cfg.get("loss_on", "target")
-        if self.loss_on not in LOSS_ON:
-            raise EmbexpError(f"unknown task.loss_on '{self.loss_on}' (choose from: {', '.join(LOSS_ON)})")
         if self.select_split == TRAIN_HOLDOUT and cfg.select_size <= 0:
             raise EmbexpError(f"task.select_size={cfg.select_size}: select_split=train_holdout needs the number of "
                               "training rows to hold out (> 0)")

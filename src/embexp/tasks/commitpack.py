@@ -41,15 +41,17 @@ HUB_ID = "bigcode/commitpackft"
 PROMPT = ("Update the old python code content based on the instrutions.\nOld Content: {old}\n"
           "Instructions: {subject}\nNew Content:\n")
 HUB_SPLIT = "train"
+LANGUAGES = ("python",)  # the paper's language config
+SPLITS = ("train", "test")  # carved out of the hub's train split
 
 
 @dataclass
 class CommitPackConfig(TaskConfig):
     name: str = f("commitpack", "Task family (the file under conf/task).")
-    subset: str = f("python", "Language config of bigcode/commitpackft (the paper: python; the prompt names python as the authors').")
-    train_split: str = f("train", "train = the hub's train split minus the authors' test carve.")
-    eval_split: str = f("test", "test = the test_size rows the authors' split holds out of the hub's train split.")
-    test_size: int = f(5600, "Rows held out for testing (the authors: 5,600).")
+    subset: str = f("python", "Language config of bigcode/commitpackft (the paper: python; the prompt names python as the authors').", choices=LANGUAGES)
+    train_split: str = f("train", "train = the hub's train split minus the authors' test carve.", choices=SPLITS)
+    eval_split: str = f("test", "test = the test_size rows the authors' split holds out of the hub's train split.", choices=SPLITS)
+    test_size: int = f(5600, "Rows held out for testing (the authors: 5,600).", ge=1)
     split_seed: int = f(42, "Seed of the train/test split (the authors: 42, datasets' train_test_split permutation).")
     max_source_tokens: int = f(2048, "Keep the last N prompt tokens (ours; the authors do not truncate).")
     max_target_tokens: int = f(2048, "Train and score the first N tokens of the new code (ours; the authors do not truncate).")
@@ -61,7 +63,7 @@ class CommitPackTask(Task):
 
     Config = CommitPackConfig
     kind = "perplexity"
-    subsets = ("python",)
+    subsets = LANGUAGES
     required_fields = ("old_contents", "new_contents", "subject")
     reports_length_reduction = True  # K-Token Merging's Table 3 (its P-L needs the uncompressed run's perplexity)
 
@@ -69,13 +71,6 @@ class CommitPackTask(Task):
         """old/new contents strings, possibly empty (a commit may create or empty a file); the
         commit subject non-empty (it is the instruction)."""
         return Schema({"old_contents": Text(empty=True), "new_contents": Text(empty=True), "subject": Text()})
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        for name in ("train_split", "eval_split"):
-            if cfg[name] not in ("train", "test"):
-                raise EmbexpError(f"task.{name}='{cfg[name]}': the splits are carved out of the hub's train split "
-                                  "(choose from: train, test)")
 
     def hub_source(self):
         return HUB_ID, self.cfg.subset
@@ -93,9 +88,9 @@ class CommitPackTask(Task):
         """The rows of ``split`` (train or test) carved out of the hub's train split; a fixture's
         train split holds test_size + fixture_size rows."""
         cfg = self.cfg
-        if split not in ("train", "test"):
+        if split not in SPLITS:  # a selection split (task.select_split names any split)
             raise EmbexpError(f"split '{split}' of task {self.display_name}: the splits are carved out of the hub's "
-                              "train split (choose from: train, test)")
+                              f"train split (choose from: {', '.join(SPLITS)})")
         if self.resolved_source() == "fixture":
             full = self.checked(self.fixture_rows(HUB_SPLIT, cfg.test_size + cfg.fixture_size + extra,
                                                   random.Random(f"{cfg.fixture_seed}/{self.display_name}/{HUB_SPLIT}")),

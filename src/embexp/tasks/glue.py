@@ -55,7 +55,7 @@ STSB_INVALID = 2.5  # ours: an unparseable STS-B answer scores as the scale midp
 @dataclass
 class GlueConfig(TaskConfig):
     name: str = f("glue", "Task family (the file under conf/task).")
-    subset: str = f("sst2", "GLUE sub-task: cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte or wnli.")
+    subset: str = f("sst2", "GLUE sub-task: cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte or wnli.", choices=tuple(SPECS))
     eval_split: str = f("auto", "Split used for evaluation; auto = validation_matched for mnli, validation otherwise.")
     max_new_tokens: int = f(8, "Greedy generation budget (answers are one or two words).")
 

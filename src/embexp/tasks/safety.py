@@ -109,11 +109,6 @@ class BsdTask(Task):
     kind = "generation"
     required_fields = ("prompt", "response", "is_safe")
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        if cfg.prompt_format not in FORMATS:
-            raise EmbexpError(f"unknown task.prompt_format '{cfg.prompt_format}' (choose from: {', '.join(FORMATS)})")
-
     def hub_source(self):
         return BSD_HUB
 
@@ -190,8 +185,6 @@ class AdvBenchTask(Task):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        if cfg.prompt_format not in FORMATS:
-            raise EmbexpError(f"unknown task.prompt_format '{cfg.prompt_format}' (choose from: {', '.join(FORMATS)})")
         # the training and selection rows: task=bsd with this config's shared fields (so the same rows, fixture included)
         shared = {fl.name: cfg[fl.name] for fl in fields(SafetyConfig) if fl.name in cfg}
         self.bsd = BsdTask(OmegaConf.merge(OmegaConf.structured(BsdConfig), {**shared, "name": "bsd"}))

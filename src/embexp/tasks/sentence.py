@@ -41,6 +41,11 @@ ENTAILMENT = 0  # both hub schemas: 0 entailment, 1 neutral, 2 contradiction (-1
 NLI_LABELS = ("entailment", "neutral", "contradiction")
 
 
+def similarity_tasks() -> tuple[str, ...]:
+    """What nli_pairs can evaluate on: the registered tasks of kind similarity."""
+    return tuple(sorted(n for n, c in TASKS.items() if c.kind == "similarity"))
+
+
 @dataclass
 class StsbSimilarityConfig(TaskConfig):
     name: str = f("stsb_similarity", "Task family (the file under conf/task).")
@@ -51,12 +56,14 @@ class StsbSimilarityConfig(TaskConfig):
 @dataclass
 class NliPairsConfig(TaskConfig):
     name: str = f("nli_pairs", "Task family (the file under conf/task).")
-    datasets: list = f(["snli", "mnli"], "NLI datasets whose entailment pairs are trained on, in this order: snli, mnli (the paper: both).")
+    datasets: list = f(["snli", "mnli"], "NLI datasets whose entailment pairs are trained on, in this order: snli, mnli (the paper: both).",
+                       choices=tuple(SOURCES))
     train_split: str = f("train", "Split(s) trained on; join several with '+' (e.g. validation+test for the local SNLI files).")
-    eval_task: str = f("stsb_similarity", "The similarity task evaluated zero-shot after training (it reads eval_split, data_dir, source, max_eval_samples from here).")
+    eval_task: str = f("stsb_similarity", "The similarity task evaluated zero-shot after training (it reads eval_split, data_dir, source, max_eval_samples from here).",
+                       choices=similarity_tasks)
     eval_split: str = f("validation", "Split of eval_task that is scored.")
     max_source_tokens: int = f(128, "Truncate each sentence to this many tokens (the PETE code's max_seq_len).")
-    temperature: float = f(0.07, "InfoNCE temperature at the start (the PETE code's 0.07).")
+    temperature: float = f(0.07, "InfoNCE temperature at the start (the PETE code's 0.07).", gt=0)
     learn_temperature: bool = f(True, "Learn the temperature (as log tau, ours; the code learns tau itself) with the method's tensors.")
 
 
@@ -108,12 +115,8 @@ class NliPairsTask(Task):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        bad = [d for d in cfg.datasets if d not in SOURCES]
-        if bad or not cfg.datasets:
-            raise EmbexpError(f"unknown task.datasets entry '{bad[0] if bad else ''}' (choose from: {', '.join(SOURCES)})")
-        similarity = sorted(n for n, c in TASKS.items() if c.kind == "similarity")
-        if cfg.eval_task not in similarity:
-            raise EmbexpError(f"unknown task.eval_task '{cfg.eval_task}' (choose from: {', '.join(similarity)})")
+        if not cfg.datasets:  # each entry's domain is the schema's (task.datasets)
+            raise EmbexpError(f"task.datasets is empty (choose from: {', '.join(SOURCES)})")
         ecls = TASKS[cfg.eval_task]
         shared = {k: cfg[k] for k in ("source", "data_dir", "eval_split", "max_eval_samples", "max_source_tokens",
                                        "fixture_size", "fixture_seed")}

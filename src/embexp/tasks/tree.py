@@ -49,11 +49,11 @@ NAMES = [a + b for a in ascii_uppercase for b in ascii_uppercase]
 @dataclass
 class TreeConfig(TaskConfig):
     name: str = f("tree", "Task family (the file under conf/task).")
-    subset: str = f("small", "Curriculum stage: small, xsmall, medium, xmedium, large or x3large.")
+    subset: str = f("small", "Curriculum stage: small, xsmall, medium, xmedium, large or x3large.", choices=tuple(STAGES))
     eval_split: str = f("test", "Split used for evaluation (the authors call the held-out trees 'test').")
-    num_train_trees: int = f(400, "Trees generated for training, the select_size held-out trees included (ours, CPU-sized; the authors: 490k per stage = 98% of 500k; make ktoken_table1: the paper's 2.45M questions, 500k trees x 5 questions with 10k held out for the gate).")
-    num_eval_trees: int = f(100, "Trees generated for evaluation, the reported 'test' split (the authors: 10k per stage = 2% of 500k; the paper: 50k questions = 10k trees x 5).")
-    max_pairs_per_tree: int = f(-1, "Questions per tree: -1 = every ordered pair of distinct nodes (the authors' generator); else a random sample of that many (5: the paper's 2.45M questions from 490k trees).")
+    num_train_trees: int = f(400, "Trees generated for training, the select_size held-out trees included (ours, CPU-sized; the authors: 490k per stage = 98% of 500k; make ktoken_table1: the paper's 2.45M questions, 500k trees x 5 questions with 10k held out for the gate).", ge=1)
+    num_eval_trees: int = f(100, "Trees generated for evaluation, the reported 'test' split (the authors: 10k per stage = 2% of 500k; the paper: 50k questions = 10k trees x 5).", ge=1)
+    max_pairs_per_tree: int = f(-1, "Questions per tree: -1 = every ordered pair of distinct nodes (the authors' generator); else a random sample of that many (5: the paper's 2.45M questions from 490k trees).", ge=1, also=(-1,))
     select_split: str = f("train_holdout", "Rows that a trainer.curriculum's gate (and select_best) reads: train_holdout (default, ours) = select_size training trees held out with all their questions, never trained on; '' = none (a curriculum then needs trainer.select_on=reported, the authors' gate on the test split).")
     select_size: int = f(20, "select_split=train_holdout on generated rows: training TREES held out for the gate (ours: 20 of the default 400; the authors' test share is 2%); with task.data_dir or a fixture, rows as for other tasks.", ge=1, also=(-1,))
     seed: int = f(42, "Generator seed; stage i (curriculum order) uses seed + i, as the authors' generate_curriculum_datasets.py.")
@@ -147,11 +147,6 @@ class TreeTask(Task):
         """Files in the authors' schema (task.data_dir or task.source=fixture; generated rows are
         built in it): the tree and the two names non-empty, label the word 'true' or 'false'."""
         return Schema({"indent_tree": Text(), "parent": Text(), "child": Text(), "label": Word(("true", "false"), fold=True)})
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        if cfg.max_pairs_per_tree == 0 or cfg.max_pairs_per_tree < -1:
-            raise EmbexpError(f"task.max_pairs_per_tree must be -1 (all pairs) or positive, got {cfg.max_pairs_per_tree}")
 
     def resolved_source(self) -> str:
         src = self.cfg.source

@@ -32,6 +32,7 @@ from embexp.tasks.metrics import translation_scores
 from embexp.tasks.registry import register_task
 
 PROMPT = "Czech phrase: {cs}\nEnglish phrase:"
+PAIRS = ("cs-en",)  # the language pairs wired
 
 # Fixture lexicon (ours): word-by-word cs→en, so a model can learn the mapping from a few rows.
 NOUNS = [("pes", "dog"), ("kočka", "cat"), ("dům", "house"), ("město", "city"), ("kniha", "book"),
@@ -47,7 +48,7 @@ ADVS = [("dnes", "today"), ("včera", "yesterday"), ("zítra", "tomorrow"), ("č
 @dataclass
 class WMT16Config(TaskConfig):
     name: str = f("wmt16", "Task family (the file under conf/task).")
-    subset: str = f("cs-en", "WMT16 language pair (hub config); only cs-en (Czech→English) is wired.")
+    subset: str = f("cs-en", "WMT16 language pair (hub config); only cs-en (Czech→English) is wired.", choices=PAIRS)
     eval_split: str = f("test", "Split used for evaluation: test is newstest2016, the split the TinyTE paper reports.")
     select_split: str = f("validation", "Rows for the periodic evaluation loss and select_best: validation = newstest2015, so selection never sees the reported newstest2016.")
     max_source_tokens: int = f(256, "Truncate the prompt to this many tokens (newstest sentences are < 150 tokens).")
@@ -61,7 +62,7 @@ class WMT16Task(Task):
 
     Config = WMT16Config
     kind = "generation"
-    subsets = ("cs-en",)
+    subsets = PAIRS
     required_fields = ("translation",)
 
     def hub_source(self):

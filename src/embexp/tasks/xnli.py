@@ -27,6 +27,7 @@ from embexp.tasks.domains import ClassId, Schema, Text
 from embexp.tasks.registry import register_task
 
 LANGUAGES = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw", "th", "tr", "ur", "vi", "zh")
+SUBSETS = LANGUAGES + ("en-de", "en-zh", "all")
 LABELS = ("entailment", "neutral", "contradiction")
 PROMPT = "{premise}\nQuestion: {hypothesis} True, False or Neither?\nAnswer:"
 CHOICES = ("True", "Neither", "False")
@@ -39,7 +40,7 @@ def languages(subset: str) -> tuple[str, ...]:
 @dataclass
 class XnliConfig(TaskConfig):
     name: str = f("xnli", "Task family (the file under conf/task).")
-    subset: str = f("en", "Language(s): one of the fifteen codes, en-de, en-zh (Table 4) or all.")
+    subset: str = f("en", "Language(s): one of the fifteen codes, en-de, en-zh (Table 4) or all.", choices=SUBSETS)
 
 
 @register_task("xnli")
@@ -48,7 +49,7 @@ class XnliTask(Task):
 
     Config = XnliConfig
     kind = "classification"
-    subsets = LANGUAGES + ("en-de", "en-zh", "all")
+    subsets = SUBSETS
     required_fields = ("premise", "hypothesis", "label")
 
     def __init__(self, cfg):

@@ -19,8 +19,8 @@ for accuracies; with several seeds, their mean / sqrt(n). auto = seeds where a c
 seeds, else examples.
 
 *Output.* ``markdown`` (the text of a table), ``emit`` / ``write_table`` / ``write_text_table``
-(<stem>.md + <stem>.csv), ``pyplot`` / ``save_png`` (figures), ``method_label`` (the display names
-of methods).
+(<stem>.md + <stem>.csv), ``pyplot`` / ``save_png`` (figures). The display names of methods are
+their classes' (``embexp.methods.registry.method_label``).
 """
 
 from __future__ import annotations
@@ -344,22 +344,3 @@ def save_png(fig, path: Path, dpi: int = 120) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi)
     pyplot().close(fig)
-
-
-# Display names in the tables: the TinyTE paper's spelling for its methods, each paper's own name
-# for the others; a method missing here shows its config name.
-LABELS = {
-    "zero_shot": "Base model", "full_ft": "Full FT", "emb_tuning": "Emb. Tuning", "lora": "LoRA (r=8)",
-    "prompt_tuning": "PromptT", "tinyte_full": "TinyTE-full", "tinyte_half": "TinyTE-half",
-    "tinyte_gated": "TinyTE-gated", "tinyte_hybrid": "TinyTE-hybrid",
-    "head_only": "Head only", "pema": "PEMA", "pete": "PETE", "tinyattn": "Tiny-Attention",
-    "ktoken": "K-Token merging", "prompt_compress": "Prompt compression", "repeat_prompt": "Repeating the question",
-}
-
-
-def method_label(method: str, tag: str = "") -> str:
-    """'prompt_tuning' + tag 'tk2' -> 'PromptT (tk=2)'; other tags are appended in brackets."""
-    base = LABELS.get(method, method)
-    if tag.startswith("tk") and tag[2:].isdigit():
-        return f"{base} (tk={tag[2:]})"
-    return f"{base} [{tag}]" if tag else base

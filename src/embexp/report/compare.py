@@ -26,7 +26,7 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.results import SE, Runs, atomic_write, cell, collect_runs, emit, method_label, pyplot, save_png, table_dirs
+from embexp.results import SE, Runs, atomic_write, cell, collect_runs, emit, pyplot, save_png, table_dirs
 
 TABLES = ("compare",)
 SKIP = ("_stderr", "_seconds")  # metric keys that are not a quality figure
@@ -76,6 +76,8 @@ def _mean(values: list) -> float | None:
 
 
 def row(runs: list[dict], metric: str, se: SE) -> dict:
+    from embexp.methods.registry import method_label
+
     r0 = runs[0]
     value, err = cell(runs, metric, se)
     tp = r0.get("n_trainable_params") if r0["method"] != "zero_shot" else None

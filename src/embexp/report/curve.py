@@ -19,7 +19,7 @@ from pathlib import Path
 from embexp import EmbexpError
 from embexp.config import f
 from embexp.report.compare import quality_metric
-from embexp.results import atomic_write, collect_runs, debug_output_root, emit, method_label, pyplot, save_png
+from embexp.results import atomic_write, collect_runs, debug_output_root, emit, pyplot, save_png
 
 TABLES = ("curve",)
 NOTE = ("Each line is one run evaluated on the eval split at the listed steps (trainer.curve_at) and at its end; "
@@ -64,6 +64,8 @@ def plot(lines: dict[str, list[tuple[int, float]]], base: float | None, path: Pa
 
 
 def render(cfg: Config) -> dict[str, str]:
+    from embexp.methods.registry import method_label
+
     root = cfg.runs or debug_output_root(cfg.debug)
     out = Path(cfg.out) if cfg.out else Path(root) / "tables"
     runs = [r for r in collect_runs(root) if r.get("curve") and (not cfg.task or r["task"] == cfg.task)

@@ -39,7 +39,7 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.results import SE, Runs, cell, collect_runs, emit, method_label, n_params, pyplot, save_png, table_dirs
+from embexp.results import SE, Runs, cell, collect_runs, emit, n_params, pyplot, save_png, table_dirs
 
 DISPLAY = {"gemma2": "Gemma-2", "qwen25": "Qwen-2.5", "llama31": "Llama-3.1", "llama2": "Llama-2-7b"}  # the paper's model names
 TABLES = ("1", "2", "3", "4", "5", "6", "8", "9", "10", "11", "alpaca", "ranking", "fig3", "fig6")
@@ -75,6 +75,7 @@ TABLE11 = [("Base Models", [("zero_shot", "")]),
 
 
 def gen_row(idx: Runs, se: SE, model: str, method: str, tag: str, cols) -> dict:
+    from embexp.methods.registry import method_label
     row = {"Model": DISPLAY.get(model, model), "Method": method_label(method, tag)}
     found = []
     for task, metric, name in cols:
@@ -148,6 +149,7 @@ def table_ablation(cfg, root: Path, out: Path, sorting: str, number: str):
 
 
 def table_5(cfg, root: Path):
+    from embexp.methods.registry import method_label
     from embexp.studies.lengths import Config as LengthsConfig
     from embexp.studies.lengths import bucket_table
 

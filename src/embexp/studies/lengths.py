@@ -30,7 +30,7 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.config import f
-from embexp.results import collect_runs, debug_output_root, markdown, method_label, read_predictions, write_table
+from embexp.results import collect_runs, debug_output_root, markdown, read_predictions, write_table
 
 
 @dataclass
@@ -139,6 +139,8 @@ def bucket_table(runs: list[dict], cfg: Config) -> tuple[list[dict], list[str]]:
 
         res = score_by_bucket(lengths, [r["target"] for r in records], [r["generation"] for r in records], edges, scorer)
         groups.setdefault((run["model"], run["method"], run["tag"]), []).append(res)
+    from embexp.methods.registry import method_label
+
     rows = []
     for (model, method, tag), results in sorted(groups.items()):
         row = {"Model": model, "Method": method_label(method, tag), "seeds": len(results)}

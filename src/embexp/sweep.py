@@ -12,7 +12,8 @@ arguments: ``python -m embexp.<key> <args>``; a note prints ``# <its pieces join
 
     for:     ordered axes (the first is the outermost loop): ``name: [a, b]``, ``name: $var`` (a list
              variable), or items that are mappings binding several variables at once, e.g.
-             ``cell: [{cell: base, seeds: "{seeds:first}"}, full]`` (the base cell sees one seed)
+             ``cell: [{cell: base, seeds: "{seeds:first}"}, full]`` (the base cell sees one seed); a
+             mapping's value ``$var`` binds the list variable itself (``{model: minilm, methods: $compare_encoder}``)
     let:     variables of this step (templates, read when used; ``{if: <cond>, then: a, else: b}`` chooses one)
     if:      a condition; the command runs only where it holds
     do:      nested steps that share this step's axes
@@ -23,13 +24,18 @@ arguments: ``python -m embexp.<key> <args>``; a note prints ``# <its pieces join
 Arguments and texts are templates: ``{name}`` is a variable; ``{name:csv}`` joins a list with commas,
 ``{name:ssv}`` with spaces, ``{name:first}`` takes its first item, ``{name:len}`` counts them, ``{name:without=a+b}`` /
 ``{name:only=a+b}`` filter it, ``{name:hub_id}`` is the ``id`` of ``conf/model/<name>.yaml`` and
-``{name:settings=trainer}`` the top-level settings of ``conf/trainer/<name>.yaml``; filters chain with
+``{name:settings=trainer}`` the top-level settings of ``conf/trainer/<name>.yaml``, ``{name:compare_lr}`` the
+learning rate of method ``<name>`` in the comparison of every method (its class's ``comparison``; '' where
+it trains nothing there); filters chain with
 ``|``. ``${...}`` is Hydra's interpolation, passed through. An argument that renders empty is
 dropped; ``$name`` splices a list variable (one argument per item); an argument may be ``{if:
 <cond>, then: [...], else: [...]}``. A condition is a template, true when it renders non-empty
 (``A == B``, ``A != B``, ``A in B C`` compare; ``not C`` negates). A variable may declare its choices (``name: {default:
 v, choices: [...]}``). Built-in variables: ``smoke`` (``1`` when the extra overrides select
-``debug=smoke``), ``py``, ``data`` (``$EMBEXP_DATA``: the folder of local datasets).
+``debug=smoke``), ``py``, ``data`` (``$EMBEXP_DATA``: the folder of local datasets), and
+``compare_decoder`` / ``compare_encoder`` / ``compare_scratch``: the methods that take part in the
+comparison on a model of that kind, in its order (lists read from the method classes,
+``Method.comparison`` and ``Method.model_kinds``; ``embexp.methods.registry.compared``).
 
 What the runner adds: ``--extra`` is appended to every train and analyze command; every train
 command gets ``trainer.resume=true`` (an interrupted cell continues from its checkpoint); a train cell
@@ -43,6 +49,7 @@ listing the failures. ``--dry-run`` prints every command and runs nothing.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -55,6 +62,7 @@ from pathlib import Path
 import yaml
 
 from embexp import EmbexpError, cli
+from embexp.config import MODEL_KINDS
 
 COMMANDS = ("train", "analyze", "judge", "report", "note")
 STEP_KEYS = set(COMMANDS) | {"for", "let", "if", "do", "run_dir_of", "when_complete", "extra"}
@@ -97,6 +105,8 @@ class Scope(dict):
         if name not in self:
             raise EmbexpError(f"sweep: unknown variable '{{{name}}}' (defined: {', '.join(sorted(self))})")
         v = self[name]
+        if callable(v):  # a built-in read when used (the method classes: compare_<kind>)
+            v = v()
         if isinstance(v, dict) and "if" in v:  # {if: cond, then: a, else: b}: a conditional value
             v = v.get("then", "") if holds(v["if"], self) else v.get("else", "")
         if isinstance(v, list):
@@ -116,13 +126,17 @@ def _filter(v, f: str):
     if name in ("without", "only"):
         keep = set(arg.split("+"))
         return [x for x in items if (x in keep) == (name == "only")]
+    if name == "compare_lr":  # a method's learning rate in the comparison (its class's)
+        from embexp.methods.registry import compare_lr
+
+        return compare_lr(v)
     if name in ("hub_id", "settings"):  # a config file's hub id, or its top-level settings as written
         text = (cli.conf_dir() / (arg or "model") / f"{v}.yaml").read_text()
         pairs = re.findall(r"^([a-z_0-9]+): *([^#\n]*[^#\s])", text, re.M)
         if name == "hub_id":
             return next((val.strip('"') for key, val in pairs if key == "id"), "")
         return " ".join(f"{key}={val}" for key, val in pairs)
-    raise EmbexpError(f"sweep: unknown template filter '{name}' (choose from: csv, ssv, first, len, without, only, hub_id, settings)")
+    raise EmbexpError(f"sweep: unknown template filter '{name}' (choose from: csv, ssv, first, len, without, only, hub_id, settings, compare_lr)")
 
 
 def render(text: str, scope: Scope, depth: int = 0) -> str:
@@ -181,8 +195,28 @@ def combinations(axes: dict, scope: Scope):
         values = v if isinstance(v, list) else [v]
     for item in values:
         row = item if isinstance(item, dict) else {name: item}
-        bound = scope.child({k: (render(v, scope) if isinstance(v, str) else v) for k, v in row.items()})
+        bound = scope.child({k: bind(v, scope) for k, v in row.items()})
         yield from combinations(rest, bound)
+
+
+def bind(v, scope: Scope):
+    """A value of a ``for`` row: ``$name`` the list variable itself, a string rendered, else as written."""
+    if isinstance(v, str) and v.startswith("$"):
+        return scope.value(v[1:])
+    return render(v, scope) if isinstance(v, str) else v
+
+
+def compared(kind: str) -> list[str]:
+    """The built-in ``compare_<kind>``: read from the method classes (imported only when a spec uses it)."""
+    from embexp.methods.registry import compared as of_kind
+
+    return of_kind(kind)
+
+
+def builtins(extra: list[str], py: str) -> dict:
+    """The variables every spec sees (module doc)."""
+    out = {"smoke": "1" if "debug=smoke" in extra else "", "py": py, "data": os.environ.get("EMBEXP_DATA", "")}
+    return out | {f"compare_{k}": functools.partial(compared, k) for k in MODEL_KINDS}
 
 
 # ---- the commands of a spec --------------------------------------------------------------------
@@ -230,7 +264,7 @@ def parse_vars(spec: dict, assignments: list[str]) -> dict:
 def commands(name: str, assignments: list[str] = (), extra: list[str] = (), py: str = sys.executable) -> tuple[dict, list[dict]]:
     """The spec and its commands (module arguments without the interpreter; extra not yet added)."""
     spec = load_spec(name)
-    scope = Scope(smoke="1" if "debug=smoke" in extra else "", py=py, data=os.environ.get("EMBEXP_DATA", ""))
+    scope = Scope(builtins(list(extra), py))
     scope.update(parse_vars(spec, list(assignments)))  # a spec's own variable wins over a built-in one
     return spec, expand(spec["steps"], scope)
 

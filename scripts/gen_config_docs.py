@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from embexp import config
-from embexp.methods import METHODS
+from embexp.methods.registry import registered
 from embexp.tasks import TASKS
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "config.md"
@@ -36,10 +36,22 @@ def table(cls, base=None) -> list[str]:
         d = default(fl)
         d = "(required)" if str(d) == "???" else repr(d) if isinstance(d, str) else d
         text = fl.metadata.get("help", "").replace("|", "/")
-        if "range" in fl.metadata:
+        if "range" in fl.metadata or "choices" in fl.metadata:
             text += f" Valid: {config.domain_text(fl.metadata)}."
         rows.append(f"| `{fl.name}` | `{d}` | {text} |")
     return rows
+
+
+def capabilities(cls) -> str:
+    """One line of what the class declares (methods/base.py: the capabilities)."""
+    yes = lambda b: "yes" if b else "no"  # noqa: E731
+    comp = cls.comparison
+    compared = ("no" if comp is None else
+                f"on {', '.join(k for k in comp.kinds if k in cls.model_kinds)} models"
+                + (f" at lr {comp.lr}" if comp.lr is not None else ", untrained"))
+    return (f"Label `{cls.label or '(its name)'}`; runs on {', '.join(cls.model_kinds)} models; trains: {yes(cls.trains)}; "
+            f"identity at init: {yes(cls.identity_at_init)}; exports: {yes(not cls.export_blocker)}; "
+            f"composes as an inner method: {yes(cls.composable())}; in the comparison: {compared}.")
 
 
 def render() -> str:
@@ -58,9 +70,10 @@ def render() -> str:
     from embexp.tasks.base import TaskConfig
 
     out += ["## `method=` (fields every method has)", ""] + table(MethodConfig) + [""]
-    for name, cls in sorted(METHODS.items()):
+    for name, cls in sorted(registered().items()):
         extra = table(cls.Config, MethodConfig)
         out += [f"### `method={name}`", "", (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else "", ""]
+        out += [capabilities(cls), ""]
         out += (extra if len(extra) > 2 else ["No fields beyond the common ones."]) + [""]
     out += ["## `task=` (fields every task has)", ""] + table(TaskConfig) + [""]
     out += ["Each task below lists only its own fields and the defaults it changes.", ""]

@@ -11,13 +11,24 @@ from conftest import CONF, compose
 from embexp import EmbexpError
 from embexp.config import validate
 from embexp.methods import METHODS
-from test_methods import CASES
+from embexp.methods.registry import registered
+from test_methods import CASES, ROWS
 from test_spine import cli
 
 
 def test_the_method_matrix_covers_every_registered_method():
-    registered = {name for name in METHODS if not name.startswith("_")}  # '_' = test-only toys
-    assert registered == {c.method for c in CASES}, "add a row to tests/test_methods.py CASES"
+    assert set(registered()) == {c.method for c in CASES}  # a row per method, from its class
+    assert {r.method for r in ROWS} <= set(registered()), "a row of tests/test_methods.py ROWS names no method"
+
+
+def test_every_capability_is_declared_in_its_domain():
+    from embexp.config import MODEL_KINDS
+
+    for name, cls in registered().items():
+        assert cls.model_kinds and set(cls.model_kinds) <= set(MODEL_KINDS), name
+        assert cls.label, f"{name}: set its display name (Method.label)"
+        if cls.comparison is not None:
+            assert set(cls.comparison.kinds) <= set(MODEL_KINDS) and (cls.comparison.lr is None) == (not cls.trains), name
 
 
 def test_every_method_has_a_config_file():

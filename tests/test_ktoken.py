@@ -157,8 +157,8 @@ def test_run_record_reports_reduction_pl_and_backbone_tokens(tmp_path):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (("method.k=1",), "method.k=1 is not supported (choose from: 2, 3, 4)"),
-    (("method.k=5",), "method.k=5 is not supported (choose from: 2, 3, 4)"),
+    (("method.k=1",), "unknown method.k '1' (choose from: 2, 3, 4)"),
+    (("method.k=5",), "unknown method.k '5' (choose from: 2, 3, 4)"),
     (("model=tiny_roberta", "task=glue"), "method ktoken needs a decoder model; model tiny_roberta is an encoder"),
     (("method.pad_id=100000",), "method.pad_id=100000 is outside the vocabulary (choose -1 for the space token, or 0..260)"),
     (("method.inner=prompt_tuning",), "unknown method.inner 'prompt_tuning' (choose from: none,"),

@@ -1,6 +1,9 @@
 """The shared test matrix: every method x tiny families, through the real configs.
 
-To add a method: append a row to CASES (method name, extra overrides, flags).
+Every registered method gets a row from its class (``Method.identity_at_init``, ``export_blocker``,
+``model_kinds``, ``trains``): a new method file is in the matrix without an edit here. ROWS holds the
+rows that run a method with other overrides instead (or besides), each stating only what those
+overrides change (e.g. tinyattn with method.init_scale=0 is the exact identity).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import torch
 from conftest import smoke
 from embexp.data import Featurizer, collate
 from embexp.methods import build_method
+from embexp.methods.registry import METHODS, registered
 from embexp.models import load_backbone
 from embexp.tasks import build_task
 
@@ -22,49 +26,60 @@ from embexp.tasks import build_task
 class Case:
     method: str
     overrides: tuple = ()
-    identity: bool = True      # outputs equal the backbone's at init, bit for bit in fp32
-    exportable: bool = True    # export() gives a plain transformers model
-    decoder_only: bool = False
-    encoder_only: bool = False
-    trains: bool = True
+    identity: bool | None = None  # outputs equal the backbone's at init, bit for bit in fp32 (None: the class says)
+
+    @property
+    def cls(self) -> type:
+        return METHODS.get_class(self.method)
+
+    @property
+    def is_identity(self) -> bool:
+        return self.cls.identity_at_init if self.identity is None else self.identity
+
+    @property
+    def exportable(self) -> bool:  # export() gives a plain transformers model
+        return not self.cls.export_blocker
+
+    @property
+    def decoder_only(self) -> bool:
+        return "encoder" not in self.cls.model_kinds
+
+    @property
+    def encoder_only(self) -> bool:
+        return "decoder" not in self.cls.model_kinds
+
+    @property
+    def trains(self) -> bool:
+        return self.cls.trains
 
     def __str__(self):
         return self.method + ("[" + ",".join(self.overrides) + "]" if self.overrides else "")
 
 
-CASES = [
-    Case("zero_shot", trains=False),
-    Case("head_only", encoder_only=True),
-    Case("full_ft"),
-    Case("emb_tuning"),
-    Case("tinyte_full"),
+ROWS = [
     # PEMA swaps in a partial embedding matrix at setup; it preserves the outputs for every input
     # (kept rows are copies, other ids read their original rows), so identity holds after setup.
     Case("pema"),
     Case("pema", ("method.inner=emb_tuning",)),
-    Case("tinyte_half"),
-    Case("tinyte_gated", exportable=False),
-    Case("tinyte_hybrid", identity=False, exportable=False),
-    Case("lora"),
-    Case("prompt_tuning", ("method.num_virtual_tokens=20",), identity=False, exportable=False),
+    Case("prompt_tuning", ("method.num_virtual_tokens=20",)),
     # Tiny-Attention: modules inside every layer (no plain-model export); init_scale=0 is the exact
     # identity, the default x0.01 output projection and a 4-module parallel variant are not.
-    Case("tinyattn", ("method.init_scale=0",), exportable=False),
-    Case("tinyattn", identity=False, exportable=False),
-    Case("tinyattn", ("method.heads=4", "method.head_dim=2", "method.placement=parallel", "method.mha_proj=true"),
-         identity=False, exportable=False),
-    # PETE replaces the embedding table by design (Fourier features + MLP): not the identity.
-    Case("pete", identity=False),
-    # K-Token merging replaces the prompt by ceil(n/K) merged embeddings: not the identity, and no
-    # plain model reads a learned encoder's merged positions (export_blocker).
-    Case("ktoken", identity=False, exportable=False, decoder_only=True),
-    Case("ktoken", ("method.k=3", "method.inner=tinyte_full"), identity=False, exportable=False, decoder_only=True),
-    # Hard prompt compression (K-Token Merging's baselines): the backbone reads fewer prompt tokens.
-    Case("prompt_compress", identity=False, exportable=False, decoder_only=True),
-    # "Repeating the question" (TinyTE Table 8): the backbone untouched, the evaluation's texts are
-    # the questions (Method.given_generations), so no plain model reproduces it.
-    Case("repeat_prompt", trains=False, exportable=False, decoder_only=True),
+    Case("tinyattn", ("method.init_scale=0",), identity=True),
+    Case("tinyattn"),
+    Case("tinyattn", ("method.heads=4", "method.head_dim=2", "method.placement=parallel", "method.mha_proj=true")),
+    # K-Token merging with another inner method and K
+    Case("ktoken"),
+    Case("ktoken", ("method.k=3", "method.inner=tinyte_full")),
 ]
+
+
+def matrix_cases() -> list[Case]:
+    """A row per registered method (its ROWS where it has some, else its default config), in
+    registration order: read when called, so a method registered later is in it."""
+    return [c for name in registered() for c in ([r for r in ROWS if r.method == name] or [Case(name)])]
+
+
+CASES = matrix_cases()
 DECODERS = ["tiny_llama", "tiny_qwen2", "tiny_gemma2"]
 ENCODERS = ["tiny_roberta", "tiny_deberta"]
 
@@ -111,7 +126,7 @@ def step(method, batch, lr=1e-2, n=1):
     return losses
 
 
-@pytest.mark.parametrize("case,model", params(lambda c: c.identity, every_family=True))
+@pytest.mark.parametrize("case,model", params(lambda c: c.is_identity, every_family=True))
 def test_identity_at_init(case, model):
     _, method, ref, batch = setup_case(case, model)
     inputs = {k: v for k, v in batch.items() if k != "labels"}
@@ -231,7 +246,7 @@ def test_repeat_prompt_generations_are_the_question_else_the_prompt():
     from embexp.inference import evaluate
     from embexp.tasks.base import Example
 
-    cfg, method, _, _ = setup_case(Case("repeat_prompt", trains=False), "tiny_llama")
+    cfg, method, _, _ = setup_case(Case("repeat_prompt"), "tiny_llama")
     task = build_task(cfg.task)
     enc = Featurizer(method.tokenizer, True, 128, 32)
     examples = [Example("Translate: ahoj\nEnglish:", "hello", meta={"question": "ahoj"}),

@@ -219,7 +219,7 @@ def test_loss_on_sets_the_labels_of_the_prompt():
         assert t["labels"][:n] == [IGNORE] * n and t["labels"][n:] == t["input_ids"][n:]
         assert a["labels"] == a["input_ids"] and IGNORE not in a["labels"]
     with pytest.raises(EmbexpError, match="unknown task.loss_on 'prompt' \\(choose from: target, all\\)"):
-        build_task(smoke("task=wmt16", "task.loss_on=prompt").task)
+        smoke("task=wmt16", "task.loss_on=prompt")  # refused when composed
 
 
 def test_loss_on_all_trains_on_the_prompt_tokens():

@@ -303,10 +303,19 @@ def test_an_unknown_combine_or_layer_modules_is_one_line_naming_the_choices(arg)
     assert ("sequential" in msg and "paper" in msg and "mean" in msg) or ("shared" in msg and "per_depth" in msg)
 
 
+@pytest.mark.parametrize("arg,line", [
+    ("method.heads=0", "method.heads=0 is out of range (valid: >= 1)"),
+    ("method.head_dim=0", "method.head_dim=0 is out of range (valid: >= 1)"),
+    ("method.placement=diagonal", "unknown method.placement 'diagonal' (choose from: sequential, parallel)"),
+    ("method.dropout=1", "method.dropout=1.0 is out of range (valid: >= 0 and < 1)"),
+])
+def test_a_bad_value_is_one_line_when_composed(arg, line, tmp_path):
+    r = run_cli("debug=smoke", "method=tinyattn", "model=tiny_roberta", "task=glue", arg, f"hydra.run.dir={tmp_path / 'run'}")
+    assert r.returncode != 0 and r.stderr.strip().splitlines() == [f"embexp: error: {line}"]
+    assert not (tmp_path / "run").exists()  # refused before the run started
+
+
 @pytest.mark.parametrize("args,needle", [
-    (("method.heads=0",), "method.heads=0"),
-    (("method.head_dim=0",), "method.head_dim=0"),
-    (("method.placement=diagonal",), "unknown method.placement 'diagonal' (choose from: sequential, parallel)"),
     (("method.init_from={other_method}",), "is a run of method 'tinyte_full', not tinyattn"),
     (("method.init_from={other_model}",), "is a run of model 'tiny_bert'"),
     (("method.init_from={missing}",), "is not a finished run with a saved adapter"),

@@ -212,8 +212,8 @@ def test_zero_shot_scores_the_pretrained_masked_lm_head(tmp_path):
     (("task.subset=rte", "task.pattern=7"), "task.pattern"),
 ])
 def test_bad_cloze_input_is_one_clear_line(args, needle):
-    cfg = smoke("model=tiny_albert", "task=superglue", "task.cloze=true", *args)
     with pytest.raises(EmbexpError, match=needle.replace("(", r"\(").replace(")", r"\)")) as e:
+        cfg = smoke("model=tiny_albert", "task=superglue", "task.cloze=true", *args)  # the pattern: refused when composed
         validate(cfg)
         build_task(cfg.task)
     assert "\n" not in str(e.value)

@@ -57,7 +57,7 @@ def check_method(cfg) -> None:
     """A composed train config's method against its model (``model_kinds``) and, for a method that
     wraps another, the inner method's config (its name, ``inner_args`` and their domains): refused
     with one line before anything loads. Registered in ``config.CHECKS``."""
-    method, model = cfg.get("method"), cfg.get("model")
+    method, model = (cfg.get(g) if hasattr(cfg, "get") else getattr(cfg, g, None) for g in ("method", "model"))
     if method is None or model is None or not method.get("name") or method.name not in METHODS:
         return  # not a train config (or an unknown method, which composition names)
     reason = unsupported(method.name, model)

@@ -24,8 +24,8 @@ LAYERS = [
      "contrastive objective and verbalizer head that methods attach (methods/base.py imports sentence), and "
      "they import only data"),
     (2, ("embexp.methods",), "methods: one file per method; a method never imports a task"),
-    (3, ("embexp.pipeline", "embexp.loop", "embexp.inference", "embexp.curriculum", "embexp.judge"),
-     "pipeline: config -> parts, the training loop, evaluation, the curriculum, the judges"),
+    (3, ("embexp.pipeline", "embexp.selection", "embexp.loop", "embexp.inference", "embexp.curriculum", "embexp.judge"),
+     "pipeline: pre-flight and config -> parts, model selection, the training loop, evaluation, the curriculum, the judges"),
     (4, ("embexp.train", "embexp.eval"), "entry points that train or evaluate one run"),
     (5, ("embexp.studies",), "studies: analyses that compute with models or data (python -m embexp.analyze)"),
     (6, ("embexp.report", "embexp.analyze", "embexp.sweep", "embexp.__main__"),

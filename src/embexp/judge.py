@@ -583,9 +583,10 @@ def run_kind(cfg) -> str:
     return str(cfg.judge.get("kind", "") or cfg.task.get("judge", "") or "")
 
 
-def check(cfg) -> None:
+def check(cfg, task=None) -> None:
     """Before any model loads: a configured judge needs a kind, a loadable name and a task whose
-    evaluation generates text (one-line errors)."""
+    evaluation generates text (one-line errors). ``task``: the run's task (built from ``cfg.task``
+    when not given)."""
     j = cfg.get("judge")
     if j is None or not j.get("model"):
         return
@@ -600,7 +601,7 @@ def check(cfg) -> None:
     from embexp.sentence import SENTENCE_KINDS
     from embexp.tasks import build_task
 
-    task = build_task(cfg.task)
+    task = task if task is not None else build_task(cfg.task)
     mode = cfg.task.get("eval_mode", "auto")
     generates = (cfg.model.kind == "decoder" and task.kind not in ("perplexity", *SENTENCE_KINDS)
                  and (task.kind != "classification" or mode in ("auto", "generate", "both")))

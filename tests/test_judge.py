@@ -1,4 +1,4 @@
-"""The judge (src/embexp/judge.py): verdict domains, truncation, the cache, train + re-score, NLI judges."""
+"""The judge (src/embexp/judge/): verdict domains, truncation, the cache, train + re-score, NLI judges."""
 
 from __future__ import annotations
 

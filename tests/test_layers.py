@@ -20,12 +20,13 @@ LAYERS = [
      "with the API that finds, loads and tabulates them (results reads files only, never a model)"),
     (1, ("embexp.tasks", "embexp.metric_modules", "embexp.data", "embexp.models", "embexp.sentence", "embexp.cloze"),
      "data: tasks (and every metric function, tasks/metrics.py, with its evaluate modules), tokenisation, "
-     "backbones. sentence.py and cloze.py are here, not with the pipeline: they are the task kinds' pooling, "
+     "backbones (models/: loading, the family sites inside the layers, the offline models). sentence.py and cloze.py are here, not with the pipeline: they are the task kinds' pooling, "
      "contrastive objective and verbalizer head that methods attach (methods/base.py imports sentence), and "
      "they import only data"),
     (2, ("embexp.methods",), "methods: one file per method; a method never imports a task"),
-    (3, ("embexp.pipeline", "embexp.loop", "embexp.inference", "embexp.curriculum", "embexp.judge"),
-     "pipeline: config -> parts, the training loop, evaluation, the curriculum, the judges"),
+    (3, ("embexp.pipeline", "embexp.selection", "embexp.loop", "embexp.inference", "embexp.curriculum", "embexp.judge"),
+     "pipeline: the pre-flight and config -> parts, model selection, the training loop, evaluation, the curriculum, "
+     "the judges (judge/: prompts, verdict cache, backends, scoring, python -m embexp.judge)"),
     (4, ("embexp.train", "embexp.eval"), "entry points that train or evaluate one run"),
     (5, ("embexp.studies",), "studies: analyses that compute with models or data (python -m embexp.analyze)"),
     (6, ("embexp.report", "embexp.analyze", "embexp.sweep", "embexp.__main__"),
@@ -92,6 +93,13 @@ def test_an_upward_import_is_reported_even_inside_a_function():
                                     "embexp.tasks.fake (layer 1) imports embexp.report.tinyte (layer 6)",
                                     "embexp.tasks.rel (layer 1) imports embexp.report.ktoken (layer 6)"]
     assert upward_imports({"embexp.newthing": ("", False)}) == ["embexp.newthing is in no layer: add it to tests/test_layers.py LAYERS"]
+
+
+def test_the_rooms_of_the_judge_and_the_models_sit_in_their_package_s_layer():
+    mods = sources()
+    for package, layer in (("embexp.judge", 3), ("embexp.models", 1)):
+        rooms = sorted(m for m in mods if m.startswith(package + "."))
+        assert len(rooms) >= 3 and {layer_of(m) for m in rooms} == {layer}, rooms
 
 
 def test_layers_of_the_modules_the_issue_names():

@@ -19,7 +19,8 @@ from embexp.models import load_backbone
 from embexp.tasks import build_task
 from embexp.tasks.alpaca import AlpacaConfig, AlpacaTask
 from embexp.tasks.superglue import SuperGlueConfig, SuperGlueTask
-from embexp.loop import Trainer, check_selection
+from embexp.loop import Trainer
+from embexp.selection import check as check_selection
 
 REPO = Path(__file__).resolve().parents[1]
 TINYTE_EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("tinyte_*.yaml"))

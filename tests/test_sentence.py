@@ -133,7 +133,7 @@ def test_similarity_evaluation_by_hand(tmp_run):
         a = c.method.embed(torch.tensor([f0["input_ids"]]), torch.ones(1, len(f0["input_ids"]), dtype=torch.long))
         b = c.method.embed(torch.tensor([f0["input_ids_b"]]), torch.ones(1, len(f0["input_ids_b"]), dtype=torch.long))
     assert preds[0]["prediction"] == pytest.approx(float(F.cosine_similarity(a, b)[0]), abs=1e-5)
-    from embexp.tasks.sentence import spearman_pearson
+    from embexp.tasks.metrics import spearman_pearson
 
     assert m["metrics"]["spearman"] == pytest.approx(spearman_pearson([p["label"] for p in preds], [p["prediction"] for p in preds])["spearman"])
 

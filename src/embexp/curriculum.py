@@ -6,7 +6,7 @@ until ``trainer.curriculum_metric`` reaches ``curriculum_gate`` (the authors: 85
 ``curriculum_final_gate`` (95).
 
 Which rows the gate reads: the stage's selection rows (``task.select_split``; task=tree: ``select_size``
-held-out training trees, never trained on), never the reported split (loop.check_selection refuses a
+held-out training trees, never trained on), never the reported split (selection.check refuses a
 curriculum whose gate would read it). The authors gate on the stage's test split: that protocol is
 ``trainer.select_on=reported`` (with ``task.select_split=''``), asked for by name. Each round's history
 entry and metrics.json's ``curriculum_gate_split`` say which split the gate read.
@@ -29,7 +29,8 @@ from omegaconf import OmegaConf
 from embexp import EmbexpError
 from embexp.inference import evaluate
 from embexp.tasks import build_task
-from embexp.loop import Trainer, TrainResult, selects_on_reported
+from embexp.loop import Trainer, TrainResult
+from embexp.selection import on_reported
 
 log = logging.getLogger("embexp")
 
@@ -62,7 +63,7 @@ def check(cfg, task) -> None:
 def gate_rows(cfg) -> str:
     """The row set a stage's gate reads: ``select`` (the held-out rows), or ``eval`` (the reported
     split) under ``trainer.select_on=reported``."""
-    return "eval" if selects_on_reported(cfg) else "select"
+    return "eval" if on_reported(cfg) else "select"
 
 
 def gate_split(cfg, task) -> str:

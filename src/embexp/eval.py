@@ -26,8 +26,7 @@ from safetensors.torch import load_file, save_file
 
 from embexp import EmbexpError, cli
 from embexp.config import register_core_schemas
-from embexp.inference import evaluate
-from embexp.pipeline import build
+from embexp.pipeline import build, load_adapter
 from embexp.results import CONFIG, METRICS, is_complete
 
 register_core_schemas()
@@ -50,20 +49,16 @@ def load_run(run_dir: Path, max_eval_samples=None, cpu=False):
     device = torch.device("cuda" if torch.cuda.is_available() and not cpu else "cpu")
     torch.manual_seed(cfg.seed)
     cfg.do_eval, cfg.export = True, False
-    c = build(cfg, device, training=False)
+    c = build(cfg, device, training=False)  # the pre-flight and build of train.run, without the training-only checks
     if c.method.trains and cfg.do_train:
-        adapter = run_dir / "adapter.safetensors"
-        if not adapter.is_file():
-            raise EmbexpError(f"run_dir '{run_dir}' has no adapter.safetensors (was it trained with save_adapter=false?)")
-        c.method.load_trainable_state(load_file(adapter))
+        load_adapter(c, run_dir)
     return cfg, c, device
 
 
 def reevaluate(run_dir: Path, max_eval_samples=None, batch_size=None, cpu=False) -> tuple[dict, dict]:
     """(new metrics, recorded metrics) for a finished run directory."""
     cfg, c, device = load_run(run_dir, max_eval_samples, cpu)
-    metrics, _ = evaluate(c.method, c.task, c.eval_examples, c.featurizer, batch_size or cfg.trainer.eval_batch_size, device,
-                          cfg.trainer.progress)
+    metrics, _ = c.evaluate(batch_size or cfg.trainer.eval_batch_size, device, cfg.trainer.progress)
     recorded = json.loads((run_dir / METRICS).read_text())["metrics"]
     return metrics, recorded
 

@@ -5,11 +5,10 @@ rate a function of the step alone, and a checkpoint holds the trainable tensors,
 moments and the RNG states (safetensors + JSON, no pickles). A run killed after a checkpoint and
 resumed therefore takes exactly the steps an uninterrupted run takes.
 
-Model selection: the periodic evaluation loss and ``select_best`` read the task's selection rows
-(``task.select_split``), never the reported evaluation split; :func:`check_selection` refuses a
-configuration that would select on the reported split, unless a paper's protocol is asked for by
-name (``trainer.select_on=reported``: the selection rows are then the reported rows, recorded). The evaluation split's loss is computed
-once, at the end, for the state that is kept, and only recorded.
+Model selection: the periodic evaluation loss and ``select_best`` read the selection rows they are
+given (``selection.rows``: never the reported split, unless a paper's protocol is asked for by
+name; ``selection.check`` refuses the rest before anything loads). The evaluation split's loss is
+computed once, at the end, for the state that is kept, and only recorded.
 """
 
 from __future__ import annotations
@@ -97,61 +96,6 @@ def total_steps(n: int, cfg, world: int) -> int:
         return cfg.max_steps
     per_epoch = math.ceil(n / (cfg.batch_size * world))
     return max(1, math.ceil(cfg.epochs * per_epoch / cfg.grad_accum))
-
-
-def check_selection(cfg) -> None:
-    """Refuse, before any data or model loads, a run whose model selection would read the split it
-    reports (``trainer.select_best=true`` with ``task.select_split`` equal to the evaluation split,
-    or with no selection split at all). Runs that train nothing select nothing and pass.
-
-    ``trainer.select_on=reported`` is a paper's protocol, asked for by name: selection (select_best,
-    the periodic loss, a curriculum's gate) reads the reported split itself, which the run records
-    (``select_on`` in metrics.json) and the tables mark. It needs ``task.select_split`` '' (or the
-    evaluation split's name), so no training rows are held out, and something to select.
-
-    A ``trainer.curriculum``'s gate is selection too (it decides when a stage is done): by default it
-    reads the task's selection rows (e.g. tree's train_holdout trees), and a curriculum whose gate
-    would read the reported split (select_split '' or the eval split) is refused unless
-    ``trainer.select_on=reported`` (the K-Token authors' gate on the test split)."""
-    from embexp.methods import METHODS
-    from embexp.tasks import build_task
-
-    if not cfg.do_train or not METHODS.get_class(cfg.method.name).trains:
-        return
-    t = cfg.trainer
-    if t.get("select_on", "heldout") == "reported":
-        task = build_task(cfg.task)
-        sel, ev = task.split_name("select"), task.split_name("eval")
-        if sel not in ("", ev):
-            raise EmbexpError(f"trainer.select_on=reported selects on the reported split '{ev}', but task.select_split="
-                              f"'{sel}' names other selection rows (set task.select_split='' or trainer.select_on=heldout)")
-        if not t.select_best and not t.get("curriculum"):
-            raise EmbexpError("trainer.select_on=reported but nothing is selected (set trainer.select_best=true or "
-                              "trainer.curriculum=[...], or trainer.select_on=heldout)")
-        return
-    if t.get("curriculum"):  # each stage's gate reads the stage's selection rows (curriculum.py)
-        task = build_task(cfg.task)
-        sel, ev = task.split_name("select"), task.split_name("eval")
-        if sel in ("", ev):
-            raise EmbexpError(f"trainer.curriculum's gate would read the reported split '{ev}' (task.select_split="
-                              f"'{sel}'): set task.select_split=train_holdout (with task.select_size) or another split; "
-                              f"the authors' gate on the reported split: trainer.select_on=reported task.select_split=''")
-    if not t.select_best:
-        return
-    task = build_task(cfg.task)
-    sel, ev = task.split_name("select"), task.split_name("eval")
-    if not sel:
-        raise EmbexpError(f"trainer.select_best=true needs selection rows, but task.select_split is '' (set a split other "
-                          f"than the reported '{ev}', or train_holdout; or trainer.select_best=false)")
-    if sel == ev:
-        raise EmbexpError(f"trainer.select_best=true would select on the reported split: task.select_split='{sel}' is "
-                          f"task.eval_split (choose another split, train_holdout, or trainer.select_best=false; a paper's "
-                          f"protocol: trainer.select_on=reported)")
-
-
-def selects_on_reported(cfg) -> bool:
-    """Whether this run's selection reads the reported split (``trainer.select_on=reported``)."""
-    return cfg.trainer.get("select_on", "heldout") == "reported"
 
 
 def check_curve(cfg) -> None:

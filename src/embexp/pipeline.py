@@ -1,25 +1,60 @@
-"""Build a run from a composed config: task, backbone, method, tokenised data, set up on its device.
+"""Build a run from a composed config: pre-flight, task, backbone, method, tokenised data, set up on its device.
 
-Shared by ``train`` and ``eval`` so a saved run is rebuilt exactly as it was trained.
+Shared by ``train`` and ``eval`` so a saved run is rebuilt exactly as it was trained:
+:func:`preflight` (validate the config, build the task, ask each part what it needs) -> :func:`build`
+(rows, backbone, method, features) -> :meth:`Components.evaluate`; the trained tensors go to and come
+back from ``adapter.safetensors`` (:func:`save_adapter`, :func:`load_adapter`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
+from omegaconf import OmegaConf
+from safetensors.torch import load_file, save_file
 
-from embexp import EmbexpError
+from embexp import EmbexpError, __version__, curriculum, judge, selection
 from embexp.cloze import ClozeObjective
 from embexp.config import validate
 from embexp.data import Featurizer, token_lists
-from embexp.methods import build_method
+from embexp.inference import evaluate
+from embexp.loop import check_curve
+from embexp.methods import METHODS, build_method
 from embexp.models import load_backbone
 from embexp.sentence import SENTENCE_KINDS, ContrastiveObjective
 from embexp.tasks import build_task
 
 log = logging.getLogger("embexp")
+
+ADAPTER = "adapter.safetensors"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run is, settled by :func:`preflight` before the run directory, the rows and the model."""
+
+    task: object
+    trains: bool  # do_train and the method trains: the training rows are read and the method is fitted
+
+
+def preflight(cfg, training: bool = True) -> Plan:
+    """Validate the config, build the task, and ask each part what it needs, once: what cannot run is
+    one line before the run directory, the rows or the model. The method says whether it trains;
+    model selection, the learning curve, the judge and the curriculum refuse what they cannot do
+    (``training=False``, re-evaluating a finished run, asks the method only)."""
+    validate(cfg)
+    task = build_task(cfg.task)  # an unknown task fails before any model loads
+    plan = Plan(task, bool(cfg.do_train) and METHODS.get_class(cfg.method.name).trains)
+    if training:
+        selection.check(cfg, task)  # never select on the reported split (unless asked for by name)
+        check_curve(cfg)
+        judge.check(cfg, task)  # judge.model on a task without generations
+        curriculum.check(cfg, task)  # stages the task has, no checkpoints
+    return plan
 
 
 @dataclass
@@ -39,31 +74,23 @@ class Components:
     select_features: list = field(default_factory=list)
     data: dict = field(default_factory=dict)  # what featurising cut, per row set (metrics.json "data"; see truncation())
 
+    def evaluate(self, batch_size: int, device, progress: bool = False) -> tuple[dict, list[dict]]:
+        """(metrics, one prediction record per example) of the method on the evaluation rows."""
+        return evaluate(self.method, self.task, self.eval_examples, self.featurizer, batch_size, device, progress)
 
-def build(cfg, device: torch.device, training: bool = True) -> Components:
-    """config -> task -> examples (every row checked against the task's domains) -> backbone, method
-    -> features (cuts counted) -> ``method.setup`` -> device.
+
+def build(cfg, device: torch.device, training: bool = True, plan: Plan | None = None) -> Components:
+    """:func:`preflight` (unless ``plan`` is its result) -> examples (every row checked against the
+    task's domains) -> backbone, method -> features (cuts counted) -> ``method.setup`` -> device.
 
     The rows are read before the model loads, so a bad row costs no model load. ``training=False``
     (re-evaluation) skips the selection rows; the training rows are still read when the method
     trains, since its setup may depend on them (PEMA's token counts)."""
-    validate(cfg)
-    task = build_task(cfg.task)  # first: an unknown task fails before any model loads
+    plan = plan or preflight(cfg, training)
+    task = plan.task
     sentence = task.kind in SENTENCE_KINDS  # sentence embeddings: the encoder without a head (embexp/sentence.py)
     cloze = bool(getattr(task, "cloze", False))  # PET cloze: the masked-LM head scores verbalizers (embexp/cloze.py)
-    # the rows, before the model: a row outside its task's domain stops the run here (tasks/domains.py)
-    from embexp.methods import METHODS
-
-    trains = cfg.do_train and METHODS.get_class(cfg.method.name).trains
-    examples = {"train": task.examples("train") if trains else []}
-    examples["eval"] = task.examples("eval") if (cfg.do_eval or trains) else []
-    # selection rows: the periodic loss and select_best, never the reported split, unless a paper's
-    # protocol is asked for by name (trainer.select_on=reported: the reported rows themselves)
-    wants_select = training and examples["train"] and (cfg.trainer.select_best or cfg.trainer.eval_every > 0)
-    if cfg.trainer.get("select_on", "heldout") == "reported":
-        examples["select"] = examples["eval"] if wants_select else []
-    else:
-        examples["select"] = task.examples("select") if wants_select and task.split_name("select") else []
+    examples = read_rows(cfg, plan, training)
     backbone = load_backbone(cfg.model, num_labels=task.num_labels, sentence=sentence, mlm=cloze)
     n_backbone = count_params(backbone.model)  # before LoRA injects its layers or PEMA swaps the matrix
     method = build_method(cfg.method, backbone)
@@ -89,6 +116,16 @@ def build(cfg, device: torch.device, training: bool = True) -> Components:
         c.eval_features = []  # no evaluation loss: the eval split is a similarity task, scored after training
     method.to(device)
     return c
+
+
+def read_rows(cfg, plan: Plan, training: bool) -> dict[str, list]:
+    """The examples of each row set, read before the model: a row outside its task's domain stops the
+    run here (tasks/domains.py). Selection rows only where something is selected (:func:`selection.rows`)."""
+    task = plan.task
+    rows = {"train": task.examples("train") if plan.trains else []}
+    rows["eval"] = task.examples("eval") if (cfg.do_eval or plan.trains) else []
+    rows["select"] = selection.rows(cfg, task, rows["train"], rows["eval"], training)
+    return rows
 
 
 def truncation(task, featurizer: Featurizer, lengths: dict) -> dict:
@@ -129,3 +166,25 @@ def truncation(task, featurizer: Featurizer, lengths: dict) -> dict:
 
 def count_params(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
+
+
+def save_adapter(cfg, c: Components, run_dir: Path) -> None:
+    """The trained tensors (``adapter.safetensors``) and what they belong to (``method.json``)."""
+    save_file(c.method.trainable_state(), run_dir / ADAPTER)
+    meta = {
+        "method": OmegaConf.to_container(cfg.method, resolve=True),
+        "base_model": cfg.model.id or cfg.model.source,
+        "model": cfg.model.name,
+        "vocab_size": c.backbone.model.config.get_text_config().vocab_size,
+        "hidden_size": c.backbone.hidden_size,
+        "embexp_version": __version__,
+    }
+    (run_dir / "method.json").write_text(json.dumps(meta, indent=2))
+
+
+def load_adapter(c: Components, run_dir: Path) -> None:
+    """Load a finished run's trained tensors into ``c.method``."""
+    path = Path(run_dir) / ADAPTER
+    if not path.is_file():
+        raise EmbexpError(f"run_dir '{run_dir}' has no {ADAPTER} (was it trained with save_adapter=false?)")
+    c.method.load_trainable_state(load_file(path))

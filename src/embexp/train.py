@@ -1,11 +1,16 @@
 """Train and evaluate one configuration: ``python -m embexp.train method=... model=... task=...``.
 
-Reads top to bottom: config -> backbone -> method -> data -> loop -> evaluation -> record.
+:func:`run` reads top to bottom: pre-flight (the config validated, the task built, each part asked
+what it needs) -> accelerator and run record -> build (rows, backbone, method, features) -> fit ->
+evaluate -> record. ``embexp.eval`` rebuilds and evaluates a saved run with the same pieces
+(``pipeline.build``, ``Components.evaluate``, ``pipeline.load_adapter``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -16,18 +21,143 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
-from safetensors.torch import save_file
 
-from embexp import EmbexpError, RunInterrupted, __version__, cli, curriculum, judge
+from embexp import EmbexpError, RunInterrupted, __version__, cli, curriculum, judge, selection
 from embexp.config import register_core_schemas
-from embexp.inference import evaluate
-from embexp.pipeline import build
-from embexp.results import RunRecord, git_commit, is_complete
-from embexp.loop import Trainer, check_curve, check_selection, peak_memory, selects_on_reported
+from embexp.loop import Trainer, TrainResult, peak_memory
+from embexp.pipeline import Components, build, preflight, save_adapter
+from embexp.results import METRICS, RunRecord, git_commit, is_complete
 
 register_core_schemas()
 import embexp.methods  # noqa: E402,F401  (register method schemas)
 import embexp.tasks  # noqa: E402,F401  (register task schemas)
+
+log = logging.getLogger("embexp")
+
+
+def run(cfg, run_dir: Path) -> dict:
+    """Train and evaluate ``cfg`` into ``run_dir``; returns metrics.json's content ({} on the other processes)."""
+    plan = preflight(cfg)  # what cannot run is one line, before the run directory, the rows and the model
+    acc = make_accelerator(cfg, run_dir)
+    cli.setup_logging(run_dir, acc.is_main_process)
+    if cfg.trainer.resume and is_complete(run_dir):
+        log.info("run %s is already complete; nothing to resume", run_dir)
+        return json.loads((run_dir / METRICS).read_text())
+    record = RunRecord(run_dir, acc.is_main_process)
+    with recording(cfg, record, acc):
+        set_seed(cfg.seed)
+        c = build(cfg, acc.device, plan=plan)
+        log.info("run %s: method=%s model=%s task=%s seed=%d (%d process%s on %s)", run_dir, cfg.method.name, cfg.model.name,
+                 c.task.display_name, cfg.seed, acc.num_processes, "es" if acc.num_processes > 1 else "", acc.device)
+        sizes = parameter_counts(c)  # as trained, before finalize
+        res = fit(cfg, c, acc, run_dir)
+        c.method.finalize()  # e.g. parameter averaging, before the adapter is saved and evaluated
+        acc.wait_for_everyone()
+        out = finish(cfg, c, acc, record, res, sizes) if acc.is_main_process else {}
+        acc.wait_for_everyone()
+    return out
+
+
+@contextlib.contextmanager
+def recording(cfg, record: RunRecord, acc: Accelerator):
+    """The run's status follows what happens inside: ``running``, then ``interrupted`` on a preemption
+    notice or ``failed`` on any other error (crashes and Ctrl-C too); ``record.finish`` writes
+    ``complete``. The trackers open here and close at the end either way."""
+    record.start(cfg, resume=cfg.trainer.resume)
+    if acc.log_with:
+        acc.init_trackers("embexp", config=tracker_config(cfg))
+    try:
+        yield
+    except RunInterrupted as e:
+        record.interrupt(str(e))
+        raise
+    except EmbexpError as e:
+        record.fail(str(e))
+        raise
+    except BaseException as e:  # keep the status honest for crashes and Ctrl-C too
+        record.fail(f"{type(e).__name__}: {e}")
+        raise
+    finally:
+        acc.end_training()  # closes the trackers' files/runs (a no-op without trackers)
+
+
+def parameter_counts(c: Components) -> dict:
+    """metrics.json's parameter counts: trainable (with an encoder's head), the method's own, the backbone's."""
+    trains = c.method.trains
+    sizes = {"n_trainable_params": c.method.n_trainable() if trains else 0,
+             "n_method_params": c.method.n_trainable(include_head=False) if trains else 0,
+             "n_total_params": c.n_backbone_params}
+    log.info("trainable parameters: %d (method %d) of %d", *sizes.values())
+    return sizes
+
+
+def fit(cfg, c: Components, acc: Accelerator, run_dir: Path) -> TrainResult | None:
+    """Train the method: through a trainer.curriculum's stages, else one Trainer on the training rows
+    (None when nothing is trained)."""
+    if cfg.do_train and c.method.trains and cfg.trainer.curriculum:
+        return curriculum.fit(cfg, c, acc)
+    if not c.train_features:
+        return None
+    trainer = Trainer(c.method, cfg.trainer, acc, c.train_features, c.eval_features, c.backbone.tokenizer.pad_token_id, cfg.seed,
+                      run_dir, c.select_features, curve_point(cfg, c, acc.device))
+    return trainer.fit()
+
+
+def curve_point(cfg, c: Components, device):
+    """trainer.curve_at's callback: step -> the final evaluation's metrics, mid-run (None without curve_at)."""
+    if not (cfg.trainer.curve_at and cfg.do_eval):
+        return None
+    return lambda step: curve_metrics(c.task, *c.evaluate(cfg.trainer.eval_batch_size, device))
+
+
+def finish(cfg, c: Components, acc: Accelerator, record: RunRecord, res: TrainResult | None, sizes: dict) -> dict:
+    """The main process's end of a run: the adapter, the evaluation (judged), the export, metrics.json."""
+    if cfg.save_adapter and c.method.trains:
+        save_adapter(cfg, c, record.dir)
+    metrics, preds = evaluate(cfg, c, acc.device, record) if cfg.do_eval else ({}, [])
+    if cfg.export:
+        c.method.export().save_pretrained(record.dir / "export")
+        c.backbone.tokenizer.save_pretrained(record.dir / "export")
+    out = metrics_record(cfg, c, acc, res, metrics, preds, sizes)
+    acc.log(numeric(metrics, "eval/"), step=res.steps if res is not None else 0)
+    record.finish(out)
+    log.info("metrics: %s", json.dumps(metrics))
+    return out
+
+
+def evaluate(cfg, c: Components, device, record: RunRecord) -> tuple[dict, list[dict]]:
+    """The final evaluation: the task's metrics, the judge's scores of the generations (judge.model),
+    predictions.jsonl."""
+    t0 = time.perf_counter()
+    metrics, preds = c.evaluate(cfg.trainer.eval_batch_size, device, cfg.trainer.progress)
+    metrics["eval_seconds"] = time.perf_counter() - t0
+    metrics.update(judge.score_run(cfg, c.eval_examples, preds, record.dir, device))
+    record.write_jsonl("predictions.jsonl", preds)
+    return metrics, preds
+
+
+def metrics_record(cfg, c: Components, acc: Accelerator, res: TrainResult | None, metrics: dict, preds: list[dict],
+                   sizes: dict) -> dict:
+    """metrics.json: what ran, on which rows, what it scored, how it trained."""
+    task, staged = c.task, bool(cfg.do_train and c.method.trains and cfg.trainer.curriculum)
+    return {
+        "method": cfg.method.name, "model": cfg.model.name, "task": task.display_name, "seed": cfg.seed,
+        "git_commit": git_commit(), "embexp_version": __version__,
+        **sizes,
+        "n_train_examples": len(c.train_examples), "n_eval_examples": len(c.eval_examples),
+        "n_select_examples": len(c.select_examples),
+        "select_split": selection.split(cfg, task),
+        "select_on": cfg.trainer.get("select_on", "heldout"),
+        **({"curriculum_gate_split": curriculum.gate_split(cfg, task)} if staged else {}),
+        "loss_on": task.loss_on if c.backbone.is_decoder else "",
+        "metrics": metrics,
+        "data": data_record(cfg, c),
+        **({"curve": curve_record(res, task, metrics, preds)} if cfg.trainer.curve_at and cfg.do_eval else {}),
+        "train": {**_train_summary(res, acc.num_processes), "effective_batch": effective_batch(cfg.trainer, acc.num_processes)},
+        "memory": peak_memory(),
+        "method_values": c.method.log_values(),
+        "notes": cfg.notes,
+    }
 
 
 TRACKER_PACKAGES = {"tensorboard": "tensorboardX", "wandb": "wandb", "mlflow": "mlflow", "trackio": "trackio"}
@@ -74,108 +204,6 @@ def numeric(d: dict, prefix: str) -> dict:
     return {f"{prefix}{k}": float(v) for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-def run(cfg, run_dir: Path) -> dict:
-    check_selection(cfg)  # before the run directory, the data and the model
-    check_curve(cfg)
-    judge.check(cfg)  # judge.model on a task without generations: refused before the model loads
-    acc = make_accelerator(cfg, run_dir)
-    cli.setup_logging(run_dir, acc.is_main_process)
-    import logging
-
-    log = logging.getLogger("embexp")
-    record = RunRecord(run_dir, acc.is_main_process)
-    if cfg.trainer.resume and is_complete(run_dir):
-        log.info("run %s is already complete; nothing to resume", run_dir)
-        return json.loads((run_dir / "metrics.json").read_text())
-    record.start(cfg, resume=cfg.trainer.resume)
-    if acc.log_with:
-        acc.init_trackers("embexp", config=tracker_config(cfg))
-    try:
-        set_seed(cfg.seed)
-        # config -> backbone -> method -> data -> setup (pipeline.build)
-        c = build(cfg, acc.device)
-        method, task = c.method, c.task
-        train_ex, eval_ex = c.train_examples, c.eval_examples
-        train_feats, eval_feats, select_feats = c.train_features, c.eval_features, c.select_features
-        log.info("run %s: method=%s model=%s task=%s seed=%d (%d process%s on %s)", run_dir, cfg.method.name, cfg.model.name,
-                 task.display_name, cfg.seed, acc.num_processes, "es" if acc.num_processes > 1 else "", acc.device)
-        curriculum.check(cfg, task)  # trainer.curriculum: stage rows come from the curriculum, not task.train_split
-        n_total = c.n_backbone_params
-        n_train = method.n_trainable() if method.trains else 0
-        n_method = method.n_trainable(include_head=False) if method.trains else 0  # as trained (before finalize)
-        log.info("trainable parameters: %d (method %d) of %d", n_train, n_method, n_total)
-        # loop
-        train_res = None
-        if cfg.do_train and method.trains and cfg.trainer.curriculum:
-            train_res = curriculum.fit(cfg, c, acc)
-        elif train_feats:
-            def curve_point(step: int) -> dict:  # trainer.curve_at: the final evaluation, mid-run
-                m, recs = evaluate(method, task, eval_ex, c.featurizer, cfg.trainer.eval_batch_size, acc.device, False)
-                return curve_metrics(task, m, recs)
-
-            trainer = Trainer(method, cfg.trainer, acc, train_feats, eval_feats, c.backbone.tokenizer.pad_token_id, cfg.seed, run_dir,
-                              select_feats, curve_point if cfg.trainer.curve_at and cfg.do_eval else None)
-            train_res = trainer.fit()
-        method.finalize()  # e.g. parameter averaging, before the adapter is saved and evaluated
-        acc.wait_for_everyone()
-        # evaluation (main process) and record
-        metrics = {}
-        if acc.is_main_process:
-            if cfg.save_adapter and method.trains:
-                save_file(method.trainable_state(), run_dir / "adapter.safetensors")
-                (run_dir / "method.json").write_text(json.dumps(method_json(cfg, c), indent=2))
-            if cfg.do_eval:
-                t0 = time.perf_counter()
-                metrics, preds = evaluate(method, task, eval_ex, c.featurizer, cfg.trainer.eval_batch_size, acc.device,
-                                          cfg.trainer.progress)
-                metrics["eval_seconds"] = time.perf_counter() - t0
-                metrics.update(judge.score_run(cfg, eval_ex, preds, run_dir, acc.device))  # judge.model: judge the generations
-                record.write_jsonl("predictions.jsonl", preds)
-            if cfg.export:
-                out = run_dir / "export"
-                method.export().save_pretrained(out)
-                c.backbone.tokenizer.save_pretrained(out)
-            record_metrics = {
-                "method": cfg.method.name, "model": cfg.model.name, "task": task.display_name, "seed": cfg.seed,
-                "git_commit": git_commit(), "embexp_version": __version__,
-                "n_trainable_params": n_train,
-                "n_method_params": n_method,
-                "n_total_params": n_total,
-                "n_train_examples": len(train_ex), "n_eval_examples": len(eval_ex), "n_select_examples": len(c.select_examples),
-                "select_split": task.split_name("eval") if selects_on_reported(cfg) else task.split_name("select"),
-                "select_on": cfg.trainer.get("select_on", "heldout"),
-                **({"curriculum_gate_split": curriculum.gate_split(cfg, task)}
-                   if cfg.do_train and method.trains and cfg.trainer.curriculum else {}),
-                "loss_on": task.loss_on if c.backbone.is_decoder else "",
-                "metrics": metrics,
-                "data": data_record(cfg, c),
-                **({"curve": curve_record(train_res, task, metrics, preds)} if cfg.trainer.curve_at and cfg.do_eval else {}),
-                "train": {**_train_summary(train_res, acc.num_processes),
-                          "effective_batch": effective_batch(cfg.trainer, acc.num_processes)},
-                "memory": peak_memory(),
-                "method_values": method.log_values(),
-                "notes": cfg.notes,
-            }
-            steps = train_res.steps if train_res is not None else 0
-            acc.log(numeric(metrics, "eval/"), step=steps)
-            record.finish(record_metrics)
-            log.info("metrics: %s", json.dumps(metrics))
-            metrics = record_metrics
-        acc.wait_for_everyone()
-        return metrics
-    except RunInterrupted as e:
-        record.interrupt(str(e))
-        raise
-    except EmbexpError as e:
-        record.fail(str(e))
-        raise
-    except BaseException as e:  # keep the status honest for crashes and Ctrl-C too
-        record.fail(f"{type(e).__name__}: {e}")
-        raise
-    finally:
-        acc.end_training()  # closes the trackers' files/runs (a no-op without trackers)
-
-
 def curve_metrics(task, metrics: dict, records: list[dict]) -> dict:
     """A learning-curve point: the task's numeric metrics, and for decoder classification by
     log-likelihood the balanced accuracy and each answer's share of the predictions (a run that
@@ -206,17 +234,6 @@ def data_record(cfg, c) -> dict:
         data.pop("truncated_train", None)
         data["curriculum_stages"] = "not counted (trainer.curriculum featurises each stage's training rows itself)"
     return data
-
-
-def method_json(cfg, c) -> dict:
-    return {
-        "method": OmegaConf.to_container(cfg.method, resolve=True),
-        "base_model": cfg.model.id or cfg.model.source,
-        "model": cfg.model.name,
-        "vocab_size": c.backbone.model.config.get_text_config().vocab_size,
-        "hidden_size": c.backbone.hidden_size,
-        "embexp_version": __version__,
-    }
 
 
 def effective_batch(t, world_size: int):

@@ -268,16 +268,7 @@ def run(cfg: Config, judge=None) -> dict:
     from embexp.cli import setup_logging
 
     setup_logging(None, True)
-    if cfg.sorting not in SORTINGS:
-        raise EmbexpError(f"unknown sorting '{cfg.sorting}' (choose from: {', '.join(SORTINGS)})")
-    if cfg.metric not in METRIC_CHOICES:
-        raise EmbexpError(f"unknown metric '{cfg.metric}' (choose from: {', '.join(METRIC_CHOICES)})")
-    metrics = METRIC_CHOICES[cfg.metric]
-    if "nli" in metrics and judge is None and not cfg.judge.model:
-        raise EmbexpError(f"metric={cfg.metric} needs an NLI judge: set judge.model (e.g. google/t5_xxl_true_nli_mixture, "
-                          "or smollm2 offline)")
-    if cfg.judge.kind not in ("", "nli"):
-        raise EmbexpError(f"the ablation's judge scores entailment: judge.kind '{cfg.judge.kind}' is not nli (choose from: '', nli)")
+    metrics = check(cfg, judge)
     ps = sorted(float(p) for p in cfg.ps)
     if 0.0 not in ps:
         ps = [0.0] + ps  # the reference point
@@ -304,26 +295,7 @@ def run(cfg: Config, judge=None) -> dict:
         gen_seconds = time.perf_counter() - t0
     if runs[0] != reference:
         raise EmbexpError("p=0 generated other outputs than the reference: generation is not deterministic here")
-
-    curves: dict[str, list[float]] = {}
-    judge_calls = None
-    if "bleu" in metrics:
-        curves["bleu"] = [bleu(hyps, reference) for hyps in runs]
-    if "nli" in metrics:
-        if judge is None:
-            from embexp.judge import build_judge
-
-            jcfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig), cfg.judge)
-            jcfg.kind = "nli"
-            judge = build_judge(jcfg, device, cache_path=(out / "judge_cache.jsonl") if cfg.judge.cache else None)
-        curves["nli"], asked = nli_scores(judge, reference, runs)
-        judge_calls = int(getattr(judge, "calls", asked))
-        log.info("NLI: %d ablated outputs differ from their reference; %d judged by the model (the rest cached)", asked, judge_calls)
-    for name, (_, _, label) in METRICS.items():
-        if name in curves and curves[name][0] != 100.0:
-            raise EmbexpError(f"p=0 scored {label} {curves[name][0]:.2f}, not 100")
-
-    out.mkdir(parents=True, exist_ok=True)
+    curves, judge_calls = score_curves(cfg, metrics, reference, runs, judge, device, out)
     dataset = DATASETS.get(tcfg.task.name, task_dir)
     summary = {
         "analysis": "ablation", "model": tcfg.model.name, "model_source": tcfg.model.source, "task": task_dir,
@@ -341,22 +313,70 @@ def run(cfg: Config, judge=None) -> dict:
         summary["nli_judge"] = cfg.judge.model if "nli" in metrics else old.get("nli_judge", "")
     summary.update({"metrics": [m for m in METRICS if m in curves], "judge_calls": judge_calls,
                     "generation_seconds": gen_seconds, "seconds": time.perf_counter() - t0, "reused_outputs": prev is not None})
+    write_outputs(cfg, out, summary, curves, reference, runs if prev is None else None)
+    return summary
+
+
+def check(cfg: Config, judge=None) -> list[str]:
+    """The metrics the study computes; one line for a setting it cannot run."""
+    if cfg.sorting not in SORTINGS:
+        raise EmbexpError(f"unknown sorting '{cfg.sorting}' (choose from: {', '.join(SORTINGS)})")
+    if cfg.metric not in METRIC_CHOICES:
+        raise EmbexpError(f"unknown metric '{cfg.metric}' (choose from: {', '.join(METRIC_CHOICES)})")
+    metrics = METRIC_CHOICES[cfg.metric]
+    if "nli" in metrics and judge is None and not cfg.judge.model:
+        raise EmbexpError(f"metric={cfg.metric} needs an NLI judge: set judge.model (e.g. google/t5_xxl_true_nli_mixture, "
+                          "or smollm2 offline)")
+    if cfg.judge.kind not in ("", "nli"):
+        raise EmbexpError(f"the ablation's judge scores entailment: judge.kind '{cfg.judge.kind}' is not nli (choose from: '', nli)")
+    return metrics
+
+
+def score_curves(cfg: Config, metrics: list[str], reference: list[str], runs: list[list[str]], judge, device,
+                 out: Path) -> tuple[dict[str, list[float]], int | None]:
+    """(metric -> score per p against the reference outputs, judge calls or None): BLEU-4, entailment
+    (the judge built from ``cfg.judge`` unless one is given); p = 0 must score 100."""
+    curves: dict[str, list[float]] = {}
+    judge_calls = None
+    if "bleu" in metrics:
+        curves["bleu"] = [bleu(hyps, reference) for hyps in runs]
+    if "nli" in metrics:
+        if judge is None:
+            from embexp.judge import build_judge
+
+            jcfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig), cfg.judge)
+            jcfg.kind = "nli"
+            judge = build_judge(jcfg, device, cache_path=(out / "judge_cache.jsonl") if cfg.judge.cache else None)
+        curves["nli"], asked = nli_scores(judge, reference, runs)
+        judge_calls = int(getattr(judge, "calls", asked))
+        log.info("NLI: %d ablated outputs differ from their reference; %d judged by the model (the rest cached)", asked, judge_calls)
+    for name, (_, _, label) in METRICS.items():
+        if name in curves and curves[name][0] != 100.0:
+            raise EmbexpError(f"p=0 scored {label} {curves[name][0]:.2f}, not 100")
+    return curves, judge_calls
+
+
+def write_outputs(cfg: Config, out: Path, summary: dict, curves: dict[str, list[float]], reference: list[str],
+                  runs: list[list[str]] | None) -> None:
+    """summary.json, the curve and the table (Markdown + CSV), outputs.jsonl (``runs``: newly
+    generated outputs, None when reused), curve.png; prints the table."""
+    ps, ks, model, dataset = summary["ps"], summary["k"], summary["model"], summary["dataset"]
+    out.mkdir(parents=True, exist_ok=True)
     write_json(out / "summary.json", summary)
     shown = [m for m in METRICS if m in curves]
     rows = [{"p": p, "k": k, **{METRICS[m][0]: curves[m][i] for m in shown}} for i, (p, k) in enumerate(zip(ps, ks))]
     labels = " and ".join(METRICS[m][2] for m in shown)
-    write_table(rows, ["p", "k"] + [METRICS[m][0] for m in shown], out / "curve", title=f"{labels} vs p: {tcfg.model.name} / {dataset} / {cfg.sorting}")
-    trows = [dict(table_row(tcfg.model.name, dataset, ps, curves[m], summary[METRICS[m][1]]), Metric=METRICS[m][2]) for m in shown]
+    write_table(rows, ["p", "k"] + [METRICS[m][0] for m in shown], out / "curve", title=f"{labels} vs p: {model} / {dataset} / {cfg.sorting}")
+    trows = [dict(table_row(model, dataset, ps, curves[m], summary[METRICS[m][1]]), Metric=METRICS[m][2]) for m in shown]
     tcols = ["Model"] + (["Metric"] if shown != ["bleu"] else []) + ["Dataset"] + [pct(p) for p in TABLE_PS] + ["AUC"]
     write_table(trows, tcols, out / "table", title=f"Embedding ablation ({cfg.sorting} sorting), {labels} vs. unablated outputs")
-    if prev is None:
+    if runs is not None:
         atomic_write(out / "outputs.jsonl", "".join(json.dumps(o, ensure_ascii=False) + "\n"
                                                     for o in [{"p": None, "outputs": reference}] + [{"p": p, "k": k, "outputs": h} for p, k, h in zip(ps, ks, runs)]))
-    plot_curves([(f"{tcfg.model.name}, {cfg.sorting} sorting", [(METRICS[m][2], ps, curves[m]) for m in shown])], out / "curve.png",
+    plot_curves([(f"{model}, {cfg.sorting} sorting", [(METRICS[m][2], ps, curves[m]) for m in shown])], out / "curve.png",
                 ylabel="BLEU-4 vs. unablated" if shown == ["bleu"] else "score vs. unablated (0-100)")
     aucs = ", ".join(f"{METRICS[m][2]} AUC {summary[METRICS[m][1]]:.2f}" for m in shown)
     print((out / "table.md").read_text() + f"\n{aucs} ({'normalised' if cfg.auc_normalize else 'raw, max 90'}); written to {out}")
-    return summary
 
 
 def generate_curve(cfg: Config, tcfg, ps: list[float], device, new_tokens: int):

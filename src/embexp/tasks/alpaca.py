@@ -30,7 +30,7 @@ responses are one paragraph, and the paper's "repeating the question" baseline (
 the variants apart (docs/tasks_tinyte.md). ``rougeLsum`` is recorded too. The paper's Fig. 3 "Instruct
 Score" (a GPT-4 judge) is ``task.judge=instruct``: with ``judge.model=...`` set, a judge rates each
 response 1-10 given ``Example.meta["question"]`` (the instruction, + "\n\n" + the input when present)
-and the run records ``judge_instruct`` (src/embexp/judge.py, docs/judge.md).
+and the run records ``judge_instruct`` (src/embexp/judge/, docs/judge.md).
 
 Generation (ours): greedy, up to 512 new tokens (= max_target_tokens), stopping only at the model's
 end-of-sequence ids (the paper's Table 8 notes a model that "fails to terminate", i.e. no newline stop).

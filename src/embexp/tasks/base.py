@@ -46,7 +46,7 @@ class TaskConfig:
     select_split: str = f("", "Rows for the periodic evaluation loss and trainer.select_best: a split name (never eval_split: refused), train_holdout (select_size rows carved out of train_split with select_seed, never trained on), or '' (none: no periodic loss, select_best refused).")
     select_size: int = f(-1, "select_split=train_holdout: rows carved out of train_split (> 0); a named split: keep its first N rows (-1: all).", ge=1, also=(-1,))
     select_seed: int = f(0, "Seed of the train_holdout carve (ours).")
-    judge: str = f("", "The judge kind that scores this task's generations when judge.model is set: '' (none), instruct, harmbench or nli (src/embexp/judge.py); judge.kind overrides it.",
+    judge: str = f("", "The judge kind that scores this task's generations when judge.model is set: '' (none), instruct, harmbench or nli (src/embexp/judge/); judge.kind overrides it.",
                    choices=("", "instruct", "harmbench", "nli"))
     loss_on: str = f("target", "Decoders: which tokens carry the training (and evaluation) loss: target (the answer only; the prompt's labels are -100) or all (every non-pad token of prompt + target: plain causal LM, the TinyTE recipe's reading of 'standard causal language modeling'). Encoders ignore it.",
                       choices=LOSS_ON)

@@ -19,7 +19,7 @@ is kept as the reference (and the evaluation loss reads it) but scores nothing. 
 reads no training rows.
 
 Metrics: the attack success rate ``asr`` (0–100) comes from the HarmBench judge
-(``task.judge=harmbench``, scored when ``judge.model`` is set; src/embexp/judge.py). Without a judge,
+(``task.judge=harmbench``, scored when ``judge.model`` is set; src/embexp/judge/). Without a judge,
 bsd reports ROUGE against the reference response (``cnndm.rouge_scores``) and advbench reports no
 quality metric (its reference is not a response); neither stands in for ASR.
 

@@ -1,0 +1,107 @@
+"""``python -m embexp.judge run_dir=DIR [judge.model=NAME] [judge.kind=KIND] [what=generation|reference]``:
+score a finished run's predictions and merge the metrics into its metrics.json (docs/judge.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from embexp import EmbexpError
+from embexp.judge.prompts import BACKENDS, KINDS, check_kind
+from embexp.judge.scoring import CACHE_FILE, check_model_name, score_records
+
+
+def rescore(run_dir, jcfg, what: str = "generation", cpu: bool = False) -> dict:
+    """Score a finished run's predictions.jsonl and merge the metrics into its metrics.json (and the
+    verdicts into predictions.jsonl), both written atomically. Returns the merged metrics."""
+    from omegaconf import OmegaConf
+
+    from embexp.results import CONFIG, METRICS, atomic_write, is_complete, write_json
+
+    run_dir = Path(run_dir)
+    if not (run_dir / CONFIG).is_file():
+        raise EmbexpError(f"run_dir '{run_dir}' has no {CONFIG}: not an embexp run directory")
+    if not is_complete(run_dir):
+        raise EmbexpError(f"run_dir '{run_dir}' did not finish (status.json is not 'complete')")
+    if what not in ("generation", "reference"):
+        raise EmbexpError(f"unknown what '{what}' (choose from: generation, reference)")
+    cfg = OmegaConf.load(run_dir / CONFIG)
+    own = OmegaConf.to_container(cfg.get("judge") or {})
+    run_primary = str(own.get("kind", "") or cfg.task.get("judge", "") or "")
+    from embexp.config import JudgeConfig
+
+    j = OmegaConf.merge(OmegaConf.structured(JudgeConfig), jcfg)
+    if not j.model:
+        j.model = own.get("model", "")
+    if not j.model:
+        raise EmbexpError("judge.model is empty and the run had no judge: name one (e.g. judge.model=smollm2)")
+    check_model_name(j)
+    kind = j.kind or run_primary
+    if not kind:
+        raise EmbexpError(f"no judge kind: task {cfg.task.name} has task.judge='' (set judge.kind to one of: {', '.join(KINDS)})")
+    check_kind(kind)
+    preds = run_dir / "predictions.jsonl"
+    if not preds.is_file():
+        raise EmbexpError(f"run_dir '{run_dir}' has no predictions.jsonl (was it run with do_eval=false?)")
+    records = [json.loads(line) for line in preds.read_text(encoding="utf-8").splitlines() if line.strip()]
+    questions = [r.get("question") for r in records]
+    if kind in ("instruct", "harmbench") and any(q is None for q in questions):
+        questions = eval_questions(cfg, records)
+    rcfg = OmegaConf.create({"judge": j})
+    device = torch.device("cuda" if torch.cuda.is_available() and not cpu else "cpu")
+    new = score_records(rcfg, kind, records, questions, run_dir / CACHE_FILE, device, primary=kind == run_primary, what=what)
+    atomic_write(preds, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    metrics = json.loads((run_dir / METRICS).read_text())
+    metrics.setdefault("metrics", {}).update(new)
+    write_json(run_dir / METRICS, metrics)
+    return new
+
+
+def eval_questions(cfg, records: list[dict]) -> list[str]:
+    """Each record's question (``Example.meta['question']``, else its prompt), from the task's
+    evaluation examples rebuilt from the run's config (data only, no model)."""
+    import embexp.tasks  # noqa: F401  (register task schemas)
+    from embexp.tasks import build_task
+
+    examples = build_task(cfg.task).examples("eval")
+    if len(examples) != len(records) or any(ex.prompt != r.get("prompt") for ex, r in zip(examples, records)):
+        raise EmbexpError(f"the task's evaluation examples ({len(examples)}) no longer match the run's "
+                          f"{len(records)} predictions (changed data or config?): cannot recover the questions")
+    return [ex.meta.get("question", ex.prompt) for ex in examples]
+
+
+def _main(cfg) -> None:
+    from embexp import cli
+
+    cli.quiet_libraries()
+    cli.setup_logging(None, True)
+    new = rescore(cfg.run_dir, cfg.judge, cfg.what, cfg.cpu)
+    width = max(map(len, new))
+    print(f"judged {cfg.run_dir}\n" + "\n".join(f"  {k:<{width}} {v:.4f}" if isinstance(v, float) else f"  {k:<{width}} {v}"
+                                                  for k, v in new.items()))
+
+
+def entry() -> None:
+    import sys
+
+    import hydra
+
+    from embexp import cli
+    from embexp.config import register_core_schemas
+
+    register_core_schemas()
+    argv = sys.argv[1:]
+    if not any(a.startswith("run_dir=") for a in argv):
+        cli.die("missing run_dir (usage: python -m embexp.judge run_dir=DIR [judge.model=NAME] [judge.kind=KIND] [what=generation|reference])")
+    for a in argv:
+        k, _, v = a.partition("=")
+        if k == "judge.kind" and v and v not in KINDS:
+            cli.die(f"unknown judge.kind '{v}' (choose from: {', '.join(KINDS)})")
+        if k == "judge.backend" and v not in BACKENDS:
+            cli.die(f"unknown judge.backend '{v}' (choose from: {', '.join(BACKENDS)})")
+        if k == "what" and v not in ("generation", "reference"):
+            cli.die(f"unknown what '{v}' (choose from: generation, reference)")
+    sys.argv.insert(1, f"--config-dir={cli.conf_dir()}")
+    hydra.main(config_path=None, config_name="judge", version_base=None)(cli.one_line_errors(_main))()

@@ -59,7 +59,8 @@ def build(cfg, device: torch.device, training: bool = True) -> Components:
     examples["eval"] = task.examples("eval") if (cfg.do_eval or trains) else []
     # selection rows: the periodic loss and select_best, never the reported split, unless a paper's
     # protocol is asked for by name (trainer.select_on=reported: the reported rows themselves)
-    wants_select = training and examples["train"] and (cfg.trainer.select_best or cfg.trainer.eval_every > 0)
+    wants_select = training and examples["train"] and (cfg.trainer.select_best or cfg.trainer.eval_every > 0
+                                                        or cfg.trainer.get("curve_select", False))
     if cfg.trainer.get("select_on", "heldout") == "reported":
         examples["select"] = examples["eval"] if wants_select else []
     else:

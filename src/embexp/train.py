@@ -111,7 +111,7 @@ def run(cfg, run_dir: Path) -> dict:
         elif train_feats:
             def curve_point(step: int) -> dict:  # trainer.curve_at: the final evaluation, mid-run
                 m, recs = evaluate(method, task, eval_ex, c.featurizer, cfg.trainer.eval_batch_size, acc.device, False)
-                return curve_metrics(task, m, recs)
+                return {**curve_metrics(task, m, recs), **select_point(cfg, c, acc)}
 
             trainer = Trainer(method, cfg.trainer, acc, train_feats, eval_feats, c.backbone.tokenizer.pad_token_id, cfg.seed, run_dir,
                               select_feats, curve_point if cfg.trainer.curve_at and cfg.do_eval else None)
@@ -149,7 +149,8 @@ def run(cfg, run_dir: Path) -> dict:
                 "loss_on": task.loss_on if c.backbone.is_decoder else "",
                 "metrics": metrics,
                 "data": data_record(cfg, c),
-                **({"curve": curve_record(train_res, task, metrics, preds)} if cfg.trainer.curve_at and cfg.do_eval else {}),
+                **({"curve": curve_record(train_res, task, metrics, preds, select_point(cfg, c, acc))}
+                   if cfg.trainer.curve_at and cfg.do_eval else {}),
                 "train": {**_train_summary(train_res, acc.num_processes),
                           "effective_batch": effective_batch(cfg.trainer, acc.num_processes)},
                 "memory": peak_memory(),
@@ -191,10 +192,18 @@ def curve_metrics(task, metrics: dict, records: list[dict]) -> dict:
     return out
 
 
-def curve_record(res, task, metrics: dict, records: list[dict]) -> list[dict]:
+def select_point(cfg, c, acc) -> dict:
+    """trainer.curve_select: ``{"select": metrics}`` of the held-out selection rows at this step ({} without it)."""
+    if not cfg.trainer.get("curve_select"):
+        return {}
+    m, recs = evaluate(c.method, c.task, c.select_examples, c.featurizer, cfg.trainer.eval_batch_size, acc.device, False)
+    return {"select": curve_metrics(c.task, m, recs)}
+
+
+def curve_record(res, task, metrics: dict, records: list[dict], final_select: dict | None = None) -> list[dict]:
     """metrics.json's ``curve``: the points of trainer.curve_at, then the final evaluation."""
     points = [{"step": h["step"], **h["curve"]} for h in (res.history if res is not None else []) if "curve" in h]
-    return points + [{"step": res.steps if res is not None else 0, **curve_metrics(task, metrics, records)}]
+    return points + [{"step": res.steps if res is not None else 0, **curve_metrics(task, metrics, records), **(final_select or {})}]
 
 
 def data_record(cfg, c) -> dict:

@@ -55,7 +55,7 @@ VARIANTS = {
     "pema/table10": [[], ["models=bert xlmr", "glue=rte", "seeds=0 1"], ["models=bert"]],
     "pema/tables": [[]],
     "pete/table2": [[], ["recipe=cpu", "steps=300", "data_args=task.data_dir=d task.datasets=[snli]"], ["--extra", "debug=smoke output_root=/tmp/x"]],
-    "compare/sst2": [[], ["--extra", "debug=smoke", "steps=2"]],
+    "compare/curves": [[], ["--extra", "debug=smoke", "steps=2", "kinds=encoder decoder", "tasks=sst2", "seeds=0 1"]],
 }
 
 
@@ -150,7 +150,7 @@ def test_templates_filters_and_conditions():
 @pytest.mark.parametrize("bad, message", [
     ("{models}", "'{models}' is a list; write {models:csv}"),
     ("{nope}", "unknown variable '{nope}'"),
-    ("{seeds:sorted}", "unknown template filter 'sorted' (choose from: csv, ssv, first, len"),
+    ("{seeds:sorted}", "unknown template filter 'sorted' (choose from: csv, ssv, first, rest, len"),
 ])
 def test_bad_templates_are_one_line(bad, message):
     with pytest.raises(EmbexpError, match=None) as e:
@@ -159,7 +159,7 @@ def test_bad_templates_are_one_line(bad, message):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["tinyte/table99"], "unknown sweep 'tinyte/table99' (choose from: compare/sst2,"),
+    (["tinyte/table99"], "unknown sweep 'tinyte/table99' (choose from: compare/curves,"),
     (["tinyte/table1", "sedes=0"], "unknown sweep variable 'sedes' (choose from: models, seeds)"),
     (["ktoken/table1", "tree=huge"], "unknown tree 'huge' (choose from: paper, small)"),
     (["ktoken/table2", "select_on=reported"], "unknown sweep variable 'select_on' (choose from: note_budget, recipe, seeds)"),

@@ -103,6 +103,11 @@ def check_curve(cfg) -> None:
     bad = [x for x in cfg.trainer.curve_at if isinstance(x, bool) or not isinstance(x, int) or x < 1]
     if bad:
         raise EmbexpError(f"trainer.curve_at must list optimizer steps (integers >= 1); got {bad[0]!r}")
+    from embexp import selection
+
+    if cfg.trainer.get("curve_select") and (not cfg.trainer.curve_at or selection.on_reported(cfg) or not cfg.task.select_split):
+        raise EmbexpError("trainer.curve_select scores held-out selection rows at the points of trainer.curve_at: it needs "
+                          "trainer.curve_at=[...], task.select_split (e.g. train_holdout) and trainer.select_on=heldout")
     if cfg.trainer.curve_at and cfg.trainer.curriculum:
         raise EmbexpError("trainer.curve_at is not drawn across a trainer.curriculum's stages (each stage reports its gate "
                           "metric in the history); set trainer.curve_at=[]")

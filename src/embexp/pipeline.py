@@ -74,9 +74,11 @@ class Components:
     select_features: list = field(default_factory=list)
     data: dict = field(default_factory=dict)  # what featurising cut, per row set (metrics.json "data"; see truncation())
 
-    def evaluate(self, batch_size: int, device, progress: bool = False) -> tuple[dict, list[dict]]:
-        """(metrics, one prediction record per example) of the method on the evaluation rows."""
-        return evaluate(self.method, self.task, self.eval_examples, self.featurizer, batch_size, device, progress)
+    def evaluate(self, batch_size: int, device, progress: bool = False, rows: str = "eval") -> tuple[dict, list[dict]]:
+        """(metrics, one prediction record per example) of the method on the evaluation rows (``rows="select"``:
+        the held-out selection rows, for trainer.curve_select)."""
+        examples = self.select_examples if rows == "select" else self.eval_examples
+        return evaluate(self.method, self.task, examples, self.featurizer, batch_size, device, progress)
 
 
 def build(cfg, device: torch.device, training: bool = True, plan: Plan | None = None) -> Components:

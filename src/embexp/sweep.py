@@ -11,7 +11,7 @@ A step has one command key, ``train`` / ``analyze`` / ``judge`` / ``report`` / `
 arguments: ``python -m embexp.<key> <args>``; a note prints ``# <its pieces joined>``), and optionally:
 
     for:     ordered axes (the first is the outermost loop): ``name: [a, b]``, ``name: $var`` (a list
-             variable), or items that are mappings binding several variables at once, e.g.
+             variable; ``$var:rest`` filtered), or items that are mappings binding several variables at once, e.g.
              ``cell: [{cell: base, seeds: "{seeds:first}"}, full]`` (the base cell sees one seed); a
              mapping's value ``$var`` binds the list variable itself (``{model: minilm, methods: $compare_encoder}``)
     let:     variables of this step (templates, read when used; ``{if: <cond>, then: a, else: b}`` chooses one)
@@ -20,9 +20,13 @@ arguments: ``python -m embexp.<key> <args>``; a note prints ``# <its pieces join
     run_dir_of:     train overrides whose run directory becomes ``{run_dir}`` (e.g. to judge a cell's run)
     when_complete:  judge arguments: a train cell that is already complete is judged instead of skipped
     extra:   false: the command does not get --extra (an analysis with no train config, e.g. params)
+    choose:  ``{var: lr, over: {lr: $grid}}``: before the command runs, ``{lr}`` becomes the candidate whose
+             train cell (this step's train arguments with that binding, e.g. an earlier step's run at
+             each lr of the grid) scored best on its held-out rows at any point of its curve
+             (trainer.curve_select; the task's headline metric); the dry run prints a placeholder
 
 Arguments and texts are templates: ``{name}`` is a variable; ``{name:csv}`` joins a list with commas,
-``{name:ssv}`` with spaces, ``{name:first}`` takes its first item, ``{name:len}`` counts them, ``{name:without=a+b}`` /
+``{name:ssv}`` with spaces, ``{name:first}`` takes its first item (``rest`` the others), ``{name:len}`` counts them, ``{name:without=a+b}`` /
 ``{name:only=a+b}`` filter it, ``{name:hub_id}`` is the ``id`` of ``conf/model/<name>.yaml`` and
 ``{name:settings=trainer}`` the top-level settings of ``conf/trainer/<name>.yaml``, ``{name:compare_lr}`` the
 learning rate of method ``<name>`` in the comparison of every method (its class's ``comparison``; '' where
@@ -30,9 +34,10 @@ it trains nothing there); filters chain with
 ``|``. ``${...}`` is Hydra's interpolation, passed through. An argument that renders empty is
 dropped; ``$name`` splices a list variable (one argument per item); an argument may be ``{if:
 <cond>, then: [...], else: [...]}``. A condition is a template, true when it renders non-empty
-(``A == B``, ``A != B``, ``A in B C`` compare; ``not C`` negates). A variable may declare its choices (``name: {default:
+(``A == B``, ``A != B``, ``A in B C`` compare; ``not C`` negates; ``C and D``, ``C or D``). A variable may declare its choices (``name: {default:
 v, choices: [...]}``). Built-in variables: ``smoke`` (``1`` when the extra overrides select
-``debug=smoke``), ``py``, ``data`` (``$EMBEXP_DATA``: the folder of local datasets), and
+``debug=smoke``), ``output_root`` (the extra's ``output_root=``, else empty), ``py``, ``data``
+(``$EMBEXP_DATA``: the folder of local datasets), and
 ``compare_decoder`` / ``compare_encoder`` / ``compare_scratch``: the methods that take part in the
 comparison on a model of that kind, in its order (lists read from the method classes,
 ``Method.comparison`` and ``Method.model_kinds``; ``embexp.methods.registry.compared``).
@@ -65,7 +70,7 @@ from embexp import EmbexpError, cli
 from embexp.config import MODEL_KINDS
 
 COMMANDS = ("train", "analyze", "judge", "report", "note")
-STEP_KEYS = set(COMMANDS) | {"for", "let", "if", "do", "run_dir_of", "when_complete", "extra"}
+STEP_KEYS = set(COMMANDS) | {"for", "let", "if", "do", "run_dir_of", "when_complete", "extra", "choose"}
 FIELD = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)(?::([^{}]*))?\}")  # ${...}: Hydra's, left alone
 
 
@@ -107,7 +112,7 @@ class Scope(dict):
         v = self[name]
         if callable(v):  # a built-in read when used (the method classes: compare_<kind>)
             v = v()
-        if isinstance(v, dict) and "if" in v:  # {if: cond, then: a, else: b}: a conditional value
+        while isinstance(v, dict) and "if" in v:  # {if: cond, then: a, else: b}: a conditional value (may nest)
             v = v.get("then", "") if holds(v["if"], self) else v.get("else", "")
         if isinstance(v, list):
             return [render(str(x), self, depth + 1) for x in v]
@@ -121,6 +126,8 @@ def _filter(v, f: str):
         return ("," if name == "csv" else " ").join(items)
     if name == "first":
         return items[0] if items else ""
+    if name == "rest":
+        return items[1:]
     if name == "len":
         return str(len(items))
     if name in ("without", "only"):
@@ -136,7 +143,7 @@ def _filter(v, f: str):
         if name == "hub_id":
             return next((val.strip('"') for key, val in pairs if key == "id"), "")
         return " ".join(f"{key}={val}" for key, val in pairs)
-    raise EmbexpError(f"sweep: unknown template filter '{name}' (choose from: csv, ssv, first, len, without, only, hub_id, settings, compare_lr)")
+    raise EmbexpError(f"sweep: unknown template filter '{name}' (choose from: csv, ssv, first, rest, len, without, only, hub_id, settings, compare_lr)")
 
 
 def render(text: str, scope: Scope, depth: int = 0) -> str:
@@ -156,9 +163,13 @@ def render(text: str, scope: Scope, depth: int = 0) -> str:
 
 
 def holds(cond, scope: Scope) -> bool:
-    """A condition: ``not C``, ``A == B``, ``A != B``, ``A in B C`` (space- or comma-separated), else a
+    """A condition: ``C or D``, ``C and D`` (and binds tighter), ``not C``, ``A == B``, ``A != B``, ``A in B C`` (space- or comma-separated), else a
     template that holds when it renders non-empty (and not 0/false/no)."""
     cond = str(cond).strip()
+    if " or " in cond:
+        return any(holds(part, scope) for part in cond.split(" or "))
+    if " and " in cond:
+        return all(holds(part, scope) for part in cond.split(" and "))
     if cond.startswith("not "):
         return not holds(cond[4:], scope)
     for op in (" == ", " != ", " in "):
@@ -191,7 +202,14 @@ def combinations(axes: dict, scope: Scope):
         return
     (name, values), rest = next(iter(axes.items())), dict(list(axes.items())[1:])
     if isinstance(values, str):
-        v = scope.value(values[1:]) if values.startswith("$") else render(values, scope)
+        if values.startswith("$"):  # $name or $name:filter|filter: a list variable, filtered
+            var, _, filters = values[1:].partition(":")
+            raw = scope.get(var)
+            v = raw if isinstance(raw, list) and any(isinstance(x, dict) for x in raw) else scope.value(var)  # rows stay rows
+            for f in filters.split("|") if filters else []:
+                v = _filter(v, f)
+        else:
+            v = render(values, scope)
         values = v if isinstance(v, list) else [v]
     for item in values:
         row = item if isinstance(item, dict) else {name: item}
@@ -215,7 +233,9 @@ def compared(kind: str) -> list[str]:
 
 def builtins(extra: list[str], py: str) -> dict:
     """The variables every spec sees (module doc)."""
-    out = {"smoke": "1" if "debug=smoke" in extra else "", "py": py, "data": os.environ.get("EMBEXP_DATA", "")}
+    root = [e.split("=", 1)[1] for e in extra if e.startswith("output_root=")]
+    out = {"smoke": "1" if "debug=smoke" in extra else "", "py": py, "data": os.environ.get("EMBEXP_DATA", ""),
+           "output_root": root[-1] if root else ""}
     return out | {f"compare_{k}": functools.partial(compared, k) for k in MODEL_KINDS}
 
 
@@ -235,8 +255,8 @@ def expand(steps: list, scope: Scope) -> list[dict]:
                 out += expand(step["do"], s)
             elif kinds[0] == "note":
                 out.append({"kind": "note", "args": ["".join(args_of(step["note"], s))], "step": step, "scope": s})
-            else:  # a step reading a cell's run directory renders its arguments once {run_dir} is known
-                args = [] if "run_dir_of" in step else args_of(step[kinds[0]], s)
+            else:  # a step reading a cell's run directory (or a chosen value) renders its arguments when it runs
+                args = [] if "run_dir_of" in step or "choose" in step else args_of(step[kinds[0]], s)
                 out.append({"kind": kinds[0], "args": args, "step": step, "scope": s})
     return out
 
@@ -297,7 +317,7 @@ def command_lines(name: str, assignments: list[str] = (), extra: list[str] = ())
     out = []
     for cmd in cmds:
         if cmd["kind"] != "note":
-            resolve(cmd, list(extra))
+            resolve(cmd, list(extra), dry=True)
             out.append(["-m", f"embexp.{cmd['kind']}", *with_extra(cmd, list(extra), paper)])
     return out
 
@@ -345,12 +365,36 @@ def done(kind: str, args: list[str]) -> str:
     return ""
 
 
-def resolve(cmd: dict, extra: list[str]) -> None:
-    """Bind {run_dir} for a step that reads a train cell's directory (run_dir_of)."""
-    step = cmd["step"]
+def resolve(cmd: dict, extra: list[str], dry: bool = False) -> None:
+    """Bind {run_dir} for a step that reads a train cell's directory (run_dir_of), and a chosen value
+    (choose) from the finished candidate cells (a placeholder in a dry run, or while one is missing)."""
+    step, scope = cmd["step"], cmd["scope"]
+    if "choose" in step:
+        var = step["choose"]["var"]
+        scope = scope.child({var: chosen(step, scope, extra, dry)})
     if "run_dir_of" in step:
-        d = run_dir(args_of(step["run_dir_of"], cmd["scope"]) + list(extra))
-        cmd["args"] = args_of(step[cmd["kind"]], cmd["scope"].child({"run_dir": str(d)}))
+        scope = scope.child({"run_dir": str(run_dir(args_of(step["run_dir_of"], scope) + list(extra)))})
+    if "choose" in step or "run_dir_of" in step:
+        cmd["args"] = args_of(step[cmd["kind"]], scope)
+
+
+def chosen(step: dict, scope: Scope, extra: list[str], dry: bool) -> str:
+    """The value of step["choose"]["var"] whose candidate cell scored best on its held-out rows."""
+    from embexp.report.curves import best_held_out
+    from embexp.results import METRICS, is_complete
+
+    var, cands = step["choose"]["var"], list(combinations(step["choose"]["over"], scope))
+    values = [str(s.value(var)) for s in cands]
+    placeholder = f"<{var} chosen on held-out rows among {' '.join(values)}>"
+    if dry:
+        return placeholder
+    scored = []
+    for value, s in zip(values, cands):
+        d = run_dir(args_of(step["train"], s) + list(extra))
+        if not is_complete(d):
+            raise EmbexpError(f"sweep: cannot choose {var}: the candidate run {d} is not complete")
+        scored.append((best_held_out(json.loads((d / METRICS).read_text())), value))
+    return max(scored, key=lambda sv: sv[0])[1]  # max of (score, ...): ties keep the first candidate's order
 
 
 def execute(cmd: list[str]) -> int:
@@ -391,7 +435,11 @@ def main(argv: list[str] | None = None) -> int:
         if cmd["kind"] == "note":
             print(f"# {cmd['args'][0]}", flush=True)
             continue
-        resolve(cmd, extra)
+        try:
+            resolve(cmd, extra, dry=a.dry_run)
+        except EmbexpError as e:  # e.g. a choice whose candidate cells failed: this command fails, the sweep runs on
+            failed.append(str(e))
+            continue
         args = with_extra(cmd, extra, paper)
         if a.dry_run:
             print(shlex.join(line(cmd, args)), flush=True)

@@ -107,7 +107,7 @@ def curve_point(cfg, c: Components, device):
     """trainer.curve_at's callback: step -> the final evaluation's metrics, mid-run (None without curve_at)."""
     if not (cfg.trainer.curve_at and cfg.do_eval):
         return None
-    return lambda step: curve_metrics(c.task, *c.evaluate(cfg.trainer.eval_batch_size, device))
+    return lambda step: {**curve_metrics(c.task, *c.evaluate(cfg.trainer.eval_batch_size, device)), **select_point(cfg, c, device)}
 
 
 def finish(cfg, c: Components, acc: Accelerator, record: RunRecord, res: TrainResult | None, sizes: dict) -> dict:
@@ -152,7 +152,8 @@ def metrics_record(cfg, c: Components, acc: Accelerator, res: TrainResult | None
         "loss_on": task.loss_on if c.backbone.is_decoder else "",
         "metrics": metrics,
         "data": data_record(cfg, c),
-        **({"curve": curve_record(res, task, metrics, preds)} if cfg.trainer.curve_at and cfg.do_eval else {}),
+        **({"curve": curve_record(res, task, metrics, preds, select_point(cfg, c, acc.device))}
+           if cfg.trainer.curve_at and cfg.do_eval else {}),
         "train": {**_train_summary(res, acc.num_processes), "effective_batch": effective_batch(cfg.trainer, acc.num_processes)},
         "memory": peak_memory(),
         "method_values": c.method.log_values(),
@@ -219,10 +220,18 @@ def curve_metrics(task, metrics: dict, records: list[dict]) -> dict:
     return out
 
 
-def curve_record(res, task, metrics: dict, records: list[dict]) -> list[dict]:
+def select_point(cfg, c, device) -> dict:
+    """trainer.curve_select: ``{"select": metrics}`` of the held-out selection rows at this step ({} without it)."""
+    if not cfg.trainer.get("curve_select"):
+        return {}
+    m, recs = c.evaluate(cfg.trainer.eval_batch_size, device, rows="select")
+    return {"select": curve_metrics(c.task, m, recs)}
+
+
+def curve_record(res, task, metrics: dict, records: list[dict], final_select: dict | None = None) -> list[dict]:
     """metrics.json's ``curve``: the points of trainer.curve_at, then the final evaluation."""
     points = [{"step": h["step"], **h["curve"]} for h in (res.history if res is not None else []) if "curve" in h]
-    return points + [{"step": res.steps if res is not None else 0, **curve_metrics(task, metrics, records)}]
+    return points + [{"step": res.steps if res is not None else 0, **curve_metrics(task, metrics, records), **(final_select or {})}]
 
 
 def data_record(cfg, c) -> dict:

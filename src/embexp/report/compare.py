@@ -3,6 +3,7 @@
     python -m embexp.report table=compare                          # every finished run under outputs/
     python -m embexp.report table=compare runs=outputs/compare task=glue_sst2 model=smollm2
     python -m embexp.report table=compare debug=smoke              # read outputs/smoke
+    python -m embexp.report paper=compare table=curves runs=outputs/compare/curves   # the curves (report/curves.py)
 
 One table per (task, model) found, one row per method (and tag), whatever methods exist: the
 quality metric ± s.e. (``metric``, or the task's headline metric: ``PREFERRED``), the trainable parameters as
@@ -28,7 +29,7 @@ from embexp import EmbexpError
 from embexp.config import f
 from embexp.results import SE, Runs, atomic_write, cell, collect_runs, emit, pyplot, save_png, table_dirs
 
-TABLES = ("compare",)
+TABLES = ("compare", "curves")  # curves: report/curves.py (the lr and budget chosen on held-out rows)
 SKIP = ("_stderr", "_seconds")  # metric keys that are not a quality figure
 SIDE = ("length_reduction", "pl_score", "n_choices")  # figures reported beside the quality metric
 # The headline metric where a task records several (each paper's main column), else the first one.
@@ -41,7 +42,7 @@ NOTE = ("Empty cells: a method that trains nothing has no #TP, training memory o
 
 @dataclass
 class Config:
-    table: str = f("compare", "compare (this table).", choices=TABLES)
+    table: str = f("compare", "compare (every run as it ended: one snapshot) or curves (per method the learning rate and budget chosen on held-out rows, the eval split at that choice: report/curves.py).", choices=TABLES)
     runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
     out: str = f("", "Folder for compare_<task>_<model>.md/.csv/.png ('' = tables/compare, or <output_root>/tables/compare with debug=...).")
     task: str = f("", "Only runs of this task (its display name, e.g. glue_sst2); '' = every task found.")
@@ -152,6 +153,10 @@ def plot(rows: list[dict], path: Path, title: str, ylabel: str) -> None:
 
 
 def render(cfg: Config) -> dict[str, str]:
+    if cfg.table == "curves":
+        from embexp.report import curves
+
+        return curves.render(cfg)
     root, out = table_dirs(cfg.runs, cfg.out, cfg.debug, "compare")
     runs = [r for r in collect_runs(root) if (not cfg.task or r["task"] == cfg.task) and (not cfg.model or r["model"] == cfg.model)]
     if not runs:

@@ -1,0 +1,157 @@
+"""The comparison by learning curves: ``python -m embexp.report paper=compare table=curves runs=<dir>``.
+
+    python -m embexp.report paper=compare table=curves runs=outputs/compare/curves      # make compare's runs
+
+Reads the finished runs under ``runs`` whose curves scored the held-out selection rows
+(``trainer.curve_at`` + ``trainer.curve_select``: the task's metrics on a carve of the training split,
+``task.select_split=train_holdout``, and on the eval split, at a few budgets of each run and at its
+end). Per (task, model) and method, every (learning rate, budget) pair run with every seed is a candidate
+(the sweep's first seed tries each lr of a grid and the other seeds run the lr it chose); the one with
+the best held-out metric averaged over the seeds wins (ties: the smaller budget, then the smaller lr),
+and the table reports the eval split's metric at that pair: mean ± s.e. over the seeds. Nothing is
+chosen on the eval split. Beside it: the held-out value that chose it, the chosen lr and budget, the
+lrs tried, and the cost columns of the snapshot comparison (``table=compare``) for the runs at the
+chosen lr. Writes ``curves_<task>_<model>.md/.csv`` and ``curves_<task>_<model>.png`` (the held-out
+metric against the budget, one line per method at its chosen lr; the eval split's majority class
+dashed). A method that trains nothing (zero-shot) has one point: its evaluation.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from embexp import EmbexpError
+from embexp.report.compare import LOWER, quality_metric, row
+from embexp.report.curve import majority
+from embexp.results import SE, atomic_write, collect_runs, emit, method_label, pyplot, save_png, table_dirs
+
+COLS = ["Method", "metric", "held-out", "lr", "step", "lrs tried", "#TP", "% of backbone", "train state MB",
+        "train tok/s", "exports", "seeds"]
+
+
+def lr_of(run: dict) -> float:
+    return float(run.get("config", {}).get("trainer", {}).get("lr", 0.0))
+
+
+def candidates(runs: list[dict], metric: str) -> dict[tuple[float, int], dict[int, tuple[float, float]]]:
+    """(lr, step) -> {seed: (held-out value, eval value)} over the runs' curve points that scored both."""
+    out: dict = {}
+    for r in runs:
+        for p in r.get("curve") or []:
+            held, val = (p.get("select") or {}).get(metric), p.get(metric)
+            if held is not None and val is not None:
+                out.setdefault((lr_of(r), int(p["step"])), {})[r["seed"]] = (float(held), float(val))
+    return out
+
+
+def best_held_out(run: dict) -> tuple:
+    """A run's best held-out point as a sortable score (higher is better): the task's headline metric on
+    the selection rows at any point of its curve (negated for perplexity-like metrics); the earliest
+    step wins a tie."""
+    points = [p for p in run.get("curve") or [] if p.get("select")]
+    if not points:
+        raise EmbexpError(f"run {run.get('run_dir', '?')} has no held-out curve points (trainer.curve_select)")
+    metric = quality_metric([{"metrics": p["select"]} for p in points], "")
+    sign = -1.0 if metric in LOWER else 1.0
+    return max((sign * p["select"][metric], -int(p["step"])) for p in points if p["select"].get(metric) is not None)
+
+
+def choose(cands: dict, lower: bool) -> tuple[float, int] | None:
+    """Among the (lr, step) pairs run with the most seeds (the sweep runs every seed at one lr: the lr its
+    first seed chose), the one with the best mean held-out value over the seeds; ties: smaller step,
+    then smaller lr."""
+    if not cands:
+        return None
+    most = max(len(v) for v in cands.values())
+    sign = 1.0 if lower else -1.0
+    full = [k for k, v in cands.items() if len(v) == most]
+    return min(full, key=lambda k: (sign * float(np.mean([h for h, _ in cands[k].values()])), k[1], k[0]))
+
+
+def se(values: list[float]) -> float | None:
+    return float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) >= 2 else None
+
+
+def method_row(runs: list[dict], metric: str, lower: bool, se_policy: SE) -> tuple[dict, list[tuple[int, float]]]:
+    """The table row of one method and its held-out curve at the chosen lr (mean over seeds)."""
+    cands = candidates(runs, metric)
+    pick = choose(cands, lower)
+    if pick is None:  # trains nothing (or recorded no curve): its evaluation, nothing chosen
+        base = row(runs, metric, se_policy)
+        return {**base, "held-out": None, "lr": None, "step": None, "lrs tried": None}, []
+    lr, step = pick
+    at = list(cands[pick].values())
+    chosen = [r for r in runs if lr_of(r) == lr]
+    base = row(chosen, metric, se_policy)
+    vals = [v for _, v in at]
+    lrs = sorted({k[0] for k in cands})
+    curve = sorted((s, float(np.mean([h for h, _ in v.values()]))) for (l_, s), v in cands.items() if l_ == lr)
+    return {**base, "metric": float(np.mean(vals)), "metric se": se(vals), "held-out": float(np.mean([h for h, _ in at])),
+            "lr": f"{lr:g}", "step": step, "lrs tried": " ".join(f"{x:g}" for x in lrs), "seeds": len(at)}, curve
+
+
+def plot(curves: dict[str, list[tuple[int, float]]], base: float | None, path: Path, title: str, ylabel: str) -> None:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7.0, 4.5))
+    for label, pts in curves.items():
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    if base is not None:
+        ax.axhline(base, ls="--", color="0.5", lw=1, label=f"majority class of the eval split ({base:.1f})")
+    ax.set_xscale("log")
+    ax.set_xlabel("optimizer steps (budget, log)")
+    ax.set_ylabel(f"held-out {ylabel} (mean over seeds, chosen lr)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    save_png(fig, path)
+
+
+def note(rows: list[dict], runs: list[dict], base: float | None) -> str:
+    steps = sorted({int(p["step"]) for r in runs for p in r.get("curve") or [] if "select" in p})
+    seeds = sorted({r["seed"] for r in runs})
+    rows_sel = {r["n_select_examples"] for r in runs if r.get("n_select_examples")}
+    return (f"\nBudgets (steps at which every run scored the held-out rows and the eval split): {', '.join(map(str, steps))}. "
+            f"Seeds: {', '.join(map(str, seeds))}. Selection: per method, the (lr, budget) with the best held-out value "
+            f"averaged over the seeds ({'/'.join(map(str, sorted(rows_sel))) or '?'} held-out rows carved from the training "
+            "split; ties: smaller budget, then smaller lr); the metric column is the eval split at that pair, mean ± s.e. "
+            "over the seeds. Nothing was chosen on the eval split. A method without lr/step trains nothing."
+            + (f" Majority class of the eval split: {base:.1f}." if base is not None else "") + "\n")
+
+
+def render(cfg) -> dict[str, str]:
+    root, out = table_dirs(cfg.runs, cfg.out, cfg.debug, "compare")
+    runs = [r for r in collect_runs(root) if (not cfg.task or r["task"] == cfg.task) and (not cfg.model or r["model"] == cfg.model)]
+    if not any((p.get("select") for r in runs for p in r.get("curve") or [])):
+        raise EmbexpError(f"no finished runs with held-out curve points under '{root}' (train with trainer.curve_at=[...] "
+                          "trainer.curve_select=true task.select_split=train_holdout first: make compare)")
+    se_policy = SE("seeds", 100, out / ".se_cache.json")
+    done = {}
+    for task, model in sorted({(r["task"], r["model"]) for r in runs}):
+        group = [r for r in runs if r["task"] == task and r["model"] == model]
+        metric = quality_metric(group, cfg.metric)
+        lower = metric in LOWER
+        rows, curves = [], {}
+        for method, tag in sorted({(r["method"], r["tag"].split("lr")[0].rstrip("_")) for r in group}):
+            mine = [r for r in group if r["method"] == method and r["tag"].split("lr")[0].rstrip("_") == tag]
+            r_, curve = method_row(mine, metric, lower, se_policy)
+            r_["Method"] = method_label(method, tag)
+            rows.append(r_)
+            curves[r_["Method"]] = curve
+        rows.sort(key=lambda x: (x["metric"] is None, (1 if lower else -1) * (x["metric"] or 0.0)))
+        for r_ in rows:
+            r_[metric], r_[f"{metric} se"] = r_.pop("metric"), r_.pop("metric se")
+        cols = [metric if c == "metric" else c for c in COLS]
+        base = majority(group[0]["run_dir"])
+        stem = out / f"curves_{task}_{model}"
+        title = f"Every method on {task}, {model}: {metric} on the eval split at the (lr, budget) chosen on held-out rows"
+        md = emit(rows, cols, stem, title, pm=True) + note(rows, group, base)
+        atomic_write(stem.with_suffix(".md"), md)
+        plot(curves, base, stem.with_suffix(".png"), f"{task}, {model}: held-out {metric} by budget", metric)
+        done[f"{task}/{model}"] = md
+        print(md + f"(written: {stem}.md, .csv, .png)\n")
+    return done

@@ -30,7 +30,7 @@ Arguments and texts are templates: ``{name}`` is a variable; ``{name:csv}`` join
 ``{name:only=a+b}`` filter it, ``{name:hub_id}`` is the ``id`` of ``conf/model/<name>.yaml`` and
 ``{name:settings=trainer}`` the top-level settings of ``conf/trainer/<name>.yaml``, ``{name:compare_lr}`` the
 learning rate of method ``<name>`` in the comparison of every method (its class's ``comparison``; '' where
-it trains nothing there); filters chain with
+it trains nothing there) and ``{name:compare_grid}`` the three around it (× 0.3, 1, 3); filters chain with
 ``|``. ``${...}`` is Hydra's interpolation, passed through. An argument that renders empty is
 dropped; ``$name`` splices a list variable (one argument per item); an argument may be ``{if:
 <cond>, then: [...], else: [...]}``. A condition is a template, true when it renders non-empty
@@ -71,6 +71,7 @@ from embexp.config import MODEL_KINDS
 
 COMMANDS = ("train", "analyze", "judge", "report", "note")
 STEP_KEYS = set(COMMANDS) | {"for", "let", "if", "do", "run_dir_of", "when_complete", "extra", "choose"}
+GRID = (0.3, 1.0, 3.0)  # {method:compare_grid}: the learning rates tried around a method's comparison lr
 FIELD = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)(?::([^{}]*))?\}")  # ${...}: Hydra's, left alone
 
 
@@ -133,17 +134,18 @@ def _filter(v, f: str):
     if name in ("without", "only"):
         keep = set(arg.split("+"))
         return [x for x in items if (x in keep) == (name == "only")]
-    if name == "compare_lr":  # a method's learning rate in the comparison (its class's)
-        from embexp.methods.registry import compare_lr
+    if name in ("compare_lr", "compare_grid"):  # a method's learning rate in the comparison (its class's), or
+        from embexp.methods.registry import compare_lr  # the grid around it: lr x 0.3, 1, 3
 
-        return compare_lr(v)
+        lr = compare_lr(v)
+        return lr if name == "compare_lr" else [f"{float(lr) * k:g}" for k in GRID] if lr else []
     if name in ("hub_id", "settings"):  # a config file's hub id, or its top-level settings as written
         text = (cli.conf_dir() / (arg or "model") / f"{v}.yaml").read_text()
         pairs = re.findall(r"^([a-z_0-9]+): *([^#\n]*[^#\s])", text, re.M)
         if name == "hub_id":
             return next((val.strip('"') for key, val in pairs if key == "id"), "")
         return " ".join(f"{key}={val}" for key, val in pairs)
-    raise EmbexpError(f"sweep: unknown template filter '{name}' (choose from: csv, ssv, first, rest, len, without, only, hub_id, settings, compare_lr)")
+    raise EmbexpError(f"sweep: unknown template filter '{name}' (choose from: csv, ssv, first, rest, len, without, only, hub_id, settings, compare_lr, compare_grid)")
 
 
 def render(text: str, scope: Scope, depth: int = 0) -> str:
@@ -207,6 +209,10 @@ def combinations(axes: dict, scope: Scope):
             raw = scope.get(var)
             v = raw if isinstance(raw, list) and any(isinstance(x, dict) for x in raw) else scope.value(var)  # rows stay rows
             for f in filters.split("|") if filters else []:
+                v = _filter(v, f)
+        elif (m := FIELD.fullmatch(values)) and m.group(2):  # one filtered field: its value, a list stays a list
+            v = scope.value(m.group(1))
+            for f in m.group(2).split("|"):
                 v = _filter(v, f)
         else:
             v = render(values, scope)

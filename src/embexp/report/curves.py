@@ -26,7 +26,7 @@ import numpy as np
 from embexp import EmbexpError
 from embexp.report.compare import LOWER, quality_metric, row
 from embexp.report.curve import majority
-from embexp.results import SE, atomic_write, collect_runs, emit, method_label, pyplot, save_png, table_dirs
+from embexp.results import SE, atomic_write, collect_runs, emit, pyplot, save_png, table_dirs
 
 COLS = ["Method", "metric", "held-out", "lr", "step", "lrs tried", "#TP", "% of backbone", "train state MB",
         "train tok/s", "exports", "seeds"]
@@ -124,6 +124,8 @@ def note(rows: list[dict], runs: list[dict], base: float | None) -> str:
 
 
 def render(cfg) -> dict[str, str]:
+    from embexp.methods.registry import method_label  # the classes' display names (loads torch: here, not at import)
+
     root, out = table_dirs(cfg.runs, cfg.out, cfg.debug, "compare")
     runs = [r for r in collect_runs(root) if (not cfg.task or r["task"] == cfg.task) and (not cfg.model or r["model"] == cfg.model)]
     if not any((p.get("select") for r in runs for p in r.get("curve") or [])):

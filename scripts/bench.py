@@ -380,31 +380,35 @@ i.evaluate, sys.argv[0] = timed, "embexp.train"; import embexp.train; embexp.tra
 
 
 def evaluation(argv: list[str]) -> None:
-    """Evaluation examples/s of SmolLM2 zero_shot (embexp.train do_train=false: metrics.json's eval_seconds)
-    on SST-2 (generation and log-likelihood choices) and BoolQ (log-likelihood): this code ("after")
-    against the code at git revision `before`, each a fresh process, and lm-eval's HFLM on BoolQ (in
-    this process, warmed up). Stops unless metrics, answers and log-likelihoods (1e-6) agree."""
-    o, _ = options("evaluation", argv, dict(sst2_rows="872", boolq_rows="200", repeats="3", batch="8", threads="1",
+    """Evaluation examples/s of zero_shot (embexp.train do_train=false: metrics.json's eval_seconds) on
+    SST-2 (generation and log-likelihood choices) and BoolQ (log-likelihood) rows under data_dir (empty:
+    fixtures): this code ("after") against the code at git revision `before`, each a fresh process, and
+    lm-eval's HFLM on BoolQ (model=smollm2; in this process, warmed up; lmeval=0: without). Stops
+    unless metrics, answers and log-likelihoods (1e-6) agree."""
+    o, _ = options("evaluation", argv, dict(model="smollm2", sst2_rows="872", boolq_rows="200", repeats="3", batch="8", threads="1",
                                             before="3ede73f", data_dir=os.environ.get("EMBEXP_DATA", ""), lmeval="1"))
-    repo, tmp = Path(__file__).resolve().parents[1], Path(tempfile.mkdtemp(prefix="embexp_bench_"))
-    subprocess.run(f"git -C {repo} archive {o['before']} src conf | tar -x -C {tmp}", shell=True, check=True)
-    print(f"SmolLM2 zero_shot, batch {o['batch']}, {o['threads']} thread(s), {o['repeats']} repeats, before = {o['before']}")
-    for part in PARTS:
-        rows, who = int(o[part + "_rows"]), ["before", "after"] + (["lm-eval"] if part == "boolq" and o["lmeval"] == "1" else [])
-        lm_eval, runs = lmeval_boolq(o, rows) if "lm-eval" in who else None, {k: [] for k in who}
-        for r in range(int(o["repeats"])):
-            for k in who[r % len(who):] + who[:r % len(who)]:  # a rotating order
-                src = tmp / "src" if k == "before" else repo / "src"
-                runs[k].append(lm_eval() if k == "lm-eval" else embexp_eval(o, part, rows, src, tmp / f"{part}_{k}_{r}"))
-            print(f"{part} repeat {r}: " + ", ".join(f"{k} {x[-1]['wall']:.1f} s ({x[-1]['cpu']:.1f} s CPU)" for k, x in runs.items()))
-        report_evaluation(part, rows, runs)
-
+    if o["lmeval"] == "1" and o["model"] != "smollm2":
+        sys.exit(f"embexp: error: lmeval=1 compares with lm-eval on SmolLM2's folder: model=smollm2 or lmeval=0 (got model={o['model']})")
+    repo = Path(__file__).resolve().parents[1]
+    print(f"{o['model']} zero_shot, batch {o['batch']}, {o['threads']} thread(s), {o['repeats']} repeats, before = {o['before']}")
+    with tempfile.TemporaryDirectory(prefix="embexp_bench_") as tmp:  # the code at `before`, the runs' directories
+        subprocess.run(f"git -C {repo} archive {o['before']} src conf | tar -x -C {tmp}", shell=True, check=True)
+        for part in PARTS:
+            rows, who = int(o[part + "_rows"]), ["before", "after"] + (["lm-eval"] if part == "boolq" and o["lmeval"] == "1" else [])
+            lm_eval, runs = lmeval_boolq(o, rows) if "lm-eval" in who else None, {k: [] for k in who}
+            for r in range(int(o["repeats"])):
+                for k in who[r % len(who):] + who[:r % len(who)]:  # a rotating order
+                    src = Path(tmp, "src") if k == "before" else repo / "src"
+                    runs[k].append(lm_eval() if k == "lm-eval" else embexp_eval(o, part, rows, src, Path(tmp, f"{part}_{k}_{r}")))
+                print(f"{part} repeat {r}: " + ", ".join(f"{k} {x[-1]['wall']:.1f} s ({x[-1]['cpu']:.1f} s CPU)" for k, x in runs.items()),
+                      flush=True)
+            report_evaluation(part, rows, runs)
 
 def embexp_eval(o: dict, part: str, rows: int, src: Path, out: Path) -> dict:
     """One evaluation run of the embexp under `src`, in a fresh process: its times, metrics and outputs."""
-    cmd = [sys.executable, "-c", CPU_CLOCK, "do_train=false", "method=zero_shot", "model=smollm2", "trainer.cpu=true",
-           "trainer.progress=false", f"trainer.eval_batch_size={o['batch']}", *PARTS[part], f"task.data_dir={o['data_dir']}",
-           f"task.max_eval_samples={rows}", f"output_root={out}"]
+    cmd = [sys.executable, "-c", CPU_CLOCK, "do_train=false", "method=zero_shot", f"model={o['model']}", "trainer.cpu=true",
+           "trainer.progress=false", f"trainer.eval_batch_size={o['batch']}", *PARTS[part], f"task.max_eval_samples={rows}",
+           f"task.data_dir={o['data_dir']}" if o["data_dir"] else "task.source=fixture", f"output_root={out}"]
     job = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": o["threads"]}, capture_output=True, text=True)
     if job.returncode:
         sys.exit(f"embexp: error: {out.name} failed: {(job.stderr.strip().splitlines() or ['?'])[-1]}")
@@ -443,11 +447,12 @@ def report_evaluation(part: str, rows: int, runs: dict) -> None:
         if any([x["metrics"][m] for m in keys] != [ref["metrics"][m] for m in keys] or answers(x) != answers(ref) for x in rs) \
                 or (k != "lm-eval" and worst > 1e-6):
             sys.exit(f"embexp: error: {part}: {k} differs from after (metrics, answers, or log-likelihoods by {worst:.1e})")
-        print(f"{part} {k}: largest |loglik - after's| {worst:.1e}; " + ", ".join(f"{m} {ref['metrics'][m]:.2f}" for m in keys if "acc" in m))
+        print(f"{part} {k}: largest |loglik - after's| {worst:.1e}; "
+              + ", ".join(f"{m} {ref['metrics'][m]:.2f}" for m in keys if "acc" in m))
         for clock in ("wall", "cpu"):
             rate, q = [rows / x[clock] for x in rs], [x[clock] / a[clock] for a, x in zip(runs["after"], rs)]
-            print(f"  {clock:<4} examples/s median {statistics.median(rate):.3f} (per repeat {[round(v, 3) for v in rate]})"
-                  + (f"; speed after / {k}: median {statistics.median(q):.3f}, per repeat {min(q):.3f}..{max(q):.3f}" if k != "after" else ""))
+            vs = f"; speed after / {k}: median {statistics.median(q):.3f}, per repeat {min(q):.3f}..{max(q):.3f}" if k != "after" else ""
+            print(f"  {clock:<4} examples/s median {statistics.median(rate):.3f} (per repeat {[round(v, 3) for v in rate]}){vs}")
 
 
 BENCHMARKS = {"throughput": throughput, "ktoken_prefill": ktoken_prefill, "pema_count": pema_count, "pete": pete,

@@ -54,7 +54,7 @@ class Featurizer:
     chat_template: bool = False
     loss_on: str = "target"  # decoders: target (prompt labels -100) or all (every token of prompt + target)
     separate: bool = False  # encoders, sentence-embedding tasks: the texts of an example are two sequences
-    # every encoding made so far, by (what, text): one tokenisation per text per featurizer (per run).
+    # every encoding made so far, keyed by its kind and text: one tokenisation per text per featurizer (per run).
     # Costs a reference per token of each featurised text (~8 bytes), beside the features themselves.
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -120,7 +120,7 @@ class Featurizer:
     def _cut(self, *text: str):
         """The tokenizer's encoding of one text or a pair, truncated to ``max_source_tokens`` (its
         longest_first strategy for a pair), and the length before the cut (once per text or pair)."""
-        key = ("cut", text)
+        key = ("cut", self.max_source_tokens, text)
         if key not in self._memo:
             enc = whole = self.tokenizer(*text)
             n = len(whole["input_ids"])

@@ -9,22 +9,28 @@ compared. docs/benchmarks.md has the figures and what each one measures.
     python scripts/bench.py pema_count                 # PEMA token counting vs collections.Counter (make pema_bench)
     python scripts/bench.py pete                       # PETE vs the standard table, seconds per step
     python scripts/bench.py tinyattn                   # Tiny-Attention vs a frozen backbone with its head trained
+    python scripts/bench.py evaluation                 # evaluation examples/s vs the code before, LL scoring vs lm-eval
     python scripts/bench.py <benchmark> --help         # its options and their defaults
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
 from embexp.cli import one_line_errors, quiet_libraries  # noqa: E402
+from embexp.models import smollm2_path  # noqa: E402
 from embexp.studies import compose_train  # noqa: E402  (the train config exactly as the CLI composes it)
 
 
@@ -361,8 +367,96 @@ def tinyattn(argv: list[str]) -> None:
         print(f"{k:<14}{med[k]:>15.4f}{med['tinyattn'] / med[k]:>18.3f}{paired[k]:>21.3f}   {q[0]:.4f} .. {q[2]:.4f}")
 
 
+# ---- evaluation -------------------------------------------------------------------------------------
+PARTS = {"sst2": ["task=glue", "task.subset=sst2"],  # eval_mode auto: generation and log-likelihood choices
+         "boolq": ["task=superglue", "task.subset=boolq", "task.eval_mode=loglik", "task.max_source_tokens=4096"]}
+LMEVAL_BOOLQ = dict(task="embexp_boolq", dataset_path="json", output_type="multiple_choice", validation_split="validation",
+                    doc_to_text="{{passage}}\nQuestion: {{question}}?\nAnswer:", doc_to_target="label",
+                    doc_to_choice=["no", "yes"], metric_list=[{"metric": "acc"}])  # lm-eval's boolq.yaml, local rows
+CPU_CLOCK = """import sys, time, embexp.inference as i  # python -m embexp.train; evaluate() also records its CPU seconds
+def timed(*a, evaluate=i.evaluate, **kw):
+    c = time.process_time(); m, p = evaluate(*a, **kw); m["eval_cpu_seconds"] = time.process_time() - c; return m, p
+i.evaluate, sys.argv[0] = timed, "embexp.train"; import embexp.train; embexp.train.entry()"""
+
+
+def evaluation(argv: list[str]) -> None:
+    """Evaluation examples/s of zero_shot (embexp.train do_train=false: metrics.json's eval_seconds) on
+    SST-2 (generation and log-likelihood choices) and BoolQ (log-likelihood) rows under data_dir (empty:
+    fixtures): this code ("after") against the code at git revision `before`, each a fresh process, and
+    lm-eval's HFLM on BoolQ (model=smollm2; in this process, warmed up; lmeval=0: without). Stops
+    unless metrics, answers and log-likelihoods (1e-6) agree."""
+    o, _ = options("evaluation", argv, dict(model="smollm2", sst2_rows="872", boolq_rows="200", repeats="3", batch="8", threads="1",
+                                            before="3ede73f", data_dir=os.environ.get("EMBEXP_DATA", ""), lmeval="1"))
+    if o["lmeval"] == "1" and o["model"] != "smollm2":
+        sys.exit(f"embexp: error: lmeval=1 compares with lm-eval on SmolLM2's folder: model=smollm2 or lmeval=0 (got model={o['model']})")
+    repo = Path(__file__).resolve().parents[1]
+    print(f"{o['model']} zero_shot, batch {o['batch']}, {o['threads']} thread(s), {o['repeats']} repeats, before = {o['before']}")
+    with tempfile.TemporaryDirectory(prefix="embexp_bench_") as tmp:  # the code at `before`, the runs' directories
+        subprocess.run(f"git -C {repo} archive {o['before']} src conf | tar -x -C {tmp}", shell=True, check=True)
+        for part in PARTS:
+            rows, who = int(o[part + "_rows"]), ["before", "after"] + (["lm-eval"] if part == "boolq" and o["lmeval"] == "1" else [])
+            lm_eval, runs = lmeval_boolq(o, rows) if "lm-eval" in who else None, {k: [] for k in who}
+            for r in range(int(o["repeats"])):
+                for k in who[r % len(who):] + who[:r % len(who)]:  # a rotating order
+                    src = Path(tmp, "src") if k == "before" else repo / "src"
+                    runs[k].append(lm_eval() if k == "lm-eval" else embexp_eval(o, part, rows, src, Path(tmp, f"{part}_{k}_{r}")))
+                print(f"{part} repeat {r}: " + ", ".join(f"{k} {x[-1]['wall']:.1f} s ({x[-1]['cpu']:.1f} s CPU)" for k, x in runs.items()),
+                      flush=True)
+            report_evaluation(part, rows, runs)
+
+def embexp_eval(o: dict, part: str, rows: int, src: Path, out: Path) -> dict:
+    """One evaluation run of the embexp under `src`, in a fresh process: its times, metrics and outputs."""
+    cmd = [sys.executable, "-c", CPU_CLOCK, "do_train=false", "method=zero_shot", f"model={o['model']}", "trainer.cpu=true",
+           "trainer.progress=false", f"trainer.eval_batch_size={o['batch']}", *PARTS[part], f"task.max_eval_samples={rows}",
+           f"task.data_dir={o['data_dir']}" if o["data_dir"] else "task.source=fixture", f"output_root={out}"]
+    job = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": o["threads"]}, capture_output=True, text=True)
+    if job.returncode:
+        sys.exit(f"embexp: error: {out.name} failed: {(job.stderr.strip().splitlines() or ['?'])[-1]}")
+    run_dir = next(out.rglob("metrics.json")).parent
+    m = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+    preds = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
+    return {"wall": m.pop("eval_seconds"), "cpu": m.pop("eval_cpu_seconds"), "metrics": m,
+            "out": [[p.get("generation"), p.get("ll_scores")] for p in preds]}
+
+
+def lmeval_boolq(o: dict, rows: int):
+    """lm-eval's HFLM (SmolLM2's folder, fp32) on its BoolQ task's first `rows` local rows, timed."""
+    from lm_eval import evaluator, tasks
+    from lm_eval.models.huggingface import HFLM
+
+    torch.set_num_threads(int(o["threads"]))
+    lm, manager = HFLM(pretrained=str(smollm2_path()), device="cpu", dtype="float32", batch_size=int(o["batch"])), tasks.TaskManager()
+    task = {**LMEVAL_BOOLQ, "dataset_kwargs": {"data_files": {"validation": f"{o['data_dir']}/super_glue/boolq/validation.jsonl"}}}
+    evaluator.evaluate(lm, tasks.get_task_dict([task], manager), limit=int(o["batch"]), verbosity="ERROR")  # warm-up
+
+    def run() -> dict:
+        task_dict, got = tasks.get_task_dict([task], manager), {}  # the rows loaded before the clock starts
+        wall, cpu = clocks(lambda: got.setdefault("res", evaluator.evaluate(lm, task_dict, limit=rows, verbosity="ERROR")))
+        samples = sorted(got["res"]["samples"]["embexp_boolq"], key=lambda x: x["doc_id"])
+        return {"wall": wall, "cpu": cpu, "metrics": {"ll_accuracy": 100.0 * got["res"]["results"]["embexp_boolq"]["acc,none"]},
+                "out": [[None, [float(x[0]) for x in s["filtered_resps"]]] for s in samples]}
+    return run
+
+
+def report_evaluation(part: str, rows: int, runs: dict) -> None:
+    """Examples/s of each side (median, per repeat) and the paired speed ratios "after" / side; the checks."""
+    ref, answers = runs["after"][0], lambda x: [(g, s and s.index(max(s))) for g, s in x["out"]]  # noqa: E731
+    for k, rs in runs.items():
+        worst = max(abs(a - b) for x in rs for (_, s), (_, t) in zip(x["out"], ref["out"]) for a, b in zip(s or [], t or []))
+        keys = ["ll_accuracy"] if k == "lm-eval" else list(ref["metrics"])
+        if any([x["metrics"][m] for m in keys] != [ref["metrics"][m] for m in keys] or answers(x) != answers(ref) for x in rs) \
+                or (k != "lm-eval" and worst > 1e-6):
+            sys.exit(f"embexp: error: {part}: {k} differs from after (metrics, answers, or log-likelihoods by {worst:.1e})")
+        print(f"{part} {k}: largest |loglik - after's| {worst:.1e}; "
+              + ", ".join(f"{m} {ref['metrics'][m]:.2f}" for m in keys if "acc" in m))
+        for clock in ("wall", "cpu"):
+            rate, q = [rows / x[clock] for x in rs], [x[clock] / a[clock] for a, x in zip(runs["after"], rs)]
+            vs = f"; speed after / {k}: median {statistics.median(q):.3f}, per repeat {min(q):.3f}..{max(q):.3f}" if k != "after" else ""
+            print(f"  {clock:<4} examples/s median {statistics.median(rate):.3f} (per repeat {[round(v, 3) for v in rate]}){vs}")
+
+
 BENCHMARKS = {"throughput": throughput, "ktoken_prefill": ktoken_prefill, "pema_count": pema_count, "pete": pete,
-              "tinyattn": tinyattn}
+              "tinyattn": tinyattn, "evaluation": evaluation}
 
 
 @one_line_errors

@@ -25,6 +25,9 @@ TINY = {
     "ktoken_prefill": (["model=tiny_llama", "k=2", "tokens=32", "repeats=1"], "ratio merged / uncompressed "),
     "pete": (["model=scratch_encoder", "steps=1", "repeats=1", "batch=4", "threads=1"], "ratio pete / full_ft: wall "),
     "tinyattn": (["model=tiny_roberta", "steps=2", "repeats=1", "batch=4", "threads=1", "source_tokens=32"], "head_full_bw "),
+    # the committed code against the working tree, on fixtures (lm-eval needs SmolLM2's folder and the real rows)
+    "evaluation": (["model=tiny_llama", "data_dir=", "sst2_rows=3", "boolq_rows=3", "repeats=1", "batch=2", "lmeval=0",
+                    "before=HEAD"], "speed after / before: median "),
 }
 
 
@@ -36,7 +39,7 @@ def test_every_benchmark_runs_on_a_tiny_setting(bench, name, capsys):
 
 
 def test_a_bad_benchmark_or_option_is_one_line(bench, capsys):
-    with pytest.raises(SystemExit, match=r"unknown benchmark 'nope' \(choose from: throughput, ktoken_prefill, pema_count, pete, tinyattn\)"):
+    with pytest.raises(SystemExit, match=r"unknown benchmark 'nope' \(choose from: throughput, ktoken_prefill, pema_count, pete, tinyattn, evaluation\)"):
         bench.main(["nope"])
     with pytest.raises(SystemExit, match=r"unknown option '--sequences' of pema_count \(choose from: sequences=, vocab=, repeats=\)"):
         bench.main(["pema_count", "--sequences", "5"])

@@ -1,8 +1,12 @@
-"""Turn task examples into token features and padded batches (the only place that tokenises)."""
+"""Turn task examples into token features and padded batches (the only place that tokenises).
+
+A run builds one :class:`Featurizer`, and it tokenises each text once: the pipeline's features,
+generation, log-likelihood scoring of the choices and the compression metrics of every evaluation
+(the final one and each ``trainer.curve_at`` point) read the same ids (``Featurizer.encode``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -50,6 +54,18 @@ class Featurizer:
     chat_template: bool = False
     loss_on: str = "target"  # decoders: target (prompt labels -100) or all (every token of prompt + target)
     separate: bool = False  # encoders, sentence-embedding tasks: the texts of an example are two sequences
+    # every encoding made so far, keyed by its kind and text: one tokenisation per text per featurizer (per run).
+    # Costs a reference per token of each featurised text (~8 bytes), beside the features themselves.
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def encode(self, text: str, special: bool = True) -> list[int]:
+        """The tokenizer's ids of `text`, with its special tokens unless `special` is false; each
+        text is tokenised once per featurizer (the list returned is the caller's own)."""
+        key = ("special" if special else "plain", text)
+        ids = self._memo.get(key)
+        if ids is None:
+            ids = self._memo[key] = tuple(self.tokenizer(text, add_special_tokens=special)["input_ids"])
+        return list(ids)
 
     def prompt_ids(self, prompt: str) -> list[int]:
         return self._prompt(prompt)[0]
@@ -63,22 +79,27 @@ class Featurizer:
     def _prompt(self, prompt: str) -> tuple[list[int], int]:
         """The prompt's ids, cut to ``max_source_tokens``, and its length before the cut."""
         tok = self.tokenizer
-        if self.chat_template:
-            if not getattr(tok, "chat_template", None):
-                raise EmbexpError("model.chat_template=true but the tokenizer has no chat template")
-            text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
-            ids = tok(text, add_special_tokens=False)["input_ids"]
-        else:
-            ids = tok(prompt)["input_ids"]
+        ids = self._chat_ids(prompt) if self.chat_template else self.encode(prompt)
         n, full = self.max_source_tokens, len(ids)
         if len(ids) > n:  # keep the leading BOS and the end of the prompt (where the question is)
             keep_bos = tok.bos_token_id is not None and ids[0] == tok.bos_token_id
             ids = ids[:1] + ids[len(ids) - n + 1:] if keep_bos else ids[len(ids) - n:]
         return ids, full
 
+    def _chat_ids(self, prompt: str) -> list[int]:
+        """The prompt as the user's turn of the tokenizer's chat template, with the reply's opening."""
+        key = ("chat", prompt)  # the rendered text, once per prompt; its ids are encode's
+        if key not in self._memo:
+            tok = self.tokenizer
+            if not getattr(tok, "chat_template", None):
+                raise EmbexpError("model.chat_template=true but the tokenizer has no chat template")
+            self._memo[key] = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                                      add_generation_prompt=True)
+        return self.encode(self._memo[key], special=False)
+
     def _target(self, target: str) -> tuple[list[int], int]:
         """The target's ids cut to ``max_target_tokens``, then EOS; and its length before the cut."""
-        ids = self.tokenizer(target, add_special_tokens=False)["input_ids"]
+        ids = self.encode(target, special=False)
         return ids[: self.max_target_tokens] + [self.tokenizer.eos_token_id], len(ids)
 
     def features(self, ex: Example) -> tuple[dict, Lengths]:
@@ -98,12 +119,16 @@ class Featurizer:
 
     def _cut(self, *text: str):
         """The tokenizer's encoding of one text or a pair, truncated to ``max_source_tokens`` (its
-        longest_first strategy for a pair), and the length before the cut."""
-        whole = self.tokenizer(*text)
-        n = len(whole["input_ids"])
-        if n <= self.max_source_tokens:
-            return whole, n
-        return self.tokenizer(*text, truncation=True, max_length=self.max_source_tokens), n
+        longest_first strategy for a pair), and the length before the cut (once per text or pair)."""
+        key = ("cut", self.max_source_tokens, text)
+        if key not in self._memo:
+            enc = whole = self.tokenizer(*text)
+            n = len(whole["input_ids"])
+            if n > self.max_source_tokens:
+                enc = self.tokenizer(*text, truncation=True, max_length=self.max_source_tokens)
+            self._memo[key] = ({k: tuple(v) for k, v in enc.items()}, n)
+        enc, n = self._memo[key]
+        return {k: list(v) for k, v in enc.items()}, n
 
     def _encoder(self, ex: Example) -> tuple[dict, Lengths]:
         if ex.cloze:
@@ -134,7 +159,7 @@ class Featurizer:
         tok = self.tokenizer
         if tok.mask_token_id is None:
             raise EmbexpError("cloze tasks need a tokenizer with a mask token (an encoder with a masked-LM head)")
-        segs = [[(([tok.mask_token_id] if text == MASK else list(tok(text, add_special_tokens=False)["input_ids"])), short)
+        segs = [[(([tok.mask_token_id] if text == MASK else self.encode(text, special=False)), short)
                  for text, short in parts if text] for parts in ex.cloze]
         segs = [s for s in segs if s]
         pieces, types = special_template(tok, len(segs))
@@ -168,7 +193,7 @@ class Featurizer:
         unless two words then share that token."""
         ids = []
         for w in words:
-            got = self.tokenizer(w, add_special_tokens=False)["input_ids"]
+            got = self.encode(w, special=False)
             if not got or got[0] == self.tokenizer.unk_token_id:
                 raise EmbexpError(f"verbalizer {w!r} has no token in this tokenizer")
             if len(got) > 1:

@@ -96,16 +96,15 @@ def continuation_ids(featurizer: Featurizer, prompt: str, choice: str) -> tuple[
     """(context ids, continuation ids) the way lm-eval splits them: encode context+choice and cut
     at the length of the encoded context; with a chat template the choice is the reply. As lm-eval's
     ``_encode_pair``, trailing whitespace of the context moves to the continuation (a BPE tokenizer
-    merges ``"Answer: " + "true"`` into ``Answer: | true``, which leaves nothing after the context)."""
+    merges ``"Answer: " + "true"`` into ``Answer: | true``, which leaves nothing after the context).
+    The context is the prompt's encoding before ``max_source_tokens`` cuts it; the featurizer
+    tokenises each text once, so the prompt is shared with generation and the other choices."""
     if featurizer.chat_template:
-        return featurizer.prompt_ids(prompt), featurizer.tokenizer(choice, add_special_tokens=False)["input_ids"]
+        return featurizer.prompt_ids(prompt), featurizer.encode(choice, special=False)
     n_spaces = len(prompt) - len(prompt.rstrip())
     if n_spaces:
         prompt, choice = prompt[:-n_spaces], prompt[-n_spaces:] + choice
-    ctx = featurizer.prompt_ids(prompt)
-    full_enc = Featurizer(featurizer.tokenizer, True, max_source_tokens=10**9)
-    whole, ctx_full = full_enc.prompt_ids(prompt + choice), full_enc.prompt_ids(prompt)
-    return ctx, whole[len(ctx_full):]
+    return featurizer.prompt_ids(prompt), featurizer.encode(prompt + choice)[len(featurizer.encode(prompt)):]
 
 
 def choice_logliks(method, featurizer: Featurizer, examples: Sequence[Example], batch_size: int, device,

@@ -22,6 +22,7 @@ Three extension points reach past the plain forward (docs/architecture.md shows 
 
 from __future__ import annotations
 
+import inspect
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar, Sequence
@@ -245,7 +246,8 @@ class Method(nn.Module):
         is only a target. Identical inputs run once (one-token choices that share a context cost one
         forward), longest first so that similar lengths share a batch. With a ``replace`` prefix the
         context goes through ``prefix()`` and the continuation follows it as tokens; in every
-        layout the last ``len(continuation)`` positions of a row predict the continuation.
+        layout the last ``len(continuation)`` positions of a row predict the continuation, and only
+        those positions go through the LM head (``logits_to_keep``: the same numbers, bit for bit).
         """
         needed: dict[tuple, list[tuple[int, list[int]]]] = {}
         for r, (ctx, cont) in enumerate(requests):
@@ -256,25 +258,43 @@ class Method(nn.Module):
             needed.setdefault(key, []).append((r, cont))
         keys = sorted(needed, key=lambda k: len(k[0]) + len(k[1]), reverse=True)
         out = [0.0] * len(requests)
-        pad_id = self.tokenizer.pad_token_id
         self.eval()
-        device = next(self.parameters()).device
         for s in tqdm(range(0, len(keys), batch_size), desc="loglik", disable=not progress, leave=False, dynamic_ncols=True):
             chunk = keys[s:s + batch_size]
-            tokens = pad([list(k[1]) for k in chunk], pad_id).to(device)
-            tmask = pad([[1] * len(k[1]) for k in chunk], 0).to(device)
-            if self.prefix_mode and self.is_decoder:
-                prompts = pad([list(k[0]) for k in chunk], pad_id, left=True).to(device)
-                pmask = pad([[1] * len(k[0]) for k in chunk], 0, left=True).to(device)
-                x, mask, width = self._assemble(prompts, pmask, tokens, tmask)
-                logits = self.backbone_model(inputs_embeds=x, attention_mask=mask, position_ids=positions(mask)).logits
-            else:
-                logits, width = self(input_ids=tokens, attention_mask=tmask).logits, 0
-            for row, key in enumerate(chunk):
-                end = width + len(key[1]) - 1  # the last real position of the row
-                for r, cont in needed[key]:
-                    lp = torch.log_softmax(logits[row, end - len(cont) + 1:end + 1].float(), dim=-1)
-                    out[r] = float(lp[torch.arange(len(cont)), torch.tensor(cont, device=lp.device)].sum())
+            for r, v in self._score_batch(chunk, [needed[k] for k in chunk]).items():
+                out[r] = v
+        return out
+
+    def _score_batch(self, chunk: list[tuple], wanted: list[list[tuple[int, list[int]]]]) -> dict[int, float]:
+        """{request: summed log-probability} for one batch of scoring keys (context, tokens read) and
+        the requests of each; the LM head runs on the union of the positions that predict them."""
+        pad_id, device = self.tokenizer.pad_token_id, next(self.parameters()).device
+        tokens = pad([list(k[1]) for k in chunk], pad_id).to(device)
+        tmask = pad([[1] * len(k[1]) for k in chunk], 0).to(device)
+        prefixed, width = self.prefix_mode and self.is_decoder, 0
+        if prefixed:
+            prompts = pad([list(k[0]) for k in chunk], pad_id, left=True).to(device)
+            pmask = pad([[1] * len(k[0]) for k in chunk], 0, left=True).to(device)
+            x, mask, width = self._assemble(prompts, pmask, tokens, tmask)
+        ends = [width + len(k[1]) - 1 for k in chunk]  # the last real position of each row
+        spans = [range(end - max(len(c) for _, c in reqs) + 1, end + 1) for end, reqs in zip(ends, wanted)]
+        if min(sp.start for sp in spans) < 0:
+            raise EmbexpError("a continuation to score has no context before it (an empty prompt without a BOS token)")
+        keep = sorted({p for sp in spans for p in sp})
+        column = {p: i for i, p in enumerate(keep)}
+        kw = {"logits_to_keep": torch.tensor(keep, device=device)} if keeps_logits(self.backbone_model) else {}
+        if prefixed:
+            logits = self.backbone_model(inputs_embeds=x, attention_mask=mask, position_ids=positions(mask), **kw).logits
+        else:
+            logits = self(input_ids=tokens, attention_mask=tmask, **kw).logits
+        if not kw:
+            logits = logits[:, keep]
+        out = {}
+        for row, (end, reqs) in enumerate(zip(ends, wanted)):
+            for r, cont in reqs:
+                cols = [column[p] for p in range(end - len(cont) + 1, end + 1)]
+                lp = torch.log_softmax(logits[row, cols].float(), dim=-1)
+                out[r] = float(lp[torch.arange(len(cont)), torch.tensor(cont, device=lp.device)].sum())
         return out
 
     # ---- the shared path of extension point 3 -------------------------------------------------
@@ -343,6 +363,12 @@ class Method(nn.Module):
                 if p.shape != state[n].shape:
                     raise EmbexpError(f"adapter tensor {n} has shape {tuple(state[n].shape)}, expected {tuple(p.shape)}")
                 p.copy_(state[n].to(p.device, p.dtype))
+
+
+def keeps_logits(model) -> bool:
+    """Whether a transformers model's forward takes ``logits_to_keep`` (every causal LM of the
+    decoder families does): then the LM head runs on the kept positions only."""
+    return "logits_to_keep" in inspect.signature(model.forward).parameters
 
 
 def backbone_batch(batch: dict) -> dict:

@@ -18,7 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 from safetensors.torch import save_file
 
-from embexp import EmbexpError, RunInterrupted, __version__, cli, curriculum, judge
+from embexp import EmbexpError, RunInterrupted, __version__, cli, curriculum, judge, sharding
 from embexp.config import register_core_schemas
 from embexp.inference import evaluate
 from embexp.pipeline import build
@@ -52,7 +52,11 @@ def make_accelerator(cfg, run_dir: Path | None = None) -> Accelerator:
             raise EmbexpError(f"trainer.log_with={name} needs the {TRACKER_PACKAGES[name]} package (pip install {TRACKER_PACKAGES[name]}), "
                               f"or trainer.log_with=none")
         kw = dict(log_with=name, project_dir=str(Path(run_dir or ".") / "trackers"))
-    return Accelerator(mixed_precision=mp, cpu=not cuda, **kw)
+    plugin = sharding.make_plugin(cfg.trainer) if sharding.wants(cfg.trainer) else None  # trainer.strategy=fsdp
+    acc = Accelerator(mixed_precision=mp, cpu=not cuda, fsdp_plugin=plugin, **kw)
+    if plugin is not None:
+        sharding.enable_on_cpu(acc, plugin)
+    return acc
 
 
 def tracker_config(cfg) -> dict:
@@ -79,6 +83,7 @@ def run(cfg, run_dir: Path) -> dict:
     check_curve(cfg)
     judge.check(cfg)  # judge.model on a task without generations: refused before the model loads
     acc = make_accelerator(cfg, run_dir)
+    sharding.check(cfg, acc.num_processes)  # what cannot run sharded, in one line, before the data and the model
     cli.setup_logging(run_dir, acc.is_main_process)
     import logging
 
@@ -116,6 +121,11 @@ def run(cfg, run_dir: Path) -> dict:
             trainer = Trainer(method, cfg.trainer, acc, train_feats, eval_feats, c.backbone.tokenizer.pad_token_id, cfg.seed, run_dir,
                               select_feats, curve_point if cfg.trainer.curve_at and cfg.do_eval else None)
             train_res = trainer.fit()
+            if trainer.sharded:  # the trained tensors, gathered into an unsharded copy that finalises, saves and evaluates
+                state = trainer.full_state()
+                trainer.release()
+                c = sharding.unsharded(cfg, state, acc.device)
+                method = c.method
         method.finalize()  # e.g. parameter averaging, before the adapter is saved and evaluated
         acc.wait_for_everyone()
         # evaluation (main process) and record
@@ -150,7 +160,7 @@ def run(cfg, run_dir: Path) -> dict:
                 "metrics": metrics,
                 "data": data_record(cfg, c),
                 **({"curve": curve_record(train_res, task, metrics, preds)} if cfg.trainer.curve_at and cfg.do_eval else {}),
-                "train": {**_train_summary(train_res, acc.num_processes),
+                "train": {**_train_summary(train_res, acc.num_processes), "strategy": cfg.trainer.get("strategy", "ddp"),
                           "effective_batch": effective_batch(cfg.trainer, acc.num_processes)},
                 "memory": peak_memory(),
                 "method_values": method.log_values(),

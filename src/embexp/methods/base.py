@@ -51,6 +51,7 @@ class Method(nn.Module):
     Config: ClassVar[type] = MethodConfig
     trains: ClassVar[bool] = True  # False for zero_shot: no optimisation at all
     export_blocker: ClassVar[str] = ""  # why this method cannot export a plain model ("": it can)
+    shard_blocker: ClassVar[str] = ""  # why this method cannot train under trainer.strategy=fsdp ("": it can; sharding.check)
     # Extension point 3 (decoders): "" = the backbone reads its own embeddings of input_ids;
     # "prepend" = prefix() goes before the whole input (prompt tuning); "replace" = prefix() takes
     # the place of the prompt (K-Token merging), so the backbone sees another sequence length.

@@ -428,7 +428,7 @@ class Trainer:
         res = self.result
         if res.best_step < 0 or loss < res.best_select_loss:
             res.best_step, res.best_select_loss = step, loss
-            self.best_state = self.full_state(by="name") if self.sharded else self.method.trainable_state()
+            self.best_state = self.full_state("name", everywhere=True) if self.sharded else self.method.trainable_state()
 
     def _restore(self, state: dict) -> None:
         """Back to a kept state (select_best): the method's own loading, or, sharded, each process's part."""
@@ -439,11 +439,18 @@ class Trainer:
             for n, p in zip(self.names, self.params):
                 p.copy_(sharding.place(state[n], p))
 
-    def full_state(self, by: str = "parameter") -> dict[str, torch.Tensor]:
-        """The trained tensors, whole, on the CPU, by parameter name in the method module (what
-        :func:`sharding.unsharded` loads) or by trainable tensor name; sharded, every process calls it."""
-        keys = self.fqns if (self.sharded and by == "parameter") else self.names
-        return {k: sharding.full(p.detach()).cpu().clone() for k, p in zip(keys, self.params)}
+    def full_state(self, by: str = "parameter", everywhere: bool = False) -> dict[str, torch.Tensor]:
+        """Sharded: the trained tensors, whole, on the CPU, by parameter name in the method module
+        (what :func:`sharding.unsharded` loads) or by trainable tensor name. Every process gathers;
+        the main process keeps them (every process with ``everywhere``)."""
+        keys = self.fqns if by == "parameter" else self.names
+        keep = everywhere or self.acc.is_main_process
+        out = {}
+        for k, p in zip(keys, self.params):
+            t = sharding.full(p.detach())
+            if keep:
+                out[k] = t.cpu().clone()
+        return out
 
     def release(self) -> None:
         """Drop the prepared model and optimizer (their memory goes back before an unsharded copy is built)."""

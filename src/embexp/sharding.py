@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 
 import torch
 
 from embexp import EmbexpError
 
 log = logging.getLogger("embexp")
-STRATEGIES = ("ddp", "fsdp")
+FSDP_ENV = "ACCELERATE_USE_FSDP"  # what an FSDP accelerate config exports to the processes
 
 
 def wants(trainer_cfg) -> bool:
@@ -44,6 +45,9 @@ def check(cfg, world_size: int) -> None:
     from embexp.methods import METHODS
 
     t = cfg.trainer
+    if not wants(t) and os.environ.get(FSDP_ENV, "false").lower() == "true":
+        raise EmbexpError("accelerate launch was configured for FSDP (ACCELERATE_USE_FSDP=true), but trainer.strategy=ddp: "
+                          "embexp shards with trainer.strategy=fsdp and a plain multi-GPU accelerate config")
     if not wants(t):
         if t.get("activation_checkpointing", False):
             raise EmbexpError("trainer.activation_checkpointing=true wraps FSDP units and needs trainer.strategy=fsdp "
@@ -51,14 +55,14 @@ def check(cfg, world_size: int) -> None:
         return
     if not (cfg.do_train and METHODS.get_class(cfg.method.name).trains):
         return  # nothing is trained, nothing is sharded
-    if world_size < 2:
-        raise EmbexpError(f"trainer.strategy=fsdp shards over processes, but this run has {world_size} (launch it with "
-                          f"accelerate launch --num_processes N, N >= 2; or trainer.strategy=ddp)")
     for name in (cfg.method.name, cfg.method.get("inner", None)):
         cls = METHODS.get_class(name) if name and name in METHODS else None
         if cls is not None and cls.shard_blocker:
             raise EmbexpError(f"method {name} cannot train under trainer.strategy=fsdp: {cls.shard_blocker} "
                               f"(use trainer.strategy=ddp)")
+    if world_size < 2:
+        raise EmbexpError(f"trainer.strategy=fsdp shards over processes, but this run has {world_size} (launch it with "
+                          f"accelerate launch --num_processes N, N >= 2; or trainer.strategy=ddp)")
     if t.get("curriculum"):
         raise EmbexpError("trainer.curriculum evaluates its gates on the main process mid-run, which a sharded model "
                           "cannot do alone: use trainer.strategy=ddp")
@@ -79,14 +83,20 @@ def make_plugin(trainer_cfg):
         mixed_precision_policy=MixedPrecisionPolicy(), state_dict_type="FULL_STATE_DICT", cpu_ram_efficient_loading=False)
 
 
-def enable_on_cpu(acc, plugin) -> None:
+def enable_on_cpu(acc, plugin, env: str | None) -> None:
     """Accelerate sets DistributedType.FSDP only for accelerator devices; CPU processes (gloo) run
-    FSDP2 as well, so a multi-CPU run is switched to Accelerate's FSDP2 path here."""
+    FSDP2 as well, so a multi-CPU run is switched to Accelerate's FSDP2 path here. Accelerate also
+    exported ACCELERATE_USE_FSDP=true for our plugin: it gets its value before (``env``) back, so a
+    later Accelerator in this process is not made FSDP by it."""
     from accelerate.utils import DistributedType
 
     if acc.distributed_type == DistributedType.MULTI_CPU:
         acc.state.distributed_type = DistributedType.FSDP
         acc.state.fsdp_plugin = plugin
+    if env is None:
+        os.environ.pop(FSDP_ENV, None)
+    else:
+        os.environ[FSDP_ENV] = env
 
 
 def active(acc) -> bool:
@@ -173,19 +183,24 @@ def place(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return distribute_tensor(t.to(like.to_local().device, like.dtype), like.device_mesh, like.placements, src_data_rank=None)
 
 
-def unsharded(cfg, state: dict, device):
-    """A fresh single-process copy of the run's components (``pipeline.build`` from the same config
-    and seed, as ``embexp.eval`` rebuilds a run) with the trained tensors ``state`` (parameter name
-    -> whole tensor) in place: it finalises, saves, evaluates and exports as a DDP run's method."""
+def unsharded(cfg, trainer, acc):
+    """After sharded training: the trained tensors, gathered (every process takes part), go into a
+    fresh single-process copy of the run's components on the main process (``pipeline.build`` from
+    the same config and seed, as ``embexp.eval`` rebuilds a run), which finalises, saves, evaluates
+    and exports as a DDP run's method does. The other processes get None: they only wait."""
     from accelerate.utils import set_seed
 
     from embexp.pipeline import build
 
+    state = trainer.full_state()
+    trainer.release()
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+    if not acc.is_main_process:
+        return None
     set_seed(cfg.seed)
-    fresh = build(cfg, device)
+    fresh = build(cfg, acc.device)
     params = dict(fresh.method.named_parameters())
     with torch.no_grad():
         for name, t in state.items():

@@ -6,6 +6,7 @@ Reads top to bottom: config -> backbone -> method -> data -> loop -> evaluation 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -53,9 +54,10 @@ def make_accelerator(cfg, run_dir: Path | None = None) -> Accelerator:
                               f"or trainer.log_with=none")
         kw = dict(log_with=name, project_dir=str(Path(run_dir or ".") / "trackers"))
     plugin = sharding.make_plugin(cfg.trainer) if sharding.wants(cfg.trainer) else None  # trainer.strategy=fsdp
+    env = os.environ.get(sharding.FSDP_ENV)
     acc = Accelerator(mixed_precision=mp, cpu=not cuda, fsdp_plugin=plugin, **kw)
     if plugin is not None:
-        sharding.enable_on_cpu(acc, plugin)
+        sharding.enable_on_cpu(acc, plugin, env)
     return acc
 
 
@@ -121,12 +123,11 @@ def run(cfg, run_dir: Path) -> dict:
             trainer = Trainer(method, cfg.trainer, acc, train_feats, eval_feats, c.backbone.tokenizer.pad_token_id, cfg.seed, run_dir,
                               select_feats, curve_point if cfg.trainer.curve_at and cfg.do_eval else None)
             train_res = trainer.fit()
-            if trainer.sharded:  # the trained tensors, gathered into an unsharded copy that finalises, saves and evaluates
-                state = trainer.full_state()
-                trainer.release()
-                c = sharding.unsharded(cfg, state, acc.device)
-                method = c.method
-        method.finalize()  # e.g. parameter averaging, before the adapter is saved and evaluated
+            if trainer.sharded:  # gathered into an unsharded copy on the main process, which finalises, saves and evaluates
+                c = sharding.unsharded(cfg, trainer, acc) or c
+                method = c.method if acc.is_main_process else None
+        if method is not None:
+            method.finalize()  # e.g. parameter averaging, before the adapter is saved and evaluated
         acc.wait_for_everyone()
         # evaluation (main process) and record
         metrics = {}

@@ -27,9 +27,18 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
 ACCELERATE = Path(sys.executable).with_name("accelerate")
 
 
+def free_port() -> int:
+    """A port no one listens on (a fixed 29500 collides with other launches on a shared machine)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def launch(run_dir: Path, *args: str, wait: bool = True, check: bool = True):
-    cmd = [str(ACCELERATE), "launch", "--cpu", "--num_processes", "2", "-m", "embexp.train", "debug=smoke",
-           *args, f"hydra.run.dir={run_dir}"]
+    cmd = [str(ACCELERATE), "launch", "--cpu", "--num_processes", "2", "--main_process_port", str(free_port()),
+           "-m", "embexp.train", "debug=smoke", *args, f"hydra.run.dir={run_dir}"]
     if not wait:
         return subprocess.Popen(cmd, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=ENV, timeout=600)

@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import run_cli
+from embexp.eval import reevaluate
 from test_methods import CASES, DECODERS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,22 +64,37 @@ def assert_same_run(a: dict, b: dict, dir_a: Path, dir_b: Path, tol: float = 1e-
         torch.testing.assert_close(x[k], y[k], atol=tol, rtol=0, msg=k)
 
 
-@pytest.mark.parametrize("method,extra", [
-    ("full_ft", ("trainer.lr=1e-3",)),
-    ("tinyte_full", ("trainer.lr=0.05", "trainer.grad_accum=2", "trainer.batch_size=2")),  # accumulation: FSDP's no-sync path
+@pytest.mark.parametrize("method,model,extra", [
+    ("full_ft", "tiny_llama", ("trainer.lr=1e-3",)),
+    ("tinyte_full", "tiny_llama", ("trainer.lr=0.05", "trainer.grad_accum=2", "trainer.batch_size=2")),  # accumulation: no-sync
+    pytest.param("full_ft", "tiny_gemma2", ("trainer.lr=1e-3",), marks=pytest.mark.slow),  # tied + scaled embeddings
 ])
-def test_fsdp_equals_ddp_with_the_same_global_batch(tmp_path, method, extra):
+def test_fsdp_equals_ddp_with_the_same_global_batch(tmp_path, method, model, extra):
     """Same losses, metrics and adapter as DDP (to 1e-5), with clipping on; full_ft also holds at
     most 0.55x of DDP's parameter + gradient + optimizer bytes per process."""
-    args = (f"method={method}", "model=tiny_llama", "task=wmt16", "trainer.max_steps=6", "trainer.max_grad_norm=0.5", *extra)
+    args = (f"method={method}", f"model={model}", "task=wmt16", "trainer.max_steps=6", "trainer.max_grad_norm=0.5", *extra)
     ddp, fsdp = (launch(tmp_path / s, *args, f"trainer.strategy={s}") for s in ("ddp", "fsdp"))
     assert (ddp["train"]["strategy"], fsdp["train"]["strategy"]) == ("ddp", "fsdp")
     assert ddp["train"]["world_size"] == fsdp["train"]["world_size"] == 2
     assert ddp["train"]["examples"] == fsdp["train"]["examples"]
     assert_same_run(fsdp, ddp, tmp_path / "fsdp", tmp_path / "ddp")
+    new, old = reevaluate(tmp_path / "fsdp")  # the FSDP run's adapter, on one process
+    assert {k: v for k, v in new.items() if not k.endswith("seconds")} == scores(fsdp)
     if method == "full_ft":
         mem_d, mem_f = ddp["train"]["state_memory"], fsdp["train"]["state_memory"]
         assert mem_f["total_bytes"] <= 0.55 * mem_d["total_bytes"], (mem_f, mem_d)
+
+
+@pytest.mark.slow
+def test_activation_checkpointing_recomputes_the_same_numbers_and_refuses_dropout(tmp_path):
+    args = ("method=full_ft", "model=tiny_llama", "task=wmt16", "trainer.strategy=fsdp", "trainer.lr=1e-3")
+    plain = launch(tmp_path / "plain", *args)
+    ac = launch(tmp_path / "ac", *args, "trainer.activation_checkpointing=true")
+    assert_same_run(ac, plain, tmp_path / "ac", tmp_path / "plain")
+    r = launch(tmp_path / "drop", "method=full_ft", "model=tiny_roberta", "task=glue", "trainer.strategy=fsdp",
+               "trainer.activation_checkpointing=true", check=False)
+    lines = {ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")}
+    assert r.returncode != 0 and len(lines) == 1 and "recomputes layers with dropout" in lines.pop(), r.stderr[-3000:]
 
 
 def _workers(run_dir: Path) -> list[int]:
@@ -149,9 +165,10 @@ def test_every_method_trains_under_fsdp(tmp_path, case, model):
                                                f"trainer.strategy=fsdp: {blocker} (use trainer.strategy=ddp)"}, r.stderr[-3000:]
         return
     m = launch(tmp_path / "run", *args)
-    assert m["train"]["strategy"] == "fsdp" and m["train"]["world_size"] == 2
+    assert m["train"]["strategy"] == "fsdp"
     if case.trains:
-        assert m["train"]["steps"] == 4 and (tmp_path / "run" / "adapter.safetensors").is_file()
+        assert m["train"]["world_size"] == 2 and m["train"]["steps"] == 4
+        assert (tmp_path / "run" / "adapter.safetensors").is_file()
     assert scores(m)
 
 

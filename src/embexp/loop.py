@@ -216,6 +216,7 @@ class Trainer:
         self.optimizer = build_optimizer(self.params, cfg, {i: own[n] for i, n in enumerate(self.names) if n in own})
         self.sharded = sharding.active(accelerator)  # trainer.strategy=fsdp: self.params become shards (sharding.py)
         self.strategy = "fsdp" if self.sharded else "ddp"
+        self.shapes = [p.shape for p in self.params]  # as the method has them (sharding lifts 0-d tensors to 1-d)
         if self.sharded:
             self.model, self.optimizer, self.params, self.fqns = sharding.prepare(accelerator, method, self.optimizer, self.names)
         else:
@@ -235,7 +236,7 @@ class Trainer:
         if self.ckpt_dir is None or not (self.acc.is_main_process or self.sharded):
             return
         whole = lambda t: sharding.full(t.detach()).cpu().contiguous()  # noqa: E731
-        tensors = {f"param/{n}": whole(p) for n, p in zip(self.names, self.params)}
+        tensors = {f"param/{n}": whole(p).reshape(s) for n, p, s in zip(self.names, self.params, self.shapes)}
         opt = self.optimizer.state_dict()
         for idx, st in opt["state"].items():
             for k, v in st.items():
@@ -278,7 +279,7 @@ class Trainer:
         with safe_open(self.ckpt_dir / "state.safetensors", framework="pt") as fh:  # tensor by tensor: no whole copy per process
             with torch.no_grad():
                 for n, p in zip(self.names, self.params):
-                    p.copy_(sharding.place(fh.get_tensor(f"param/{n}"), p))
+                    p.copy_(sharding.place(fh.get_tensor(f"param/{n}").reshape(p.shape), p))
             for key in fh.keys():
                 if key.startswith("opt/"):
                     _, idx, k = key.split("/", 2)
@@ -377,7 +378,7 @@ class Trainer:
             if cfg.log_every > 0 and res.steps % cfg.log_every == 0:
                 dt = time.perf_counter() - window_t
                 rec = {"step": res.steps, "loss": window_loss / cfg.log_every, "lr": lr,
-                       "tokens_per_second": window_tokens / max(dt, 1e-9), **self.method.log_values()}
+                       "tokens_per_second": window_tokens / max(dt, 1e-9), **self._log_values()}
                 res.history.append(rec)
                 acc.log({f"train/{k}": v for k, v in rec.items() if k != "step"}, step=res.steps)
                 log.info("step %d/%d  %s", res.steps, self.total,
@@ -400,6 +401,17 @@ class Trainer:
                 bar.close()
                 raise RunInterrupted(f"{signal.Signals(stop[0]).name} received: stopped after step {res.steps}/{self.total} with a "
                                      f"checkpoint; rerun the same command with trainer.resume=true to continue")
+
+    def _log_values(self) -> dict[str, float]:
+        """The method's scalars; sharded, read with its root unit gathered (every process calls it:
+        a method's own tensors, e.g. TinyTE-gated's alpha, live there whole)."""
+        if not self.sharded:
+            return self.method.log_values()
+        self.model.unshard()
+        try:
+            return self.method.log_values()
+        finally:
+            self.model.reshard()
 
     def _loss(self, features: list[dict]) -> float:
         return evaluation_loss(self.model, features, self.pad_id, self.cfg.eval_batch_size, self.acc.device, self.acc,
@@ -437,7 +449,7 @@ class Trainer:
             return
         with torch.no_grad():
             for n, p in zip(self.names, self.params):
-                p.copy_(sharding.place(state[n], p))
+                p.copy_(sharding.place(state[n].reshape(p.shape), p))
 
     def full_state(self, by: str = "parameter", everywhere: bool = False) -> dict[str, torch.Tensor]:
         """Sharded: the trained tensors, whole, on the CPU, by parameter name in the method module
@@ -446,10 +458,10 @@ class Trainer:
         keys = self.fqns if by == "parameter" else self.names
         keep = everywhere or self.acc.is_main_process
         out = {}
-        for k, p in zip(keys, self.params):
+        for k, p, shape in zip(keys, self.params, self.shapes):
             t = sharding.full(p.detach())
             if keep:
-                out[k] = t.cpu().clone()
+                out[k] = t.reshape(shape).cpu().clone()
         return out
 
     def release(self) -> None:

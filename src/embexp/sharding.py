@@ -145,15 +145,35 @@ def live_parameters(model) -> dict:
     return {n.replace("._checkpoint_wrapped_module", ""): p for n, p in model.named_parameters()}
 
 
+def lift_scalars(method, optimizer) -> None:
+    """``fully_shard`` refuses 0-d parameters (TinyTE-gated's alpha and beta): each becomes a
+    1-element 1-d parameter in its module and in the optimizer. The method's arithmetic broadcasts
+    alike; what leaves the sharded world is reshaped back (``Trainer.shapes``), so adapters and
+    checkpoints keep the 0-d shapes."""
+    new = {}
+    for mod in method.modules():
+        for name, p in list(mod._parameters.items()):
+            if p is not None and p.dim() == 0:
+                new[id(p)] = new.get(id(p)) or torch.nn.Parameter(p.detach().reshape(1).clone(), requires_grad=p.requires_grad)
+                mod._parameters[name] = new[id(p)]
+    for group in optimizer.param_groups:
+        group["params"] = [new.get(id(p), p) for p in group["params"]]
+
+
 def prepare(acc, method, optimizer, names: list[str]):
     """Shard ``method`` (per-layer units + root) and switch ``optimizer`` to the sharded parameters.
     Returns (model, optimizer, the sharded trainable parameters in ``names`` order, their names)."""
     tensors = method.trainable_tensors()
     names_fqn = fqns(method, {n: tensors[n] for n in names})
+    lift_scalars(method, optimizer)
     plugin = acc.state.fsdp_plugin
     plugin.transformer_cls_names_to_wrap = layer_classes(method)
     if plugin.activation_checkpointing:
         check_recompute(method)
+        # a recomputed layer would append its keys to the forward's KV cache again (twice the length):
+        # no cache while training, as transformers' own gradient checkpointing does (the unsharded copy
+        # that evaluates is built afresh, with its cache)
+        method.backbone_model.config.use_cache = False
     model, optimizer = acc.prepare(method, optimizer)
     live = live_parameters(model)
     return model, optimizer, [live[names_fqn[n]] for n in names], [names_fqn[n] for n in names]
@@ -204,6 +224,6 @@ def unsharded(cfg, trainer, acc):
     params = dict(fresh.method.named_parameters())
     with torch.no_grad():
         for name, t in state.items():
-            params[name].copy_(t.to(params[name].device, params[name].dtype))
+            params[name].copy_(t.reshape(params[name].shape).to(params[name].device, params[name].dtype))
     log.info("gathered %d trained tensors into an unsharded copy for evaluation", len(state))
     return fresh

@@ -413,8 +413,6 @@ class TinyTEGated(TinyTE):
 
     export_blocker = ("its shift depends on each input's length (p(l) gates the dims), which a fixed embedding "
                       "table cannot hold")
-    shard_blocker = ("its gate's alpha and beta are 0-d parameters, which FSDP2's fully_shard refuses (it shards "
-                     "tensors of at least one dim)")
     Config = TinyTEGatedConfig
     variant = Variant("gate")
 

@@ -112,9 +112,10 @@ def _workers(run_dir: Path) -> list[int]:
 
 def test_preempted_fsdp_run_resumes_to_the_same_result(tmp_path):
     """SIGTERM to the workers after the first checkpoint (as SLURM preempts every task): they finish the
-    step, write the gathered checkpoint and stop; the resumed run ends as an uninterrupted one."""
+    step, write the gathered checkpoint (with select_best's kept state) and stop; the resumed run ends
+    as an uninterrupted one."""
     args = ("method=full_ft", "model=tiny_llama", "task=wmt16", "trainer.strategy=fsdp", "trainer.max_steps=40",
-            "trainer.save_every=2", "trainer.lr=1e-3", "do_eval=false")
+            "trainer.save_every=2", "trainer.lr=1e-3", "trainer.eval_every=2", "trainer.select_best=true", "do_eval=false")
     part = tmp_path / "part"
     proc = launch(part, *args, wait=False)
     deadline = time.time() + 300

@@ -27,10 +27,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors import safe_open
+from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
-from embexp import EmbexpError, RunInterrupted
+from embexp import EmbexpError, RunInterrupted, sharding
 from embexp.data import IGNORE, collate, n_tokens
 
 log = logging.getLogger("embexp")
@@ -155,7 +156,13 @@ class Trainer:
         if unknown:
             raise EmbexpError(f"method {method.cfg.name} sets a learning rate for tensors it does not train: {unknown[:5]}")
         self.optimizer = build_optimizer(self.params, cfg, {i: own[n] for i, n in enumerate(self.names) if n in own})
-        self.model, self.optimizer = accelerator.prepare(method, self.optimizer)
+        self.sharded = sharding.active(accelerator)  # trainer.strategy=fsdp: self.params become shards (sharding.py)
+        self.strategy = "fsdp" if self.sharded else "ddp"
+        self.shapes = [p.shape for p in self.params]  # as the method has them (sharding lifts 0-d tensors to 1-d)
+        if self.sharded:
+            self.model, self.optimizer, self.params, self.fqns = sharding.prepare(accelerator, method, self.optimizer, self.names)
+        else:
+            self.model, self.optimizer = accelerator.prepare(method, self.optimizer)
         self.total = total_steps(len(train_features), cfg, accelerator.num_processes)
         self.result = TrainResult()
         self.best_state = None
@@ -166,16 +173,21 @@ class Trainer:
         return self.run_dir / "checkpoint" if self.run_dir else None
 
     def save_checkpoint(self, step: int) -> None:
-        if not self.acc.is_main_process or self.ckpt_dir is None:
+        """Whole tensors, written by the main process; sharded tensors are gathered first, by every
+        process (so a checkpoint is the same files under either strategy)."""
+        if self.ckpt_dir is None or not (self.acc.is_main_process or self.sharded):
+            return
+        whole = lambda t: sharding.full(t.detach()).cpu().contiguous()  # noqa: E731
+        tensors = {f"param/{n}": whole(p).reshape(s) for n, p, s in zip(self.names, self.params, self.shapes)}
+        opt = self.optimizer.state_dict()
+        for idx, st in opt["state"].items():
+            for k, v in st.items():
+                tensors[f"opt/{idx}/{k}"] = whole(torch.as_tensor(v)).clone()
+        if not self.acc.is_main_process:
             return
         tmp = self.ckpt_dir.with_name("checkpoint.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        tensors = {f"param/{n}": p.detach().cpu().contiguous() for n, p in zip(self.names, self.params)}
-        opt = self.optimizer.state_dict()
-        for idx, st in opt["state"].items():
-            for k, v in st.items():
-                tensors[f"opt/{idx}/{k}"] = torch.as_tensor(v).detach().cpu().contiguous().clone()
         tensors["rng/torch"] = torch.get_rng_state()
         if torch.cuda.is_available():
             tensors["rng/cuda"] = torch.cuda.get_rng_state()
@@ -184,6 +196,7 @@ class Trainer:
         save_file(tensors, tmp / "state.safetensors")
         meta = {
             "step": step,
+            "strategy": self.strategy,
             "param_groups": opt["param_groups"],
             "python_rng": _jsonable(random.getstate()),
             "numpy_rng": _jsonable(np.random.get_state()),
@@ -200,23 +213,29 @@ class Trainer:
         if self.ckpt_dir is None or not (self.ckpt_dir / "meta.json").is_file():
             return 0
         meta = json.loads((self.ckpt_dir / "meta.json").read_text())
-        tensors = load_file(self.ckpt_dir / "state.safetensors")
-        with torch.no_grad():
-            for n, p in zip(self.names, self.params):
-                p.copy_(tensors[f"param/{n}"])
-        state = {}
-        for key, v in tensors.items():
-            if key.startswith("opt/"):
-                _, idx, k = key.split("/", 2)
-                state.setdefault(int(idx), {})[k] = v
+        if meta.get("strategy", "ddp") != self.strategy:  # its best/ state is in that strategy's form
+            raise EmbexpError(f"checkpoint {self.ckpt_dir} was written under trainer.strategy={meta.get('strategy', 'ddp')}: "
+                              f"resume it with that strategy (or trainer.resume=false to start again)")
+        flat = [p for g in self.optimizer.param_groups for p in g["params"]]  # the optimizer's indices
+        state, best = {}, {}
+        with safe_open(self.ckpt_dir / "state.safetensors", framework="pt") as fh:  # tensor by tensor: no whole copy per process
+            with torch.no_grad():
+                for n, p in zip(self.names, self.params):
+                    p.copy_(sharding.place(fh.get_tensor(f"param/{n}").reshape(p.shape), p))
+            for key in fh.keys():
+                if key.startswith("opt/"):
+                    _, idx, k = key.split("/", 2)
+                    state.setdefault(int(idx), {})[k] = sharding.place(fh.get_tensor(key), flat[int(idx)])
+                elif key.startswith("best/"):
+                    best[key[5:]] = fh.get_tensor(key)
+            rng = {k: fh.get_tensor(k) for k in ("rng/torch", "rng/cuda") if k in fh.keys()}
         self.optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
-        torch.set_rng_state(tensors["rng/torch"])
-        if "rng/cuda" in tensors and torch.cuda.is_available():
-            torch.cuda.set_rng_state(tensors["rng/cuda"])
+        torch.set_rng_state(rng["rng/torch"])
+        if "rng/cuda" in rng and torch.cuda.is_available():
+            torch.cuda.set_rng_state(rng["rng/cuda"])
         random.setstate(_tuplify(meta["python_rng"]))
         st = meta["numpy_rng"]
         np.random.set_state((st[0], np.array(st[1], dtype=np.uint32), *st[2:]))
-        best = {k[5:]: v for k, v in tensors.items() if k.startswith("best/")}
         self.best_state = best or None
         if "best_eval_loss" in meta["result"]:
             raise EmbexpError(f"checkpoint {self.ckpt_dir} was written by an embexp that selected on the evaluation split; "
@@ -247,7 +266,7 @@ class Trainer:
                 self._consider_best(res.select_loss, res.steps)
                 if self.best_state is not None and res.best_step != res.steps:
                     log.info("restoring the trainable state of step %d (selection loss %.4f)", res.best_step, res.best_select_loss)
-                    self.method.load_trainable_state(self.best_state)
+                    self._restore(self.best_state)
                     res.select_loss = res.best_select_loss
         if self.eval_features:  # recorded only: nothing is chosen by it
             res.eval_loss = self._loss(self.eval_features)
@@ -285,7 +304,9 @@ class Trainer:
                 kept = f"the last checkpoint ({self.ckpt_dir}) is kept" if ckpt else "no checkpoint had been written"
                 raise EmbexpError(f"non-finite training loss ({step_loss}) at step {step + 1}: run stopped and marked failed; "
                                   f"{kept} (try a lower trainer.lr, or trainer.mixed_precision=no)")
-            if cfg.max_grad_norm > 0:
+            if cfg.max_grad_norm > 0 and self.sharded:  # every gradient a shard on one mesh: torch's clip is exact
+                torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+            elif cfg.max_grad_norm > 0:
                 acc.clip_grad_norm_(self.params, cfg.max_grad_norm)
             self.optimizer.step()
             if not res.state_memory:
@@ -299,7 +320,7 @@ class Trainer:
             if cfg.log_every > 0 and res.steps % cfg.log_every == 0:
                 dt = time.perf_counter() - window_t
                 rec = {"step": res.steps, "loss": window_loss / cfg.log_every, "lr": lr,
-                       "tokens_per_second": window_tokens / max(dt, 1e-9), **self.method.log_values()}
+                       "tokens_per_second": window_tokens / max(dt, 1e-9), **self._log_values()}
                 res.history.append(rec)
                 acc.log({f"train/{k}": v for k, v in rec.items() if k != "step"}, step=res.steps)
                 log.info("step %d/%d  %s", res.steps, self.total,
@@ -322,6 +343,17 @@ class Trainer:
                 bar.close()
                 raise RunInterrupted(f"{signal.Signals(stop[0]).name} received: stopped after step {res.steps}/{self.total} with a "
                                      f"checkpoint; rerun the same command with trainer.resume=true to continue")
+
+    def _log_values(self) -> dict[str, float]:
+        """The method's scalars; sharded, read with its root unit gathered (every process calls it:
+        a method's own tensors, e.g. TinyTE-gated's alpha, live there whole)."""
+        if not self.sharded:
+            return self.method.log_values()
+        self.model.unshard()
+        try:
+            return self.method.log_values()
+        finally:
+            self.model.reshard()
 
     def _loss(self, features: list[dict]) -> float:
         return evaluation_loss(self.model, features, self.pad_id, self.cfg.eval_batch_size, self.acc.device, self.acc,
@@ -350,7 +382,34 @@ class Trainer:
         res = self.result
         if res.best_step < 0 or loss < res.best_select_loss:
             res.best_step, res.best_select_loss = step, loss
-            self.best_state = self.method.trainable_state()
+            self.best_state = self.full_state("name", everywhere=True) if self.sharded else self.method.trainable_state()
+
+    def _restore(self, state: dict) -> None:
+        """Back to a kept state (select_best): the method's own loading, or, sharded, each process's part."""
+        if not self.sharded:
+            self.method.load_trainable_state(state)
+            return
+        with torch.no_grad():
+            for n, p in zip(self.names, self.params):
+                p.copy_(sharding.place(state[n].reshape(p.shape), p))
+
+    def full_state(self, by: str = "parameter", everywhere: bool = False) -> dict[str, torch.Tensor]:
+        """Sharded: the trained tensors, whole, on the CPU, by parameter name in the method module
+        (what :func:`sharding.unsharded` loads) or by trainable tensor name. Every process gathers;
+        the main process keeps them (every process with ``everywhere``)."""
+        keys = self.fqns if by == "parameter" else self.names
+        keep = everywhere or self.acc.is_main_process
+        out = {}
+        for k, p, shape in zip(keys, self.params, self.shapes):
+            t = sharding.full(p.detach())
+            if keep:
+                out[k] = t.reshape(shape).cpu().clone()
+        return out
+
+    def release(self) -> None:
+        """Drop the prepared model and optimizer (their memory goes back before an unsharded copy is built)."""
+        self.method = self.model = self.optimizer = self.params = self.best_state = None
+        self.acc.free_memory()
 
 
 class _null:
@@ -374,8 +433,10 @@ def _tuplify(x):
 
 
 def _bytes(tensors) -> int:
+    """Bytes this process holds for ``tensors`` (of a sharded tensor, its own shard)."""
     seen, total = set(), 0
     for t in tensors:
+        t = sharding.local(t) if torch.is_tensor(t) else t
         if torch.is_tensor(t) and t.data_ptr() not in seen:
             seen.add(t.data_ptr())
             total += t.numel() * t.element_size()
@@ -383,8 +444,9 @@ def _bytes(tensors) -> int:
 
 
 def state_memory(method, optimizer) -> dict:
-    """Bytes actually held by parameters, gradients and optimizer state (measured on the live
-    tensors after the first optimizer step, gradients still present)."""
+    """Bytes actually held by this process for parameters, gradients and optimizer state (measured
+    on the live tensors after the first optimizer step, gradients still present; under
+    trainer.strategy=fsdp each process's shards)."""
     params = _bytes(method.parameters())
     grads = _bytes(p.grad for p in method.parameters() if p.grad is not None)
     opt = _bytes(v for st in optimizer.state.values() for v in st.values())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -22,7 +23,7 @@ from accelerate.utils import set_seed
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from embexp import EmbexpError, RunInterrupted, __version__, cli, curriculum, judge, selection
+from embexp import EmbexpError, RunInterrupted, __version__, cli, curriculum, judge, selection, sharding
 from embexp.config import register_core_schemas
 from embexp.loop import Trainer, TrainResult, peak_memory
 from embexp.pipeline import Components, build, preflight, save_adapter
@@ -39,6 +40,7 @@ def run(cfg, run_dir: Path) -> dict:
     """Train and evaluate ``cfg`` into ``run_dir``; returns metrics.json's content ({} on the other processes)."""
     plan = preflight(cfg)  # what cannot run is one line, before the run directory, the rows and the model
     acc = make_accelerator(cfg, run_dir)
+    sharding.check(cfg, acc.num_processes)  # what cannot run sharded, in one line, before the data and the model
     cli.setup_logging(run_dir, acc.is_main_process)
     if cfg.trainer.resume and is_complete(run_dir):
         log.info("run %s is already complete; nothing to resume", run_dir)
@@ -50,8 +52,9 @@ def run(cfg, run_dir: Path) -> dict:
         log.info("run %s: method=%s model=%s task=%s seed=%d (%d process%s on %s)", run_dir, cfg.method.name, cfg.model.name,
                  c.task.display_name, cfg.seed, acc.num_processes, "es" if acc.num_processes > 1 else "", acc.device)
         sizes = parameter_counts(c)  # as trained, before finalize
-        res = fit(cfg, c, acc, run_dir)
-        c.method.finalize()  # e.g. parameter averaging, before the adapter is saved and evaluated
+        res, c = fit(cfg, c, acc, run_dir)
+        if acc.is_main_process or not cfg.trainer.get("strategy", "ddp") == "fsdp":
+            c.method.finalize()  # e.g. parameter averaging, before the adapter is saved and evaluated
         acc.wait_for_everyone()
         out = finish(cfg, c, acc, record, res, sizes) if acc.is_main_process else {}
         acc.wait_for_everyone()
@@ -91,16 +94,20 @@ def parameter_counts(c: Components) -> dict:
     return sizes
 
 
-def fit(cfg, c: Components, acc: Accelerator, run_dir: Path) -> TrainResult | None:
+def fit(cfg, c: Components, acc: Accelerator, run_dir: Path) -> tuple[TrainResult | None, Components]:
     """Train the method: through a trainer.curriculum's stages, else one Trainer on the training rows
-    (None when nothing is trained)."""
+    (None when nothing is trained). Under trainer.strategy=fsdp the trained tensors are gathered into
+    an unsharded copy on the main process, which finalises, saves and evaluates (returned in place of ``c``)."""
     if cfg.do_train and c.method.trains and cfg.trainer.curriculum:
-        return curriculum.fit(cfg, c, acc)
+        return curriculum.fit(cfg, c, acc), c
     if not c.train_features:
-        return None
+        return None, c
     trainer = Trainer(c.method, cfg.trainer, acc, c.train_features, c.eval_features, c.backbone.tokenizer.pad_token_id, cfg.seed,
                       run_dir, c.select_features, curve_point(cfg, c, acc.device))
-    return trainer.fit()
+    res = trainer.fit()
+    if trainer.sharded:
+        c = sharding.unsharded(cfg, trainer, acc) or c
+    return res, c
 
 
 def curve_point(cfg, c: Components, device):
@@ -154,7 +161,8 @@ def metrics_record(cfg, c: Components, acc: Accelerator, res: TrainResult | None
         "data": data_record(cfg, c),
         **({"curve": curve_record(res, task, metrics, preds, select_point(cfg, c, acc.device))}
            if cfg.trainer.curve_at and cfg.do_eval else {}),
-        "train": {**_train_summary(res, acc.num_processes), "effective_batch": effective_batch(cfg.trainer, acc.num_processes)},
+        "train": {**_train_summary(res, acc.num_processes), "strategy": cfg.trainer.get("strategy", "ddp"),
+                  "effective_batch": effective_batch(cfg.trainer, acc.num_processes)},
         "memory": peak_memory(),
         "method_values": c.method.log_values(),
         "notes": cfg.notes,
@@ -183,7 +191,12 @@ def make_accelerator(cfg, run_dir: Path | None = None) -> Accelerator:
             raise EmbexpError(f"trainer.log_with={name} needs the {TRACKER_PACKAGES[name]} package (pip install {TRACKER_PACKAGES[name]}), "
                               f"or trainer.log_with=none")
         kw = dict(log_with=name, project_dir=str(Path(run_dir or ".") / "trackers"))
-    return Accelerator(mixed_precision=mp, cpu=not cuda, **kw)
+    plugin = sharding.make_plugin(cfg.trainer) if sharding.wants(cfg.trainer) else None  # trainer.strategy=fsdp
+    env = os.environ.get(sharding.FSDP_ENV)
+    acc = Accelerator(mixed_precision=mp, cpu=not cuda, fsdp_plugin=plugin, **kw)
+    if plugin is not None:
+        sharding.enable_on_cpu(acc, plugin, env)
+    return acc
 
 
 def tracker_config(cfg) -> dict:

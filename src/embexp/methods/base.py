@@ -70,6 +70,7 @@ class Method(PrefixPath, nn.Module):
     trains_embedding_matrix: ClassVar[bool] = False  # trains the input embedding's weight itself (what PEMA can wrap)
     export_blocker: ClassVar[str] = ""  # why this method cannot export a plain model ("": it can)
     comparison: ClassVar[Comparison | None] = None  # its part in the comparison of every method (None: not in it)
+    shard_blocker: ClassVar[str] = ""  # why this method cannot train under trainer.strategy=fsdp ("": it can; sharding.check)
     # Extension point 3 (decoders): "" = the backbone reads its own embeddings of input_ids;
     # "prepend" = prefix() goes before the whole input (prompt tuning); "replace" = prefix() takes
     # the place of the prompt (K-Token merging), so the backbone sees another sequence length.

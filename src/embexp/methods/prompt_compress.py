@@ -75,6 +75,8 @@ class PromptCompress(WrapsInner, Method):
     prefix_mode = "replace"
     export_blocker = ("the prompt is compressed by a separate compressor before the backbone reads it; the exported "
                       "model would read uncompressed prompts (export method.inner's LoRA with method=lora instead)")
+    shard_blocker = ("its compressor scores each new prompt with the backbone itself, as many times as a process meets "
+                     "new prompts, and a sharded backbone needs every process in every forward (the processes hang)")
 
     def __init__(self, cfg, backbone):
         super().__init__(cfg, backbone)

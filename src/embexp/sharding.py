@@ -1,0 +1,229 @@
+"""Sharded training, ``trainer.strategy=fsdp``: PyTorch FSDP2 (``fully_shard``) through Accelerate's plugin.
+
+What is sharded: the method, as one module. Every layer of the backbone (the family's layer class,
+``models.attention_sites``: ``LlamaDecoderLayer``, ``RobertaLayer``, ...) is its own FSDP unit;
+everything else (embeddings, final norm, output head, the method's own tensors: TinyTE's bias,
+K-Token's encoder, prompt tuning's prompt, Tiny-Attention's modules) is the root unit, gathered for
+the whole forward and backward, so hooks on the embedding output, after attention and the prefix
+path read whole tensors, and a tied output head stays one parameter in one unit. Frozen and
+trainable parameters share units (FSDP2 keeps ``requires_grad`` per parameter).
+
+Numerics are DDP's: parameters are gathered and gradients reduced in fp32 (a neutral
+``MixedPrecisionPolicy``), and mixed precision is the loop's autocast as under DDP, so a run's
+losses and trained tensors match a DDP run with the same global batch (tested to 1e-5).
+
+What leaves the sharded world is whole: checkpoints hold full tensors (gathered, written by the main
+process, the same safetensors + JSON as a DDP run's), and after training the trained tensors are
+gathered into a fresh single-process copy of the method (:func:`unsharded`), which finalises,
+saves its adapter, evaluates and exports exactly as a DDP run's method does.
+
+Accelerate 1.15 honours an FSDP plugin only on accelerator devices; on CPU processes (gloo) the
+state is switched to FSDP by hand (:func:`enable_on_cpu`) so the same path runs, and is tested,
+offline, with two gloo processes.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+
+import torch
+
+from embexp import EmbexpError
+
+log = logging.getLogger("embexp")
+FSDP_ENV = "ACCELERATE_USE_FSDP"  # what an FSDP accelerate config exports to the processes
+
+
+def wants(trainer_cfg) -> bool:
+    return trainer_cfg.get("strategy", "ddp") == "fsdp"
+
+
+def check(cfg, world_size: int) -> None:
+    """Refuse, before any data or model loads, what cannot run sharded: one line each."""
+    from embexp.methods import METHODS
+
+    t = cfg.trainer
+    if not wants(t) and os.environ.get(FSDP_ENV, "false").lower() == "true":
+        raise EmbexpError("accelerate launch was configured for FSDP (ACCELERATE_USE_FSDP=true), but trainer.strategy=ddp: "
+                          "embexp shards with trainer.strategy=fsdp and a plain multi-GPU accelerate config")
+    if not wants(t):
+        if t.get("activation_checkpointing", False):
+            raise EmbexpError("trainer.activation_checkpointing=true wraps FSDP units and needs trainer.strategy=fsdp "
+                              "(under ddp: model.gradient_checkpointing=true)")
+        return
+    if not (cfg.do_train and METHODS.get_class(cfg.method.name).trains):
+        return  # nothing is trained, nothing is sharded
+    for name in (cfg.method.name, cfg.method.get("inner", None)):
+        cls = METHODS.get_class(name) if name and name in METHODS else None
+        if cls is not None and cls.shard_blocker:
+            raise EmbexpError(f"method {name} cannot train under trainer.strategy=fsdp: {cls.shard_blocker} "
+                              f"(use trainer.strategy=ddp)")
+    if world_size < 2:
+        raise EmbexpError(f"trainer.strategy=fsdp shards over processes, but this run has {world_size} (launch it with "
+                          f"accelerate launch --num_processes N, N >= 2; or trainer.strategy=ddp)")
+    if t.get("curriculum"):
+        raise EmbexpError("trainer.curriculum evaluates its gates on the main process mid-run, which a sharded model "
+                          "cannot do alone: use trainer.strategy=ddp")
+    if t.get("curve_at"):
+        raise EmbexpError("trainer.curve_at evaluates on the main process mid-run, which a sharded model cannot do "
+                          "alone: set trainer.curve_at=[] or trainer.strategy=ddp")
+
+
+def make_plugin(trainer_cfg):
+    """Accelerate's FSDP2 plugin: per-layer units (classes set in :func:`prepare`), full resharding
+    after forward, fp32 gathers and reductions (autocast does mixed precision, as under DDP)."""
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    return FullyShardedDataParallelPlugin(
+        fsdp_version=2, auto_wrap_policy="transformer_based_wrap", reshard_after_forward=True,
+        activation_checkpointing=bool(trainer_cfg.get("activation_checkpointing", False)),
+        mixed_precision_policy=MixedPrecisionPolicy(), state_dict_type="FULL_STATE_DICT", cpu_ram_efficient_loading=False)
+
+
+def enable_on_cpu(acc, plugin, env: str | None) -> None:
+    """Accelerate sets DistributedType.FSDP only for accelerator devices; CPU processes (gloo) run
+    FSDP2 as well, so a multi-CPU run is switched to Accelerate's FSDP2 path here. Accelerate also
+    exported ACCELERATE_USE_FSDP=true for our plugin: it gets its value before (``env``) back, so a
+    later Accelerator in this process is not made FSDP by it."""
+    from accelerate.utils import DistributedType
+
+    if acc.distributed_type == DistributedType.MULTI_CPU:
+        acc.state.distributed_type = DistributedType.FSDP
+        acc.state.fsdp_plugin = plugin
+    if env is None:
+        os.environ.pop(FSDP_ENV, None)
+    else:
+        os.environ[FSDP_ENV] = env
+
+
+def active(acc) -> bool:
+    return bool(getattr(acc, "is_fsdp2", False))
+
+
+def layer_classes(method) -> list[str]:
+    """The backbone's layer class names (one FSDP unit per layer)."""
+    from embexp.models import attention_sites
+
+    try:
+        layers = attention_sites(method.backbone_model)[1]
+    except EmbexpError as e:
+        raise EmbexpError(f"trainer.strategy=fsdp wraps each layer of the backbone: {e}") from None
+    return sorted({type(layer).__name__ for layer in layers})
+
+
+def check_recompute(method) -> None:
+    """Accelerate's FSDP2 activation checkpointing recomputes a layer without restoring the RNG, so
+    dropout would draw other masks in the backward pass than in the forward: refused in one line."""
+    from embexp.models import attention_sites
+
+    was = method.training
+    method.train()  # what the loop trains in (a method may keep the frozen layers in eval mode)
+    drops = [m.p for layer in attention_sites(method.backbone_model)[1] for m in layer.modules()
+             if isinstance(m, torch.nn.Dropout) and m.training and m.p > 0]
+    method.train(was)
+    if drops:
+        raise EmbexpError(f"trainer.activation_checkpointing=true recomputes layers with dropout {drops[0]} under new random "
+                          f"masks: use model.gradient_checkpointing=true (restores the RNG), or a backbone without dropout")
+
+
+def fqns(method, tensors: dict) -> dict[str, str]:
+    """Trainable tensor name -> its parameter's name in the method module (FSDP shards registered
+    parameters only; a tied tensor goes by its first name)."""
+    by_id = {id(p): n for n, p in method.named_parameters()}
+    missing = [n for n, p in tensors.items() if id(p) not in by_id]
+    if missing:
+        raise EmbexpError(f"method {method.cfg.name} trains tensors that are not parameters of its module: {missing[:3]} "
+                          f"(FSDP shards registered parameters; use trainer.strategy=ddp)")
+    return {n: by_id[id(p)] for n, p in tensors.items()}
+
+
+def live_parameters(model) -> dict:
+    """The module's parameters by name, without the wrappers' name parts (activation checkpointing)."""
+    return {n.replace("._checkpoint_wrapped_module", ""): p for n, p in model.named_parameters()}
+
+
+def lift_scalars(method, optimizer) -> None:
+    """``fully_shard`` refuses 0-d parameters (TinyTE-gated's alpha and beta): each becomes a
+    1-element 1-d parameter in its module and in the optimizer. The method's arithmetic broadcasts
+    alike; what leaves the sharded world is reshaped back (``Trainer.shapes``), so adapters and
+    checkpoints keep the 0-d shapes."""
+    new = {}
+    for mod in method.modules():
+        for name, p in list(mod._parameters.items()):
+            if p is not None and p.dim() == 0:
+                new[id(p)] = new.get(id(p)) or torch.nn.Parameter(p.detach().reshape(1).clone(), requires_grad=p.requires_grad)
+                mod._parameters[name] = new[id(p)]
+    for group in optimizer.param_groups:
+        group["params"] = [new.get(id(p), p) for p in group["params"]]
+
+
+def prepare(acc, method, optimizer, names: list[str]):
+    """Shard ``method`` (per-layer units + root) and switch ``optimizer`` to the sharded parameters.
+    Returns (model, optimizer, the sharded trainable parameters in ``names`` order, their names)."""
+    tensors = method.trainable_tensors()
+    names_fqn = fqns(method, {n: tensors[n] for n in names})
+    lift_scalars(method, optimizer)
+    plugin = acc.state.fsdp_plugin
+    plugin.transformer_cls_names_to_wrap = layer_classes(method)
+    if plugin.activation_checkpointing:
+        check_recompute(method)
+        # a recomputed layer would append its keys to the forward's KV cache again (twice the length):
+        # no cache while training, as transformers' own gradient checkpointing does (the unsharded copy
+        # that evaluates is built afresh, with its cache)
+        method.backbone_model.config.use_cache = False
+    model, optimizer = acc.prepare(method, optimizer)
+    live = live_parameters(model)
+    return model, optimizer, [live[names_fqn[n]] for n in names], [names_fqn[n] for n in names]
+
+
+def full(t: torch.Tensor) -> torch.Tensor:
+    """The whole tensor of a shard (a collective: every process calls it), else ``t``."""
+    from torch.distributed.tensor import DTensor
+
+    return t.full_tensor() if isinstance(t, DTensor) else t
+
+
+def local(t: torch.Tensor) -> torch.Tensor:
+    """This process's own part of a tensor (the shard of a DTensor)."""
+    from torch.distributed.tensor import DTensor
+
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+def place(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A whole tensor sharded like ``like`` (each process keeps its own part, no communication);
+    ``t`` itself when ``like`` is not sharded or has another shape (an optimizer's step count)."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    if not isinstance(like, DTensor) or tuple(t.shape) != tuple(like.shape):
+        return t
+    return distribute_tensor(t.to(like.to_local().device, like.dtype), like.device_mesh, like.placements, src_data_rank=None)
+
+
+def unsharded(cfg, trainer, acc):
+    """After sharded training: the trained tensors, gathered (every process takes part), go into a
+    fresh single-process copy of the run's components on the main process (``pipeline.build`` from
+    the same config and seed, as ``embexp.eval`` rebuilds a run), which finalises, saves, evaluates
+    and exports as a DDP run's method does. The other processes get None: they only wait."""
+    from accelerate.utils import set_seed
+
+    from embexp.pipeline import build
+
+    state = trainer.full_state()
+    trainer.release()
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    if not acc.is_main_process:
+        return None
+    set_seed(cfg.seed)
+    fresh = build(cfg, acc.device)
+    params = dict(fresh.method.named_parameters())
+    with torch.no_grad():
+        for name, t in state.items():
+            params[name].copy_(t.reshape(params[name].shape).to(params[name].device, params[name].dtype))
+    log.info("gathered %d trained tensors into an unsharded copy for evaluation", len(state))
+    return fresh

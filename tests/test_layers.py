@@ -24,7 +24,7 @@ LAYERS = [
      "contrastive objective and verbalizer head that methods attach (methods/base.py imports sentence), and "
      "they import only data"),
     (2, ("embexp.methods",), "methods: one file per method; a method never imports a task"),
-    (3, ("embexp.pipeline", "embexp.selection", "embexp.loop", "embexp.inference", "embexp.curriculum", "embexp.judge"),
+    (3, ("embexp.pipeline", "embexp.selection", "embexp.loop", "embexp.checkpoint", "embexp.sharding", "embexp.inference", "embexp.curriculum", "embexp.judge"),
      "pipeline: the pre-flight and config -> parts, model selection, the training loop, evaluation, the curriculum, "
      "the judges (judge/: prompts, verdict cache, backends, scoring, python -m embexp.judge)"),
     (4, ("embexp.train", "embexp.eval"), "entry points that train or evaluate one run"),

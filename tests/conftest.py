@@ -15,7 +15,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # developer's setting cannot turn the hub or fixture cells into local ones; the few checks on real
 # rows read DATA and skip without it
 DATA = Path(os.environ.pop("EMBEXP_DATA")) if os.environ.get("EMBEXP_DATA") else None
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or min(2, os.cpu_count() or 1)))  # OMP_NUM_THREADS=1 beside another job
 
 import embexp.train  # noqa: E402,F401  (registers every schema)
 from embexp.cli import conf_dir  # noqa: E402

@@ -148,7 +148,7 @@ def test_cli_bad_kernel_is_one_line(tmp_path):
 def test_scratch_encoder_is_the_papers_size_from_a_transformers_class():
     from conftest import compose
 
-    cfg = compose("model=scratch_encoder", "task=glue")
+    cfg = compose("model=scratch_encoder", "method=full_ft", "task=glue")
     torch.manual_seed(0)
     bb = load_backbone(cfg.model, num_labels=2, sentence=True)
     c = bb.model.config

@@ -137,7 +137,7 @@ def test_runs_find_one_run_per_seed_in_order_nearest_the_root(tmp_path):
     (["paper=tinyattn", "select_on=maybe"], "unknown select_on 'maybe' (choose from: heldout, reported, both)"),
     (["paper=pema", "table=table2"], "unknown table 'table2' (choose from: table9, table10, all)"),
     (["table=99"], "unknown table '99' (choose from: 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, alpaca, ranking, fig3, fig6, all)"),
-    (["paper=compare", "table=curve"], "unknown table 'curve' (choose from: compare)"),
+    (["paper=compare", "table=curve"], "unknown table 'curve' (choose from: compare, curves)"),
 ])
 def test_a_bad_paper_or_table_is_one_line_naming_the_choices(tmp_path, capsys, args, message):
     with pytest.raises(SystemExit) as e:

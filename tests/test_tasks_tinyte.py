@@ -54,8 +54,10 @@ def test_registered_with_help_and_configs_compose():
     assert cfg.task.eval_split == "test" and cfg.task.name == "cnndm"
     assert smoke("task=alpaca").task.eval_split == "heldout"
     assert type(build_task(smoke("task=superglue", "task.subset=all").task)) is SuperGlueTask
-    with pytest.raises(EmbexpError, match="boolq, cb, copa, rte, wic, all"):
-        sg("multirc")
+    from embexp.config import validate
+
+    with pytest.raises(EmbexpError, match="boolq, cb, copa, rte, wic, all"):  # the schema's domain, at composition
+        validate(smoke("task=superglue", "task.subset=multirc"))
 
 
 # ---- SuperGLUE -----------------------------------------------------------------------------------
@@ -340,8 +342,10 @@ def test_alpaca_fixture_schema_and_prompt_formats():
     ex = llama.format(row)
     assert (ex.prompt, ex.target) == ("[INST] Add the numbers.\n\n2 and 3 [/INST]", " 5")
     assert llama.format({**row, "input": ""}).prompt == "[INST] Add the numbers. [/INST]"
-    with pytest.raises(EmbexpError, match="alpaca, llama2_inst"):
-        alpaca(prompt_format="chatml")
+    from embexp.config import validate
+
+    with pytest.raises(EmbexpError, match="alpaca, llama2_inst"):  # the schema's domain, at composition
+        validate(smoke("task=alpaca", "task.prompt_format=chatml"))
 
 
 def test_alpaca_heldout_carve_is_disjoint_and_deterministic(tmp_path):

@@ -134,7 +134,7 @@ def count(model_name: str, overrides: list[str], num_labels: int = 2, rank_rando
     if model_name in SPECS:
         kind = SPECS[model_name]["kind"]
     elif model_name in cli.choices("model"):
-        kind = compose_train([f"model={model_name}"]).model.kind
+        kind = compose_train([f"model={model_name}", "method=full_ft"]).model.kind  # full_ft runs on every kind
     else:
         raise EmbexpError(f"no stored architecture for model '{model_name}' (choose from: {', '.join(SPECS)}, or a source=scratch model)")
     task = "task=wmt16" if kind == "decoder" else "task=glue"

@@ -66,7 +66,8 @@ def assert_same_run(a: dict, b: dict, dir_a: Path, dir_b: Path, tol: float = 1e-
 
 @pytest.mark.parametrize("method,model,extra", [
     ("full_ft", "tiny_llama", ("trainer.lr=1e-3",)),
-    ("tinyte_full", "tiny_llama", ("trainer.lr=0.05", "trainer.grad_accum=2", "trainer.batch_size=2")),  # accumulation: no-sync
+    pytest.param("tinyte_full", "tiny_llama", ("trainer.lr=0.05", "trainer.grad_accum=2", "trainer.batch_size=2"),
+                 marks=pytest.mark.slow),  # accumulation: no-sync
     pytest.param("full_ft", "tiny_gemma2", ("trainer.lr=1e-3",), marks=pytest.mark.slow),  # tied + scaled embeddings
 ])
 def test_fsdp_equals_ddp_with_the_same_global_batch(tmp_path, method, model, extra):
@@ -110,6 +111,7 @@ def _workers(run_dir: Path) -> list[int]:
     return out
 
 
+@pytest.mark.slow  # ~50 s of three 2-process launches: make test-slow
 def test_preempted_fsdp_run_resumes_to_the_same_result(tmp_path):
     """SIGTERM to the workers after the first checkpoint (as SLURM preempts every task): they finish the
     step, write the gathered checkpoint (with select_best's kept state) and stop; the resumed run ends
@@ -134,14 +136,13 @@ def test_preempted_fsdp_run_resumes_to_the_same_result(tmp_path):
     assert_same_run(resumed, whole, part, tmp_path / "whole", tol=0)
 
 
-FAST = {"full_ft", "tinyte_full", "lora", "tinyattn", "pema", "ktoken"}
+FAST = {"full_ft", "tinyte_full", "lora"}  # make test: one adapter method through peft; the rest run in make test-slow
 
 
 def matrix():
     """One 2-process FSDP job per case of the shared matrix (tests/test_methods.py CASES): decoders on
     tiny_llama, encoder methods on tiny_roberta. full_ft and tinyte_full on tiny_llama run in the
-    equality test above; the rest of FAST (lora, tinyattn, pema, ktoken) runs here fast, and the
-    remaining cases are `slow`."""
+    equality test above; lora runs here fast, and the remaining cases are `slow`."""
     out = []
     for c in CASES:
         for model in ("tiny_llama", "tiny_roberta"):

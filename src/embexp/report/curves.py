@@ -102,6 +102,9 @@ def plot(curves: dict[str, list[tuple[int, float]]], base: float | None, path: P
     if base is not None:
         ax.axhline(base, ls="--", color="0.5", lw=1, label=f"majority class of the eval split ({base:.1f})")
     ax.set_xscale("log")
+    budgets = sorted({p[0] for pts in curves.values() for p in pts})
+    ax.set_xticks(budgets, [str(b) for b in budgets])  # the budgets themselves, not 6x10^1
+    ax.minorticks_off()
     ax.set_xlabel("optimizer steps (budget, log)")
     ax.set_ylabel(f"held-out {ylabel} (mean over seeds, chosen lr)")
     ax.set_title(title, fontsize=9)

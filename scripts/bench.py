@@ -15,6 +15,7 @@ compared. docs/benchmarks.md has the figures and what each one measures.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import json
 import os
@@ -385,15 +386,19 @@ def evaluation(argv: list[str]) -> None:
     fixtures): this code ("after") against the code at git revision `before`, each a fresh process, and
     lm-eval's HFLM on BoolQ (model=smollm2; in this process, warmed up; lmeval=0: without). Stops
     unless metrics, answers and log-likelihoods (1e-6) agree."""
-    o, _ = options("evaluation", argv, dict(model="smollm2", sst2_rows="872", boolq_rows="200", repeats="3", batch="8", threads="1",
+    o, _ = options("evaluation", argv, dict(model="smollm2", parts="sst2 boolq", sst2_rows="872", boolq_rows="200", repeats="3", batch="8", threads="1",
                                             before="3ede73f", data_dir=os.environ.get("EMBEXP_DATA", ""), lmeval="1"))
     if o["lmeval"] == "1" and o["model"] != "smollm2":
         sys.exit(f"embexp: error: lmeval=1 compares with lm-eval on SmolLM2's folder: model=smollm2 or lmeval=0 (got model={o['model']})")
+    if bad := [p for p in o["parts"].split() if p not in PARTS]:
+        sys.exit(f"embexp: error: parts: unknown part {bad[0]!r} (choose from: {', '.join(PARTS)})")
+    if o["lmeval"] == "1" and "boolq" in o["parts"].split() and importlib.util.find_spec("lm_eval") is None:
+        sys.exit("embexp: error: lmeval=1 needs lm-eval: pip install -e '.[lmeval]' (or lmeval=0 to leave it out)")
     repo = Path(__file__).resolve().parents[1]
     print(f"{o['model']} zero_shot, batch {o['batch']}, {o['threads']} thread(s), {o['repeats']} repeats, before = {o['before']}")
     with tempfile.TemporaryDirectory(prefix="embexp_bench_") as tmp:  # the code at `before`, the runs' directories
         subprocess.run(f"git -C {repo} archive {o['before']} src conf | tar -x -C {tmp}", shell=True, check=True)
-        for part in PARTS:
+        for part in o["parts"].split():
             rows, who = int(o[part + "_rows"]), ["before", "after"] + (["lm-eval"] if part == "boolq" and o["lmeval"] == "1" else [])
             lm_eval, runs = lmeval_boolq(o, rows) if "lm-eval" in who else None, {k: [] for k in who}
             for r in range(int(o["repeats"])):

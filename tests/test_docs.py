@@ -32,3 +32,12 @@ def test_readme_commands_exist():
         importlib.import_module(mod)
     for doc in set(re.findall(r"\]\((docs/[\w./-]+)\)", readme)):
         assert (REPO / doc).is_file(), doc
+
+
+def test_no_merge_conflict_markers_in_tracked_files():
+    """A merge left `<<<<<<< HEAD` in the README and a method doc once; nothing caught it."""
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True).stdout.split()
+    marker = re.compile(r"^(<<<<<<< |>>>>>>> |=======$)", re.M)
+    bad = [f for f in files if f.endswith((".md", ".py", ".yaml", ".mk", ".toml", ".txt")) or f == "Makefile"
+           if (REPO / f).is_file() and marker.search((REPO / f).read_text(errors="replace"))]
+    assert not bad, f"merge conflict markers in {bad}"

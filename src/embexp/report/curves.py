@@ -11,9 +11,9 @@ the best held-out metric averaged over the seeds wins (ties: the smaller budget,
 and the table reports the eval split's metric at that pair: mean ± s.e. over the seeds. Nothing is
 chosen on the eval split. Beside it: the held-out value that chose it, the chosen lr and budget, the
 lrs tried, and the cost columns of the snapshot comparison (``table=compare``) for the runs at the
-chosen lr. Writes ``curves_<task>_<model>.md/.csv`` and ``curves_<task>_<model>.png`` (the held-out
-metric against the budget, one line per method at its chosen lr; the eval split's majority class
-dashed). A method that trains nothing (zero-shot) has one point: its evaluation.
+chosen lr. Writes ``curves_<task>_<model>.md/.csv`` and ``curves_<task>_<model>.png`` (the metric
+against the budget, one line per method at its chosen lr: the held-out rows on the left, the eval
+split on the right with its majority class dashed). A method that trains nothing (zero-shot) has one point: its evaluation.
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ def se(values: list[float]) -> float | None:
     return float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) >= 2 else None
 
 
-def method_row(runs: list[dict], metric: str, lower: bool, se_policy: SE) -> tuple[dict, list[tuple[int, float]]]:
-    """The table row of one method and its held-out curve at the chosen lr (mean over seeds)."""
+def method_row(runs: list[dict], metric: str, lower: bool, se_policy: SE) -> tuple[dict, list[tuple[int, float, float]]]:
+    """The table row of one method and its curve at the chosen lr: (step, held-out, eval), means over seeds."""
     cands = candidates(runs, metric)
     pick = choose(cands, lower)
     if pick is None:  # trains nothing (or recorded no curve): its evaluation, nothing chosen
@@ -88,28 +88,33 @@ def method_row(runs: list[dict], metric: str, lower: bool, se_policy: SE) -> tup
     base = row(chosen, metric, se_policy)
     vals = [v for _, v in at]
     lrs = sorted({k[0] for k in cands})
-    curve = sorted((s, float(np.mean([h for h, _ in v.values()]))) for (l_, s), v in cands.items() if l_ == lr)
+    curve = sorted((s, float(np.mean([h for h, _ in v.values()])), float(np.mean([e for _, e in v.values()])))
+                   for (l_, s), v in cands.items() if l_ == lr)
     return {**base, "metric": float(np.mean(vals)), "metric se": se(vals), "held-out": float(np.mean([h for h, _ in at])),
             "lr": f"{lr:g}", "step": step, "lrs tried": " ".join(f"{x:g}" for x in lrs), "seeds": len(at)}, curve
 
 
-def plot(curves: dict[str, list[tuple[int, float]]], base: float | None, path: Path, title: str, ylabel: str) -> None:
+def plot(curves: dict[str, list[tuple[int, float, float]]], base: float | None, path: Path, title: str, ylabel: str) -> None:
+    """Two panels, one line per method at its chosen lr: the held-out rows that choose (left) and the
+    eval split that is reported (right, with its majority class dashed)."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7.0, 4.5))
-    for label, pts in curves.items():
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
-    if base is not None:
-        ax.axhline(base, ls="--", color="0.5", lw=1, label=f"majority class of the eval split ({base:.1f})")
-    ax.set_xscale("log")
+    fig, axes = plt.subplots(1, 2, figsize=(10.0, 4.2), sharex=True)
     budgets = sorted({p[0] for pts in curves.values() for p in pts})
-    ax.set_xticks(budgets, [str(b) for b in budgets])  # the budgets themselves, not 6x10^1
-    ax.minorticks_off()
-    ax.set_xlabel("optimizer steps (budget, log)")
-    ax.set_ylabel(f"held-out {ylabel} (mean over seeds, chosen lr)")
-    ax.set_title(title, fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=6, ncol=2)
+    for i, (ax, side) in enumerate(zip(axes, ("held-out rows (they choose lr and budget)", "eval split (reported)"))):
+        for label, pts in curves.items():
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1 + i] for p in pts], marker="o", label=label)
+        if i == 1 and base is not None:
+            ax.axhline(base, ls="--", color="0.5", lw=1, label=f"majority class ({base:.1f})")
+        ax.set_xscale("log")
+        ax.set_xticks(budgets, [str(b) for b in budgets])  # the budgets themselves, not 6x10^1
+        ax.minorticks_off()
+        ax.set_xlabel("optimizer steps (budget, log)")
+        ax.set_ylabel(f"{ylabel} (mean over seeds, chosen lr)")
+        ax.set_title(side, fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=6, ncol=2)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     save_png(fig, path)
 
@@ -156,7 +161,7 @@ def render(cfg) -> dict[str, str]:
         title = f"Every method on {task}, {model}: {metric} on the eval split at the (lr, budget) chosen on held-out rows"
         md = emit(rows, cols, stem, title, pm=True) + note(rows, group, base)
         atomic_write(stem.with_suffix(".md"), md)
-        plot(curves, base, stem.with_suffix(".png"), f"{task}, {model}: held-out {metric} by budget", metric)
+        plot(curves, base, stem.with_suffix(".png"), f"{task}, {model}: {metric} by budget", metric)
         done[f"{task}/{model}"] = md
         print(md + f"(written: {stem}.md, .csv, .png)\n")
     return done

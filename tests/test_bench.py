@@ -31,7 +31,7 @@ TINY = {
 }
 
 
-@pytest.mark.parametrize("name", list(TINY))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "evaluation" else n for n in TINY])  # evaluation: 15 s
 def test_every_benchmark_runs_on_a_tiny_setting(bench, name, capsys):
     args, needle = TINY[name]
     bench.main([name, *args])

@@ -1,8 +1,8 @@
 """trainer.strategy=fsdp (src/embexp/sharding.py): real `accelerate launch --cpu --num_processes 2` jobs (gloo).
 
 Each launch costs ~15 s on 2 cores (process start and imports), so the fast tests share launches:
-the DDP/FSDP equality runs also give the memory ratio, and the method matrix keeps a representative
-subset fast and the rest `slow`.
+the DDP/FSDP equality runs (full_ft, tinyte_full) also give the memory ratio and the one-run-dir check,
+and the per-method matrix runs in `make test-slow`.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ def test_fsdp_equals_ddp_with_the_same_global_batch(tmp_path, method, model, ext
     assert ddp["train"]["world_size"] == fsdp["train"]["world_size"] == 2
     assert ddp["train"]["examples"] == fsdp["train"]["examples"]
     assert_same_run(fsdp, ddp, tmp_path / "fsdp", tmp_path / "ddp")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ddp", "fsdp"]  # one run dir per launch, not one per process
     new, old = reevaluate(tmp_path / "fsdp")  # the FSDP run's adapter, on one process
     assert {k: v for k, v in new.items() if not k.endswith("seconds")} == scores(fsdp)
     if method == "full_ft":
@@ -136,20 +137,16 @@ def test_preempted_fsdp_run_resumes_to_the_same_result(tmp_path):
     assert_same_run(resumed, whole, part, tmp_path / "whole", tol=0)
 
 
-FAST = {"full_ft", "tinyte_full", "lora"}  # make test: one adapter method through peft; the rest run in make test-slow
-
-
 def matrix():
     """One 2-process FSDP job per case of the shared matrix (tests/test_methods.py CASES): decoders on
     tiny_llama, encoder methods on tiny_roberta. full_ft and tinyte_full on tiny_llama run in the
-    equality test above; lora runs here fast, and the remaining cases are `slow`."""
+    equality test above (make test); every case here is `slow` (make test-slow)."""
     out = []
     for c in CASES:
         for model in ("tiny_llama", "tiny_roberta"):
             if (c.decoder_only and model != "tiny_llama") or (c.encoder_only and model == "tiny_llama"):
                 continue
-            fast = model == "tiny_llama" and c.method in FAST - {"full_ft", "tinyte_full"} and not c.overrides
-            out.append(pytest.param(c, model, id=f"{c}-{model}", marks=() if fast else pytest.mark.slow))
+            out.append(pytest.param(c, model, id=f"{c}-{model}", marks=pytest.mark.slow))
     return out
 
 

@@ -49,7 +49,8 @@ def test_eval_reproduces_the_recorded_metrics(tmp_run):
     assert {k: v for k, v in new.items() if not k.endswith("seconds")} == {k: v for k, v in old.items() if not k.endswith("seconds")}
 
 
-@pytest.mark.parametrize("method,model,task", [("tinyte_full", "tiny_llama", "wmt16"), ("tinyte_full", "tiny_bert", "glue")])
+@pytest.mark.parametrize("method,model,task", [pytest.param("tinyte_full", "tiny_llama", "wmt16", marks=pytest.mark.slow),
+                                               ("tinyte_full", "tiny_bert", "glue")])  # the decoder's export: test_methods' matrix
 def test_eval_check_export_compares_the_plain_export_with_the_trained_run(method, model, task, tmp_run):
     """python -m embexp.eval run_dir=... check_export=true: export/ loaded by plain transformers in a
     fresh process gives the trained method's outputs (decoder: next-token logits; encoder: class
@@ -190,6 +191,7 @@ def test_cli_run_dir_and_multirun(tmp_path):
     assert [str(p) for p in runs] == ["glue_sst2/tiny_llama/tinyte_full/seed0", "glue_sst2/tiny_llama/zero_shot/seed0"]
 
 
+@pytest.mark.slow  # 13 s; make test keeps the multirun and the sweep runner's skip of complete runs
 def test_submitit_local_sweep_writes_one_complete_run_per_job_and_a_resumed_rerun_skips_them(tmp_path):
     """The SLURM launcher's local twin (hydra-submitit-launcher): each job in its own process."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
@@ -207,6 +209,7 @@ def test_submitit_local_sweep_writes_one_complete_run_per_job_and_a_resumed_reru
     assert [(p / "metrics.json").stat().st_mtime_ns for p in runs] == stamps  # complete runs are skipped
 
 
+@pytest.mark.slow  # 9 s; make test launches DDP and FSDP through accelerate in tests/test_fsdp.py (one run dir each)
 def test_accelerate_cpu_data_parallel_writes_one_run_dir(tmp_path):
     accelerate = Path(sys.executable).with_name("accelerate")
     r = subprocess.run([str(accelerate), "launch", "--cpu", "--num_processes", "2", "-m", "embexp.train", "debug=smoke",

@@ -432,6 +432,7 @@ def sweep_commands(table: str) -> list[list[str]]:
     return [[sys.executable, *c] for c in command_lines(f"tinyattn/{table}", [], ["debug=smoke"]) if c[1] == "embexp.train"]
 
 
+@pytest.mark.slow  # make test: tests/test_sweep.py composes every step's train commands of every spec (2 s)
 def test_every_sweep_command_composes_with_debug_smoke_and_every_experiment_is_used():
     used = set()
     for table in ("table1", "table2", "table8", "table10", "table11", "table12"):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -54,14 +55,16 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-class Domain:
+class Domain(ABC):
     """What one field may hold: :meth:`problem` says what is wrong with a value (None: valid)."""
 
+    @abstractmethod
     def problem(self, value) -> str | None:
-        raise NotImplementedError
+        """What is wrong with ``value`` (a short phrase), or None when it is valid."""
 
+    @abstractmethod
     def describe(self) -> str:
-        raise NotImplementedError
+        """The valid values, as the one-line error names them."""
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ BAD = [
     ("label_out_of_range_encoder", GLUE, "tiny_bert", {"train.jsonl": lines(SST2, with_(SST2[2], label=7))},
      ["train.jsonl:3:", "field 'label' = 7 is out of range", "0 (negative) or 1 (positive)"]),
     ("label_minus_one_hidden_test_label", GLUE, "tiny_llama", {"train.jsonl": lines(SST2, with_(SST2[1], label=-1), at=1)},
-     ["train.jsonl:2:", "field 'label' = -1 is out of range (-1 marks a row without a gold label"]),
+     ["train.jsonl:2:", "field 'label' = -1 is a hidden label", "split 'train' of glue_sst2", "never trained on or scored"]),
     ("string_label", GLUE, "tiny_llama", {"train.jsonl": lines(SST2, with_(SST2[2], label="1"))},
      ["train.jsonl:3:", "field 'label' = \"1\" is a string", "an integer class id"]),
     ("nan_regression_label", STSB_TASK, "tiny_llama", {"train.jsonl": lines(STSB, with_(STSB[1], label=float("nan")), at=1)},
@@ -150,6 +150,53 @@ def test_hub_rows_selected_out_of_a_whole_hub_dataset_are_checked(monkeypatch):
         task.load("eval")
     assert str(e.value) == ("hub McAuley-Lab/Amazon-Reviews-2023/raw_review_Amazon_Fashion split 'full' row 7: field 'rating' "
                             "= 9.0 is out of range (valid for amazon_Amazon_Fashion: a finite number from 1 to 5)")
+
+
+HIDDEN_SST2 = [with_(r, label=-1) for r in SST2]
+HIDDEN_STSB = [with_(r, label=-1.0) for r in STSB]
+
+
+@pytest.mark.parametrize("subset,rows", [("sst2", HIDDEN_SST2), ("stsb", HIDDEN_STSB)])
+def test_a_hidden_label_test_split_loads_for_counting_only(subset, rows, tmp_path):
+    """The hub's test splits mark hidden labels -1 (STS-B -1.0): counted (PEMA, analyze vocab), they
+    load; any other bad value there is still refused; scored, they stop in one line."""
+    d = tmp_path / "data"
+    d.mkdir()
+    (d / "test.jsonl").write_bytes(lines(rows))
+    task = build_task(smoke("task=glue", f"task.subset={subset}", "task.source=local", f"task.data_dir={d}").task)
+    assert task.counted_splits("test") == ["test"] and task.counted_rows("test") == rows
+    (d / "test.jsonl").write_bytes(lines(rows, with_(rows[1], label=7), at=1))
+    with pytest.raises(EmbexpError, match=r"test.jsonl:2: field 'label' = 7 is out of range"):
+        task.counted_rows("test")
+    (d / "test.jsonl").write_bytes(lines(rows))
+    scored = build_task(smoke("task=glue", f"task.subset={subset}", "task.source=local", f"task.data_dir={d}",
+                              "task.eval_split=test").task)
+    with pytest.raises(EmbexpError, match=r"test.jsonl:1: field 'label' = -1(\.0)? is a hidden label .* split 'test' "
+                                          r"of glue_\w+ can be counted .* but never trained on or scored$"):
+        scored.load("eval")
+
+
+def test_mnli_counts_both_validation_and_both_test_splits():
+    task = build_task(smoke("task=glue", "task.subset=mnli").task)
+    assert task.counted_splits("eval") == ["validation_matched", "validation_mismatched"]
+    assert task.counted_splits("test") == ["test_matched", "test_mismatched"]
+    with pytest.raises(EmbexpError, match=r"unknown counted split 'select' \(choose from: train, eval, test\)"):
+        task.counted_splits("select")
+
+
+def test_scoring_a_hidden_label_split_stops_in_one_line_before_the_model_loads(tmp_path, monkeypatch):
+    """task.eval_split=test on a hub test split: one line naming the file, the row and the split."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_bytes(lines(SST2))
+    (data / "test.jsonl").write_bytes(lines(HIDDEN_SST2))
+    run = tmp_path / "run"
+    r = run_cli("debug=smoke", "method=pema", "model=tiny_bert", *GLUE, "task.source=local", f"task.data_dir={data}",
+                "task.eval_split=test", f"hydra.run.dir={run}")
+    err = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and len(err) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"{data}/test.jsonl:1: field 'label' = -1 is a hidden label" in err[0] and "split 'test'" in err[0]
+    assert json.loads((run / "status.json").read_text())["status"] == "failed" and not (run / "metrics.json").exists()
 
 
 def test_unlabelled_snli_rows_stay_valid_where_the_task_drops_them(tmp_path):

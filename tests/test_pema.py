@@ -81,8 +81,8 @@ def test_count_splits_and_bad_inner_are_checked():
     for inner in ("tinyte_full", "nope", "pema"):  # the inners are the methods that train the embedding matrix
         with pytest.raises(EmbexpError, match=rf"unknown method.inner '{inner}' \(choose from: emb_tuning, full_ft\)"):
             build("tiny_bert", "glue", f"method.inner={inner}")
-    with pytest.raises(EmbexpError, match=r"unknown method.count_splits entry 'test' \(choose from: train, eval\)"):
-        build("tiny_bert", "glue", "method.count_splits=[test]")
+    with pytest.raises(EmbexpError, match=r"unknown method.count_splits entry 'predict' \(choose from: train, eval, test\)"):
+        build("tiny_bert", "glue", "method.count_splits=[predict]")
 
 
 def test_pad_is_remapped_explicitly_for_a_decoder_with_a_high_pad_id():
@@ -317,9 +317,9 @@ def test_table2_for_the_bert_wordpiece_tokenizer_on_glue_fixtures(tmp_path):
     recs = vocab.run(cfg)["records"]
     tok = load_tokenizer("minilm")
     for r in recs:
-        ids = {i for which in ("train", "eval") for t in texts(cfg, "glue", r["subset"], which)
+        ids = {i for which in ("train", "eval", "test") for t in texts(cfg, "glue", r["subset"], which)
                for i in tok(*t, truncation=True, max_length=128)["input_ids"]}
-        kept = len(ids | set(tok.all_special_ids))
+        kept = len(ids | {tok.pad_token_id})  # the authors' rule: what occurs over padded inputs
         assert r["kept_rows"] == kept and r["embedding_rows"] == 30522 and r["dim"] == 384
         assert r["embedding_pct"] == pytest.approx(100 * (30522 - kept) / 30522)
         assert r["model_pct"] == pytest.approx(100 * (30522 - kept) * 384 / r["n_params"])
@@ -365,3 +365,39 @@ def test_xnli_fixture_subsets_and_format():
     assert len(build_task(smoke("task=xnli", "task.subset=all").task).languages) == len(LANGUAGES) == 15
     assert t.score_labels([0, 1, 2], [0, 1, 1])["accuracy"] == pytest.approx(200 / 3)
     json.dumps(rows)  # hub schema: plain JSON
+
+
+def test_count_splits_test_counts_the_hidden_label_test_split(tmp_path):
+    """count_splits=[train,eval,test] (the paper's tables, as the authors' run_glue_pema.py under
+    --do_predict) keeps the rows of the test split's tokens; its hidden labels (-1) are only counted."""
+    from embexp.pipeline import build as build_run
+
+    d = tmp_path / "data"
+    d.mkdir()
+    train = [{"sentence": s, "label": i % 2, "idx": i} for i, s in enumerate(["a charming film", "a dull story",
+                                                                              "warm and clever", "tedious and weak"])]
+    test = [{"sentence": "quixotic jazz", "label": -1, "idx": 0}]  # q, x, j, z occur nowhere else
+    for name, rows in (("train", train), ("validation", train), ("test", test)):
+        (d / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    kept = {}
+    for splits in ("[train,eval]", "[train,eval,test]"):
+        cfg = smoke("method=pema", "model=tiny_bert", "task=glue", "task.source=local", f"task.data_dir={d}",
+                    f"method.count_splits={splits}")
+        c = build_run(cfg, torch.device("cpu"))
+        kept[splits] = set(c.method.kept_ids.tolist())
+        ids = set(c.backbone.tokenizer("quixotic jazz", add_special_tokens=False)["input_ids"])
+    new = ids - kept["[train,eval]"]  # the byte tokenizer: q, x, j, z
+    assert len(new) >= 4 and ids <= kept["[train,eval,test]"] and kept["[train,eval,test]"] - kept["[train,eval]"] == new
+
+
+def test_the_vocab_study_counts_as_the_authors_pad_and_what_occurs():
+    """Table 2's rule: the ids that occur over inputs padded to max_length (pad included), not the
+    special tokens that never occur; keep_special=true adds them (method=pema's default)."""
+    from embexp.studies.vocab import table_cells
+
+    rows = {k: table_cells("table2", models=["minilm"], subsets=["rte"], source="fixture", keep_special=k)[0]
+            for k in (False, True)}
+    tok = __import__("embexp.studies.vocab", fromlist=["load_tokenizer"]).load_tokenizer("minilm")
+    unused_special = {tok.unk_token_id, tok.mask_token_id}  # the fixture's inputs never hold [UNK] or [MASK]
+    assert rows[True]["kept_rows"] - rows[False]["kept_rows"] == len(unused_special)
+    assert rows[False]["embedding_pct"] > rows[True]["embedding_pct"]

@@ -113,7 +113,8 @@ def build(cfg, device: torch.device, training: bool = True, plan: Plan | None = 
         lengths[which] = [n for _, n in pairs]
     c.data = truncation(task, featurizer, lengths)
     ids = lambda feats: [s for f in feats for s in token_lists(f)]  # noqa: E731  (two sequences for a text pair)
-    method.setup({"train": ids(c.train_features), "eval": ids(c.eval_features)})
+    counted = {w: ids(featurizer.features(e)[0] for e in ex) for w, ex in examples["counted"].items()}
+    method.setup({"train": ids(c.train_features), "eval": ids(c.eval_features), **counted})
     if sentence:
         c.eval_features = []  # no evaluation loss: the eval split is a similarity task, scored after training
     method.to(device)
@@ -127,6 +128,9 @@ def read_rows(cfg, plan: Plan, training: bool) -> dict[str, list]:
     rows = {"train": task.examples("train") if plan.trains else []}
     rows["eval"] = task.examples("eval") if (cfg.do_eval or plan.trains) else []
     rows["select"] = selection.rows(cfg, task, rows["train"], rows["eval"], training)
+    # only counted, never trained on or scored (PEMA's count_splits=[..., test]): hidden labels allowed
+    counted = METHODS.get_class(cfg.method.name).counted_only(cfg.method) if plan.trains else ()
+    rows["counted"] = {w: [task.format(r) for r in task.counted_rows(w)] for w in counted}
     return rows
 
 

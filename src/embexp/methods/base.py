@@ -77,6 +77,12 @@ class Method(PrefixPath, nn.Module):
     prefix_mode: str = ""
 
     @classmethod
+    def counted_only(cls, cfg) -> tuple[str, ...]:
+        """Row sets beyond train and eval whose token ids :meth:`setup` needs, read only to be counted
+        (``test``: the task's test split, hidden labels allowed; PEMA's ``method.count_splits``)."""
+        return ()
+
+    @classmethod
     def composable(cls) -> bool:
         """Can another method run this one inside its own forward (K-Token merging's ``method.inner``)?
         Yes when it works through the backbone's modules alone (hooks, adapters, rows): no prefix,

@@ -18,9 +18,10 @@
   device, with the sequence-classification head for the task's labels (the paper's N).
   A name outside the registry is read as a hub id (its config comes from the hub).
 
-Choices (ours, documented in docs/pema.md): splits default to train + the evaluation split (MNLI:
-both validation splits), what the authors' run_glue_pema.py counts; texts are truncated at 128 tokens
-as in the paper's runs; a sub-task of XNLI counts the union of its languages.
+Counting follows the authors' code (docs/pema.md, "Which splits are counted"): train + the evaluation
+split + test (MNLI: both validation and both test splits), what run_glue_pema.py prepares under
+--do_predict; the ids that occur plus pad (``keep_special=false``); texts truncated at 128 tokens.
+A sub-task of XNLI counts the union of its languages (ours).
 """
 
 from __future__ import annotations
@@ -97,11 +98,17 @@ class Config:
     tokenizer_override: str = f("", "tables: count every row with this tokenizer instead of each model's own (offline: minilm is the uncased BERT WordPiece of bert and distilbert, so their rows are the real ones; for other models only the code path is checked).")
     task: str = f("glue", "heaps: task family whose sub-tasks are counted (glue or xnli; table2/3 use glue, table4 xnli).")
     subsets: list = f([], "Sub-tasks ([] = the nine GLUE tasks; table4: en, en-de, en-zh, all).")
-    splits: list = f(["train", "eval"], "Splits counted: train, eval (the task's evaluation split; MNLI both validation splits, as the authors' code), test, or a hub split name.")
+    splits: list = f(["train", "eval", "test"], "Splits counted: train, eval (the task's evaluation split; MNLI both "
+                     "validation splits), test (MNLI both test splits; hidden -1 labels are allowed: only counted). "
+                     "The default is what the paper's numbers need: the authors' run_glue_pema.py counts train, eval "
+                     "and, under --do_predict, predict (L565-578 @1e9fae5).", choices=("train", "eval", "test"))
+    keep_special: bool = f(False, "Also keep the rows of special tokens that never occur (method=pema's default, "
+                                  "method.keep_special). false: the authors' rule, np.flatnonzero of the counts over "
+                                  "inputs padded to max_length, i.e. the ids that occur plus pad (the paper's Table 2).")
     source: str = f("auto", "Where rows come from (task.source): auto/hub (the real data), local (data_dir) or fixture (offline).")
     data_dir: str = f("", "task.data_dir for source=local.")
     fixture_size: int = f(64, "Rows per split for source=fixture.")
-    max_samples: int = f(-1, "Keep the first N rows of every split (-1: all).")
+    max_samples: int = f(-1, "Keep the first N rows of every counted split (-1: all).")
     max_length: int = f(128, "Truncate each example at this many tokens, as in training (the paper: 128).")
     out: Optional[str] = f("outputs/analysis/vocab", "Folder for <what>.md/.json (and heaps_<tokenizer>.png); out= (empty) prints only.")
 
@@ -154,16 +161,9 @@ def special_ids(tok) -> set[int]:
 
 
 # ---- data ----------------------------------------------------------------------------------------
-def split_names(task_name: str, subset: str, which: str, eval_split: str) -> list[str]:
-    if which == "eval":
-        return ["validation_matched", "validation_mismatched"] if (task_name, subset) == ("glue", "mnli") else [eval_split]
-    if which == "test":
-        return ["test_matched", "test_mismatched"] if (task_name, subset) == ("glue", "mnli") else ["test"]
-    return [which]
-
-
 def texts(cfg, task_name: str, subset: str, which: str) -> list[tuple[str, ...]]:
-    """The encoder text (one string or a pair) of every row of one counted split."""
+    """The encoder text (one string or a pair) of every row of one counted split (``Task.counted_rows``:
+    whole splits; a test split's hidden labels are allowed, since its rows are only counted)."""
     from omegaconf import OmegaConf
 
     from embexp.tasks import TASKS, build_task
@@ -172,14 +172,9 @@ def texts(cfg, task_name: str, subset: str, which: str) -> list[tuple[str, ...]]
         raise EmbexpError(f"unknown task '{task_name}' (choose from: {', '.join(sorted(TASKS))})")
     tcfg = OmegaConf.merge(OmegaConf.structured(TASKS[task_name].Config), {
         "name": task_name, "subset": subset, "source": cfg.source, "data_dir": cfg.data_dir,
-        "fixture_size": cfg.fixture_size, "max_train_samples": cfg.max_samples, "max_eval_samples": cfg.max_samples})
+        "fixture_size": cfg.fixture_size})
     task = build_task(tcfg)
-    if which == "train":
-        return [ex.text for ex in task.examples("train")]
-    out = []
-    for name in split_names(task_name, subset, which, task.split_name("eval")):
-        out += [ex.text for ex in build_task(OmegaConf.merge(tcfg, {"eval_split": name})).examples("eval")]
-    return out
+    return [task.format(r).text for r in task.counted_rows(which, cfg.max_samples)]
 
 
 def encode(tok, rows: list[tuple[str, ...]], max_length: int, chunk: int = 4096) -> list[list[int]]:
@@ -219,12 +214,16 @@ class TokenCache:
         return self._ids[key]
 
     def kept(self, tok_name: str, task_name: str, subset: str) -> np.ndarray:
-        """Sorted ids PEMA keeps: those that occur, plus every special token (XNLI: union over the languages)."""
+        """Sorted ids PEMA keeps (XNLI: union over the languages): those that occur plus pad (the
+        authors' inputs are padded to max_length, so pad occurs), and with ``keep_special`` every special
+        token (method=pema's default; the authors keep only what occurs)."""
         from embexp.tasks.xnli import languages
 
         parts = languages(subset) if task_name == "xnli" else (subset,)
         used = np.unique(np.concatenate([self.ids(tok_name, task_name, p) for p in parts]))
-        return np.union1d(used, np.array(sorted(special_ids(self.tokenizer(tok_name))), dtype=np.int64))
+        tok = self.tokenizer(tok_name)
+        always = special_ids(tok) if self.cfg.keep_special else {tok.pad_token_id} - {None}
+        return np.union1d(used, np.array(sorted(always), dtype=np.int64))
 
 
 # ---- Fig. 2 --------------------------------------------------------------------------------------
@@ -338,11 +337,26 @@ def pivot(recs: list[dict], subsets: list[str], key: str, scale: float = 1.0) ->
     return out
 
 
-def table(cfg, counter: TokenCache) -> tuple[str, dict]:
+def table_cells(what: str = "table2", **fields) -> list[dict]:
+    """The records behind Table 2, 3 or 4 (one per model x sub-task: kept rows, embedding rows,
+    parameters, reductions) for a :class:`Config` with these fields, nothing printed or written
+    (the reproduction ledger reads them: report/ledger)."""
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.merge(OmegaConf.structured(Config), {**fields, "what": what, "out": ""})
+    return cells(cfg, TokenCache(cfg))[3]
+
+
+def cells(cfg, counter: TokenCache) -> tuple[list[str], str, list[str], list[dict]]:
+    """(models, task family, sub-tasks, records) of a table config."""
     models = list(cfg.models) or DEFAULT_MODELS[cfg.what]
     task_name = "xnli" if cfg.what == "table4" else "glue"
     subsets = list(cfg.subsets) or list(XNLI if task_name == "xnli" else GLUE)
-    recs = reductions(cfg, counter, models, task_name, subsets)
+    return models, task_name, subsets, reductions(cfg, counter, models, task_name, subsets)
+
+
+def table(cfg, counter: TokenCache) -> tuple[str, dict]:
+    models, task_name, subsets, recs = cells(cfg, counter)
     cols = ["Model"] + [GLUE_LABELS.get(s, "All" if s == "all" else s) for s in subsets]
     cols += ["Mean"] if task_name == "glue" and len(subsets) > 1 else []
     where = f"{task_name} ({', '.join(cfg.splits)}; source={cfg.source})"

@@ -22,6 +22,7 @@ from embexp.tasks.domains import RowCheck, Schema, required
 
 TRAIN_HOLDOUT = "train_holdout"
 WHICH = ("train", "eval", "select")
+COUNTED = ("train", "eval", "test")  # row sets whose tokens can be counted (PEMA: method.count_splits)
 LOSS_ON = ("target", "all")
 
 
@@ -93,6 +94,7 @@ class Task:
         # .get: the config.yaml of a run written before these fields existed (embexp.eval) means
         # what that run did: no selection split, loss on the target
         self.select_split = cfg.get("select_split", "")
+        self._counting = False  # set by counted_rows: the split is only counted, so a hidden label is allowed
         self.loss_on = cfg.get("loss_on", "target")
         if self.select_split == TRAIN_HOLDOUT and cfg.select_size <= 0:
             raise EmbexpError(f"task.select_size={cfg.select_size}: select_split=train_holdout needs the number of "
@@ -236,7 +238,26 @@ class Task:
         return self.checked(rows, split, "hub") if isinstance(rows, list) else rows
 
     def row_check(self, split: str) -> RowCheck:
-        return RowCheck(self.schema(split), self.display_name)
+        return RowCheck(self.schema(split), self.display_name, split, counting=self._counting)
+
+    def counted_splits(self, which: str) -> list[str]:
+        """The splits behind a counted row set (``COUNTED``): train and eval are the splits this run
+        trains and evaluates on (whole: no carve, no cap), test the hub's test split. The authors of
+        PEMA count what their ``run_glue_pema.py`` prepares: train, eval and, under ``--do_predict``,
+        predict (utils/run_glue_pema.py L565-578 @1e9fae5)."""
+        if which not in COUNTED:
+            raise EmbexpError(f"unknown counted split '{which}' (choose from: {', '.join(COUNTED)})")
+        return ["test"] if which == "test" else [self.cfg.train_split if which == "train" else self.split_name("eval")]
+
+    def counted_rows(self, which: str, cap: int = -1) -> list[dict]:
+        """Every row (the first ``cap`` of each split when cap >= 0) of the splits behind ``which``, read
+        only to be counted (never trained on or scored): a hidden test label (the hub's -1) is allowed,
+        every other field is checked as usual."""
+        self._counting = True
+        try:
+            return [r for split in self.counted_splits(which) for r in self.read_split(split, cap)[:cap if cap >= 0 else None]]
+        finally:
+            self._counting = False
 
     def read_local(self, split: str, cap: int = -1) -> list[dict]:
         """The rows of ``<data_dir>/.../<split>.jsonl``, each checked (errors name the file and line)."""

@@ -12,6 +12,12 @@ Checked: a missing field, a wrong JSON type (a string where a number is expected
 row object is expected), empty text (where the hub schema has none), NaN/inf and numbers outside
 a range (STS-B's 0–5, star ratings 1–5), class ids outside the label set, label words outside the
 verbalizers, and a key (``idx``) repeated within a split.
+
+Hidden labels: the hub marks the labels of a test split it keeps secret with a marker (GLUE and
+SuperGLUE: ``-1``; STS-B ``-1.0``), the domain's ``hidden`` value. A split read only to be counted
+(PEMA's token counts: ``method.count_splits``, ``analyze vocab splits=``) is checked with
+``RowCheck(counting=True)``, which takes the marker; a split that is trained on or scored refuses it
+with one line naming the file and row and the split.
 """
 
 from __future__ import annotations
@@ -87,10 +93,12 @@ class Text(Domain):
 @dataclass(frozen=True)
 class ClassId(Domain):
     """An integer class id 0..len(names)-1 (an integral float such as 1.0 is read as 1); with
-    ``unlabelled``, also -1 (no gold label: rows the task drops)."""
+    ``unlabelled``, also -1 (no gold label: rows the task drops); ``hidden``: the hub's marker of a
+    hidden test label (allowed only where the split is counted, never scored)."""
 
     names: tuple[str, ...]
     unlabelled: bool = False
+    hidden: int | None = -1
 
     def problem(self, value):
         if not _is_number(value):
@@ -101,8 +109,6 @@ class ClassId(Domain):
             return "is not an integer"
         if self.unlabelled and value == -1:
             return None
-        if value == -1:
-            return "is out of range (-1 marks a row without a gold label, as in the hub's test splits, whose labels are hidden)"
         if not 0 <= value < len(self.names):
             return "is out of range"
         return None
@@ -115,10 +121,12 @@ class ClassId(Domain):
 
 @dataclass(frozen=True)
 class Number(Domain):
-    """A finite number (not a boolean), within [lo, hi] where given."""
+    """A finite number (not a boolean), within [lo, hi] where given; ``hidden``: the hub's marker of a
+    hidden test label (STS-B: -1.0), allowed only where the split is counted, never scored."""
 
     lo: float | None = None
     hi: float | None = None
+    hidden: float | None = None
 
     def problem(self, value):
         if not _is_number(value):
@@ -222,14 +230,21 @@ class RowCheck:
     """Checks the rows of one split in order (``check(row, where)``), remembering where each key
     value was first seen; raises :class:`EmbexpError` with one line at the first bad row."""
 
-    def __init__(self, schema: Schema, task: str):
-        self.schema, self.task = schema, task
+    def __init__(self, schema: Schema, task: str, split: str = "", counting: bool = False):
+        self.schema, self.task, self.split, self.counting = schema, task, split, counting
         self.seen: dict = {}
 
     def fail(self, where: str, name: str, value, problem: str, domain: str):
         raise EmbexpError(f"{where}: field '{name}' = {show(value)} {problem} (valid for {self.task}: {domain})")
 
     def value(self, where: str, name: str, value, dom: Domain) -> None:
+        if is_hidden(dom, value):
+            if self.counting:
+                return
+            split = f"split '{self.split}'" if self.split else "this split"
+            raise EmbexpError(f"{where}: field '{name}' = {show(value)} is a hidden label (the hub's marker for a test "
+                              f"label it keeps secret): {split} of {self.task} can be counted (method.count_splits, "
+                              f"analyze vocab splits=) but never trained on or scored")
         problem = dom.problem(value)
         if problem:
             self.fail(where, name, value, problem, dom.describe())
@@ -261,6 +276,14 @@ class RowCheck:
             bad = s.check(row)
             if bad:
                 self.fail(where, *bad)
+
+
+def is_hidden(dom: Domain, value) -> bool:
+    """Whether `value` is `dom`'s marker of a hidden test label (a number equal to ``dom.hidden``)."""
+    marker = getattr(dom, "hidden", None)
+    if getattr(dom, "unlabelled", False):  # -1 is then a row the task drops (SNLI), not a hidden label
+        return False
+    return marker is not None and _is_number(value) and value == marker
 
 
 def required(*names: str) -> Schema:

@@ -79,10 +79,18 @@ class GlueTask(Task):
 
     def schema(self, split: str) -> Schema:
         """Text fields non-empty; label a class id of the sub-task (STS-B: a score from 0 to 5); idx
-        (the hub's row id) unique within the split. The hub's test splits (label -1) are refused: their
-        labels are hidden, so nothing can be trained or scored on them."""
-        label = Number(0.0, 5.0) if self.kind == "regression" else ClassId(self._names)
+        (the hub's row id) unique within the split. The hub's test splits mark their hidden labels -1
+        (STS-B -1.0): such a split can be counted (PEMA), never trained on or scored (tasks/domains.py)."""
+        label = Number(0.0, 5.0, hidden=-1.0) if self.kind == "regression" else ClassId(self._names)
         return Schema({**{k: Text() for k in self.fields}, "label": label}, optional={"idx": Integer()}, key="idx")
+
+    def counted_splits(self, which: str) -> list[str]:
+        """MNLI's eval and test are both of its splits (matched and mismatched), as the authors' code counts."""
+        if self.cfg.subset == "mnli" and which == "test":
+            return ["test_matched", "test_mismatched"]
+        if self.cfg.subset == "mnli" and which == "eval" and self.cfg.eval_split == "auto":
+            return ["validation_matched", "validation_mismatched"]
+        return super().counted_splits(which)
 
     def split_name(self, which: str) -> str:
         if which == "eval" and self.cfg.eval_split == "auto":

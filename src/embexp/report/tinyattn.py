@@ -15,8 +15,8 @@ all. Each cell is the mean over the seeds read of the paper's validation metric 
 their records.
 
 Selection protocol (``select_on``): heldout (ours: the state with the lowest loss on a carve of the
-training split), reported (the paper's: tags ``<setting>_paper``, selected on the reported dev split
-itself) or both (the default), each a row. A cell any of whose records says it was selected on the
+training split), reported (the paper's: tags ``<setting>_paper``, the state with the best ``METRIC`` on
+the reported dev split itself, ``trainer.select_metric=task``) or both (the default), each a row. A cell any of whose records says it was selected on the
 reported split is marked † ("paper protocol: selected on the reported split"). Table 1 (FewGLUE)
 selects nothing and has one protocol.
 """

@@ -308,7 +308,8 @@ def tree_rows_per_tree(task_cfg, trees: int = 40, held: int = 4, test: int = 8) 
     task = build_task(cfg)
     rows = {w: Counter(r["indent_tree"] for r in task.load(w)) for w in ("train", "select", "eval")}
     assert (len(rows["train"]), len(rows["select"]), len(rows["eval"])) == (trees - held, held, test)
-    assert not set(rows["train"]) & set(rows["select"]) and not (set(rows["train"]) | set(rows["select"])) & set(rows["eval"])
+    trained, gate, tested = (set(rows[w]) for w in ("train", "select", "eval"))
+    assert not trained & gate and not (trained | gate) & tested
     return rows["train"], rows["select"], rows["eval"]
 
 

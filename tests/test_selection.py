@@ -202,15 +202,16 @@ def test_select_metric_keeps_the_best_metric_where_the_lowest_loss_is_elsewhere(
         states.append(method.bias.detach().clone())
         return scores[len(states) - 1]
 
-    trainer = Trainer(method, cfg.trainer, Accelerator(cpu=True), feats["train"], feats["eval"], bb.tokenizer.pad_token_id,
-                      0, select_features=feats["select"], select_score=("mcc", score))
+    trainer = Trainer(method, cfg.trainer, Accelerator(cpu=True), feats["train"], feats["eval"],
+                      bb.tokenizer.pad_token_id, 0, select_features=feats["select"], select_score=("mcc", score))
     res = trainer.fit()
     assert len(states) == 6 and res.select_metric == "mcc"
     assert res.best_step == 3 and (res.best_select_score, res.best_select_loss) == (70.0, 4.0)
     assert (res.select_score, res.select_loss) == (70.0, 4.0)  # the kept state's, not the last step's
     assert torch.equal(method.bias.detach(), states[2]) and not torch.equal(states[2], states[5])
     periodic = [h for h in res.history if "select_loss" in h]
-    assert [(h["step"], h["select_loss"], h["select_score"]) for h in periodic] == list(zip(range(1, 6), range(6, 1, -1), scores))
+    got = [(h["step"], h["select_loss"], h["select_score"]) for h in periodic]
+    assert got == list(zip(range(1, 6), range(6, 1, -1), scores))
 
 
 def test_select_best_without_selection_rows_is_refused():
@@ -400,19 +401,22 @@ def test_select_metric_scores_the_selection_rows_and_keeps_the_best_metric_end_t
     t = m["train"]
     assert (t["best_step"], t["best_select_score"], t["best_select_loss"]) == (2, 30.0, 0.8)  # the lowest loss: step 4
     assert (t["select_score"], t["select_loss"], t["select_metric"]) == (30.0, 0.8, "mcc")
-    assert [(h["step"], h["select_score"]) for h in t["history"] if "select_score" in h] == [(1, 10.0), (2, 30.0), (3, 20.0)]
+    periodic = [(h["step"], h["select_score"]) for h in t["history"] if "select_score" in h]
+    assert periodic == [(1, 10.0), (2, 30.0), (3, 20.0)]
 
 
 def test_select_metric_is_refused_where_it_would_choose_nothing_or_choose_wrongly(tmp_path):
-    check_selection(smoke("task=glue", "trainer.select_on=reported", "trainer.select_best=true", "trainer.select_metric=task"))
-    with pytest.raises(EmbexpError, match="trainer.select_metric=task chooses the kept state: it needs trainer.select_best"):
+    check_selection(smoke("task=glue", "trainer.select_on=reported", "trainer.select_best=true",
+                          "trainer.select_metric=task"))
+    with pytest.raises(EmbexpError, match="select_metric=task chooses the kept state: it needs trainer.select_best"):
         check_selection(smoke("task=glue", "trainer.select_metric=task"))
     with pytest.raises(EmbexpError, match="task wmt16_cs-en names no validation metric"):
         check_selection(smoke("task=wmt16", "trainer.select_best=true", "trainer.select_metric=task"))
     with pytest.raises(EmbexpError, match="a metric is maximised, and lower ter is better"):
         check_selection(smoke("task=wmt16", "trainer.select_best=true", "trainer.select_metric=ter"))
-    r = run_cli("debug=smoke", "model=tiny_bert", "method=lora", "task=glue", "task.subset=rte", "trainer.select_best=true",
-                "trainer.select_on=reported", "trainer.select_metric=bleu", f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli("debug=smoke", "model=tiny_bert", "method=lora", "task=glue", "task.subset=rte",
+                "trainer.select_best=true", "trainer.select_on=reported", "trainer.select_metric=bleu",
+                f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "the evaluation of glue_rte gives no 'bleu' (it gives: accuracy)" in r.stderr.strip().splitlines()[-1]
 
@@ -425,7 +429,8 @@ def test_tinyattn_table8_dry_run_prints_heldout_and_paper_protocol_cells():
     assert len(paper) == 12 and not any("trainer.select_on=reported" in c for c in held)
     assert all("trainer.select_on=reported" in c and "task.select_split=" in c for c in paper)
     # the paper's protocol keeps the best dev metric (the authors' train_ada.py), ours the lowest held-out loss
-    assert all("trainer.select_metric=task" in c for c in paper) and not any("select_metric" in a for c in held for a in c)
+    assert all("trainer.select_metric=task" in c for c in paper)
+    assert not any("select_metric" in a for c in held for a in c)
     rte = next(c for c in paper if "experiment=tinyattn_1h_rte" in c)
     assert "trainer.eval_every=78" in rte and "tag=1h_paper" in rte  # ceil(2490 / 16) = 156 steps per epoch: every half
     four = next(c for c in paper if "experiment=tinyattn_4h_rte" in c)
@@ -438,8 +443,10 @@ def test_tinyattn_table_marks_cells_selected_on_the_reported_split(tmp_path):
     from embexp.report import configure
     from embexp.report import tinyattn as sw
 
-    def rec(task, tag, value, select_on):
-        record_run(tmp_path, "glue", task, "roberta", "tinyattn", tag, 0, {"metrics": {sw.METRIC[task]: value}, "select_on": select_on})
+    def rec(task, tag, value, select_on, seed=0, select_metric=None):
+        kept_by = select_metric or (sw.METRIC[task] if tag.endswith("_paper") else "loss")
+        record_run(tmp_path, "glue", task, "roberta", "tinyattn", tag, seed,
+                   {"metrics": {sw.METRIC[task]: value}, "select_on": select_on, "select_metric": kept_by})
 
     def render(table, seeds, select_on="both"):
         module, cfg = configure(["paper=tinyattn", f"table={table}", f"runs={tmp_path}", f"out={tmp_path / 'tables'}",
@@ -463,3 +470,9 @@ def test_tinyattn_table_marks_cells_selected_on_the_reported_split(tmp_path):
     assert lines[-1] == f"{sw.MARK} paper protocol: selected on the reported split"
     only = render("table8", [0], "heldout")
     assert "(paper protocol)" not in only and f"60.0{sw.MARK}" in only and only.endswith("selected on the reported split")
+    # a paper-protocol run kept by the lowest dev loss (before issue #33) is left out, and the table says so
+    rec("rte", "1h_paper", 99.0, "reported", seed=1, select_metric="loss")
+    both = render("table8", [0, 1]).splitlines()
+    paper_rte = dict(zip(cols, [c.strip() for c in next(ln for ln in both if ln.startswith("| 1h (paper protocol) |"))
+                                .split("|")[3:-1]]))["rte"]
+    assert paper_rte == f"85.0{sw.MARK} [88.8]" and both[-1] == sw.STALE_NOTE.format(n=1)

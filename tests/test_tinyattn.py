@@ -488,8 +488,8 @@ def test_four_head_experiment_warm_starts_from_the_one_head_run(tmp_path):
 # floor(len(trainloader) / eval_times) batches, eval_times=2 (run_examples.sh), len = ceil(rows / 16).
 PAPER_VALIDATION_METRIC = {"cola": "mcc", "stsb": "pearson", "mnli": "accuracy", "qqp": "accuracy", "mrpc": "accuracy",
                            "sst2": "accuracy", "qnli": "accuracy", "rte": "accuracy"}
-GLUE_TRAIN_ROWS = {"sst2": 67349, "cola": 8551, "mnli": 392702, "qqp": 363846, "rte": 2490, "mrpc": 3668, "qnli": 104743,
-                   "stsb": 5749}
+GLUE_TRAIN_ROWS = {"sst2": 67349, "cola": 8551, "mnli": 392702, "qqp": 363846, "rte": 2490, "mrpc": 3668,
+                   "qnli": 104743, "stsb": 5749}
 
 
 def test_paper_protocol_cells_keep_the_best_dev_metric_evaluated_twice_per_epoch():
@@ -509,7 +509,7 @@ def test_paper_protocol_cells_keep_the_best_dev_metric_evaluated_twice_per_epoch
         if c in paper:
             assert (cfg.trainer.select_on, cfg.trainer.select_best, task.split_name("select")) == ("reported", True, "")
             assert selection.split(cfg, task) == task.split_name("eval")  # validation (MNLI: validation_matched)
-            assert selection.metric(cfg, task) == PAPER_VALIDATION_METRIC[subset] == METRIC[subset]  # what the table prints
+            assert selection.metric(cfg, task) == PAPER_VALIDATION_METRIC[subset] == METRIC[subset]  # the table's
             assert cfg.trainer.eval_every == math.ceil(GLUE_TRAIN_ROWS[subset] / 16) // 2
         else:
             assert (cfg.trainer.select_on, selection.metric(cfg, task)) == ("heldout", "loss")

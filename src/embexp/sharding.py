@@ -71,7 +71,8 @@ def check(cfg, world_size: int) -> None:
                           "alone: set trainer.curve_at=[] or trainer.strategy=ddp")
     if t.get("select_metric", "loss") != "loss":
         raise EmbexpError(f"trainer.select_metric={t.select_metric} scores the selection rows on the main process "
-                          f"mid-run, which a sharded model cannot do alone: use trainer.strategy=ddp (or select_metric=loss)")
+                          f"mid-run, which a sharded model cannot do alone: use trainer.strategy=ddp "
+                          f"(or trainer.select_metric=loss)")
 
 
 def make_plugin(trainer_cfg):

@@ -214,6 +214,17 @@ def test_select_metric_keeps_the_best_metric_where_the_lowest_loss_is_elsewhere(
     assert got == list(zip(range(1, 6), range(6, 1, -1), scores))
 
 
+def test_a_checkpoint_kept_by_the_loss_is_not_resumed_by_a_metric(tmp_path):
+    """Its best state was chosen by another signal: resuming would mix the two, so it is refused."""
+    cfg, method, bb, feats = decoder("tinyte_full", "trainer.select_best=true", "trainer.max_steps=2")
+    args = (method, cfg.trainer, Accelerator(cpu=True), feats["train"], feats["eval"], bb.tokenizer.pad_token_id, 0, tmp_path)
+    Trainer(*args, select_features=feats["select"]).save_checkpoint(1)
+    again = Trainer(*args, select_features=feats["select"], select_score=("mcc", lambda: 0.0))
+    with pytest.raises(EmbexpError, match="kept its best state by loss, but this run selects by mcc"):
+        again.load_checkpoint()
+    assert Trainer(*args, select_features=feats["select"]).load_checkpoint() == 1  # the same signal resumes
+
+
 def test_select_best_without_selection_rows_is_refused():
     cfg, method, bb, feats = decoder("tinyte_full", "trainer.select_best=true")
     with pytest.raises(EmbexpError, match="needs selection rows"):

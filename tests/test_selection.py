@@ -217,7 +217,8 @@ def test_select_metric_keeps_the_best_metric_where_the_lowest_loss_is_elsewhere(
 def test_a_checkpoint_kept_by_the_loss_is_not_resumed_by_a_metric(tmp_path):
     """Its best state was chosen by another signal: resuming would mix the two, so it is refused."""
     cfg, method, bb, feats = decoder("tinyte_full", "trainer.select_best=true", "trainer.max_steps=2")
-    args = (method, cfg.trainer, Accelerator(cpu=True), feats["train"], feats["eval"], bb.tokenizer.pad_token_id, 0, tmp_path)
+    pad = bb.tokenizer.pad_token_id
+    args = (method, cfg.trainer, Accelerator(cpu=True), feats["train"], feats["eval"], pad, 0, tmp_path)
     Trainer(*args, select_features=feats["select"]).save_checkpoint(1)
     again = Trainer(*args, select_features=feats["select"], select_score=("mcc", lambda: 0.0))
     with pytest.raises(EmbexpError, match="kept its best state by loss, but this run selects by mcc"):

@@ -2,11 +2,12 @@
 #   make tinyattn_table8                       run the missing cells of Table 8 (GLUE dev, roberta-large, 1H and 4H), print the table
 #   make tinyattn_table8 DRY_RUN=1             print the exact commands only
 #   make tinyattn_table8 EXTRA="debug=smoke"   append overrides to every command (offline end-to-end check)
-#   make tinyattn_table1 SEEDS="1 2 3 4"        FewGLUE CB/RTE on ALBERT-xxlarge, PET cloze prompts (FEWGLUE_DATA=folder with super_glue/)
+#   make tinyattn_table1                       FewGLUE CB/RTE on ALBERT-xxlarge, PET cloze prompts, 4 seeds (1-4)
+#                                              (FEWGLUE_DATA=folder with super_glue/)
 # Not here: Table 9 (GLUE test set: GLUE server).
 # Each target runs python -m embexp.sweep tinyattn/<table> (conf/sweep/tinyattn/; the Makefile's SWEEP).
 # SELECT_ON=heldout|reported|both (default both): the GLUE tables' held-out cells (ours), the paper's
-# protocol (selected on the reported dev split, marked in the table), or both
+# protocol (the best dev metric kept, selected on the reported dev split, marked in the table), or both
 SELECT_ON ?=
 FEWGLUE_DATA ?=
 TINYATTN_SWEEP = $(SWEEP) $(sweep_seeds) $(if $(SELECT_ON),select_on=$(SELECT_ON))

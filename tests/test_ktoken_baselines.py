@@ -280,8 +280,12 @@ def test_sweep_states_the_effective_batch_tree_size_and_protocol_of_each_cell():
     assert got["k4"][0] == [5120, 5120, 3072, 2048, 768, 256]
     assert got["k2"][0] == got["k3"][0] == got["uncompressed"][0] == [4512, 3072, 2304, 1536, 768, 256]
     t = got["k4"][1].task
-    assert (t.num_train_trees - t.select_size) * t.max_pairs_per_tree == 2_450_000 and t.num_eval_trees * 5 == 50_000
     assert t.select_split == "train_holdout" and got["k4"][1].trainer.select_on == "heldout"
+    # the paper's 2.45M training and 50k test questions (k-token-merging.md) follow from the trees the cell asks
+    # for times the questions the generator actually writes per tree at the cell's per-tree settings
+    train, held, test = tree_rows_per_tree(t)
+    (per_train,), (per_test,) = set(train.values()), set(test.values())  # one count per tree, on the final stage
+    assert (t.num_train_trees - t.select_size) * per_train == 2_450_000 and t.num_eval_trees * per_test == 50_000
     _, small = cmds("table1", "tree=small")
     assert compose(*small[0][3:]).task.num_train_trees == 5000
     _, paper = cmds("ablation", "select_on=reported")
@@ -289,6 +293,40 @@ def test_sweep_states_the_effective_batch_tree_size_and_protocol_of_each_cell():
     assert (cfg.trainer.select_on, cfg.task.select_split, cfg.tag) == ("reported", "", "init_average_paper")
     with pytest.raises(EmbexpError, match="unknown sweep variable 'select_on'"):  # only the tree tables select
         command_lines("ktoken/table2", ["select_on=reported"])
+
+
+def tree_rows_per_tree(task_cfg, trees: int = 40, held: int = 4, test: int = 8) -> tuple[dict, dict, dict]:
+    """Generated rows per tree (rendered tree -> rows) of the train, held-out (gate) and test rows of a
+    small stage built with ``task_cfg``'s per-tree settings (stage, max_pairs_per_tree, seeds): the project's
+    own generator, ``trees`` training trees (``held`` of them held out) and ``test`` test trees. Checks that
+    every generated tree lands in exactly one of the three and that the held-out ones are not trained on."""
+    from collections import Counter
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.merge(task_cfg, {"num_train_trees": trees, "num_eval_trees": test, "select_size": held,
+                                     "max_train_samples": -1, "max_eval_samples": -1, "source": "auto", "data_dir": ""})
+    task = build_task(cfg)
+    rows = {w: Counter(r["indent_tree"] for r in task.load(w)) for w in ("train", "select", "eval")}
+    assert (len(rows["train"]), len(rows["select"]), len(rows["eval"])) == (trees - held, held, test)
+    trained, gate, tested = (set(rows[w]) for w in ("train", "select", "eval"))
+    assert not trained & gate and not (trained | gate) & tested
+    return rows["train"], rows["select"], rows["eval"]
+
+
+def test_tree_generator_writes_fewer_questions_on_trees_with_fewer_pairs():
+    """At max_pairs_per_tree=5 a tree with fewer than 5 ordered pairs gives all of them (the first stages,
+    docs/fidelity.md): the 2.45M is the final stage's count (x3large: 5 per tree, measured above)."""
+    from omegaconf import OmegaConf
+
+    from embexp.tasks.tree import walk
+
+    cfg = OmegaConf.merge(compose("task=tree", "task.max_pairs_per_tree=5").task,
+                          {"subset": "small", "num_train_trees": 40, "num_eval_trees": 8, "select_size": 4,
+                           "max_train_samples": -1, "max_eval_samples": -1, "source": "auto", "data_dir": ""})
+    task = build_task(cfg)
+    pairs = [len(list(walk(t))) * (len(list(walk(t))) - 1) for t in task.trees()]
+    rows = sum(len(task.load(w)) for w in ("train", "select", "eval"))
+    assert len(pairs) == 48 and rows == sum(min(5, n) for n in pairs) < 5 * len(pairs)
 
 
 def test_ktoken_tables_show_best_of_n_mean_se_runs_and_effective_batch(tmp_path):

@@ -186,6 +186,46 @@ def test_select_best_restores_the_lowest_selection_loss_and_never_reads_the_eval
     assert res.eval_loss == calls[-1][2]
 
 
+def test_select_metric_keeps_the_best_metric_where_the_lowest_loss_is_elsewhere(monkeypatch):
+    """trainer.select_metric: the kept state is the step with the highest metric, whatever the loss
+    says (the scripted losses fall to the last step, where loss-based selection would stay); a tie
+    keeps the earlier step, as the Tiny-Attention authors' ``dev_metric > max_dev_metric``."""
+    cfg, method, bb, feats = decoder("tinyte_full", "trainer.lr=0.05", "trainer.max_steps=6", "trainer.eval_every=1",
+                                     "trainer.select_best=true", "trainer.scheduler=constant")
+    import embexp.loop as loop
+
+    losses = iter([6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 9.9])  # 6 selection points (lowest: step 6), then the eval split
+    monkeypatch.setattr(loop, "evaluation_loss", lambda *a, **kw: next(losses))
+    scores, states = [40.0, 55.0, 70.0, 70.0, 20.0, 10.0], []  # best at step 3, tied by step 4
+
+    def score():
+        states.append(method.bias.detach().clone())
+        return scores[len(states) - 1]
+
+    trainer = Trainer(method, cfg.trainer, Accelerator(cpu=True), feats["train"], feats["eval"],
+                      bb.tokenizer.pad_token_id, 0, select_features=feats["select"], select_score=("mcc", score))
+    res = trainer.fit()
+    assert len(states) == 6 and res.select_metric == "mcc"
+    assert res.best_step == 3 and (res.best_select_score, res.best_select_loss) == (70.0, 4.0)
+    assert (res.select_score, res.select_loss) == (70.0, 4.0)  # the kept state's, not the last step's
+    assert torch.equal(method.bias.detach(), states[2]) and not torch.equal(states[2], states[5])
+    periodic = [h for h in res.history if "select_loss" in h]
+    got = [(h["step"], h["select_loss"], h["select_score"]) for h in periodic]
+    assert got == list(zip(range(1, 6), range(6, 1, -1), scores))
+
+
+def test_a_checkpoint_kept_by_the_loss_is_not_resumed_by_a_metric(tmp_path):
+    """Its best state was chosen by another signal: resuming would mix the two, so it is refused."""
+    cfg, method, bb, feats = decoder("tinyte_full", "trainer.select_best=true", "trainer.max_steps=2")
+    pad = bb.tokenizer.pad_token_id
+    args = (method, cfg.trainer, Accelerator(cpu=True), feats["train"], feats["eval"], pad, 0, tmp_path)
+    Trainer(*args, select_features=feats["select"]).save_checkpoint(1)
+    again = Trainer(*args, select_features=feats["select"], select_score=("mcc", lambda: 0.0))
+    with pytest.raises(EmbexpError, match="kept its best state by loss, but this run selects by mcc"):
+        again.load_checkpoint()
+    assert Trainer(*args, select_features=feats["select"]).load_checkpoint() == 1  # the same signal resumes
+
+
 def test_select_best_without_selection_rows_is_refused():
     cfg, method, bb, feats = decoder("tinyte_full", "trainer.select_best=true")
     with pytest.raises(EmbexpError, match="needs selection rows"):
@@ -336,6 +376,61 @@ def test_select_on_reported_selects_on_the_reported_rows_and_says_so_in_metrics_
     assert rep["n_select_examples"] == rep["n_eval_examples"]  # the reported rows themselves
     assert held["n_select_examples"] == 8 and rep["n_select_examples"] != 8
     assert rep["train"]["best_step"] > 0 and rep["train"]["select_loss"] == rep["train"]["best_select_loss"]
+    assert held["select_metric"] == rep["select_metric"] == "loss"  # select_metric's default
+
+
+@pytest.mark.parametrize("protocol", ["reported", "heldout"])
+def test_select_metric_scores_the_selection_rows_and_keeps_the_best_metric_end_to_end(protocol, tmp_path, monkeypatch):
+    """A run with trainer.select_metric=task scores the task's metric (CoLA: MCC) at every selection
+    point on its selection rows (select_on=reported: the reported split, the Tiny-Attention paper's
+    protocol; heldout: the held-out rows, never the reported ones), keeps the step with the best metric
+    where the lowest loss is the last step, and says so in metrics.json."""
+    import embexp.loop as loop
+    import embexp.pipeline as pipeline
+
+    rows = (["trainer.select_on=reported"] if protocol == "reported" else
+            ["task.select_split=train_holdout", "task.select_size=8"])
+    cfg = smoke("model=tiny_bert", "method=lora", "task=glue", "task.subset=cola", "trainer.select_best=true",
+                "trainer.eval_every=1", "trainer.select_metric=task", *rows)
+    losses, mcc, scored = [0.9, 0.8, 0.7, 0.6], [10.0, 30.0, 20.0, 5.0], []  # 4 selection points: steps 1-4
+    real_loss, real_eval = loop.evaluation_loss, pipeline.evaluate
+    monkeypatch.setattr(loop, "evaluation_loss", lambda *a, **kw: losses.pop(0) if losses else real_loss(*a, **kw))
+
+    def evaluate(method, task, examples, *a, **kw):
+        metrics, records = real_eval(method, task, examples, *a, **kw)
+        if len(scored) < len(mcc):  # the selection points; then the final evaluation, untouched
+            scored.append([e.prompt for e in examples])
+            metrics = {**metrics, "mcc": mcc[len(scored) - 1]}
+        return metrics, records
+
+    monkeypatch.setattr(pipeline, "evaluate", evaluate)
+    m = run_train(cfg, tmp_path / "run")
+    task = build_task(cfg.task)
+    reported = [e.prompt for e in task.examples("eval")]
+    want = reported if protocol == "reported" else [e.prompt for e in task.examples("select")]
+    assert len(scored) == 4 and all(s == want for s in scored) and (protocol == "reported" or want != reported)
+    assert (m["select_on"], m["select_metric"]) == (protocol, "mcc")
+    t = m["train"]
+    assert (t["best_step"], t["best_select_score"], t["best_select_loss"]) == (2, 30.0, 0.8)  # the lowest loss: step 4
+    assert (t["select_score"], t["select_loss"], t["select_metric"]) == (30.0, 0.8, "mcc")
+    periodic = [(h["step"], h["select_score"]) for h in t["history"] if "select_score" in h]
+    assert periodic == [(1, 10.0), (2, 30.0), (3, 20.0)]
+
+
+def test_select_metric_is_refused_where_it_would_choose_nothing_or_choose_wrongly(tmp_path):
+    check_selection(smoke("task=glue", "trainer.select_on=reported", "trainer.select_best=true",
+                          "trainer.select_metric=task"))
+    with pytest.raises(EmbexpError, match="select_metric=task chooses the kept state: it needs trainer.select_best"):
+        check_selection(smoke("task=glue", "trainer.select_metric=task"))
+    with pytest.raises(EmbexpError, match="task wmt16_cs-en names no validation metric"):
+        check_selection(smoke("task=wmt16", "trainer.select_best=true", "trainer.select_metric=task"))
+    with pytest.raises(EmbexpError, match="a metric is maximised, and lower ter is better"):
+        check_selection(smoke("task=wmt16", "trainer.select_best=true", "trainer.select_metric=ter"))
+    r = run_cli("debug=smoke", "model=tiny_bert", "method=lora", "task=glue", "task.subset=rte",
+                "trainer.select_best=true", "trainer.select_on=reported", "trainer.select_metric=bleu",
+                f"hydra.run.dir={tmp_path / 'run'}")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "the evaluation of glue_rte gives no 'bleu' (it gives: accuracy)" in r.stderr.strip().splitlines()[-1]
 
 
 def test_tinyattn_table8_dry_run_prints_heldout_and_paper_protocol_cells():
@@ -345,6 +440,9 @@ def test_tinyattn_table8_dry_run_prints_heldout_and_paper_protocol_cells():
     held, paper = out[:12], out[12:]
     assert len(paper) == 12 and not any("trainer.select_on=reported" in c for c in held)
     assert all("trainer.select_on=reported" in c and "task.select_split=" in c for c in paper)
+    # the paper's protocol keeps the best dev metric (the authors' train_ada.py), ours the lowest held-out loss
+    assert all("trainer.select_metric=task" in c for c in paper)
+    assert not any("select_metric" in a for c in held for a in c)
     rte = next(c for c in paper if "experiment=tinyattn_1h_rte" in c)
     assert "trainer.eval_every=78" in rte and "tag=1h_paper" in rte  # ceil(2490 / 16) = 156 steps per epoch: every half
     four = next(c for c in paper if "experiment=tinyattn_4h_rte" in c)
@@ -357,8 +455,10 @@ def test_tinyattn_table_marks_cells_selected_on_the_reported_split(tmp_path):
     from embexp.report import configure
     from embexp.report import tinyattn as sw
 
-    def rec(task, tag, value, select_on):
-        record_run(tmp_path, "glue", task, "roberta", "tinyattn", tag, 0, {"metrics": {sw.METRIC[task]: value}, "select_on": select_on})
+    def rec(task, tag, value, select_on, seed=0, select_metric=None):
+        kept_by = select_metric or (sw.METRIC[task] if tag.endswith("_paper") else "loss")
+        record_run(tmp_path, "glue", task, "roberta", "tinyattn", tag, seed,
+                   {"metrics": {sw.METRIC[task]: value}, "select_on": select_on, "select_metric": kept_by})
 
     def render(table, seeds, select_on="both"):
         module, cfg = configure(["paper=tinyattn", f"table={table}", f"runs={tmp_path}", f"out={tmp_path / 'tables'}",
@@ -382,3 +482,9 @@ def test_tinyattn_table_marks_cells_selected_on_the_reported_split(tmp_path):
     assert lines[-1] == f"{sw.MARK} paper protocol: selected on the reported split"
     only = render("table8", [0], "heldout")
     assert "(paper protocol)" not in only and f"60.0{sw.MARK}" in only and only.endswith("selected on the reported split")
+    # a paper-protocol run kept by the lowest dev loss (before issue #33) is left out, and the table says so
+    rec("rte", "1h_paper", 99.0, "reported", seed=1, select_metric="loss")
+    both = render("table8", [0, 1]).splitlines()
+    paper_rte = dict(zip(cols, [c.strip() for c in next(ln for ln in both if ln.startswith("| 1h (paper protocol) |"))
+                                .split("|")[3:-1]]))["rte"]
+    assert paper_rte == f"85.0{sw.MARK} [88.8]" and both[-1] == sw.STALE_NOTE.format(n=1)

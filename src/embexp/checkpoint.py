@@ -92,6 +92,10 @@ def load(self) -> int:
     if "best_eval_loss" in meta["result"]:
         raise EmbexpError(f"checkpoint {self.ckpt_dir} was written by an embexp that selected on the evaluation split; "
                           "delete it to train again from the start (or trainer.resume=false)")
+    was, now = meta["result"].get("select_metric", "loss"), self.result.select_metric
+    if was != now:  # its kept best state was chosen by another signal
+        raise EmbexpError(f"checkpoint {self.ckpt_dir} kept its best state by {was}, but this run selects by {now} "
+                          f"(trainer.select_metric): delete it to train again from the start (or trainer.resume=false)")
     self.result = type(self.result)(**meta["result"])
     self.result.resumed_from_step = meta["step"]
     log.info("resumed from checkpoint at step %d", meta["step"])

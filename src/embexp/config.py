@@ -161,10 +161,24 @@ class TrainerConfig:
     mixed_precision: str = f("auto", "auto (bf16 where the GPU supports it, else no), no, bf16 or fp16.", choices=("auto", "no", "bf16", "fp16"))
     tf32: bool = f(True, "Allow TF32 matmuls on Ampere+ GPUs (the TinyTE recipe trains in tf32).")
     log_every: int = f(10, "Log train loss and throughput every N optimizer steps (0: never).", ge=0)
-    eval_every: int = f(0, "Compute the loss on the task's selection rows (task.select_split, never the reported eval split) every N optimizer steps (0: only after the last step).", ge=0)
+    eval_every: int = f(0, "Compute the loss (and trainer.select_metric's metric, if one) on the selection rows every "
+                        "N optimizer steps (0: only after the last step): task.select_split, never the reported "
+                        "eval split unless trainer.select_on=reported.", ge=0)
     curve_at: list = f([], "Optimizer steps (before the last) at which the run also evaluates the task's metrics on the eval split, as the final evaluation does, into metrics.json's `curve` (with the final step's metrics as its last point; decoder classification adds ll_balanced_accuracy and ll_answer_share, the share of each answer). A learning curve to read, never to select on: nothing is chosen by it (selection: eval_every + select_best on task.select_split). [] = none.")
     curve_select: bool = f(False, "Each point of trainer.curve_at (and the final one) also scores the held-out selection rows (task.select_split, e.g. train_holdout) with the task's metrics, into the point's `select`: what a sweep may choose a step and a learning rate on (python -m embexp.report paper=compare table=curves), never the eval split. Needs held-out selection rows.")
-    select_best: bool = f(False, "Keep the trainable state with the lowest loss on the selection rows (task.select_split; a run whose selection split is the reported eval_split, or '', is refused before the model loads). Needs eval_every > 0 to choose among more than the last step.")
+    select_best: bool = f(False, "Keep the trainable state with the lowest loss (or, with trainer.select_metric, the "
+                          "best metric) on the selection rows (task.select_split; a run whose selection split is "
+                          "the reported eval_split, or '', is refused before the model loads). Needs eval_every > 0 "
+                          "to choose among more than the last step.")
+    select_metric: str = f("loss", "What select_best keeps: loss (the state with the lowest loss on the selection "
+                           "rows; the default), task (the task's validation metric, maximised: GLUE CoLA mcc, STS-B "
+                           "pearson, otherwise accuracy, the first value of the GLUE metric, as the Tiny-Attention "
+                           "authors' train_ada.py selects; the paper-protocol cells of conf/sweep/tinyattn set it) "
+                           "or the name of a metric the task's final evaluation gives (e.g. accuracy, f1, "
+                           "ll_accuracy), maximised. A metric is scored by the final evaluation's code on the "
+                           "selection rows at every selection point (every eval_every steps and the last step); a "
+                           "tie keeps the earlier state. Recorded in metrics.json (select_metric, "
+                           "train.best_select_score).")
     select_on: str = f("heldout", "Which rows model selection reads: heldout (task.select_split, never the reported split: a run that would select on the reported split is refused before the model loads; the default, ours) or reported (a paper's protocol, e.g. Tiny-Attention's GLUE dev cells: select_best, the periodic loss and a curriculum's gate read the reported evaluation split itself; task.select_split must then be '' so the whole training split is trained on; recorded in metrics.json, and every table marks such a cell 'paper protocol: selected on the reported split').",
                         choices=("heldout", "reported"))
     save_every: int = f(0, "Write a resumable checkpoint every N optimizer steps (0: never; the final state is always saved).", ge=0)

@@ -7,8 +7,10 @@ resumed therefore takes exactly the steps an uninterrupted run takes.
 
 Model selection: the periodic evaluation loss and ``select_best`` read the selection rows they are
 given (``selection.rows``: never the reported split, unless a paper's protocol is asked for by
-name; ``selection.check`` refuses the rest before anything loads). The evaluation split's loss is
-computed once, at the end, for the state that is kept, and only recorded.
+name; ``selection.check`` refuses the rest before anything loads). ``select_best`` keeps the state
+with the lowest selection loss or, given a ``select_score`` (``trainer.select_metric``), the best value
+of that metric on the same rows, scored by the final evaluation's code at every selection point. The
+evaluation split's loss is computed once, at the end, for the state that is kept, and only recorded.
 """
 
 from __future__ import annotations
@@ -43,8 +45,11 @@ class TrainResult:
     final_train_loss: float = float("nan")
     eval_loss: float = float("nan")    # the reported split, the kept state, at the end (never used to choose)
     select_loss: float = float("nan")  # the selection rows, the kept state, at the end
+    select_metric: str = "loss"  # what select_best keeps the state by: loss, or a metric's name (maximised)
+    select_score: float = float("nan")  # that metric on the selection rows, the kept state, at the end
     best_step: int = -1
-    best_select_loss: float = float("nan")
+    best_select_loss: float = float("nan")  # the kept state's selection loss (lowest, when selecting by the loss)
+    best_select_score: float = float("nan")  # the kept state's metric (best, when selecting by a metric)
     resumed_from_step: int = 0
     state_memory: dict = field(default_factory=dict)
     history: list = field(default_factory=list)
@@ -129,13 +134,16 @@ def evaluation_loss(model, features: list[dict], pad_id: int, batch_size: int, d
 
 class Trainer:
     """``select_features``: the rows behind the periodic evaluation loss and ``select_best``;
-    ``eval_features``: the reported split, whose loss is only recorded, once, at the end."""
+    ``eval_features``: the reported split, whose loss is only recorded, once, at the end;
+    ``select_score``: (metric name, () -> its value on the selection rows) when ``select_best`` keeps
+    the state with the best metric rather than the lowest loss (``train.select_score``)."""
 
     def __init__(self, method, cfg, accelerator, train_features, eval_features, pad_id, seed, run_dir=None,
-                 select_features=None, curve_point=None):
+                 select_features=None, curve_point=None, select_score=None):
         self.method, self.cfg, self.acc = method, cfg, accelerator
         self.train_features, self.eval_features = train_features, eval_features
         self.select_features = select_features or []
+        self.select_name, self.select_score = select_score or ("loss", None)
         self.curve_point = curve_point  # step -> metrics on the eval split (trainer.curve_at; main process)
         if cfg.select_best and not self.select_features:
             raise EmbexpError("trainer.select_best=true needs selection rows (task.select_split); none were given")
@@ -158,7 +166,7 @@ class Trainer:
         else:
             self.model, self.optimizer = accelerator.prepare(method, self.optimizer)
         self.total = total_steps(len(train_features), cfg, accelerator.num_processes)
-        self.result = TrainResult()
+        self.result = TrainResult(select_metric=self.select_name)
         self.best_state = None
 
     # ---- checkpoints (safetensors + JSON) -----------------------------------------------------
@@ -188,13 +196,14 @@ class Trainer:
         res.wall_seconds = time.perf_counter() - t_start
         res.tokens_per_second = res.tokens / max(res.wall_seconds, 1e-9)
         if self.select_features:
-            res.select_loss = self._loss(self.select_features)
+            res.select_loss, res.select_score = self._selection_point()
             if cfg.select_best:
-                self._consider_best(res.select_loss, res.steps)
+                self._consider_best(res.select_loss, res.select_score, res.steps)
                 if self.best_state is not None and res.best_step != res.steps:
-                    log.info("restoring the trainable state of step %d (selection loss %.4f)", res.best_step, res.best_select_loss)
+                    log.info("restoring the trainable state of step %d (selection loss %.4f, %s %.4g)", res.best_step,
+                             res.best_select_loss, self.select_name, res.best_select_score)
                     self._restore(self.best_state)
-                    res.select_loss = res.best_select_loss
+                    res.select_loss, res.select_score = res.best_select_loss, res.best_select_score
         if self.eval_features:  # recorded only: nothing is chosen by it
             res.eval_loss = self._loss(self.eval_features)
         return res
@@ -286,13 +295,29 @@ class Trainer:
         return evaluation_loss(self.model, features, self.pad_id, self.cfg.eval_batch_size, self.acc.device, self.acc,
                                self.cfg.max_eval_loss_batches)
 
-    def _periodic_eval(self, step: int) -> None:
+    def _selection_point(self) -> tuple[float, float]:
+        """(loss, metric) on the selection rows now; the metric (``select_score``: the final evaluation's code,
+        run on the main process, its value sent to every process) is nan when selection is by the loss."""
         loss = self._loss(self.select_features)
-        log.info("step %d  select_loss=%.4f", step, loss)
-        self.result.history.append({"step": step, "select_loss": loss})
-        self.acc.log({"select/loss": loss}, step=step)
+        if self.select_score is None:
+            return loss, float("nan")
+        was_training = self.method.training
+        value = float(self.select_score()) if self.acc.is_main_process else 0.0
+        self.method.train(was_training)
+        if self.acc.num_processes > 1:
+            from accelerate.utils import broadcast
+
+            value = broadcast(torch.tensor([value], device=self.acc.device), from_process=0).item()
+        return loss, value
+
+    def _periodic_eval(self, step: int) -> None:
+        loss, score = self._selection_point()
+        rec = {"step": step, "select_loss": loss, **({"select_score": score} if self.select_score else {})}
+        log.info("step %d  %s", step, "  ".join(f"{k}={v:.4g}" for k, v in rec.items() if k != "step"))
+        self.result.history.append(rec)
+        self.acc.log({f"select/{k[7:]}": v for k, v in rec.items() if k != "step"}, step=step)
         if self.cfg.select_best:
-            self._consider_best(loss, step)
+            self._consider_best(loss, score, step)
 
     def _curve(self, step: int) -> None:
         """A point of the learning curve (trainer.curve_at): the task's metrics on the eval split at
@@ -305,10 +330,13 @@ class Trainer:
             self.result.history.append({"step": step, "curve": point})
         self.acc.wait_for_everyone()
 
-    def _consider_best(self, loss: float, step: int) -> None:
+    def _consider_best(self, loss: float, score: float, step: int) -> None:
+        """Keep this step's state if it is the best so far: the lowest loss, or (select_score) the highest
+        metric; a tie keeps the earlier state (the Tiny-Attention authors' ``dev_metric > max_dev_metric``)."""
         res = self.result
-        if res.best_step < 0 or loss < res.best_select_loss:
-            res.best_step, res.best_select_loss = step, loss
+        better = score > res.best_select_score if self.select_score is not None else loss < res.best_select_loss
+        if res.best_step < 0 or better:
+            res.best_step, res.best_select_loss, res.best_select_score = step, loss, score
             self.best_state = self.full_state("name", everywhere=True) if self.sharded else self.method.trainable_state()
 
     def _restore(self, state: dict) -> None:

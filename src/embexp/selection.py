@@ -5,12 +5,16 @@ selection rows (``task.select_split``: a split, or ``train_holdout``, a seeded c
 split), never the reported split: :func:`check` refuses, before any data or model loads, a
 configuration that would, unless a paper's protocol is asked for by name
 (``trainer.select_on=reported``: the selection rows are then the reported rows, and the run records
-it). The training loop (``loop.Trainer``) selects on the rows :func:`rows` gives it.
+it). The training loop (``loop.Trainer``) selects on the rows :func:`rows` gives it, by the signal
+:func:`metric` names (``trainer.select_metric``: the lowest loss by default, or the best value of a
+metric of the task's own evaluation, e.g. Tiny-Attention's paper protocol: the GLUE task's metric).
 """
 
 from __future__ import annotations
 
 from embexp import EmbexpError
+
+LOWER_IS_BETTER = ("ter", "perplexity", "nll", "invalid")  # metrics trainer.select_metric cannot maximise
 
 
 def on_reported(cfg) -> bool:
@@ -39,6 +43,9 @@ def check(cfg, task=None) -> None:
     t = cfg.trainer
     if not cfg.do_train or not METHODS.get_class(cfg.method.name).trains:
         return
+    if t.get("select_metric", "loss") != "loss":
+        task = task if task is not None else build_task(cfg.task)
+        check_metric(cfg, task)
     if not (on_reported(cfg) or t.get("curriculum") or t.select_best):
         return
     task = task if task is not None else build_task(cfg.task)
@@ -64,6 +71,35 @@ def check(cfg, task=None) -> None:
         raise EmbexpError(f"trainer.select_best=true would select on the reported split: task.select_split='{sel}' is "
                           f"task.eval_split (choose another split, train_holdout, or trainer.select_best=false; a paper's "
                           f"protocol: trainer.select_on=reported)")
+
+
+def metric(cfg, task) -> str:
+    """What ``select_best`` keeps the state by: ``loss`` (the lowest selection loss) or the name of a metric of
+    the task's evaluation, maximised (``trainer.select_metric``; ``task``: the task's ``validation_metric``)."""
+    name = cfg.trainer.get("select_metric", "loss")
+    return task.validation_metric if name == "task" else name
+
+
+def check_metric(cfg, task) -> None:
+    """Refuse a ``trainer.select_metric`` that would choose nothing or choose wrongly, in one line."""
+    t, name = cfg.trainer, cfg.trainer.select_metric
+    if not t.select_best or t.get("curriculum"):
+        raise EmbexpError(f"trainer.select_metric={name} chooses the kept state: it needs trainer.select_best=true "
+                          f"(and no trainer.curriculum, whose gate reads trainer.curriculum_metric)")
+    if not metric(cfg, task):
+        raise EmbexpError(f"trainer.select_metric=task: task {task.display_name} names no validation metric "
+                          f"(name one, e.g. trainer.select_metric=accuracy, or trainer.select_metric=loss)")
+    if metric(cfg, task) in LOWER_IS_BETTER:
+        raise EmbexpError(f"trainer.select_metric={name}: a metric is maximised, and lower {name} is better "
+                          f"(trainer.select_metric=loss selects on the lowest loss)")
+
+
+def recorded(cfg, task, trained: bool) -> str:
+    """metrics.json's ``select_metric``: what chose the kept state (``loss``, a metric's name), or ``none`` (the
+    last state is kept: no select_best, a curriculum, or nothing trained)."""
+    if not (trained and cfg.trainer.select_best and not cfg.trainer.get("curriculum")):
+        return "none"
+    return metric(cfg, task)
 
 
 def rows(cfg, task, train: list, reported: list, training: bool = True) -> list:

@@ -69,6 +69,10 @@ def check(cfg, world_size: int) -> None:
     if t.get("curve_at"):
         raise EmbexpError("trainer.curve_at evaluates on the main process mid-run, which a sharded model cannot do "
                           "alone: set trainer.curve_at=[] or trainer.strategy=ddp")
+    if t.get("select_metric", "loss") != "loss":
+        raise EmbexpError(f"trainer.select_metric={t.select_metric} scores the selection rows on the main process "
+                          f"mid-run, which a sharded model cannot do alone: use trainer.strategy=ddp "
+                          f"(or trainer.select_metric=loss)")
 
 
 def make_plugin(trainer_cfg):

@@ -26,6 +26,7 @@ from omegaconf import OmegaConf
 from embexp import EmbexpError, RunInterrupted, __version__, cli, curriculum, judge, selection, sharding
 from embexp.config import register_core_schemas
 from embexp.loop import Trainer, TrainResult, peak_memory
+from embexp.inference import evaluate as evaluate_rows
 from embexp.pipeline import Components, build, preflight, save_adapter
 from embexp.results import METRICS, RunRecord, git_commit, is_complete
 
@@ -103,7 +104,7 @@ def fit(cfg, c: Components, acc: Accelerator, run_dir: Path) -> tuple[TrainResul
     if not c.train_features:
         return None, c
     trainer = Trainer(c.method, cfg.trainer, acc, c.train_features, c.eval_features, c.backbone.tokenizer.pad_token_id, cfg.seed,
-                      run_dir, c.select_features, curve_point(cfg, c, acc.device))
+                      run_dir, c.select_features, curve_point(cfg, c, acc.device), select_score(cfg, c, acc.device))
     res = trainer.fit()
     if trainer.sharded:
         c = sharding.unsharded(cfg, trainer, acc) or c
@@ -115,6 +116,29 @@ def curve_point(cfg, c: Components, device):
     if not (cfg.trainer.curve_at and cfg.do_eval):
         return None
     return lambda step: {**curve_metrics(c.task, *c.evaluate(cfg.trainer.eval_batch_size, device)), **select_point(cfg, c, device)}
+
+
+def select_score(cfg, c: Components, device):
+    """trainer.select_metric's signal, where select_best keeps the best metric rather than the lowest loss: (name,
+    () -> the metric on the selection rows), scored by the final evaluation's code (``Components.evaluate``,
+    rows="select"); None otherwise. The name is checked on the first two selection rows before training, so a
+    metric the evaluation does not give stops the run in one line now, not at the first selection point."""
+    name = selection.metric(cfg, c.task)
+    if name == "loss" or not (cfg.trainer.select_best and c.select_features):
+        return None
+
+    def value(metrics: dict) -> float:
+        if name not in metrics:
+            given = ", ".join(k for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+            raise EmbexpError(f"trainer.select_metric={cfg.trainer.select_metric}: the evaluation of "
+                              f"{c.task.display_name} gives no '{name}' (it gives: {given})")
+        return float(metrics[name])
+
+    was_training = c.method.training
+    value(evaluate_rows(c.method, c.task, c.select_examples[:2], c.featurizer, cfg.trainer.eval_batch_size, device,
+                        progress=False)[0])
+    c.method.train(was_training)
+    return name, lambda: value(c.evaluate(cfg.trainer.eval_batch_size, device, rows="select")[0])
 
 
 def finish(cfg, c: Components, acc: Accelerator, record: RunRecord, res: TrainResult | None, sizes: dict) -> dict:
@@ -155,6 +179,7 @@ def metrics_record(cfg, c: Components, acc: Accelerator, res: TrainResult | None
         "n_select_examples": len(c.select_examples),
         "select_split": selection.split(cfg, task),
         "select_on": cfg.trainer.get("select_on", "heldout"),
+        "select_metric": selection.recorded(cfg, task, res is not None),
         **({"curriculum_gate_split": curriculum.gate_split(cfg, task)} if staged else {}),
         "loss_on": task.loss_on if c.backbone.is_decoder else "",
         "metrics": metrics,
@@ -270,7 +295,8 @@ def _train_summary(res, world_size: int = 1) -> dict:
     if res is None:
         return {"steps": 0}
     keys = ("steps", "micro_batches", "examples", "tokens", "input_tokens", "wall_seconds", "tokens_per_second", "final_train_loss",
-            "eval_loss", "select_loss", "best_step", "best_select_loss", "resumed_from_step", "state_memory")
+            "eval_loss", "select_loss", "select_metric", "select_score", "best_step", "best_select_loss",
+            "best_select_score", "resumed_from_step", "state_memory")
     out = {k: getattr(res, k) for k in keys}
     out["world_size"] = world_size
     out["history"] = res.history

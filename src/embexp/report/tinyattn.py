@@ -15,10 +15,13 @@ all. Each cell is the mean over the seeds read of the paper's validation metric 
 their records.
 
 Selection protocol (``select_on``): heldout (ours: the state with the lowest loss on a carve of the
-training split), reported (the paper's: tags ``<setting>_paper``, selected on the reported dev split
-itself) or both (the default), each a row. A cell any of whose records says it was selected on the
-reported split is marked † ("paper protocol: selected on the reported split"). Table 1 (FewGLUE)
-selects nothing and has one protocol.
+training split), reported (the paper's: tags ``<setting>_paper``, the state with the best ``METRIC`` on
+the reported dev split itself, ``trainer.select_metric=task``) or both (the default), each a row. A
+cell any of whose records says it was selected on the reported split is marked † ("paper protocol:
+selected on the reported split"). Table 1 (FewGLUE) selects nothing and has one protocol. A
+paper-protocol record whose state was not kept by the task's ``METRIC`` (``select_metric`` in
+metrics.json: records from before issue #33 kept the lowest dev loss) is left out, and the table says
+how many were (``STALE_NOTE``): delete those run directories and rerun the sweep.
 """
 
 from __future__ import annotations
@@ -33,9 +36,12 @@ TABLES = ("table1", "table2", "table8", "table10", "table11", "table12")
 GLUE = ["sst2", "cola", "mnli", "qqp", "rte", "mrpc", "qnli", "stsb"]
 FOUR_H = ["cola", "rte", "mrpc", "qnli"]  # Table 5: the tasks where 4H improved on 1H
 PAPER_TAG = "_paper"  # tag suffix of the paper-protocol cells
+STALE = ("stale", "")  # gather's count of paper-protocol records left out
 PROTOCOLS = ("heldout", "reported", "both")
 MARK = "†"
 MARK_NOTE = f"{MARK} paper protocol: selected on the reported split"
+STALE_NOTE = ("{n} paper-protocol run(s) left out: kept by another signal than the dev metric (select_metric "
+              "in metrics.json; runs from before issue #33 kept the lowest dev loss); delete and rerun them")
 # the paper's validation metric per task (Table 8; accuracy for MNLI is matched only here)
 METRIC = {"cb": "accuracy", "sst2": "accuracy", "cola": "mcc", "mnli": "accuracy", "qqp": "accuracy", "rte": "accuracy",
           "mrpc": "accuracy", "qnli": "accuracy", "stsb": "pearson"}
@@ -88,14 +94,17 @@ def protocols(table: str, select_on: str) -> list[str]:
 
 
 def gather(idx: Runs, table: str, seeds: list, select_on: str) -> dict[tuple[str, str], dict[str, tuple[list[float], bool, set]]]:
-    """(tag, model) -> task -> (the metric of each run, whether a run selected on the reported split, its seeds)."""
+    """(tag, model) -> task -> (the metric of each run, whether a run selected on the reported split, its seeds);
+    under the key ``STALE`` the number of paper-protocol records left out (not kept by the task's metric)."""
     family = "superglue" if table == "table1" else "glue"
-    rows: dict = {}
+    rows: dict = {STALE: 0}
     for protocol in protocols(table, select_on):
         suffix = PAPER_TAG if protocol == "reported" else ""
         for task, model, tag in cells(table):
-            got = [(r["metrics"].get(METRIC[task]), r.get("select_on") == "reported", r["seed"])
-                   for r in idx.find(family, task, model, "tinyattn", tag + suffix, seeds)]
+            found = idx.find(family, task, model, "tinyattn", tag + suffix, seeds)
+            kept = [r for r in found if not suffix or r.get("select_metric") == METRIC[task]]
+            rows[STALE] += len(found) - len(kept)
+            got = [(r["metrics"].get(METRIC[task]), r.get("select_on") == "reported", r["seed"]) for r in kept]
             have = [g for g in got if g[0] is not None]
             rows.setdefault((tag + suffix, model), {})[task] = ([v for v, _, _ in have], any(r for _, r, _ in have), {s for *_, s in got})
     return rows
@@ -103,6 +112,7 @@ def gather(idx: Runs, table: str, seeds: list, select_on: str) -> dict[tuple[str
 
 def table_text(table: str, seeds: list, select_on: str, idx: Runs) -> tuple[str, list[dict], list[str]]:
     rows = gather(idx, table, seeds, select_on)
+    stale = rows.pop(STALE)
     shown = list(seeds) or sorted(set().union(*(c[2] for r in rows.values() for c in r.values())))
     tasks = [t for t in GLUE + ["cb"] if any(t in r for r in rows.values())]
     out = [f"{table} (mean over seeds {shown}; paper in brackets; {', '.join(f'{t}: {METRIC[t]}' for t in tasks)})", "",
@@ -127,6 +137,8 @@ def table_text(table: str, seeds: list, select_on: str, idx: Runs) -> tuple[str,
         csv_rows.append(row)
     if marked:
         out += ["", MARK_NOTE]
+    if stale:
+        out += ["", STALE_NOTE.format(n=stale)]
     fields = ["setting", "model"] + [k for t in tasks for k in (t, f"{t} paper", f"{t} seeds", f"{t} paper protocol")]
     return "\n".join(out), csv_rows, fields
 

@@ -127,6 +127,11 @@ class Task:
         raise EmbexpError(f"task {self.cfg.name} cannot format rows")
 
     @property
+    def validation_metric(self) -> str:
+        """The metric ``trainer.select_metric=task`` maximises: the one the task's paper validates on ('' = none)."""
+        return ""
+
+    @property
     def num_labels(self) -> int:
         """Classes for an encoder head (1 for regression, 0 for generation tasks)."""
         return 0

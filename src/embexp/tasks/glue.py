@@ -98,6 +98,13 @@ class GlueTask(Task):
         return super().split_name(which)
 
     @property
+    def validation_metric(self) -> str:
+        """The first value of the GLUE metric (CoLA Matthews correlation, STS-B Pearson, otherwise accuracy), which
+        the Tiny-Attention authors keep the best state by (train_ada.py @03eee7e, ``eval`` returns
+        ``list(result.values())[0]``) and the paper names (App. B: accuracy for MNLI-m, QQP and MRPC)."""
+        return {"cola": "mcc", "stsb": "pearson"}.get(self.cfg.subset, "accuracy")
+
+    @property
     def num_labels(self) -> int:
         return 1 if self.kind == "regression" else len(self._names)
 

@@ -39,10 +39,11 @@ class Config:
     table: str = f(
         "all", "all: every paper, written to out; a paper's name: its section only, printed.", choices=TABLES + ("all",)
     )
-    out: str = f("docs/reproduction.md", "The ledger file (table=all); '' prints only.")
-    data_dir: str = f(
+    out: Optional[str] = f("docs/reproduction.md", "The ledger file (table=all); out= (empty) prints only.")
+    data_dir: Optional[str] = f(
         "${oc.env:EMBEXP_DATA,''}",
-        "Root of the real data (the rows that read it); default $EMBEXP_DATA, " "'' lists those rows as needing data.",
+        "Root of the real data (the rows that read it); default $EMBEXP_DATA; data_dir= (empty) lists those rows as "
+        "needing data.",
     )
 
 

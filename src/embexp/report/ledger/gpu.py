@@ -160,7 +160,8 @@ class Run:
         for w in self.decode:
             out.append(
                 f"decode {num(w.rows)} rows / batch {num(w.times)} × {num(w.tokens)} new tokens × "
-                f"{self.arch.n * self.weight_bytes / 1e9:.1f} GB / {HBM * HBM_EFF / 1e12:.3g} TB/s = {hrs(decode / 3600)} h"
+                f"{self.arch.n * self.weight_bytes / 1e9:.1f} GB / {HBM * HBM_EFF / 1e12:.3g} TB/s "
+                f"= {hrs(decode / 3600)} h"
             )
         gb, terms = self.memory()
         copies = f" (× {self.copies} runs)" if self.copies > 1 else ""
@@ -200,7 +201,11 @@ class Estimate:
         h, gb = self.hours(), self.peak()
         hours = hrs(h)
         fits = "" if gb <= GPU_GB else f"; over {GPU_GB} GB: model.dtype=bfloat16 or more GPUs"
-        return f"≈ {hours} GPU-h, ≈ {gb:.0f} GB peak{fits} [{self.ref or self.key}]"
+        return (
+            f"≈ {hours} GPU-h, ≈ {gb:.2g} GB peak{fits} [{self.ref or self.key}]"
+            if gb < 10
+            else f"≈ {hours} GPU-h, ≈ {gb:.0f} GB peak{fits} [{self.ref or self.key}]"
+        )
 
     def text(self) -> str:
         if not self.runs:

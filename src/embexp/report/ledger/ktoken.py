@@ -35,6 +35,10 @@ TASKS = {"Table 1": "Textualized Tree", "Table 2": "Amazon Reviews", "Table 3": 
 # stage (the held-out gate trees included), gate trees, test trees, questions asked per tree
 TREES, GATE, TEST, PAIRS = 500_000, 10_000, 10_000, 5
 SAMPLE = 300  # trees generated per stage for the sizes and majority class
+INTRO = (
+    "Tables 1–3 and the numbers of §3–§4. Not listed: the figures (Fig. 6's claim is a row), §1's 94% (arithmetic "
+    "on K = 4) and the vocabulary-bits example of §1 (its numbers are lost in the paper's text)."
+)
 NOTES = {
     "Table 1": "P–L (Eq. 3) = 2PL/(P+L) by `embexp.tasks.metrics.pl_from_accuracy` from the printed accuracy P and "
     "length reduction L: a check of embexp's formula, not a re-run. LTSC is another paper's method "

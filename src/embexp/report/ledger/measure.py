@@ -51,3 +51,11 @@ def arch(model: str) -> Arch:
 def arch_of(name: str, n: int, d: int, layers: int, vocab: int, kv: int, table: int, tied: bool = False) -> Arch:
     """An architecture given by its numbers (judges, PEMA's registry models)."""
     return Arch(name, n, n - table + (table if tied else 0), d, layers, vocab, kv)
+
+
+@lru_cache(maxsize=None)
+def composed(*overrides: str):
+    """The train config ``python -m embexp.train`` composes for these overrides (cached)."""
+    from embexp.studies import compose_train
+
+    return compose_train(list(overrides))

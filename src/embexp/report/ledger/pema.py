@@ -41,6 +41,11 @@ T5_DIFFERS = {
     ("distilbert", 2): "67.0M",
     ("distilbert", 3): "35.0%",
 }
+INTRO = (
+    "Tables 1–10 and the numbers of §3 and §6. Not listed: Fig. 1 (a diagram), Fig. 2's curves (its claims "
+    "are rows), Table 6's l, h and d_model (stored config fields) and Table 9's % column (the ratio of its two "
+    "other columns)."
+)
 NOTES = {
     "Table 5": "The registry's stored config fields (studies/vocab.py MODELS) built on the meta device with a 2-class "
     "sequence-classification head.",

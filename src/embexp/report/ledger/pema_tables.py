@@ -3,9 +3,7 @@ Table 7's split sizes (EMBEXP_DATA), Table 8's hyper-parameters against conf/, T
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-from embexp.report.ledger import data
+from embexp.report.ledger import data, measure
 from embexp.report.ledger.core import Row
 from embexp.report.ledger.pema import LABEL, REGISTRY, TOKENIZERS
 
@@ -112,8 +110,10 @@ def split_count(subset: str, splits: tuple, d) -> int:
 
 def t7_rows() -> list[Row]:
     out = []
-    cmd = ("python -m embexp.train task=glue task.subset={s} task.data_dir=$EMBEXP_DATA "
-           "(n_train_examples, n_eval_examples)")
+    cmd = (
+        "python -m embexp.train task=glue task.subset={s} task.data_dir=$EMBEXP_DATA "
+        "(n_train_examples, n_eval_examples)"
+    )
     for subset, printed in T7.items():
         groups = MNLI_SPLITS if subset == "mnli" else T7_SPLITS
         for (col, splits), p in zip(list(groups.items()) + [("total", sum(groups.values(), ()))], printed.split()):
@@ -150,11 +150,8 @@ DROPOUT = [
 ]
 
 
-@lru_cache(maxsize=None)
 def composed(experiment: str):
-    from embexp.studies import compose_train
-
-    return compose_train([f"experiment={experiment}", "model=bert" if "xlm" not in experiment else "model=xlmr"])
+    return measure.composed(f"experiment={experiment}", "model=xlmr" if "xlm" in experiment else "model=bert")
 
 
 def t8_rows() -> list[Row]:

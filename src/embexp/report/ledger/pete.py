@@ -10,6 +10,7 @@ POOLER = (
     "ours has no pooler: the authors' encoders end in Linear(512, 512) + tanh on the mean (262,656 parameters), "
     "ours pools by the masked mean; with it, {with_} (docs/methods_pete.md)"
 )
+INTRO = "Table 2 (Table 1 and the training-time and dropout rows of Table 2 are qualitative)."
 NOTES = {
     "Table 2": "The 2-layer/2-head d=512 encoders of conf/model/scratch_encoder.yaml, without a task head "
     "(num_labels=0: the sentence encoder STS-B reads)."

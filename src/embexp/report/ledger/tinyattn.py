@@ -13,6 +13,11 @@ MISSING = (
     "1,846 fewer than 176,000: 192 are torch MHA's in/out projections (method.mha_proj=true gives the authors' "
     "174,346), the other 1,654 are in no published code (docs/methods_tinyattn.md)"
 )
+INTRO = (
+    "Tables 1–14 and the numbers of §4. Not listed: the rows of other methods that the paper quotes from other "
+    "papers (AdaMix, AdapterH/P, LoRA, WARP, fine-tuning, PET, GPT-3, human baselines, Prefix-Tuning), and Figs. 1–4 "
+    "(diagrams, and plots of Tables 8 and 2)."
+)
 NOTES = {
     "Table 8": "Counts on a binary task with the authors' head (model.head=linear); shares of roberta-large's "
     "355,359,744 "
@@ -200,5 +205,6 @@ def data_rows() -> list[Row]:
 
 def rows() -> list[Row]:
     from embexp.report.ledger.tinyattn_gpu import rows as gpu_rows
+    from embexp.report.ledger.tinyattn_hp import rows as hp_rows
 
-    return param_rows() + data_rows() + gpu_rows()
+    return param_rows() + data_rows() + hp_rows() + gpu_rows()

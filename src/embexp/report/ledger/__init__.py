@@ -16,6 +16,7 @@ The file is generated: never edit it by hand (tests/test_reproduction.py checks 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -47,12 +48,18 @@ class Config:
     )
 
 
+def table_key(name: str) -> tuple:
+    """Tables by number, then figures by number, then the text's sections, each in its given order."""
+    m = re.match(r"(Table|Fig\.) (\d+)", name)
+    return (("Table", "Fig.").index(m[1]), int(m[2])) if m else (2, 0)
+
+
 def paper_rows(paper: str) -> list[Row]:
-    """The rows of one paper, in the order of its tables; the estimates they share are numbered
+    """The rows of one paper, table by table (``table_key``); the estimates they share are numbered
     (<paper>-E1, ...) in order of first use."""
     import importlib
 
-    rows = importlib.import_module(f"embexp.report.ledger.{paper}").rows()
+    rows = sorted(importlib.import_module(f"embexp.report.ledger.{paper}").rows(), key=lambda r: table_key(r.table))
     refs: dict = {}
     for r in rows:
         if r.gpu is not None:

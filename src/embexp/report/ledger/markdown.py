@@ -30,11 +30,19 @@ def tables(rows: list) -> dict:
 
 
 def notes_of(paper: str) -> dict:
-    """A paper module's INTRO and per-table NOTES."""
+    """The paper's INTRO and per-table NOTES, from its rows modules (``<paper>.py``, ``<paper>_*.py``)."""
     import importlib
+    import pkgutil
 
-    mod = importlib.import_module(f"embexp.report.ledger.{paper}")
-    return {**getattr(mod, "NOTES", {}), "_intro": getattr(mod, "INTRO", "")}
+    from embexp.report import ledger
+
+    notes = {"_intro": ""}
+    for m in sorted(pkgutil.iter_modules(ledger.__path__), key=lambda m: m.name):
+        if m.name == paper or m.name.startswith(paper + "_"):
+            mod = importlib.import_module(f"embexp.report.ledger.{m.name}")
+            notes.update(getattr(mod, "NOTES", {}))
+            notes["_intro"] = notes["_intro"] or getattr(mod, "INTRO", "")
+    return notes
 
 
 def section(paper: str, rows: list) -> str:

@@ -192,7 +192,7 @@ def data_rows() -> list[Row]:
         out.append(
             Row(
                 f"tinyattn.t1.{sub}.fewglue",
-                "Table 1 (§4.1)",
+                "Table 1",
                 f"FewGLUE {sub.upper()}: training examples",
                 "32",
                 f"python -m embexp.train task=superglue task.subset={sub} task.train_split=train_fewglue32",

@@ -40,7 +40,8 @@ def notes_of(paper: str) -> dict:
     for m in sorted(pkgutil.iter_modules(ledger.__path__), key=lambda m: m.name):
         if m.name == paper or m.name.startswith(paper + "_"):
             mod = importlib.import_module(f"embexp.report.ledger.{m.name}")
-            notes.update(getattr(mod, "NOTES", {}))
+            for table, text in getattr(mod, "NOTES", {}).items():
+                notes[table] = f"{notes[table]} {text}" if table in notes else text
             notes["_intro"] = notes["_intro"] or getattr(mod, "INTRO", "")
     return notes
 

@@ -11,7 +11,9 @@ model, method, tag and seed; standard errors; Markdown, CSV and PNG output):
 - ``tinyattn``: Tiny-Attention's Tables 1, 2, 8, 10, 11 and 12;
 - ``ktoken``: K-Token Merging's Tables 1-3 and the Fig. 6 ablation;
 - ``compare``: every method side by side: quality, parameters, memory, speed, export;
-- ``curve`` (``table=curve``): learning curves of the runs that recorded one (``trainer.curve_at``).
+- ``curve`` (``table=curve``): learning curves of the runs that recorded one (``trainer.curve_at``);
+- ``ledger``: the reproduction ledger, docs/reproduction.md: every table cell of the five papers, computed
+  where one CPU can, else what it needs (a GPU, with an estimate; data; the hub) (``make reproduction``).
 
 Without ``paper=``, ``table=compare`` is the comparison, ``table=curve`` the learning curves and any
 other table (``table=1``, ``table=all``, ...) TinyTE's, as before the papers were named.
@@ -24,15 +26,15 @@ import sys
 
 from embexp import EmbexpError, cli
 
-PAPERS = ("tinyte", "pema", "pete", "tinyattn", "ktoken", "compare")
+PAPERS = ("tinyte", "pema", "pete", "tinyattn", "ktoken", "compare", "ledger")
 
 
 def modules() -> dict:
     """Every report module by name (the papers, and curve)."""
-    from embexp.report import compare, curve, ktoken, pema, pete, tinyattn, tinyte
+    from embexp.report import compare, curve, ktoken, ledger, pema, pete, tinyattn, tinyte
 
     return {"tinyte": tinyte, "pema": pema, "pete": pete, "tinyattn": tinyattn, "ktoken": ktoken, "compare": compare,
-            "curve": curve}
+            "curve": curve, "ledger": ledger}
 
 
 def table_names(module) -> tuple[str, ...]:

@@ -26,6 +26,14 @@ SPECS: dict[str, dict] = {
     "llama2": dict(family="llama", kind="decoder", config=dict(
         hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
         num_key_value_heads=32, vocab_size=32000, tie_word_embeddings=False)),
+    # EleutherAI/gpt-j-6b (model=gptj; TinyTE Table 8): 6,050,882,784 parameters built here (untied head with a bias)
+    "gptj": dict(family="gptj", kind="decoder", config=dict(
+        n_embd=4096, n_layer=28, n_head=16, rotary_dim=64, n_positions=2048, vocab_size=50400,
+        tie_word_embeddings=False)),
+    # Qwen/Qwen2.5-0.5B (model=qwen25_05b; TinyTE Table 8, the K-Token paper's backbone): 494,032,768 parameters (tied)
+    "qwen25_05b": dict(family="qwen2", kind="decoder", config=dict(
+        hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+        num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True)),
     # HuggingFaceTB/SmolLM2-135M-Instruct (model=smollm2): 134,515,008 parameters (tied)
     "smollm2": dict(family="llama", kind="decoder", config=dict(
         hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,

@@ -1,0 +1,100 @@
+"""The reproduction ledger: ``python -m embexp.report paper=ledger`` writes docs/reproduction.md.
+
+    python -m embexp.report paper=ledger                      # every row of the five papers -> docs/reproduction.md
+    EMBEXP_DATA=../shared/data python -m embexp.report paper=ledger   # + the rows that read real data
+    python -m embexp.report paper=ledger table=pema out=      # one paper's section, printed only
+
+For every table of the five papers, each cell one CPU can compute is computed (parameter counts on
+the ``meta`` device, tokenizer and split counts on the real data, the Textualized Tree generator,
+the K-Token P–L formula, recipe hyper-parameters), with the paper's value, embexp's, the command and
+a status (ledger/core.py); every other cell says what it needs: a GPU (with an estimate of its
+GPU-hours and peak memory, stated as arithmetic: ledger/gpu.py), data (``EMBEXP_DATA``), the hub,
+or a method embexp does not have. One rows module per paper; ``make reproduction`` runs this.
+The file is generated: never edit it by hand (tests/test_reproduction.py checks it is current).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from embexp.config import f
+from embexp.report.ledger.core import LABELS, Row, decide
+
+PAPERS = {
+    "tinyte": "TinyTE (papers/tinyte.md)",
+    "pema": "PEMA (papers/pema.md)",
+    "pete": "PETE (papers/pete.md)",
+    "tinyattn": "Tiny-Attention (papers/tiny-attention.md)",
+    "ktoken": "K-Token Merging (papers/k-token-merging.md)",
+}
+TABLES = tuple(PAPERS)
+COMMAND = "python -m embexp.report paper=ledger"
+
+
+@dataclass
+class Config:
+    table: str = f(
+        "all", "all: every paper, written to out; a paper's name: its section only, printed.", choices=TABLES + ("all",)
+    )
+    out: Optional[str] = f("docs/reproduction.md", "The ledger file (table=all); out= (empty) prints only.")
+    data_dir: Optional[str] = f(
+        "${oc.env:EMBEXP_DATA,''}",
+        "Root of the real data (the rows that read it); default $EMBEXP_DATA; data_dir= (empty) lists those rows as "
+        "needing data.",
+    )
+
+
+def table_key(name: str) -> tuple:
+    """Tables by number, then figures by number, then the text's sections, each in its given order."""
+    m = re.match(r"(Table|Fig\.) (\d+)", name)
+    return (("Table", "Fig.").index(m[1]), int(m[2])) if m else (2, 0)
+
+
+def paper_rows(paper: str) -> list[Row]:
+    """The rows of one paper, table by table (``table_key``); the estimates they share are numbered
+    (<paper>-E1, ...) in order of first use."""
+    import importlib
+
+    rows = sorted(importlib.import_module(f"embexp.report.ledger.{paper}").rows(), key=lambda r: table_key(r.table))
+    refs: dict = {}
+    for r in rows:
+        if r.gpu is not None:
+            r.gpu.ref = refs.setdefault(r.gpu.key, f"{paper}-E{len(refs) + 1}")
+    ids = [r.id for r in rows]
+    assert len(ids) == len(set(ids)), [i for i in ids if ids.count(i) > 1]
+    return rows
+
+
+def all_rows() -> dict[str, list[Row]]:
+    return {p: paper_rows(p) for p in PAPERS}
+
+
+def data_path(cfg) -> Optional[Path]:
+    d = str(cfg.data_dir or "")
+    return Path(d).expanduser() if d else None
+
+
+def render(cfg: Config) -> str:
+    from embexp.report.ledger.markdown import document, section
+
+    data_dir = data_path(cfg)
+    papers = list(PAPERS) if cfg.table == "all" else [cfg.table]
+    outcomes = {p: [(r, decide(r, data_dir)) for r in paper_rows(p)] for p in papers}
+    text = document(outcomes, data_dir is not None) if cfg.table == "all" else section(cfg.table, outcomes[cfg.table])
+    if cfg.out and cfg.table == "all":
+        Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(cfg.out).write_text(text, encoding="utf-8")
+        counts = {k: sum(o.status == k for rows in outcomes.values() for _, o in rows) for k in LABELS}
+        print(f"wrote {cfg.out}: " + ", ".join(f"{n} {LABELS[k]}" for k, n in counts.items() if n))
+    else:
+        print(text)
+    return text
+
+
+def env_data_dir() -> Optional[Path]:
+    d = os.environ.get("EMBEXP_DATA", "")
+    return Path(d) if d else None

@@ -1,0 +1,196 @@
+"""A row of the reproduction ledger and how its status is decided (docs/reproduction.md).
+
+A row is one cell of a paper's table (or a group of cells one run set produces, for the rows that
+need a GPU): the paper's value as printed, a function computing embexp's, the command a user runs
+for it, and what it needs. Its status:
+
+- ``equal``: ours, rendered at the paper's printed precision ("176K" -> thousands, "54.9" -> one
+  decimal, "8.9M" -> 0.1M, "1e-8" -> the number itself), is the printed text;
+- ``differs``: it is not, and the row says why (``reason``) and records the value it expects
+  (``expected``, ours at the paper's precision), so a test fails if ours moves;
+- ``unexplained``: it is not, and the row gives no reason (a test fails);
+- ``unprinted``: the paper prints no value; ours is recorded (``expected``) so it cannot drift;
+- ``gpu`` / ``data`` / ``hub`` / ``absent``: needs a GPU (with an estimate, ledger/gpu.py), reads
+  ``EMBEXP_DATA`` (computed when the files are there, else the missing file is named), needs a
+  tokenizer, model or data set that only the hub has, or is a method/setting embexp does not have.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from embexp import EmbexpError
+
+LABELS = {
+    "equal": "equal at the paper's precision",
+    "differs": "differs (explained)",
+    "unexplained": "differs (unexplained)",
+    "unprinted": "no printed value (ours recorded)",
+    "gpu": "needs a GPU",
+    "data": "needs data",
+    "hub": "needs the hub",
+    "absent": "not in embexp",
+    "error": "error",
+}
+COMPUTED = ("equal", "differs", "unexplained", "unprinted")
+NOT_PRINTED = ("—", "-", "")
+
+_NUM = re.compile(r"^(?P<pre>~|≈|roughly )?(?P<num>\d[\d,]*(?:\.\d+)?)(?P<suf>K|k|M|B|%| thousand| million| MB| s)?$")
+_SCI = re.compile(r"^\d+(?:\.\d+)?e-?\d+$")
+_SCALE = {
+    None: 1.0,
+    "K": 1e3,
+    "k": 1e3,
+    "M": 1e6,
+    "B": 1e9,
+    "%": 1.0,
+    " thousand": 1e3,
+    " million": 1e6,
+    " MB": 1.0,
+    " s": 1.0,
+}
+
+
+@dataclass(frozen=True)
+class Printed:
+    """A number as a paper prints it: value in base units, and the precision the text carries."""
+
+    text: str
+    value: float
+    scale: float  # the unit of the printed digits (1e3 for "176K")
+    decimals: int  # -1: scientific ("1e-8"), compared as the number itself
+    suffix: str
+    commas: bool
+    prefix: str
+
+    def digits(self, x: float) -> str:
+        if self.decimals < 0:
+            mant, exp = f"{x:e}".split("e")
+            return f"{float(mant):g}e{int(exp)}"
+        q = round(x / self.scale, self.decimals)
+        return f"{q:,.{self.decimals}f}" if self.commas else f"{q:.{self.decimals}f}"
+
+    def render(self, x: float) -> str:
+        """`x` (base units) written as the paper writes this number."""
+        return f"{self.prefix}{self.digits(x)}{self.suffix}"
+
+    def same(self, x: float) -> bool:
+        if self.decimals < 0:
+            return math.isclose(x, self.value, rel_tol=1e-9)
+        return self.digits(x) == self.digits(self.value)
+
+    def delta(self, x: float) -> str:
+        """|x - printed| at the printed precision, with its unit."""
+        d = abs(x - self.value)
+        if self.decimals < 0:
+            return f"{d:g}"
+        q = round(d / self.scale, self.decimals)
+        unit = (" point" + ("s" if q != 1 else "")) if self.suffix == "%" else self.suffix
+        return f"{q:.{self.decimals}f}{unit}"
+
+
+def printed(text: str) -> Optional[Printed]:
+    """The number a printed cell holds, or None when it is not one ('Linear', '—')."""
+    t = text.strip()
+    if _SCI.match(t):
+        return Printed(t, float(t), 1.0, -1, "", False, "")
+    m = _NUM.match(t)
+    if not m:
+        return None
+    num, suf = m["num"], m["suf"]
+    decimals = len(num.split(".")[1]) if "." in num else 0
+    scale = _SCALE[suf]
+    return Printed(t, float(num.replace(",", "")) * scale, scale, decimals, suf or "", "," in num, m["pre"] or "")
+
+
+@dataclass
+class Row:
+    """One ledger row. ``ours(data_dir)`` returns embexp's value in base units (a count, a percent
+    for a '%' cell) or a string for a non-numeric cell; it runs only when the row needs nothing."""
+
+    id: str
+    table: str
+    cell: str
+    paper: str
+    command: str
+    ours: Optional[Callable[[Optional[Path]], object]] = None
+    reason: str = ""
+    expected: str = ""
+    data: tuple = ()
+    gpu: object = None  # an Estimate (ledger/gpu.py)
+    hub: str = ""
+    absent: str = ""
+
+    @property
+    def data_free(self) -> bool:
+        return not (self.data or self.gpu or self.hub or self.absent)
+
+
+@dataclass
+class Outcome:
+    status: str
+    ours: str
+    text: str
+
+
+def missing_files(row: Row, data_dir: Optional[Path]) -> list[str]:
+    return [p for p in row.data if data_dir is None or not (Path(data_dir) / p).is_file()]
+
+
+def needs(row: Row, data_dir: Optional[Path]) -> Optional[Outcome]:
+    """The outcome of a row that cannot be computed here, else None."""
+    if row.absent:
+        return Outcome("absent", "", f"not in embexp: {row.absent}")
+    if row.hub:
+        return Outcome("hub", "", f"needs the hub: {row.hub}")
+    if row.gpu is not None:
+        return Outcome("gpu", "", f"needs a GPU: {row.gpu.summary()}")
+    gone = missing_files(row, data_dir)
+    if gone:
+        if data_dir is None:
+            return Outcome("data", "", "needs data: EMBEXP_DATA is unset (reads " + ", ".join(row.data) + ")")
+        return Outcome("data", "", "needs data: no " + ", ".join(gone) + " under EMBEXP_DATA")
+    return None
+
+
+def decide(row: Row, data_dir: Optional[Path] = None) -> Outcome:
+    """The row's status, computing ours when nothing is missing."""
+    out = needs(row, data_dir)
+    if out is not None:
+        return out
+    try:
+        value = row.ours(data_dir)
+    except EmbexpError as e:
+        return Outcome("error", "", f"error: {e}")
+    return compare(row, value)
+
+
+def compare(row: Row, value) -> Outcome:
+    if row.paper in NOT_PRINTED:
+        fmt = printed(row.expected)
+        ours = fmt.render(value) if fmt and not isinstance(value, str) else str(value)
+        return Outcome("unprinted", ours, LABELS["unprinted"])
+    p = printed(row.paper)
+    if p is None or isinstance(value, str):
+        ours = str(value)
+        if ours.lower() == row.paper.lower():
+            return Outcome("equal", ours, LABELS["equal"])
+        return Outcome(
+            "differs" if row.reason else "unexplained",
+            ours,
+            f"differs because {row.reason}" if row.reason else "differs (unexplained)",
+        )
+    ours = p.render(value)
+    if p.same(value):
+        return Outcome("equal", ours, LABELS["equal"])
+    if row.reason:
+        return Outcome("differs", ours, f"differs by {p.delta(value)} because {row.reason}")
+    return Outcome("unexplained", ours, f"differs by {p.delta(value)} (unexplained)")
+
+
+def fmt_int(n: float) -> str:
+    return f"{int(round(n)):,}"

@@ -1,0 +1,141 @@
+"""The reproduction ledger (docs/reproduction.md, src/embexp/report/ledger/): every data-free row is a
+test against the paper's printed number at the printed precision (or, for a row that differs for a
+stated reason or that the paper does not print, against the value the row records, so any drift
+fails); the rows that read EMBEXP_DATA skip without it; the committed file is what the code renders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA
+from embexp.report import ledger
+from embexp.report.ledger import markdown
+from embexp.report.ledger.core import Row, compare, decide, missing_files, printed
+
+REPO = Path(__file__).resolve().parents[1]
+ROWS = [r for rows in ledger.all_rows().values() for r in rows]  # building the rows computes nothing
+FREE = [r for r in ROWS if r.data_free]
+DATA_ROWS = [r for r in ROWS if r.data and not (r.gpu or r.hub or r.absent)]
+
+
+def check(row: Row, out) -> None:
+    assert out.status in ("equal", "differs", "unprinted"), f"{row.id}: {out.text}"
+    if out.status == "equal":
+        assert not row.reason and not row.expected, f"{row.id} now equals the paper: drop its reason and expected value"
+    else:
+        assert out.ours == row.expected, f"{row.id}: ours is {out.ours}, the row records {row.expected}"
+
+
+@pytest.mark.parametrize("row", FREE, ids=lambda r: r.id)
+def test_a_data_free_row_is_the_paper_s_number_or_its_recorded_value(row):
+    check(row, decide(row, None))
+
+
+@pytest.mark.parametrize("row", DATA_ROWS, ids=lambda r: r.id)
+def test_a_data_row_is_the_paper_s_number_or_its_recorded_value(row):
+    if DATA is None:
+        pytest.skip("EMBEXP_DATA is unset")
+    gone = missing_files(row, DATA)
+    if gone:
+        pytest.skip(f"no {gone[0]} under EMBEXP_DATA")
+    check(row, decide(row, DATA))
+
+
+def test_the_committed_ledger_is_what_the_code_renders():
+    """Every row is in docs/reproduction.md, and every row that reads no data (its value, status, GPU
+    estimate) is there exactly as rendered now: regenerate with `make reproduction`."""
+    text = (REPO / "docs" / "reproduction.md").read_text(encoding="utf-8")
+    assert text.startswith("# Reproduction ledger") and ledger.COMMAND in text.split("\n", 3)[2]
+    stale = []
+    for paper, rows in ledger.all_rows().items():
+        assert f"## {ledger.PAPERS[paper]}" in text
+        for r in rows:
+            assert f"| `{r.id}` |" in text, f"{r.id} is not in docs/reproduction.md: make reproduction"
+            if not r.data:
+                line = markdown.line(r, decide(r, None))
+                if line not in text:
+                    stale.append(line)
+                if r.gpu is not None:
+                    assert f"- **{r.gpu.ref}**: {r.gpu.text()}" in text, r.gpu.ref
+    assert not stale, f"{len(stale)} rows are stale (make reproduction), e.g. {stale[0]}"
+
+
+@pytest.mark.parametrize(
+    "text, value, same, shown",
+    [
+        ("176K", 174_154, False, "174K"),
+        ("0.7M", 690_466, True, "0.7M"),
+        ("8.9 million", 8_930_048, True, "8.9 million"),
+        ("54.9", 54.92, True, "54.9"),
+        ("28,996", 30_522, False, "30,522"),
+        ("0.05%", 0.049, True, "0.05%"),
+        ("~63.4%", 63.93, False, "~63.9%"),
+        ("1e-8", 1e-8, True, "1e-8"),
+        ("7.5e-6", 7.5e-6, True, "7.5e-6"),
+        ("2.45 million", 2_450_000, True, "2.45 million"),
+        ("8.5k", 8_551, False, "8.6k"),
+        ("0.000", 0.0, True, "0.000"),
+    ],
+)
+def test_a_printed_number_carries_its_precision(text, value, same, shown):
+    p = printed(text)
+    assert p.same(value) is same and p.render(value) == shown
+
+
+def test_statuses_of_hand_made_rows(tmp_path):
+    row = Row("x", "T", "c", "176K", "cmd", lambda _d: 174_154)
+    assert decide(row).text == "differs by 2K (unexplained)"
+    row.reason, row.expected = "of Y", "174K"
+    assert (decide(row).status, decide(row).text) == ("differs", "differs by 2K because of Y")
+    assert compare(Row("s", "T", "c", "Linear", ""), "linear").status == "equal"
+    assert decide(Row("u", "T", "c", "—", "", lambda _d: 64.49, expected="64.5%")).ours == "64.5%"
+    needs = Row("d", "T", "c", "1", "", lambda _d: 1, data=("glue/x/train.jsonl",))
+    assert decide(needs).status == "data" and "EMBEXP_DATA is unset" in decide(needs).text
+    assert "no glue/x/train.jsonl under EMBEXP_DATA" in decide(needs, tmp_path).text
+    (tmp_path / "glue" / "x").mkdir(parents=True)
+    (tmp_path / "glue" / "x" / "train.jsonl").write_text("{}\n")
+    assert decide(needs, tmp_path).status == "equal"
+
+
+def test_every_paper_has_gpu_rows_and_every_status_kind_occurs():
+    kinds = {
+        p: {
+            ("gpu" if r.gpu else "hub" if r.hub else "absent" if r.absent else "data" if r.data else "free")
+            for r in rows
+        }
+        for p, rows in ledger.all_rows().items()
+    }
+    assert set(kinds) == {"tinyte", "pema", "pete", "tinyattn", "ktoken"}
+    assert all({"gpu", "free"} <= k for k in kinds.values()), kinds
+    assert {"gpu", "hub", "absent", "data", "free"} <= set().union(*kinds.values())
+    unprinted = [r for rows in ledger.all_rows().values() for r in rows if r.paper in ("—", "") and r.data_free]
+    assert unprinted and all(r.expected for r in unprinted)
+
+
+def test_an_estimate_is_arithmetic_that_adds_up():
+    from embexp.report.ledger.gpu import Arch, Estimate, Run, Work
+
+    a = Arch("toy", n=2_000_000_000, n_matmul=1_000_000_000, d=1024, layers=10, vocab=1000, kv=256)
+    run = Run(
+        "toy",
+        a,
+        "bf16",
+        trainable=1_000,
+        train=(Work("train", 1_000, 100, 2),),
+        evals=(Work("eval", 100, 100),),
+        seq=100,
+        batch=2,
+    )
+    tr, ev = run.flops()
+    assert (tr, ev) == (4 * 1e9 * 2e5, 2 * 1e9 * 1e4)
+    assert abs(run.hours() - (tr + ev) / (0.4 * 989.4e12) / 3600) < 1e-12
+    gb, terms = run.memory()
+    assert abs(gb - (8e9 + 12_000 + 10 * 2 * 100 * 1024 * 34 + 8 * 2 * 100 * 1000) / 1e9) < 1e-9 and len(terms) == 4
+    est = Estimate("k", lambda: [run])
+    assert (
+        "FLOP" in est.text()
+        and est.summary().startswith("≈ ")
+        and Estimate("d", lambda: [], "derived").summary() == "derived [d]"
+    )

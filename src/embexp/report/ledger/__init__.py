@@ -31,6 +31,14 @@ PAPERS = {
     "tinyattn": "Tiny-Attention (papers/tiny-attention.md)",
     "ktoken": "K-Token Merging (papers/k-token-merging.md)",
 }
+# each paper's rows modules (every one has rows()), gathered here so none imports another's rows
+MODULES = {
+    "tinyte": ("tinyte", "tinyte_scores", "tinyte_studies"),
+    "pema": ("pema", "pema_tables", "pema_gpu"),
+    "pete": ("pete",),
+    "tinyattn": ("tinyattn", "tinyattn_hp", "tinyattn_gpu"),
+    "ktoken": ("ktoken", "ktoken_gpu"),
+}
 TABLES = tuple(PAPERS)
 COMMAND = "python -m embexp.report paper=ledger"
 
@@ -59,7 +67,8 @@ def paper_rows(paper: str) -> list[Row]:
     (<paper>-E1, ...) in order of first use."""
     import importlib
 
-    rows = sorted(importlib.import_module(f"embexp.report.ledger.{paper}").rows(), key=lambda r: table_key(r.table))
+    found = [r for m in MODULES[paper] for r in importlib.import_module(f"embexp.report.ledger.{m}").rows()]
+    rows = sorted(found, key=lambda r: table_key(r.table))
     refs: dict = {}
     for r in rows:
         if r.gpu is not None:

@@ -217,6 +217,4 @@ def other_rows() -> list[Row]:
 
 
 def rows() -> list[Row]:
-    from embexp.report.ledger.ktoken_gpu import rows as gpu_rows
-
-    return pl_rows() + tree_rows_() + other_rows() + gpu_rows()
+    return pl_rows() + tree_rows_() + other_rows()

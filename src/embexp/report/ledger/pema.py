@@ -241,7 +241,4 @@ def t2_rows() -> list[Row]:
 
 
 def rows() -> list[Row]:
-    from embexp.report.ledger.pema_gpu import rows as gpu_rows
-    from embexp.report.ledger.pema_tables import hub_rows, t7_rows, t8_rows, t9_pema_rows
-
-    return t5_rows() + t2_rows() + hub_rows() + t7_rows() + t8_rows() + t9_pema_rows() + gpu_rows()
+    return t5_rows() + t2_rows()

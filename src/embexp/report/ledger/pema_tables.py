@@ -210,3 +210,7 @@ def t9_pema_rows() -> list[Row]:
         )
         for s, v in printed.items()
     ]
+
+
+def rows() -> list[Row]:
+    return hub_rows() + t7_rows() + t8_rows() + t9_pema_rows()

@@ -204,7 +204,4 @@ def data_rows() -> list[Row]:
 
 
 def rows() -> list[Row]:
-    from embexp.report.ledger.tinyattn_gpu import rows as gpu_rows
-    from embexp.report.ledger.tinyattn_hp import rows as hp_rows
-
-    return param_rows() + data_rows() + hp_rows() + gpu_rows()
+    return param_rows() + data_rows()

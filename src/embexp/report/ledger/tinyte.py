@@ -1,5 +1,5 @@
 """TinyTE (papers/tinyte.md): the trainable-parameter columns (Tables 1, 2, 8, 11; the §4.1 text on
-Fig. 3), computed on the meta device; every score needs a GPU (ledger/tinyte_gpu.py)."""
+Fig. 3), computed on the meta device; every score needs a GPU (ledger/tinyte_scores.py)."""
 
 from __future__ import annotations
 
@@ -180,6 +180,4 @@ def data_rows() -> list[Row]:
 
 
 def rows() -> list[Row]:
-    from embexp.report.ledger.tinyte_gpu import rows as gpu_rows
-
-    return param_rows() + data_rows() + hub_rows() + gpu_rows()
+    return param_rows() + data_rows() + hub_rows()

@@ -111,7 +111,7 @@ def ablation_rows() -> list[Row]:
 
 
 def t5_t6_rows() -> list[Row]:
-    from embexp.report.ledger.tinyte_gpu import nlg_estimate
+    from embexp.report.ledger.tinyte_scores import nlg_estimate
 
     out = [
         Row(
@@ -235,7 +235,7 @@ def t8_rows() -> list[Row]:
 
 
 def ranking_rows() -> list[Row]:
-    from embexp.report.ledger.tinyte_gpu import nlg_estimate
+    from embexp.report.ledger.tinyte_scores import nlg_estimate
 
     out = []
     for i, (label, v) in enumerate(RANKING):

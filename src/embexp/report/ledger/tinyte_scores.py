@@ -239,6 +239,4 @@ def t3_rows() -> list[Row]:
 
 
 def rows() -> list[Row]:
-    from embexp.report.ledger.tinyte_gpu2 import rows as more
-
-    return t1_t2_t11_rows() + t3_rows() + more()
+    return t1_t2_t11_rows() + t3_rows()

@@ -113,12 +113,15 @@ def layer_mode(m, head: set[int]) -> str:
 
 def step_memory(model: str, method: str, s, device: torch.device, acc) -> dict:
     """Measured and predicted memory of one training step of ``method`` on ``model``; a step that runs
-    out of GPU memory is a row saying so (with the formula's peak, where the model loaded)."""
+    out of GPU memory is a row saying so (with the formula's peak, where the model loaded). The peak
+    is counted from what was allocated before the model was built."""
     row = {"model": model, "method": method, "precision": acc.mixed_precision, "batch": [], "predicted": None,
            "measured": None, "state ok": True}
-    if device.type == "cuda":
+    cuda = device.type == "cuda"
+    if cuda:
         gc.collect()
         torch.cuda.empty_cache()
+        base = torch.cuda.memory_allocated(device)
     try:
         cfg = compose(model, method, s.seq_len, s.batch_size, device, "trainer.max_steps=1", "trainer.lr=1e-6",
                       f"seed={s.seed}")
@@ -127,14 +130,16 @@ def step_memory(model: str, method: str, s, device: torch.device, acc) -> dict:
         row["batch"] = list(fixed_batches(c.train_features, 1, s.batch_size, pad, cfg.seed)[0]["input_ids"].shape)
         row["predicted"] = predict(c, tuple(row["batch"]), acc.mixed_precision)
         exclude = {p.untyped_storage().data_ptr() for p in c.method.parameters()}
-        if device.type == "cuda":
+        if cuda:
             torch.cuda.reset_peak_memory_stats(device)
         with saved_storages(exclude) as seen:
             res = Trainer(c.method, cfg.trainer, acc, c.train_features, [], pad, cfg.seed).fit()
+        peak = torch.cuda.max_memory_allocated(device) - base if cuda else None
     except torch.cuda.OutOfMemoryError as e:
         row["oom"] = str(e).strip().splitlines()[0][:200]
         return row
-    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+    finally:
+        acc.free_memory()  # the Accelerator lets go of the prepared model and optimizer (also after an OOM)
     row["measured"] = {"state": res.state_memory, "saved": sum(seen.values()), "peak": peak}
     got, want = res.state_memory["total_bytes"], row["predicted"]["state"]["total_bytes"]
     row["state ok"] = abs(got - want) <= STATE_TOLERANCE * want

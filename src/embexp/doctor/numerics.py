@@ -192,7 +192,9 @@ def tinyte_bias(model: str, device: torch.device, acc, seed: int) -> dict:
     with torch.no_grad():
         bias.fill_(1.0)
     before = bias.detach().clone()
-    Trainer(c.method, cfg.trainer, acc, c.train_features, [], c.backbone.tokenizer.pad_token_id, cfg.seed).fit()
+    trainer = Trainer(c.method, cfg.trainer, acc, c.train_features, [], c.backbone.tokenizer.pad_token_id, cfg.seed)
+    trainer.fit()
+    trainer.release()
     delta = (bias.detach() - before).float()
     moved = float(delta.abs().median() / lr)
     swallowed = bool(((before + delta).bfloat16() == before.bfloat16()).all())  # the same update on a bf16 tensor

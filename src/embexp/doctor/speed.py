@@ -45,8 +45,11 @@ def fixed_batches(feats, steps: int, batch: int, pad: int, seed: int = 0) -> lis
 
 
 def embexp_loop(cfg, c, feats, acc) -> float:
-    """Tokens/s of embexp's Trainer (Accelerate, schedule, accumulation, clipping, bookkeeping)."""
-    res = Trainer(c.method, cfg.trainer, acc, feats, [], c.backbone.tokenizer.pad_token_id, cfg.seed).fit()
+    """Tokens/s of embexp's Trainer (Accelerate, schedule, accumulation, clipping, bookkeeping). The
+    Accelerator lets go of the prepared model and optimizer afterwards (their state would pile up)."""
+    trainer = Trainer(c.method, cfg.trainer, acc, feats, [], c.backbone.tokenizer.pad_token_id, cfg.seed)
+    res = trainer.fit()
+    trainer.release()
     return res.tokens / res.wall_seconds
 
 

@@ -92,3 +92,14 @@ def test_device_cuda_without_a_gpu_is_one_line(capsys):
         doctor.main(["device=cuda"])
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 1 and len(err) == 1 and "device=cuda, but torch sees no CUDA device" in err[0], err
+
+
+def test_a_pretrained_encoder_gets_the_attention_implementation_it_asks_for():
+    """The SDPA-vs-eager check found model.attn_implementation reaching causal LMs only: MiniLM asked for
+    eager ran SDPA, so the comparison compared SDPA with itself."""
+    from conftest import compose
+
+    from embexp.models import load_backbone
+
+    cfg = compose("method=full_ft", "model=minilm", "task=glue", "model.attn_implementation=eager")  # default: sdpa
+    assert load_backbone(cfg.model, num_labels=2).model.config._attn_implementation == "eager"

@@ -29,6 +29,7 @@ import re
 import sys
 import traceback
 import types
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,7 +135,7 @@ def settings(cfg: Config, device: torch.device) -> object:
 def usage() -> str:
     from embexp.analyze import usage as fields
 
-    return __doc__.strip() + "\n\n" + fields("", Config).split("\n", 2)[2].replace("python -m embexp.analyze", "")
+    return __doc__.strip().replace("``", "") + "\n\n" + fields("", Config).split("\n", 2)[2]
 
 
 def accelerator(s, device: torch.device):
@@ -193,10 +194,11 @@ def run(cfg: Config) -> int:
     s = settings(cfg, device)
     cli.quiet_libraries()
     logging.getLogger("embexp").setLevel(logging.ERROR)  # the runs' own info and truncation warnings
+    warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' deprecation notices, once per model
     head = headline(s, device)
     print(head[0], flush=True)
     acc = accelerator(s, device)
-    sections = [env.check(device),
+    sections = [guarded("environment", lambda: env.check(device)),
                 guarded("numerics", lambda: numerics.check(s, device, acc, progress)),
                 guarded("memory", lambda: memory.check(s, device, acc, progress)),
                 guarded("speed", lambda: speed.check(s, device, acc, progress)),

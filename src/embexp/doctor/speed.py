@@ -45,10 +45,13 @@ def fixed_batches(feats, steps: int, batch: int, pad: int, seed: int = 0) -> lis
 
 
 def embexp_loop(cfg, c, feats, acc) -> float:
-    """Tokens/s of embexp's Trainer (Accelerate, schedule, accumulation, clipping, bookkeeping). The
-    Accelerator lets go of the prepared model and optimizer afterwards (their state would pile up)."""
+    """Tokens/s of embexp's Trainer (Accelerate, schedule, accumulation, clipping, bookkeeping). Afterwards
+    the method's forward is its own again (under mixed precision ``prepare`` wraps it in autocast, and
+    each repeat would wrap it once more, the plain loop's too) and the Accelerator lets go of the
+    prepared model and optimizer (their state would pile up)."""
     trainer = Trainer(c.method, cfg.trainer, acc, feats, [], c.backbone.tokenizer.pad_token_id, cfg.seed)
     res = trainer.fit()
+    acc.unwrap_model(trainer.model, keep_fp32_wrapper=False)
     trainer.release()
     return res.tokens / res.wall_seconds
 

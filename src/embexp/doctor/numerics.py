@@ -83,12 +83,24 @@ def warm(b: Built) -> dict:
 
 @torch.no_grad()
 def forward(b: Built, dtype: torch.dtype | None = None) -> tuple[float, torch.Tensor]:
-    """(loss, fp32 logits at the kept positions) of one eval-mode forward, autocast to ``dtype`` if given."""
+    """(loss, fp32 logits at the positions the backbone attended) of one eval-mode forward, autocast to
+    ``dtype`` if given. The mask is the one the backbone received (a prefix adds positions, K-Token's
+    merging removes some): padding positions are left out, where SDPA and eager legitimately differ."""
     b.method.eval()
-    with autocast(b.batch["input_ids"].device, dtype):
-        out = b.method(**b.batch)
-    logits, mask = out.logits.float(), b.batch["attention_mask"].bool()
-    if logits.dim() == 3 and logits.shape[:2] == mask.shape:  # a replace prefix reads other positions: all of them
+    seen = {}
+
+    def hook(module, args, kwargs):
+        if kwargs.get("attention_mask") is not None and kwargs["attention_mask"].dim() == 2:
+            seen["mask"] = kwargs["attention_mask"]
+
+    handle = b.method.backbone_model.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        with autocast(b.batch["input_ids"].device, dtype):
+            out = b.method(**b.batch)
+    finally:
+        handle.remove()
+    logits, mask = out.logits.float(), seen.get("mask", b.batch["attention_mask"]).bool()
+    if logits.dim() == 3 and logits.shape[:2] == mask.shape:
         logits = logits[mask]
     return float(out.loss), logits
 

@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 DRY_RUN ?=
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install demo test test-slow smoke bench tables clean
+.PHONY: help install demo test test-slow smoke bench gpu-check tables clean
 help:  ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
@@ -37,6 +37,11 @@ smoke: install  ## one debug=smoke run per method on a tiny model, offline
 
 bench: install  ## training throughput of embexp against a plain PyTorch loop (docs/benchmarks.md)
 	$(PY) scripts/bench.py throughput
+
+# GPU_CHECK takes python -m embexp.doctor's key=value options, e.g. GPU_CHECK="models=[smollm2] fsdp=never"
+GPU_CHECK ?=
+gpu-check: install  ## does this machine run embexp right and fast: numerics, memory, speed, FSDP -> outputs/gpu_check/
+	$(PY) -m embexp.doctor $(GPU_CHECK)
 
 clean:  ## remove run outputs (keeps .venv)
 	rm -rf outputs multirun

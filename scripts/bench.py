@@ -31,6 +31,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from embexp.cli import one_line_errors, quiet_libraries  # noqa: E402
+# the plain-loop comparison lives in the package, shared with python -m embexp.doctor (make gpu-check)
+from embexp.doctor.speed import alternating, embexp_loop, fixed_batches, plain_loop  # noqa: E402,F401
 from embexp.models import smollm2_path  # noqa: E402
 from embexp.studies import compose_train  # noqa: E402  (the train config exactly as the CLI composes it)
 
@@ -57,11 +59,6 @@ def options(name: str, argv: list[str], defaults: dict, hydra: bool = False) -> 
     return opts, overrides
 
 
-def alternating(r: int, items: list) -> list:
-    """`items` in order on even repeats, reversed on odd ones (A/B, B/A, ...)."""
-    return items if r % 2 == 0 else items[::-1]
-
-
 def clocks(fn) -> tuple[float, float]:
     """Wall seconds and process CPU seconds of one call. On a shared machine with one thread the CPU
     clock measures the call's compute; the wall clock also counts the time other processes held the core."""
@@ -75,14 +72,6 @@ def fit_clocks(trainer) -> tuple[float, float]:
     out = {}
     w, c = clocks(lambda: out.setdefault("res", trainer.fit()))
     return w / out["res"].steps, c / out["res"].steps
-
-
-def fixed_batches(feats, steps: int, batch: int, pad: int, seed: int = 0) -> list[dict]:
-    """The collated batches the Trainer would draw for `steps` steps (one micro-batch each)."""
-    from embexp.data import collate
-    from embexp.loop import micro_batch_indices
-
-    return [collate([feats[i] for i in micro_batch_indices(len(feats), batch, 1, 0, seed, m)], pad) for m in range(steps)]
 
 
 def build_run(overrides: list[str]):
@@ -129,34 +118,6 @@ def throughput(argv: list[str]) -> None:
         p, e = statistics.median(runs["plain"]), statistics.median(runs["embexp"])
         print(f"{method:<14}{p:>14.0f}{e:>14.0f}{e / p:>8.3f}   per repeat: plain {[round(x) for x in runs['plain']]}, "
               f"embexp {[round(x) for x in runs['embexp']]}")
-
-
-def embexp_loop(cfg, c, feats, acc) -> float:
-    from embexp.loop import Trainer
-
-    res = Trainer(c.method, cfg.trainer, acc, feats, [], c.backbone.tokenizer.pad_token_id, cfg.seed).fit()
-    return res.tokens / res.wall_seconds
-
-
-def plain_loop(cfg, c, feats) -> float:
-    """What a researcher would write by hand: the same batches, AdamW, clipping, a cosine lr."""
-    from embexp.data import n_tokens
-
-    params = list(c.method.trainable_tensors().values())
-    opt = torch.optim.AdamW(params, lr=cfg.trainer.lr, weight_decay=cfg.trainer.weight_decay)
-    steps = cfg.trainer.max_steps
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
-    c.method.train()
-    batches = fixed_batches(feats, steps, cfg.trainer.batch_size, c.backbone.tokenizer.pad_token_id, cfg.seed)
-    tokens, t0 = 0, time.perf_counter()
-    for batch in batches:
-        c.method(**batch).loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        tokens += n_tokens(batch)
-    return tokens / (time.perf_counter() - t0)
 
 
 # ---- K-Token prefill --------------------------------------------------------------------------------

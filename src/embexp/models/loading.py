@@ -220,18 +220,19 @@ def pretrained_model(cfg, path: str, is_decoder: bool, num_labels: int, dtype: t
         elif mlm:  # cloze tasks: the pretrained masked-LM head scores the verbalizers
             from transformers import AutoModelForMaskedLM
 
-            model, info = AutoModelForMaskedLM.from_pretrained(path, dtype=dtype, output_loading_info=True, **kw)
+            model, info = AutoModelForMaskedLM.from_pretrained(path, dtype=dtype, output_loading_info=True,
+                                                               **attn_kwargs(cfg), **kw)
             if info.get("missing_keys"):  # e.g. MiniLM (a sentence-transformers checkpoint): no MLM head stored
                 log.warning("model %s has no pretrained masked-LM head: %s initialised at random",
                             cfg.name, ", ".join(sorted(info["missing_keys"])[:4]))
         elif num_labels == 0:  # sentence embeddings: the base model, no head
             from transformers import AutoModel
 
-            model = AutoModel.from_pretrained(path, dtype=dtype, **kw)
+            model = AutoModel.from_pretrained(path, dtype=dtype, **attn_kwargs(cfg), **kw)
         else:
             problem = "regression" if num_labels == 1 else "single_label_classification"
             model = AutoModelForSequenceClassification.from_pretrained(
-                path, num_labels=num_labels, problem_type=problem, dtype=dtype, **kw
+                path, num_labels=num_labels, problem_type=problem, dtype=dtype, **attn_kwargs(cfg), **kw
             )
     except OSError as e:
         raise EmbexpError(f"could not load model '{path}': {str(e).splitlines()[0]}") from e

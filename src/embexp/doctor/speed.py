@@ -1,0 +1,217 @@
+"""Check 4, speed: embexp's training loop against a plain PyTorch loop on the same model, batches and
+precision; model FLOPs utilisation; batched generation against a plain ``model.generate`` loop.
+
+The plain loop and its batches are shared with ``scripts/bench.py throughput`` (make bench): both sides
+see the same collated batches in the same order and train the same tensors from the same state; the
+plain loop gets its batches collated and on the device before its clock starts, so any difference is
+embexp's overhead. The sides alternate (plain first, then embexp first, ...) and medians are compared.
+The goal: embexp's seconds per token at most :data:`GOAL` times the plain loop's (reported, never failed:
+the reduced form's few steps cannot judge it).
+
+MFU = the model FLOPs of embexp's tokens per second (:func:`flops_per_token`) over this device's
+measured dense matmul rate in the training precision (an n x n matmul, n = 4096 on a GPU), not the
+datasheet's peak. Generation: zero_shot (the backbone itself) through ``inference.generate`` (what
+evaluation runs: left-padded batches sorted by length, greedy, the KV cache) against ``model.generate``
+on the same batches; generated tokens (up to each row's end of sequence) per second, and whether the
+two give the same texts.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from embexp.data import collate, n_tokens
+from embexp.doctor.common import Section, autocast, compose, matmul_params, model_config, table, timed
+from embexp.inference import eos_ids, generate
+from embexp.loop import Trainer, micro_batch_indices
+from embexp.models.loading import text_config
+from embexp.pipeline import build
+
+GOAL = 1.02  # embexp's seconds per token at most this times the plain loop's (the issue's goal)
+AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16, "no": None}
+
+
+def alternating(r: int, items: list) -> list:
+    """`items` in order on even repeats, reversed on odd ones (A/B, B/A, ...)."""
+    return items if r % 2 == 0 else items[::-1]
+
+
+def fixed_batches(feats, steps: int, batch: int, pad: int, seed: int = 0) -> list[dict]:
+    """The collated batches the Trainer would draw for `steps` steps (one micro-batch each)."""
+    return [collate([feats[i] for i in micro_batch_indices(len(feats), batch, 1, 0, seed, m)], pad)
+            for m in range(steps)]
+
+
+def embexp_loop(cfg, c, feats, acc) -> float:
+    """Tokens/s of embexp's Trainer (Accelerate, schedule, accumulation, clipping, bookkeeping). Afterwards
+    the method's forward is its own again (under mixed precision ``prepare`` wraps it in autocast, and
+    each repeat would wrap it once more, the plain loop's too) and the Accelerator lets go of the
+    prepared model and optimizer (their state would pile up)."""
+    trainer = Trainer(c.method, cfg.trainer, acc, feats, [], c.backbone.tokenizer.pad_token_id, cfg.seed)
+    res = trainer.fit()
+    acc.unwrap_model(trainer.model, keep_fp32_wrapper=False)
+    trainer.release()
+    return res.tokens / res.wall_seconds
+
+
+def plain_loop(cfg, c, feats, device: torch.device | None = None, dtype: torch.dtype | None = None) -> float:
+    """What a researcher would write by hand: the same batches, AdamW, clipping, a cosine lr; autocast
+    to ``dtype`` where the Trainer autocasts. Tokens/s (non-padding)."""
+    device = device or torch.device("cpu")
+    params = list(c.method.trainable_tensors().values())
+    opt = torch.optim.AdamW(params, lr=cfg.trainer.lr, weight_decay=cfg.trainer.weight_decay)
+    steps = cfg.trainer.max_steps
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    c.method.train()
+    pad = c.backbone.tokenizer.pad_token_id
+    batches = [{k: v.to(device) for k, v in b.items()}
+               for b in fixed_batches(feats, steps, cfg.trainer.batch_size, pad, cfg.seed)]
+    tokens = sum(n_tokens(b) for b in batches)
+
+    def run():
+        for batch in batches:
+            with autocast(device, dtype):
+                loss = c.method(**batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+    seconds, _ = timed(run, device)
+    return tokens / seconds
+
+
+def matmul_rate(device: torch.device, dtype: torch.dtype, n: int, reps: int) -> float:
+    """FLOP/s of an n x n matmul in ``dtype`` on this device, measured (MFU's denominator)."""
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    for _ in range(2):
+        a @ b
+    seconds, _ = timed(lambda: [a @ b for _ in range(reps)], device)
+    return 2 * n**3 * reps / seconds
+
+
+def flops_per_token(c, seq_len: float) -> float:
+    """Model FLOPs of one training token: forward 2 N_matmul + 4 L S d (attention over S positions),
+    times 1 (forward) + 1 where gradients flow into the layers (the method trains more than a head)
+    + the share of N_matmul the method trains (weight gradients)."""
+    tc = text_config(c.method.backbone_model)
+    n = matmul_params(c)
+    forward = 2 * n + 4 * tc.num_hidden_layers * seq_len * tc.hidden_size
+    trained = c.method.n_trainable(include_head=True)
+    head = sum(p.numel() for _, p in c.backbone.head_parameters())
+    flows = 1.0 if trained > head else 0.0
+    return forward * (1 + flows + min(1.0, trained / n))
+
+
+def train_speed(model: str, method: str, s, device: torch.device, acc) -> dict:
+    """Median tokens/s of embexp's loop and the plain loop (``s.repeats`` alternating repeats of ``s.steps``
+    steps each, after one warm-up), their ratio and the model FLOP/s of embexp's."""
+    cfg = compose(model, method, s.seq_len, s.batch_size, device, f"trainer.max_steps={s.steps}",
+                  "trainer.max_grad_norm=1.0", "trainer.weight_decay=0.0", "trainer.scheduler=cosine", f"seed={s.seed}")
+    c = build(cfg, device)
+    feats, dtype = c.train_features, AUTOCAST[acc.mixed_precision]
+    state = {k: v.detach().clone() for k, v in c.method.trainable_state().items()}
+    plain_loop(cfg, c, feats, device, dtype)  # warm-up: allocator, kernels
+    runs = {"plain": [], "embexp": []}
+    for r in range(s.repeats):
+        for which in alternating(r, ["plain", "embexp"]):
+            c.method.load_trainable_state(state)
+            fn = plain_loop if which == "plain" else None
+            runs[which].append(fn(cfg, c, feats, device, dtype) if fn else embexp_loop(cfg, c, feats, acc))
+    p, e = statistics.median(runs["plain"]), statistics.median(runs["embexp"])
+    batches = fixed_batches(feats, s.steps, s.batch_size, c.backbone.tokenizer.pad_token_id, cfg.seed)
+    fpt = flops_per_token(c, statistics.mean(b["input_ids"].shape[1] for b in batches))
+    return {"model": model, "method": method, "precision": acc.mixed_precision, "plain tok/s": p, "embexp tok/s": e,
+            "time ratio": p / e, "goal met": p / e <= GOAL, "per repeat plain": runs["plain"],
+            "per repeat embexp": runs["embexp"], "flops per token": fpt, "model flop/s": fpt * e}
+
+
+def plain_generate(c, ids: list[list[int]], batch: int, max_new: int, device: torch.device) -> tuple[list[str], int]:
+    """The loop a user writes: ``model.generate`` (greedy, KV cache) on the same left-padded batches, the
+    rows in the same order; (texts, new tokens up to and including each row's end-of-sequence)."""
+    tok, model = c.backbone.tokenizer, c.method.backbone_model
+    stop = eos_ids(c.method, tok)
+    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+    texts, count = [""] * len(ids), 0
+    with torch.no_grad():
+        for s in range(0, len(order), batch):
+            chunk = order[s:s + batch]
+            b = collate([{"input_ids": ids[i]} for i in chunk], tok.pad_token_id, left=True)
+            b = {k: v.to(device) for k, v in b.items()}
+            out = model.generate(**b, max_new_tokens=max_new, do_sample=False, use_cache=True,
+                                 pad_token_id=tok.pad_token_id, eos_token_id=stop)
+            for i, row in zip(chunk, out[:, b["input_ids"].shape[1]:].tolist()):
+                end = next((j + 1 for j, t in enumerate(row) if t in stop), len(row))
+                count += end
+                texts[i] = tok.decode(row[:end], skip_special_tokens=True)
+    return texts, count
+
+
+def generation_speed(model: str, s, device: torch.device) -> dict | None:
+    """Generated tokens/s of embexp's batched greedy generation (inference.generate, as evaluation runs it)
+    against :func:`plain_generate`, zero_shot (the backbone itself); decoders only."""
+    if model_config(model).kind != "decoder":
+        return None
+    cfg = compose(model, "zero_shot", s.seq_len, s.batch_size, device, f"task.max_eval_samples={4 * s.batch_size}",
+                  f"seed={s.seed}")
+    c = build(cfg, device)
+    prompts = [e.prompt for e in c.eval_examples]
+    ids = [c.featurizer.prompt_ids(p) for p in prompts]
+    plain_generate(c, ids[:s.batch_size], s.batch_size, 2, device)  # warm-up
+    sides = {"plain": lambda: plain_generate(c, ids, s.batch_size, s.gen_tokens, device),
+             "embexp": lambda: generate(c.method, c.featurizer, prompts, s.batch_size, s.gen_tokens, device,
+                                        progress=False)}
+    runs, out = {"plain": [], "embexp": []}, {}
+    for r in range(s.repeats):
+        for which in alternating(r, ["plain", "embexp"]):
+            sec, out[which] = timed(sides[which], device)
+            runs[which].append(sec)
+    p, e = statistics.median(runs["plain"]), statistics.median(runs["embexp"])
+    (plain_texts, count), same = out["plain"], sum(a == b for a, b in zip(out["plain"][0], out["embexp"]))
+    return {"model": model, "prompts": len(prompts), "new tokens": count,
+            "weights": str(next(c.method.parameters()).dtype).replace("torch.", ""), "plain tok/s": count / p,
+            "embexp tok/s": count / e, "time ratio": e / p, "same outputs": f"{same}/{len(prompts)}"}
+
+
+def check(s, device: torch.device, acc, progress) -> Section:
+    dtype = AUTOCAST[acc.mixed_precision] or torch.float32
+    n, reps = (4096, 20) if device.type == "cuda" else ((512, 3) if s.reduced else (1024, 3))
+    peak = matmul_rate(device, dtype, n, reps)
+    rows = []
+    for method in s.speed_methods:
+        progress(f"speed: {method} on {s.speed_model}")
+        rows.append(train_speed(s.speed_model, method, s, device, acc))
+        rows[-1]["mfu"] = rows[-1]["model flop/s"] / peak
+    progress(f"speed: generation on {s.speed_model}")
+    gen = generation_speed(s.speed_model, s, device)
+    return render(s, rows, gen, peak, str(dtype).replace("torch.", ""))
+
+
+def render(s, rows: list[dict], gen: dict | None, peak: float, prec: str) -> Section:
+    """Speed is reported, never failed: the goal's line says met or not (a shared machine is noisy)."""
+    goal = "reduced form: too few steps to judge the goal" if s.reduced else f"goal <= {GOAL}: " + "{}"
+    screen = [f"{r['method']}: embexp {r['embexp tok/s']:,.0f} tok/s, plain {r['plain tok/s']:,.0f} tok/s, time ratio "
+              f"{r['time ratio']:.3f} ({goal.format('met' if r['goal met'] else 'NOT met')}), MFU {100 * r['mfu']:.1f}%"
+              for r in rows]
+    if gen:
+        screen.append(f"generation: embexp {gen['embexp tok/s']:,.1f} tok/s, plain generate {gen['plain tok/s']:,.1f} "
+                      f"tok/s, time ratio {gen['time ratio']:.3f}, same outputs {gen['same outputs']}")
+    md = [f"Model `{s.speed_model}`, batch {s.batch_size}, prompts cut at {s.seq_len} tokens, {s.steps} steps x "
+          f"{s.repeats} repeats per side (medians), training precision {rows[0]['precision'] if rows else '?'}; MFU "
+          f"against this device's measured {prec} matmul rate, {peak / 1e12:.3f} TFLOP/s (not the datasheet's peak).",
+          ""]
+    md += table(["method", "plain tok/s", "embexp tok/s", "time ratio embexp/plain", f"goal <= {GOAL}",
+                 "model FLOPs/token", "MFU"],
+                [[r["method"], f"{r['plain tok/s']:,.1f}", f"{r['embexp tok/s']:,.1f}", f"{r['time ratio']:.3f}",
+                  "met" if r["goal met"] else "not met", f"{r['flops per token']:.3g}", f"{100 * r['mfu']:.2f}%"]
+                 for r in rows])
+    if gen:
+        md += ["", f"Batched greedy generation, zero_shot, {gen['prompts']} prompts, up to {s.gen_tokens} new tokens "
+                   f"({gen['new tokens']} generated), weights {gen['weights']} (evaluation does not autocast):", ""]
+        md += table(["plain model.generate tok/s", "embexp tok/s", "time ratio embexp/plain", "same outputs"],
+                    [[f"{gen['plain tok/s']:,.1f}", f"{gen['embexp tok/s']:,.1f}", f"{gen['time ratio']:.3f}",
+                      gen["same outputs"]]])
+    return Section("speed", "info", screen, md, {"matmul flop/s": peak, "train": rows, "generation": gen})

@@ -3,13 +3,17 @@
     python -m embexp.report paper=ledger                      # every row of the five papers -> docs/reproduction.md
     EMBEXP_DATA=../shared/data python -m embexp.report paper=ledger   # + the rows that read real data
     python -m embexp.report paper=ledger table=pema out=      # one paper's section, printed only
+    python -m embexp.report paper=ledger runs=/data/runs      # the GPU rows read from these finished runs
 
 For every table of the five papers, each cell one CPU can compute is computed (parameter counts on
 the ``meta`` device, tokenizer and split counts on the real data, the Textualized Tree generator,
 the K-Token P–L formula, recipe hyper-parameters), with the paper's value, embexp's, the command and
 a status (ledger/core.py); every other cell says what it needs: a GPU (with an estimate of its
 GPU-hours and peak memory, stated as arithmetic: ledger/gpu.py), data (``EMBEXP_DATA``), the hub,
-or a method embexp does not have. One rows module per paper; ``make reproduction`` runs this.
+or a method embexp does not have. The GPU rows that are metrics of one run set read the finished runs
+under ``runs`` (default outputs, where the table targets write) through the paper's report module
+(ledger/measured.py, ledger/lookups.py): the measured value and its status, the estimate beside it.
+One rows module per paper; ``make reproduction`` runs this.
 The file is generated: never edit it by hand (tests/test_reproduction.py checks it is current).
 """
 
@@ -22,7 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 from embexp.config import f
-from embexp.report.ledger.core import LABELS, Row, decide
+from embexp.report.ledger.core import LABELS, Row
 
 PAPERS = {
     "tinyte": "TinyTE (papers/tinyte.md)",
@@ -53,6 +57,11 @@ class Config:
         "${oc.env:EMBEXP_DATA,''}",
         "Root of the real data (the rows that read it); default $EMBEXP_DATA; data_dir= (empty) lists those rows as "
         "needing data.",
+    )
+    runs: Optional[str] = f(
+        "outputs",
+        "Roots of finished runs, comma-separated (a folder, run directory or glob each): the GPU rows that are a metric "
+        "of one run set show the measured value (smoke runs left out); runs= (empty) reads none.",
     )
 
 
@@ -89,10 +98,11 @@ def data_path(cfg) -> Optional[Path]:
 
 def render(cfg: Config) -> str:
     from embexp.report.ledger.markdown import document, section
+    from embexp.report.ledger.measured import decide_with_runs, index
 
-    data_dir = data_path(cfg)
+    data_dir, runs = data_path(cfg), index(cfg.runs)
     papers = list(PAPERS) if cfg.table == "all" else [cfg.table]
-    outcomes = {p: [(r, decide(r, data_dir)) for r in paper_rows(p)] for p in papers}
+    outcomes = {p: [(r, decide_with_runs(r, data_dir, runs)) for r in paper_rows(p)] for p in papers}
     text = document(outcomes, data_dir is not None) if cfg.table == "all" else section(cfg.table, outcomes[cfg.table])
     if cfg.out and cfg.table == "all":
         Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)

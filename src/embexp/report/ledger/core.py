@@ -10,6 +10,9 @@ for it, and what it needs. Its status:
   (``expected``, ours at the paper's precision), so a test fails if ours moves;
 - ``unexplained``: it is not, and the row gives no reason (a test fails);
 - ``unprinted``: the paper prints no value; ours is recorded (``expected``) so it cannot drift;
+- ``measured`` / ``partial``: a GPU row read from finished runs (ledger/measured.py) that differs from
+  the paper (no reason is recorded for a measurement: the row says by how much), or whose run set is
+  only partly finished; a measured row that matches is ``equal``; neither fails a test;
 - ``gpu`` / ``data`` / ``hub`` / ``absent``: needs a GPU (with an estimate, ledger/gpu.py), reads
   ``EMBEXP_DATA`` (computed when the files are there, else the missing file is named), needs a
   tokenizer, model or data set that only the hub has, or is a method/setting embexp does not have.
@@ -30,6 +33,8 @@ LABELS = {
     "differs": "differs (explained)",
     "unexplained": "differs (unexplained)",
     "unprinted": "no printed value (ours recorded)",
+    "measured": "measured: differs",
+    "partial": "measured in part",
     "gpu": "needs a GPU",
     "data": "needs data",
     "hub": "needs the hub",
@@ -122,6 +127,8 @@ class Row:
     expected: str = ""
     data: tuple = ()
     gpu: object = None  # an Estimate (ledger/gpu.py)
+    # a GPU row's lookup in the finished runs: (results.Runs) -> a value per printed cell (None: no run)
+    measure: Optional[Callable[[object], list]] = None
     hub: str = ""
     absent: str = ""
 

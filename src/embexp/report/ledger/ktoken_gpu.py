@@ -4,7 +4,7 @@ one epoch, AdamW 1e-4, bf16, three seeds per column (the paper reports the best 
 
 from __future__ import annotations
 
-from embexp.report.ledger import measure
+from embexp.report.ledger import lookups, measure
 from embexp.report.ledger.core import Row
 from embexp.report.ledger.gpu import Run, Work
 from embexp.report.ledger.runs import estimate
@@ -88,6 +88,7 @@ def rows() -> list[Row]:
                     v,
                     f"make ktoken_table{table[-1]}",
                     gpu=estimate(f"ktoken.{table}.{col}", lambda t=table, c=col: run(t, c)),
+                    measure=lookups.ktoken(f"table{table[-1]}", col),
                 )
             )
         out.append(

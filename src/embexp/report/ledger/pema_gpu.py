@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from embexp.report.ledger import lookups
 from embexp.report.ledger.core import Row
 from embexp.report.ledger.runs import encoder_arch, estimate, glue_run
 
@@ -124,6 +125,7 @@ def rows() -> list[Row]:
                     " / ".join(cells),
                     f"make pema_table10 PEMA_MODELS={model}",
                     gpu=estimate(f"pema.t10.{model}.{pema}", lambda m=model, p=pema: [run(m, t, p) for t in ORDER]),
+                    measure=lookups.pema_t10(model, pema),
                 )
             )
     return out

@@ -3,7 +3,7 @@ for them (ledger/runs.py) and their estimates."""
 
 from __future__ import annotations
 
-from embexp.report.ledger import measure
+from embexp.report.ledger import lookups, measure
 from embexp.report.ledger.core import Row
 from embexp.report.ledger.runs import SUPERGLUE, TASKS, estimate, loglik_run, tinyte_run
 from embexp.report.ledger.tinyte import METHODS, MODELS, NAMES
@@ -141,6 +141,7 @@ def nlg_rows(table: str, model: str, method: str, rl: str, wmt: str, cmd: str) -
             rl,
             cmd,
             gpu=nlg_estimate(model, method, "cnndm"),
+            measure=lookups.tinyte_nlg(model, method, ("R-L",)),
         ),
         Row(
             f"tinyte.{t}.{model}.{tag}.wmt16",
@@ -149,6 +150,7 @@ def nlg_rows(table: str, model: str, method: str, rl: str, wmt: str, cmd: str) -
             wmt[1],
             cmd,
             gpu=nlg_estimate(model, method, "wmt16"),
+            measure=lookups.tinyte_nlg(model, method, tuple(wmt[0].split(" / "))),
         ),
     ]
 
@@ -207,6 +209,7 @@ def t3_rows() -> list[Row]:
                             v,
                             cmd,
                             gpu=sg_estimate(model, method, t),
+                            measure=lookups.tinyte_superglue(model, method, (T3_TASKS.index(t),)),
                         )
                     )
                 out.append(
@@ -221,6 +224,7 @@ def t3_rows() -> list[Row]:
                             lambda: [],
                             "no run of its own: the mean of the five cells above",
                         ),
+                        measure=lookups.tinyte_superglue(model, method, (5,)),
                     )
                 )
             else:
@@ -233,6 +237,7 @@ def t3_rows() -> list[Row]:
                         " / ".join(cells),
                         cmd,
                         gpu=sg_estimate(model, method, key),
+                        measure=lookups.tinyte_superglue(model, method, tuple(range(6))),
                     )
                 )
     return out

@@ -58,7 +58,8 @@ def test_a_finished_run_is_measured_at_the_paper_s_precision(runs):
         out = decide_with_runs(row(f"tinyte.{t}.gemma2.tinyte-full.cnndm"), None, idx)
         assert (out.status, out.ours) == ("equal", "32.22") and "measured; GPU estimate the estimate [t]" in out.text
     out = decide_with_runs(row("tinyte.t1.gemma2.tinyte-full.wmt16"), None, idx)
-    assert (out.status, out.ours, out.text.split(";")[0]) == ("measured", "24.00 / 59.87", "measured: differs by 0.05 / =")
+    assert (out.status, out.ours) == ("measured", "24.00 / 59.87")
+    assert out.text.split(";")[0] == "measured: differs by 0.05 / ="
     out = decide_with_runs(row("tinyte.t2.gemma2.tinyte-gated.cnndm"), None, idx)  # no run of that cell
     assert out.status == "gpu"
 
@@ -78,7 +79,8 @@ def test_a_partly_finished_run_set_and_the_other_papers_lookups(tmp_path):
     record_run(tmp_path, "superglue", "boolq", "gemma2", "tinyte_full", "", 0, {"metrics": {"em_accuracy": 85.2}})
     idx = index(str(tmp_path))
     out = decide_with_runs(row("pema.t10.distilbert.ft"), None, idx)
-    assert out.status == "partial" and out.ours.startswith("49.3 / — / ") and out.text.startswith("measured in part: = /")
+    assert out.status == "partial" and out.ours.startswith("49.3 / — / ")
+    assert out.text.startswith("measured in part: = / no run")
     assert decide_with_runs(row("pema.t10.distilbert.pema"), None, idx).status == "gpu"
     # Table 8's 4H reads the 1H run where the paper did not train 4H (SST-2)
     assert [decide_with_runs(row(f"tinyattn.t8.{h}.sst2"), None, idx).ours for h in ("1h", "4h")] == ["96.6", "96.6"]

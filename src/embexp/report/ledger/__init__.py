@@ -103,7 +103,10 @@ def render(cfg: Config) -> str:
     data_dir, runs = data_path(cfg), index(cfg.runs)
     papers = list(PAPERS) if cfg.table == "all" else [cfg.table]
     outcomes = {p: [(r, decide_with_runs(r, data_dir, runs)) for r in paper_rows(p)] for p in papers}
-    text = document(outcomes, data_dir is not None) if cfg.table == "all" else section(cfg.table, outcomes[cfg.table])
+    if cfg.table == "all":
+        text = document(outcomes, data_dir is not None, str(cfg.runs) if runs is not None else "")
+    else:
+        text = section(cfg.table, outcomes[cfg.table])
     if cfg.out and cfg.table == "all":
         Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
         Path(cfg.out).write_text(text, encoding="utf-8")

@@ -9,6 +9,7 @@ from functools import lru_cache
 
 from embexp.report.ledger import data
 from embexp.report.ledger.core import Row
+from embexp.studies.vocab import GLUE, GLUE_LABELS
 
 T5 = {  # registry name: (row label, |V|, N_emb, N, N_emb/N) as printed
     "distilbert": ("DistilBERT", "28,996", "22.3M", "65.8M", "33.9%"),
@@ -105,18 +106,7 @@ def t5_rows() -> list[Row]:
     return out
 
 
-GLUE = ("cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "stsb", "wnli")
-LABEL = {
-    "cola": "CoLA",
-    "mnli": "MNLI",
-    "mrpc": "MRPC",
-    "qnli": "QNLI",
-    "qqp": "QQP",
-    "rte": "RTE",
-    "sst2": "SST-2",
-    "stsb": "STS-B",
-    "wnli": "WNLI",
-}
+LABEL = GLUE_LABELS  # the paper's task names
 T2 = {  # label: (embedding %, model %) per GLUE task + mean, as printed
     "DistilBERT": (
         "80.1 14.8 54.9 13.1 11.5 41.5 57.9 57.2 94.3 47.3",
@@ -168,28 +158,16 @@ def glue_files(subset: str) -> tuple:
     return tuple(data.glue_file(subset, s) for s in SPLIT_FILES.get(subset, ("train", "validation", "test")))
 
 
-# ---- ADAPTER: the integrator points this at the reworked counting API (studies.vocab.table_cells) --------
 @lru_cache(maxsize=None)
 def table2_cells(subset: str, data_dir: str) -> dict:
-    """{model: record} of Table 2 for BERT and DistilBERT on one GLUE task, counted with the BERT uncased
-    WordPiece (minilm) on the local files: ``studies.vocab.table_cells`` when it exists, else the code path
-    ``python -m embexp.analyze vocab what=table2`` runs (its own splits and special-token rule)."""
-    from embexp.studies import vocab
+    """{model: record} of Table 2 for BERT and DistilBERT on one GLUE task, counted as the paper counts
+    (``studies.vocab.table_cells``: train + validation + test, what occurs plus pad) with the BERT uncased
+    WordPiece (minilm) on the local files."""
+    from embexp.studies.vocab import table_cells
 
-    fields = dict(
-        models=["bert", "distilbert"], subsets=[subset], source="local", data_dir=data_dir, tokenizer_override="minilm"
-    )
-    if hasattr(vocab, "table_cells"):
-        recs = vocab.table_cells(what="table2", **fields)
-    else:
-        from omegaconf import OmegaConf
-
-        cfg = OmegaConf.merge(OmegaConf.structured(vocab.Config), {**fields, "what": "table2", "out": ""})
-        recs = vocab.reductions(cfg, vocab.TokenCache(cfg), fields["models"], "glue", [subset])
+    recs = table_cells(what="table2", models=["bert", "distilbert"], subsets=[subset], source="local",
+                       data_dir=data_dir, tokenizer_override="minilm")
     return {r["model"]: r for r in recs}
-
-
-# ---- end of the adapter ----------------------------------------------------------------------------------
 
 
 def t2_rows() -> list[Row]:
@@ -207,7 +185,7 @@ def t2_rows() -> list[Row]:
                     Row(
                         f"pema.t2.{model}.{s}.{kind}",
                         "Table 2",
-                        f"{label}, {LABEL[s]}: reduction in {kind} " "parameters (%)",
+                        f"{label}, {LABEL[s]}: reduction in {kind} parameters (%)",
                         v,
                         cmd.format(s=s),
                         lambda d, m=model, s=s, k=key: table2_cells(s, str(d))[m][k],

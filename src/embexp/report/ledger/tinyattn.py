@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from embexp.report.ledger import data, measure
 from embexp.report.ledger.core import Row
+from embexp.studies.vocab import GLUE_LABELS
 
 HEAD = "model.head=linear"  # the authors' Linear(d, n) head on <s>, every tinyattn GLUE experiment
 PARAMS = "python -m embexp.analyze params models=[{m}] methods=[tinyattn]"
@@ -117,16 +118,7 @@ def param_rows() -> list[Row]:
     return out
 
 
-LABEL = {
-    "cola": "CoLA",
-    "mnli": "MNLI",
-    "mrpc": "MRPC",
-    "qnli": "QNLI",
-    "qqp": "QQP",
-    "rte": "RTE",
-    "sst2": "SST-2",
-    "stsb": "STS-B",
-}
+LABEL = {k: v for k, v in GLUE_LABELS.items() if k != "wnli"}  # Table 8's tasks
 TRAIN = {
     "sst2": "67k",
     "cola": "8.5k",

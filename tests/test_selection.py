@@ -97,6 +97,26 @@ def test_holdout_rows_are_disjoint_from_training_rows_and_deterministic(tmp_path
         make(SuperGlueTask, SuperGlueConfig, select_split="").load("select")
 
 
+def test_train_sample_seed_draws_a_seeded_sample_of_the_rows_left_after_the_holdout(tmp_path):
+    """Issue #37: a split sorted by source (CoLA's train) is sampled with a seed, not cut at its first N rows."""
+    rows = [{"question": f"q{i}", "passage": "p", "idx": i, "label": i % 2} for i in range(60)]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def ids(**kw):
+        return [r["idx"] for r in make(SuperGlueTask, SuperGlueConfig, subset="boolq", data_dir=str(tmp_path),
+                                       **kw).load("train")]
+
+    sel = [r["idx"] for r in make(SuperGlueTask, SuperGlueConfig, subset="boolq", data_dir=str(tmp_path),
+                                   select_split="train_holdout", select_size=10).load("select")]
+    hold = dict(select_split="train_holdout", select_size=10, max_train_samples=20)
+    a, b = ids(**hold, train_sample_seed=0), ids(**hold, train_sample_seed=1)
+    assert len(a) == 20 and a == sorted(a) and not set(a) & set(sel) and a != b  # disjoint from the held-out rows
+    assert a == ids(**hold, train_sample_seed=0) and a[-1] > 30                    # the same sample; not the first 20
+    assert ids(**hold) == [i for i in range(60) if i not in sel][:20]              # -1: the first rows, as before
+    plain = ids(select_split="", max_train_samples=20, train_sample_seed=0)  # without a holdout too
+    assert len(plain) == 20 and plain == sorted(plain) and plain != list(range(20))
+
+
 def test_fixture_holdout_keeps_fixture_size_training_rows_for_every_subtask():
     t = make(SuperGlueTask, SuperGlueConfig, subset="all", source="fixture", fixture_size=10, select_size=4)
     sel = t.examples("select")

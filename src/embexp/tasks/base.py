@@ -35,7 +35,11 @@ class TaskConfig:
     data_dir: str = f("${oc.env:EMBEXP_DATA,''}", "Folder with <split>.jsonl in the hub schema, or a root holding <hub id>/<config>/<split>.jsonl. Default: the environment variable EMBEXP_DATA ('' when unset: the hub); an explicit task.data_dir=... (or task.data_dir='' for the hub) wins, and config.yaml records the resolved path.")
     train_split: str = f("train", "Split used for training.")
     eval_split: str = f("validation", "Split used for evaluation.")
-    max_train_samples: int = f(-1, "Keep the first N training rows (-1: all).", ge=1, also=(-1,))
+    max_train_samples: int = f(-1, "Keep the first N training rows (-1: all); with train_sample_seed >= 0, "
+                               "N rows drawn with that seed.", ge=1, also=(-1,))
+    train_sample_seed: int = f(-1, "max_train_samples: -1 keeps the first N training rows; a seed >= 0 draws N "
+                               "of them with random.Random(seed).sample, kept in the split's order (a split "
+                               "sorted by source, e.g. CoLA's train, needs it; ours).", ge=0, also=(-1,))
     max_eval_samples: int = f(-1, "Keep the first N evaluation rows (-1: all).", ge=1, also=(-1,))
     max_source_tokens: int = f(512, "Truncate the prompt/input to this many tokens (from the left for decoders, keeping the end of the prompt).", ge=1)
     max_target_tokens: int = f(128, "Truncate training targets to this many tokens.", ge=1)
@@ -211,16 +215,20 @@ class Task:
     def load(self, which: str) -> list[dict]:
         """Rows of the train, eval or select set, capped (max_train_samples, max_eval_samples,
         select_size), validated. With select_split=train_holdout, train and select are the two parts
-        of :meth:`carve` over the whole training split (max_train_samples caps what is left)."""
+        of :meth:`carve` over the whole training split (max_train_samples caps what is left: its first
+        rows, or a sample drawn with train_sample_seed >= 0)."""
         self.check_which(which)
         source = self.resolved_source()
+        seed = self.cfg.get("train_sample_seed", -1) if which == "train" else -1  # .get: older run configs
         if self.holdout and which != "eval":
             split, cap = self.cfg.train_split, (self.cfg.max_train_samples if which == "train" else -1)
             rows = self.carve(self.read_split(split, -1, extra=self.cfg.select_size), which)
         else:
             split = self.split_name(which)
             cap = {"train": self.cfg.max_train_samples, "eval": self.cfg.max_eval_samples, "select": self.cfg.select_size}[which]
-            rows = self.read_split(split, cap)
+            rows = self.read_split(split, -1 if seed >= 0 else cap)
+        if cap is not None and 0 <= cap < len(rows) and seed >= 0:  # a seeded sample, in the split's order
+            rows = [rows[i] for i in sorted(random.Random(seed).sample(range(len(rows)), cap))]
         if cap is not None and cap >= 0:
             rows = rows[:cap]
         if not rows:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -18,8 +19,11 @@ from embexp.methods import METHODS
 
 REPO = Path(__file__).resolve().parents[1]
 ELSEWHERE = {"pete": "trained from scratch with its encoder (make pete_table)",
-             "repeat_prompt": "a generation-task baseline (TinyTE Table 8: Alpaca), not a classifier"}
+             "repeat_prompt": "a generation-task baseline (TinyTE Table 8: Alpaca), not a classifier",
+             "prompt_compress": "not in issue #37's decoder table (dec_methods=... adds it)"}
 BOTH = ["kinds=encoder decoder"]
+HEADLINE = ["lora", "full_ft", "tinyattn", "tinyte_full", "head_only"]
+TASKS = ["sst2", "mrpc", "rte", "cola"]
 SMOKE = ["tasks=sst2", "seeds=0", "steps=2", "curve=[1]"]
 
 
@@ -42,21 +46,49 @@ def test_the_sweep_covers_every_registered_method():
     for c in compare_commands(*BOTH):
         if "method=zero_shot" not in c:  # a budget, a grid lr and the held-out curve for every trained cell
             assert any(a.startswith("trainer.lr=") for a in c) and "trainer.curve_select=true" in c
-            assert "task.select_split=train_holdout" in c and "trainer.max_steps=500" in c
+            assert "task.select_split=train_holdout" in c and any(a.startswith("trainer.max_steps=") for a in c)
+            assert {"task.train_split=train", "task.train_sample_seed=0", "task.eval_split=validation"} <= set(c)
 
 
-def test_make_compare_dry_run_prints_the_grid_then_the_other_seeds_at_the_chosen_lr():
-    r = subprocess.run(["make", "-s", "compare", "DRY_RUN=1", f"PY={sys.executable}"], cwd=REPO, capture_output=True, text=True)
+def make_dry(*args: str) -> list[list[str]]:
+    r = subprocess.run(["make", "-s", "compare", "DRY_RUN=1", f"PY={sys.executable}", *args], cwd=REPO, capture_output=True,
+                       text=True, env={**os.environ, "EMBEXP_DATA": "/data"})
     assert r.returncode == 0, r.stderr
-    cmds = [shlex.split(line) for line in r.stdout.splitlines()]
+    return [shlex.split(line) for line in r.stdout.splitlines()]
+
+
+def test_make_compare_dry_run_trains_on_train_splits_and_reports_on_whole_validation_splits():
+    """Issue #37: the headline methods on four tasks with every seed, the others on SST-2 with one."""
+    cmds = make_dry()
     train = [c for c in cmds if c[1:3] == ["-m", "embexp.train"]]
     assert cmds[-1][1:5] == ["-m", "embexp.report", "paper=compare", "table=curves"]
+    assert not any("embexp.analyze" in c for c in cmds)  # no split of validation rows any more
     first = [c for c in train if "seed=0" in c]
     rest = [c for c in train if "seed=0" not in c]
-    assert len(first) == 2 * 3 * len(ENCODER) and len(rest) == 2 * 2 * len(ENCODER)  # 2 tasks, 3 lrs / 2 more seeds
+    others = len(ENCODER) - len(HEADLINE)
+    assert len(first) == 3 * (len(TASKS) * len(HEADLINE) + others) and len(rest) == 2 * len(TASKS) * len(HEADLINE)
     assert all(any(a.startswith("trainer.lr=<lr chosen on held-out rows among ") for a in c) for c in rest)
     assert {a for c in train for a in c if a.startswith(("trainer.max_steps=", "trainer.batch_size="))} == \
-        {"trainer.max_steps=500", "trainer.batch_size=8"}  # the same budget and batch for every method
+        {"trainer.max_steps=1000", "trainer.batch_size=16"}  # the same budget and batch for every method
+    for c in train:
+        assert {"task.train_split=train", "task.eval_split=validation", "task.data_dir=/data"} <= set(c)
+        assert not any(a.startswith("task.max_eval_samples=") for a in c)  # the whole validation split
+    assert {a for c in train for a in c if a.startswith("task.subset=")} == {f"task.subset={t}" for t in TASKS}
+    assert {a for c in train if "task.subset=sst2" not in c for a in c if a.startswith("method=")} == \
+        {f"method={m}" for m in HEADLINE}
+
+
+def test_make_compare_kinds_decoder_runs_the_grid_on_seed_one_and_rte_at_the_sst2_choice():
+    cmds = make_dry("KINDS=decoder")
+    train = [c for c in cmds if c[1:3] == ["-m", "embexp.train"]]
+    assert {a for c in train for a in c if a.startswith("method=")} == \
+        {f"method={m}" for m in ("zero_shot", "lora", "prompt_tuning", "tinyte_full", "tinyte_gated", "ktoken")}
+    assert all("method.k=2" in c for c in train if "method=ktoken" in c)
+    assert len(train) == 1 + 5 * (3 + 1) and all("model=smollm2" in c and "task.subset=sst2" in c for c in train)
+    assert [c[-1] for c in cmds if "embexp.report" in c] == ["metric=ll_accuracy", "metric=em_accuracy"]
+    rte = [c[2:] for c in sweep.command_lines("compare/curves", ["kinds=decoder", "dec_tasks=sst2 rte"])
+           if "task.subset=rte" in c]
+    assert len(rte) == 1 + 5 * 2 and all(any(a.startswith("trainer.lr=<lr chosen") for a in c) for c in rte[1:])
 
 
 @pytest.mark.slow
@@ -77,8 +109,11 @@ def test_every_method_runs_in_the_comparison_and_gets_one_row(tmp_path):
     for path in (tmp_path / "tables").glob("curves_*.csv"):
         rows = list(csv.DictReader(path.open()))
         want = DECODER if "smollm2" in path.name else ENCODER
-        assert sorted(r["method"] for r in rows) == sorted(want)
+        assert sorted(r["method"] for r in rows if r["method"] != "majority") == sorted(want)
+        assert [r["Method"] for r in rows if r["method"] == "majority"] == ["Majority class (answers it always)"]
         for r in rows:
+            if r["method"] == "majority":
+                continue
             empty = {k for k, v in r.items() if v == "" and not k.endswith((" se", " seeds"))}
             allowed = {"#TP", "% of backbone", "train state MB", "train tok/s", "held-out", "lr", "step", "lrs tried"} \
                 if r["method"] == "zero_shot" else {"em_accuracy se", "accuracy se"}
@@ -105,8 +140,9 @@ def test_the_other_seeds_run_at_the_lr_the_first_seed_chose_and_the_table_report
         best = max(first, key=lambda t: best_held_out(t[2]))[1]  # ties: the smallest lr, as the runner
         (second,) = [k for k in runs if k.endswith("seed1")]
         assert second.split("/")[0] == best.split("/")[0]  # the same lr tag as the first seed's best held-out run
-        table = (tmp_path / "tables" / "compare" / f"curves_glue_sst2_{model}.csv").read_text()
-        assert next(csv.DictReader(table.splitlines()))["seeds"] == "2"
+        name = f"curves_glue_sst2_{model}" + ("_ll_accuracy" if model == "smollm2" else "")
+        table = (tmp_path / "tables" / "compare" / f"{name}.csv").read_text()
+        assert [r["seeds"] for r in csv.DictReader(table.splitlines()) if r["method"] == "lora"] == ["2"]
 
 
 def test_an_unknown_metric_is_one_clear_line(tmp_path):

@@ -55,7 +55,8 @@ VARIANTS = {
     "pema/table10": [[], ["models=bert xlmr", "glue=rte", "seeds=0 1"], ["models=bert"]],
     "pema/tables": [[]],
     "pete/table2": [[], ["recipe=cpu", "steps=300", "data_args=task.data_dir=d task.datasets=[snli]"], ["--extra", "debug=smoke output_root=/tmp/x"]],
-    "compare/curves": [[], ["--extra", "debug=smoke", "steps=2", "kinds=encoder decoder", "tasks=sst2", "seeds=0 1"]],
+    "compare/curves": [[], ["--extra", "debug=smoke", "steps=2", "kinds=encoder decoder", "tasks=sst2", "seeds=0 1"],
+                       ["kinds=decoder"], ["kinds=decoder", "dec_tasks=sst2 rte", "ktoken_check=1"]],
 }
 
 

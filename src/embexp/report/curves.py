@@ -14,6 +14,9 @@ lrs tried, and the cost columns of the snapshot comparison (``table=compare``) f
 chosen lr. Writes ``curves_<task>_<model>.md/.csv`` and ``curves_<task>_<model>.png`` (the metric
 against the budget, one line per method at its chosen lr: the held-out rows on the left, the eval
 split on the right with its majority class dashed). A method that trains nothing (zero-shot) has one point: its evaluation.
+Every table has a row for the eval split's majority class (its accuracy; MCC 0) beside the floor methods
+(head-only on an encoder, zero-shot on a decoder). With ``metric=`` the files are ``curves_<task>_<model>_<metric>``
+(the decoder table by ll_accuracy and by em_accuracy).
 """
 
 from __future__ import annotations
@@ -94,6 +97,16 @@ def method_row(runs: list[dict], metric: str, lower: bool, se_policy: SE) -> tup
             "lr": f"{lr:g}", "step": step, "lrs tried": " ".join(f"{x:g}" for x in lrs), "seeds": len(at)}, curve
 
 
+def majority_row(metric: str, base: float | None) -> dict | None:
+    """The table's row of the eval split's majority class (always answering it): its accuracy, MCC 0;
+    None for other metrics or where the labels are unknown."""
+    value = base if metric in ("accuracy", "ll_accuracy", "em_accuracy") else 0.0 if metric == "mcc" else None
+    if value is None:
+        return None
+    return {"Method": "Majority class (answers it always)", "method": "majority", "metric": value, "metric se": None,
+            "held-out": None, "lr": None, "step": None, "lrs tried": None, "seeds": None}
+
+
 def plot(curves: dict[str, list[tuple[int, float, float]]], base: float | None, path: Path, title: str, ylabel: str) -> None:
     """Two panels, one line per method at its chosen lr: the held-out rows that choose (left) and the
     eval split that is reported (right, with its majority class dashed)."""
@@ -152,12 +165,13 @@ def render(cfg) -> dict[str, str]:
             r_["Method"] = method_label(method, tag)
             rows.append(r_)
             curves[r_["Method"]] = curve
+        base = majority(group[0]["run_dir"])
+        rows += [r_ for r_ in [majority_row(metric, base)] if r_]
         rows.sort(key=lambda x: (x["metric"] is None, (1 if lower else -1) * (x["metric"] or 0.0)))
         for r_ in rows:
             r_[metric], r_[f"{metric} se"] = r_.pop("metric"), r_.pop("metric se")
         cols = [metric if c == "metric" else c for c in COLS]
-        base = majority(group[0]["run_dir"])
-        stem = out / f"curves_{task}_{model}"
+        stem = out / (f"curves_{task}_{model}" + (f"_{cfg.metric}" if cfg.metric else ""))  # one table per metric asked
         title = f"Every method on {task}, {model}: {metric} on the eval split at the (lr, budget) chosen on held-out rows"
         md = emit(rows, cols, stem, title, pm=True) + note(rows, group, base)
         atomic_write(stem.with_suffix(".md"), md)

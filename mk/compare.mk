@@ -1,11 +1,15 @@
-# Every method side by side by learning curves (issue #26; python -m embexp.report paper=compare table=curves).
-#   make compare                       MiniLM (the encoder methods) on real SST-2 and MRPC rows: lr grid, 3 seeds, curves
+# Every method side by side by learning curves (issues #26, #37; python -m embexp.report paper=compare table=curves).
+#   make compare                       MiniLM on the real train splits of SST-2, MRPC, RTE, CoLA (a seeded sample;
+#                                      selection on held-out train rows, the whole validation split reported):
+#                                      the 5 headline methods x 3 seeds on each, every other encoder method on SST-2
 #   make compare DRY_RUN=1             print the exact commands only
 #   make compare EXTRA="debug=smoke"   tiny models and fixtures, offline
-#   make compare KINDS="encoder decoder"   also every decoder method on SmolLM2 (sized for a GPU)
-#   make compare ONLY="lora full_ft"   only these methods (the README's measured table: ONLY="lora full_ft tinyattn tinyte_full head_only")
-# Runs python -m embexp.sweep compare/curves (conf/sweep/compare/curves.yaml; the Makefile's SWEEP). Its data:
-# $EMBEXP_DATA/glue/<task>/validation.jsonl (the real rows), split once into outputs/compare/<task>.
+#   make compare KINDS=decoder         SmolLM2 on SST-2: zero-shot, LoRA, prompt tuning, TinyTE-full/-gated, K-Token K=2;
+#                                      2 seeds (more: the spec's dec_tasks="sst2 rte", ktoken_check=1)
+#   make compare ONLY="lora full_ft"   only these methods
+# Runs python -m embexp.sweep compare/curves (conf/sweep/compare/curves.yaml: its header has the sizing; the
+# Makefile's SWEEP). Its data: $EMBEXP_DATA/glue/<task>/{train,validation}.jsonl. It resumes where it stopped
+# (finished cells are skipped, a cut one continues: trainer.resume), so it can span sessions.
 # The snapshot table of any finished runs: python -m embexp.report table=compare runs=...
 COMPARE_STEPS ?=
 KINDS ?=

@@ -69,7 +69,7 @@ def test_make_compare_dry_run_trains_on_train_splits_and_reports_on_whole_valida
     assert len(first) == 3 * (len(TASKS) * len(HEADLINE) + others) and len(rest) == 2 * len(TASKS) * len(HEADLINE)
     assert all(any(a.startswith("trainer.lr=<lr chosen on held-out rows among ") for a in c) for c in rest)
     assert {a for c in train for a in c if a.startswith(("trainer.max_steps=", "trainer.batch_size="))} == \
-        {"trainer.max_steps=1000", "trainer.batch_size=16"}  # the same budget and batch for every method
+        {"trainer.max_steps=250", "trainer.batch_size=16"}  # the same budget and batch for every method
     for c in train:
         assert {"task.train_split=train", "task.eval_split=validation", "task.data_dir=/data"} <= set(c)
         assert not any(a.startswith("task.max_eval_samples=") for a in c)  # the whole validation split
@@ -84,8 +84,17 @@ def test_make_compare_kinds_decoder_runs_the_grid_on_seed_one_and_rte_at_the_sst
     assert {a for c in train for a in c if a.startswith("method=")} == \
         {f"method={m}" for m in ("zero_shot", "lora", "prompt_tuning", "tinyte_full", "tinyte_gated", "ktoken")}
     assert all("method.k=2" in c for c in train if "method=ktoken" in c)
-    assert len(train) == 1 + 5 * (3 + 1) and all("model=smollm2" in c and "task.subset=sst2" in c for c in train)
-    assert [c[-1] for c in cmds if "embexp.report" in c] == ["metric=ll_accuracy", "metric=em_accuracy"]
+    main = [c for c in train if "task.data_dir=/data" in c]
+    assert len(main) == 1 + 5 * (3 + 1) and all("model=smollm2" in c and "task.subset=sst2" in c for c in train)
+    assert {a for c in train if "method=zero_shot" not in c for a in c if a.startswith("trainer.max_steps=")} == \
+        {"trainer.max_steps=300"}
+    # issue #37's second sentiment set: SST-2 train rows split with seed 1; K-Token (both seeds) at the SST-2 lr
+    assert [c[3:] for c in cmds if "embexp.analyze" in c] == [["split", "source=/data/glue/sst2/train.jsonl",
+                                                                "out=outputs/compare/sst2_second", "n_train=2190", "seed=1"]]
+    second = [c for c in train if "task.data_dir=outputs/compare/sst2_second" in c]
+    assert sorted(c[3] for c in second) == ["method=ktoken", "method=ktoken", "method=zero_shot"]
+    assert all("task.max_eval_samples=872" in c for c in second)
+    assert [c[-1] for c in cmds if "embexp.report" in c] == ["metric=ll_accuracy", "metric=em_accuracy", "metric=ll_accuracy"]
     rte = [c[2:] for c in sweep.command_lines("compare/curves", ["kinds=decoder", "dec_tasks=sst2 rte"])
            if "task.subset=rte" in c]
     assert len(rte) == 1 + 5 * 2 and all(any(a.startswith("trainer.lr=<lr chosen") for a in c) for c in rte[1:])

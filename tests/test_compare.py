@@ -159,3 +159,24 @@ def test_an_unknown_metric_is_one_clear_line(tmp_path):
 
     with pytest.raises(EmbexpError, match=r"metric 'bleu' is in none of these runs \(choose from: accuracy\)"):
         quality_metric([{"metrics": {"accuracy": 50.0, "eval_seconds": 1.0}}], "bleu")
+
+
+@pytest.mark.slow
+def test_rte_and_the_second_sentiment_set_run_at_the_lr_sst2_s_first_seed_chose(tmp_path, monkeypatch, capsys):
+    """Issue #37's decoder chain through the runner (debug=smoke): K-Token's grid on SST-2 seed 0, then
+    every other cell (SST-2 seed 1, RTE, the second set tagged second) at the lr that seed chose."""
+    from test_sweep import in_process
+
+    from embexp.report.curves import best_held_out
+
+    monkeypatch.setattr(sweep, "execute", in_process)
+    monkeypatch.chdir(tmp_path)
+    assert sweep.main(["compare/curves", "--extra", f"debug=smoke output_root={tmp_path}", "kinds=decoder",
+                       "dec_tasks=sst2 rte", "only=ktoken", "ktoken_check=1"]) == 0, capsys.readouterr().err
+    runs = {str(p.parent.relative_to(tmp_path)): json.loads(p.read_text()) for p in tmp_path.rglob("metrics.json")}
+    lr = lambda k: float(k.split("lr")[-1].split("/")[0])  # noqa: E731  (<task>/smollm2/ktoken_[second_]lr<lr>/seed<n>)
+    grid = {k: v for k, v in runs.items() if k.startswith("glue_sst2") and k.endswith("seed0") and "ktoken_lr" in k}
+    best = lr(max(sorted(grid, key=lr), key=lambda k: best_held_out(grid[k])))  # ties: the smallest lr, as the runner
+    rest = sorted(k for k in runs if k not in grid)
+    assert len(grid) == 3 and len(rest) == 5, sorted(runs)  # SST-2 seed 1, RTE seeds 0 1, second set seeds 0 1
+    assert all(lr(k) == best for k in rest) and sum("ktoken_second_lr" in k for k in rest) == 2

@@ -51,8 +51,8 @@ def test_the_sweep_covers_every_registered_method():
 
 
 def make_dry(*args: str) -> list[list[str]]:
-    r = subprocess.run(["make", "-s", "compare", "DRY_RUN=1", f"PY={sys.executable}", *args], cwd=REPO, capture_output=True,
-                       text=True, env={**os.environ, "EMBEXP_DATA": "/data"})
+    r = subprocess.run(["make", "-s", "compare", "DRY_RUN=1", f"PY={sys.executable}", *args], cwd=REPO,
+                       capture_output=True, text=True, env={**os.environ, "EMBEXP_DATA": "/data"})
     assert r.returncode == 0, r.stderr
     return [shlex.split(line) for line in r.stdout.splitlines()]
 
@@ -89,12 +89,13 @@ def test_make_compare_kinds_decoder_runs_the_grid_on_seed_one_and_rte_at_the_sst
     assert {a for c in train if "method=zero_shot" not in c for a in c if a.startswith("trainer.max_steps=")} == \
         {"trainer.max_steps=300"}
     # issue #37's second sentiment set: SST-2 train rows split with seed 1; K-Token (both seeds) at the SST-2 lr
-    assert [c[3:] for c in cmds if "embexp.analyze" in c] == [["split", "source=/data/glue/sst2/train.jsonl",
-                                                                "out=outputs/compare/sst2_second", "n_train=2190", "seed=1"]]
+    split = ["split", "source=/data/glue/sst2/train.jsonl", "out=outputs/compare/sst2_second", "n_train=2190", "seed=1"]
+    assert [c[3:] for c in cmds if "embexp.analyze" in c] == [split]
     second = [c for c in train if "task.data_dir=outputs/compare/sst2_second" in c]
     assert sorted(c[3] for c in second) == ["method=ktoken", "method=ktoken", "method=zero_shot"]
     assert all("task.max_eval_samples=872" in c for c in second)
-    assert [c[-1] for c in cmds if "embexp.report" in c] == ["metric=ll_accuracy", "metric=em_accuracy", "metric=ll_accuracy"]
+    reports = [c[-1] for c in cmds if "embexp.report" in c]
+    assert reports == ["metric=ll_accuracy", "metric=em_accuracy", "metric=ll_accuracy"]  # SST-2 twice, the second set
     rte = [c[2:] for c in sweep.command_lines("compare/curves", ["kinds=decoder", "dec_tasks=sst2 rte"])
            if "task.subset=rte" in c]
     assert len(rte) == 1 + 5 * 2 and all(any(a.startswith("trainer.lr=<lr chosen") for a in c) for c in rte[1:])

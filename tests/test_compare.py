@@ -19,9 +19,8 @@ from embexp.methods import METHODS
 
 REPO = Path(__file__).resolve().parents[1]
 ELSEWHERE = {"pete": "trained from scratch with its encoder (make pete_table)",
-             "repeat_prompt": "a generation-task baseline (TinyTE Table 8: Alpaca), not a classifier",
-             "prompt_compress": "not in issue #37's decoder table (dec_methods=... adds it)"}
-BOTH = ["kinds=encoder decoder"]
+             "repeat_prompt": "a generation-task baseline (TinyTE Table 8: Alpaca), not a classifier"}
+BOTH = ["kinds=encoder decoder", "dec_methods="]  # dec_methods=: every decoder method (default: issue #37's six)
 HEADLINE = ["lora", "full_ft", "tinyattn", "tinyte_full", "head_only"]
 TASKS = ["sst2", "mrpc", "rte", "cola"]
 SMOKE = ["tasks=sst2", "seeds=0", "steps=2", "curve=[1]"]

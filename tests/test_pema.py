@@ -401,3 +401,13 @@ def test_the_vocab_study_counts_as_the_authors_pad_and_what_occurs():
     unused_special = {tok.unk_token_id, tok.mask_token_id}  # the fixture's inputs never hold [UNK] or [MASK]
     assert rows[True]["kept_rows"] - rows[False]["kept_rows"] == len(unused_special)
     assert rows[False]["embedding_pct"] > rows[True]["embedding_pct"]
+
+
+def test_an_analysis_value_outside_its_domain_is_one_line_before_any_tokenizer_loads():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "embexp.analyze", "vocab", "what=table2", "splits=[predict]", "out="],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == "embexp: error: unknown splits entry 'predict' (choose from: train, eval, test)"

@@ -60,8 +60,12 @@ def main(argv: list[str] | None = None) -> None:
     if args and args[0] in ("-h", "--help"):
         print(usage(name, mod.Config))
         return
+    from embexp.config import validate
+
+    cfg = parse(mod.Config, args)
+    validate(cfg)  # a value outside a field's domain is one line before any tokenizer, data or model loads
     cli.quiet_libraries()
-    mod.run(parse(mod.Config, args))
+    mod.run(cfg)
 
 
 if __name__ == "__main__":

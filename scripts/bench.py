@@ -30,7 +30,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from embexp.cli import one_line_errors, quiet_libraries  # noqa: E402
+from embexp.core.cli import one_line_errors, quiet_libraries  # noqa: E402
 # the plain-loop comparison lives in the package, shared with python -m embexp.doctor (make gpu-check)
 from embexp.doctor.speed import alternating, embexp_loop, fixed_batches, plain_loop  # noqa: E402,F401
 from embexp.models import smollm2_path  # noqa: E402
@@ -75,7 +75,7 @@ def fit_clocks(trainer) -> tuple[float, float]:
 
 
 def build_run(overrides: list[str]):
-    from embexp.pipeline import build
+    from embexp.run.build import build
 
     cfg = compose_train(overrides)
     return cfg, build(cfg, torch.device("cpu"))
@@ -216,7 +216,7 @@ def pete(argv: list[str]) -> None:
     default 2 at most (as the tests); threads=1 on a shared CPU."""
     from accelerate import Accelerator
 
-    from embexp.loop import Trainer
+    from embexp.run.loop import Trainer
 
     o, _ = options("pete", argv, dict(model="scratch_encoder", steps="10", batch="32", repeats="6", data_dir="", seed="0",
                                       threads=""))
@@ -335,7 +335,7 @@ PARTS = {"sst2": ["task=glue", "task.subset=sst2"],  # eval_mode auto: generatio
 LMEVAL_BOOLQ = dict(task="embexp_boolq", dataset_path="json", output_type="multiple_choice", validation_split="validation",
                     doc_to_text="{{passage}}\nQuestion: {{question}}?\nAnswer:", doc_to_target="label",
                     doc_to_choice=["no", "yes"], metric_list=[{"metric": "acc"}])  # lm-eval's boolq.yaml, local rows
-CPU_CLOCK = """import sys, time, embexp.inference as i  # python -m embexp.train; evaluate() also records its CPU seconds
+CPU_CLOCK = """import sys, time, embexp.run.evaluate as i  # python -m embexp.train; evaluate() also records its CPU seconds
 def timed(*a, evaluate=i.evaluate, **kw):
     c = time.process_time(); m, p = evaluate(*a, **kw); m["eval_cpu_seconds"] = time.process_time() - c; return m, p
 i.evaluate, sys.argv[0] = timed, "embexp.train"; import embexp.train; embexp.train.entry()"""

@@ -10,7 +10,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from embexp import config
+from embexp.core import config
 from embexp.methods.registry import registered
 from embexp.tasks import TASKS
 

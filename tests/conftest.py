@@ -18,7 +18,7 @@ DATA = Path(os.environ.pop("EMBEXP_DATA")) if os.environ.get("EMBEXP_DATA") else
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or min(2, os.cpu_count() or 1)))  # OMP_NUM_THREADS=1 beside another job
 
 import embexp.train  # noqa: E402,F401  (registers every schema)
-from embexp.cli import conf_dir  # noqa: E402
+from embexp.core.cli import conf_dir  # noqa: E402
 from embexp.studies import compose_train  # noqa: E402
 
 CONF = conf_dir()
@@ -91,8 +91,8 @@ def record_run(root: Path, task: str, subset: str, model: str, method: str, tag:
     directory a training run of these keys gets; `record` is the rest of its metrics.json."""
     from omegaconf import OmegaConf
 
-    from embexp.config import run_name
-    from embexp.results import RunRecord
+    from embexp.core.config import run_name
+    from embexp.core.records import RunRecord
 
     rec = RunRecord(Path(run_name(str(root), task, subset, model, method, tag, seed)))
     rec.start(OmegaConf.create({"task": {"name": task, "subset": subset}, "model": {"name": model},

@@ -93,7 +93,7 @@ def test_a_bad_value_is_one_line_before_any_weights_are_read(args, line, no_weig
 
 
 def test_the_valid_defaults_of_every_method_and_task_pass():
-    from embexp.config import validate
+    from embexp.core.config import validate
     from embexp.methods.registry import registered
     from embexp.tasks import TASKS
 
@@ -112,7 +112,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from embexp.config import f
+from embexp.core.config import f
 from embexp.methods.base import Comparison, Method, MethodConfig, embedding_hook
 from embexp.methods.registry import register_method
 

@@ -10,7 +10,7 @@ import torch
 from conftest import run_train, smoke
 from embexp import EmbexpError
 from embexp.cloze import ClozeObjective
-from embexp.config import validate
+from embexp.core.config import validate
 from embexp.data import MASK_POSITIONS, Featurizer, collate
 from embexp.methods import build_method
 from embexp.models import load_backbone

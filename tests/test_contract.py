@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from conftest import run_train, smoke
-from embexp.config import f
+from embexp.core.config import f
 from embexp.data import Featurizer, collate
 from embexp.methods import Method, MethodConfig, build_method, register_method
 from embexp.models import DECODER_FAMILIES, TINY, after_attention, attention_sites, load_backbone

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import run_cli, run_train, smoke
 from embexp import EmbexpError
-from embexp.results import is_complete
+from embexp.core.records import is_complete
 from embexp.tasks import build_task
 
 SST2 = [{"sentence": "a charming film", "label": 1, "idx": 0}, {"sentence": "a dull story", "label": 0, "idx": 1},
@@ -92,12 +92,12 @@ BAD = [
 
 @pytest.mark.parametrize("name,task,model,files,needles", BAD, ids=[b[0] for b in BAD])
 def test_a_row_outside_its_domain_is_one_line_before_the_model_loads(name, task, model, files, needles, tmp_path, monkeypatch):
-    import embexp.pipeline
+    import embexp.run.build
 
     def no_model(*a, **kw):  # the rows are checked before any weights are read
         raise AssertionError("the model was loaded before the rows were checked")
 
-    monkeypatch.setattr(embexp.pipeline, "load_backbone", no_model)
+    monkeypatch.setattr(embexp.run.build, "load_backbone", no_model)
     data = tmp_path / "data"
     data.mkdir()
     for fname, content in {"validation.jsonl": lines(SST2), **files}.items():

@@ -1,4 +1,4 @@
-"""trainer.strategy=fsdp (src/embexp/sharding.py): real `accelerate launch --cpu --num_processes 2` jobs (gloo).
+"""trainer.strategy=fsdp (src/embexp/run/sharding.py): real `accelerate launch --cpu --num_processes 2` jobs (gloo).
 
 Each launch costs ~15 s on 2 cores (process start and imports), so the fast tests share launches:
 the DDP/FSDP equality runs (full_ft, tinyte_full) also give the memory ratio and the one-run-dir check,

@@ -9,7 +9,7 @@ import torch
 
 from conftest import CONF, compose
 from embexp import EmbexpError
-from embexp.config import validate
+from embexp.core.config import validate
 from embexp.methods import METHODS
 from embexp.methods.registry import registered
 from test_methods import CASES, ROWS
@@ -22,7 +22,7 @@ def test_the_method_matrix_covers_every_registered_method():
 
 
 def test_every_capability_is_declared_in_its_domain():
-    from embexp.config import MODEL_KINDS
+    from embexp.core.config import MODEL_KINDS
 
     for name, cls in registered().items():
         assert cls.model_kinds and set(cls.model_kinds) <= set(MODEL_KINDS), name
@@ -111,7 +111,7 @@ def test_numeric_error_from_the_cli_is_one_line_and_writes_nothing(tmp_path):
 def test_a_non_finite_loss_stops_the_run_marks_it_failed_and_keeps_the_checkpoint(tmp_path, monkeypatch):
     from conftest import run_train
     from embexp.methods.tinyte import TinyTE
-    from embexp.results import is_complete
+    from embexp.core.records import is_complete
 
     real, calls = TinyTE.forward, []
 

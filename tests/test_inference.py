@@ -11,9 +11,9 @@ import torch
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
 from conftest import smoke
-from embexp.inference import evaluate
+from embexp.run.evaluate import evaluate
 from embexp.methods import base
-from embexp.pipeline import build
+from embexp.run.build import build
 
 
 @pytest.fixture

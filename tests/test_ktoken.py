@@ -11,7 +11,7 @@ import torch
 
 from conftest import run_cli, run_train, smoke
 from embexp.data import Featurizer, collate
-from embexp.inference import compression_metrics
+from embexp.run.evaluate import compression_metrics
 from embexp.methods import build_method
 from embexp.methods.ktoken import block_layout
 from embexp.models import load_backbone
@@ -242,7 +242,7 @@ def planted_accuracy(*overrides, steps=200, prefix=None):
     held-out rows."""
     from accelerate import Accelerator
 
-    from embexp.loop import Trainer
+    from embexp.run.loop import Trainer
 
     cfg = smoke("method=ktoken", "model=tiny_llama", "task=tree", "trainer.lr=1e-3", f"trainer.max_steps={steps}",
                 "trainer.batch_size=16", "trainer.scheduler=constant", *overrides)
@@ -298,7 +298,7 @@ def test_the_encoder_trains_at_its_own_lr_under_the_same_schedule():
     """encoder_lr is a second AdamW group that the schedule scales like trainer.lr; -1 = one group."""
     from accelerate import Accelerator
 
-    from embexp.loop import Trainer
+    from embexp.run.loop import Trainer
 
     for enc_lr, want in [("1e-4", {1e-4, 1e-3}), ("-1", {1e-3})]:
         cfg = smoke("method=ktoken", "model=tiny_llama", "task=tree", "trainer.lr=1e-3", "trainer.max_steps=2",

@@ -15,17 +15,17 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # (layer, module prefixes, why); a module's layer is that of its longest matching prefix. Imports
 # within a layer are free; upward imports fail.
 LAYERS = [
-    (0, ("embexp", "embexp.config", "embexp.registry", "embexp.cli", "embexp.results"),
-     "base: the package (EmbexpError), config schemas, registries, entry-point plumbing, and the run records "
-     "with the API that finds, loads and tabulates them (results reads files only, never a model)"),
+    (0, ("embexp", "embexp.core"),
+     "core: the package (EmbexpError), config schemas, plugin registries, entry-point plumbing, and the run records "
+     "with the API that finds and loads them (core/records.py reads files only, never a model)"),
     (1, ("embexp.tasks", "embexp.metric_modules", "embexp.data", "embexp.models", "embexp.sentence", "embexp.cloze"),
      "data: tasks (and every metric function, tasks/metrics.py, with its evaluate modules), tokenisation, "
      "backbones (models/: loading, the family sites inside the layers, the offline models). sentence.py and cloze.py are here, not with the pipeline: they are the task kinds' pooling, "
      "contrastive objective and verbalizer head that methods attach (methods/base.py imports sentence), and "
      "they import only data"),
     (2, ("embexp.methods",), "methods: one file per method; a method never imports a task"),
-    (3, ("embexp.pipeline", "embexp.selection", "embexp.loop", "embexp.checkpoint", "embexp.sharding", "embexp.inference", "embexp.curriculum", "embexp.judge"),
-     "pipeline: the pre-flight and config -> parts, model selection, the training loop, evaluation, the curriculum, "
+    (3, ("embexp.run", "embexp.judge"),
+     "run: the stages of one run (run/: checks, build, loop, checkpoint, sharding, curriculum, selection, evaluate, record), "
      "the judges (judge/: prompts, verdict cache, backends, scoring, python -m embexp.judge)"),
     (4, ("embexp.train", "embexp.eval"), "entry points that train or evaluate one run"),
     (5, ("embexp.studies",), "studies: analyses that compute with models or data (python -m embexp.analyze)"),
@@ -81,7 +81,7 @@ def upward_imports(mods: dict[str, tuple[str, bool]]) -> list[str]:
 
 def test_no_module_imports_a_higher_layer():
     mods = sources()
-    assert len(mods) > 50 and "embexp.results" in mods and "embexp.report.ktoken" in mods
+    assert len(mods) > 50 and "embexp.core.records" in mods and "embexp.report.ktoken" in mods
     assert upward_imports(mods) == []
 
 
@@ -90,8 +90,8 @@ def test_an_upward_import_is_reported_even_inside_a_function():
     fake = dict(mods)
     fake["embexp.tasks.fake"] = ("def f():\n    from embexp.report import tinyte\n", False)  # lazy, in a lower layer
     fake["embexp.tasks.rel"] = ("from ..report.ktoken import render\n", False)  # relative, two levels up
-    fake["embexp.inference"] = (mods["embexp.inference"][0] + "\nfrom .studies import ablation\n", False)
-    assert upward_imports(fake) == ["embexp.inference (layer 3) imports embexp.studies.ablation (layer 5)",
+    fake["embexp.run.evaluate"] = (mods["embexp.run.evaluate"][0] + "\nfrom ..studies import ablation\n", False)
+    assert upward_imports(fake) == ["embexp.run.evaluate (layer 3) imports embexp.studies.ablation (layer 5)",
                                     "embexp.tasks.fake (layer 1) imports embexp.report.tinyte (layer 6)",
                                     "embexp.tasks.rel (layer 1) imports embexp.report.ktoken (layer 6)"]
     assert upward_imports({"embexp.newthing": ("", False)}) == ["embexp.newthing is in no layer: add it to tests/test_layers.py LAYERS"]
@@ -105,7 +105,7 @@ def test_the_rooms_of_the_judge_and_the_models_sit_in_their_package_s_layer():
 
 
 def test_layers_of_the_modules_the_issue_names():
-    assert [layer_of(m) for m in ("embexp.results", "embexp.tasks.metrics", "embexp.methods.ktoken", "embexp.inference",
+    assert [layer_of(m) for m in ("embexp.core.records", "embexp.tasks.metrics", "embexp.methods.ktoken", "embexp.run.evaluate",
                                   "embexp.train", "embexp.studies.ablation", "embexp.report.pema", "embexp.sweep")] == [0, 1, 2, 3, 4, 5, 6, 6]
-    inference = imported("embexp.inference", sources()["embexp.inference"][0], False, set(sources()))
+    inference = imported("embexp.run.evaluate", sources()["embexp.run.evaluate"][0], False, set(sources()))
     assert not any(m.startswith(("embexp.studies", "embexp.report")) for m in inference)

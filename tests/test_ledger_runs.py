@@ -16,7 +16,7 @@ from embexp.report.ledger import markdown
 from embexp.report.ledger.core import decide
 from embexp.report.ledger.gpu import Estimate
 from embexp.report.ledger.measured import decide_with_runs, index
-from embexp.results import RunRecord
+from embexp.core.records import RunRecord
 
 ROWS = {r.id: r for p in ("tinyte", "pema", "tinyattn", "ktoken") for r in ledger.paper_rows(p)}
 

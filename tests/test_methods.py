@@ -243,7 +243,7 @@ def test_gradients_on_exactly_for_the_trainable_tensors(case, model):
 def test_repeat_prompt_generations_are_the_question_else_the_prompt():
     """repeat_prompt's evaluation outputs: meta["question"] where set, else the prompt; scored by the task."""
     from embexp import EmbexpError
-    from embexp.inference import evaluate
+    from embexp.run.evaluate import evaluate
     from embexp.tasks.base import Example
 
     cfg, method, _, _ = setup_case(Case("repeat_prompt"), "tiny_llama")

@@ -370,7 +370,7 @@ def test_xnli_fixture_subsets_and_format():
 def test_count_splits_test_counts_the_hidden_label_test_split(tmp_path):
     """count_splits=[train,eval,test] (the paper's tables, as the authors' run_glue_pema.py under
     --do_predict) keeps the rows of the test split's tokens; its hidden labels (-1) are only counted."""
-    from embexp.pipeline import build as build_run
+    from embexp.run.build import build as build_run
 
     d = tmp_path / "data"
     d.mkdir()

@@ -161,7 +161,7 @@ def test_scratch_encoder_is_the_papers_size_from_a_transformers_class():
 @pytest.mark.parametrize("model", ["scratch_encoder", "tiny_bert"])
 def test_pete_and_full_ft_start_from_the_same_body(model):
     """Same seed, same architecture: the two runs differ only in the input table."""
-    from embexp.pipeline import build as build_run
+    from embexp.run.build import build as build_run
 
     cfgs = {m: smoke(f"method={m}", f"model={model}", "task=glue", "model.source=scratch", "model.tokenizer=byte",
                      f"++model.scratch={{hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 64}}",
@@ -224,9 +224,9 @@ def test_export_gives_the_trained_sentence_embeddings_without_embexp(tmp_path):
 
     from accelerate import Accelerator
 
-    from embexp.pipeline import build as build_run
+    from embexp.run.build import build as build_run
     from embexp.sentence import embed_texts
-    from embexp.loop import Trainer
+    from embexp.run.loop import Trainer
 
     cfg = smoke("method=pete", "model=scratch_encoder", "task=nli_pairs", "trainer.max_steps=3", "trainer.lr=1e-2")
     torch.manual_seed(cfg.seed)
@@ -295,7 +295,7 @@ def test_make_pete_table_default_recipe_is_the_papers():
     trainer that applies the paper's recipe, read through the project's own training functions: examples
     per optimizer step, steps run, the optimizer built and the lr of each step (warm-up, then linear decay
     to 0). Changing conf/trainer/pete_paper.yaml (or the sweep) away from the paper fails here."""
-    from embexp.loop import build_optimizer, lr_factor, total_steps
+    from embexp.run.loop import build_optimizer, lr_factor, total_steps
     from embexp.train import effective_batch
 
     args = ["make", "-s", "-o", "install", "pete_table", "DRY_RUN=1"]

@@ -19,8 +19,8 @@ from embexp.models import load_backbone
 from embexp.tasks import build_task
 from embexp.tasks.alpaca import AlpacaConfig, AlpacaTask
 from embexp.tasks.superglue import SuperGlueConfig, SuperGlueTask
-from embexp.loop import Trainer
-from embexp.selection import check as check_selection
+from embexp.run.loop import Trainer
+from embexp.run.selection import check as check_selection
 
 REPO = Path(__file__).resolve().parents[1]
 TINYTE_EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("tinyte_*.yaml"))
@@ -179,7 +179,7 @@ def decoder(method="tinyte_full", *overrides):
 def test_select_best_restores_the_lowest_selection_loss_and_never_reads_the_eval_split(monkeypatch):
     cfg, method, bb, feats = decoder("tinyte_full", "trainer.lr=0.05", "trainer.max_steps=6", "trainer.eval_every=1",
                                      "trainer.select_best=true", "trainer.scheduler=constant")
-    import embexp.loop as loop
+    import embexp.run.loop as loop
 
     calls, real = [], loop.evaluation_loss
     dip = [5.0, 4.0, 3.0, 3.5, 4.5, 6.0]  # selection losses with their minimum at step 3 (whatever lr does)
@@ -212,7 +212,7 @@ def test_select_metric_keeps_the_best_metric_where_the_lowest_loss_is_elsewhere(
     keeps the earlier step, as the Tiny-Attention authors' ``dev_metric > max_dev_metric``."""
     cfg, method, bb, feats = decoder("tinyte_full", "trainer.lr=0.05", "trainer.max_steps=6", "trainer.eval_every=1",
                                      "trainer.select_best=true", "trainer.scheduler=constant")
-    import embexp.loop as loop
+    import embexp.run.loop as loop
 
     losses = iter([6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 9.9])  # 6 selection points (lowest: step 6), then the eval split
     monkeypatch.setattr(loop, "evaluation_loss", lambda *a, **kw: next(losses))
@@ -405,8 +405,8 @@ def test_select_metric_scores_the_selection_rows_and_keeps_the_best_metric_end_t
     point on its selection rows (select_on=reported: the reported split, the Tiny-Attention paper's
     protocol; heldout: the held-out rows, never the reported ones), keeps the step with the best metric
     where the lowest loss is the last step, and says so in metrics.json."""
-    import embexp.loop as loop
-    import embexp.pipeline as pipeline
+    import embexp.run.loop as loop
+    import embexp.run.build as pipeline
 
     rows = (["trainer.select_on=reported"] if protocol == "reported" else
             ["task.select_split=train_holdout", "task.select_size=8"])

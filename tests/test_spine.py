@@ -14,8 +14,8 @@ import torch
 from conftest import run_cli, run_train, smoke
 from embexp import EmbexpError
 from embexp.eval import reevaluate
-from embexp.results import is_complete
-from embexp.loop import Trainer
+from embexp.core.records import is_complete
+from embexp.run.loop import Trainer
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
@@ -237,7 +237,7 @@ def test_every_model_config_has_a_tiny_counterpart_for_debug_smoke(model):
 def test_total_params_is_the_backbone_size_for_every_method():
     """n_total_params is counted before a method touches the model: LoRA's injected layers and
     PEMA's partial matrix do not change it."""
-    from embexp.pipeline import build, count_params
+    from embexp.run.build import build, count_params
 
     sizes = {m: build(smoke(f"method={m}", "model=tiny_llama", "task=wmt16"), torch.device("cpu")).n_backbone_params
              for m in ("zero_shot", "lora", "pema")}

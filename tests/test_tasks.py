@@ -59,7 +59,7 @@ def test_registered_with_help_on_every_field():
 
 def schema_error(config_cls, **overrides) -> str:
     """The one line the schema refuses these task fields with (config.validate, when composed)."""
-    from embexp.config import validate_fields
+    from embexp.core.config import validate_fields
 
     with pytest.raises(EmbexpError) as e:
         validate_fields(OmegaConf.merge(OmegaConf.structured(config_cls), overrides), "task")

@@ -51,7 +51,7 @@ def test_registered_with_help_and_configs_compose_with_the_harmbench_judge():
     cfg = smoke("task=bsd").task
     assert (cfg.eval_split, cfg.eval_size, cfg.select_split) == ("30k_test", 1000, "train_holdout")
     assert smoke("task=advbench").task.eval_split == "train"
-    from embexp.config import validate
+    from embexp.core.config import validate
 
     with pytest.raises(EmbexpError, match="qa, plain"):  # the schema's domain, at composition
         validate(smoke("task=bsd", "task.prompt_format=chatml"))

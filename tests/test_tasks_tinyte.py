@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from conftest import run_train, smoke
 from embexp import EmbexpError
 from embexp.data import Featurizer
-from embexp.inference import choice_logliks
+from embexp.run.evaluate import choice_logliks
 from embexp.methods import build_method
 from embexp.models import load_backbone
 from embexp.tasks import TASKS, build_task
@@ -54,7 +54,7 @@ def test_registered_with_help_and_configs_compose():
     assert cfg.task.eval_split == "test" and cfg.task.name == "cnndm"
     assert smoke("task=alpaca").task.eval_split == "heldout"
     assert type(build_task(smoke("task=superglue", "task.subset=all").task)) is SuperGlueTask
-    from embexp.config import validate
+    from embexp.core.config import validate
 
     with pytest.raises(EmbexpError, match="boolq, cb, copa, rte, wic, all"):  # the schema's domain, at composition
         validate(smoke("task=superglue", "task.subset=multirc"))
@@ -264,7 +264,7 @@ def test_sentence_splitter_keeps_abbreviations_initials_and_lower_case_continuat
 # ---- generation: end-of-sequence ids, newline stop -----------------------------------------------
 def test_generation_stops_at_every_eos_id_of_the_generation_config():
     """Llama-3.1 and Qwen-2.5 list several ids in generation_config.eos_token_id: each one must stop."""
-    from embexp.inference import eos_ids, generate
+    from embexp.run.evaluate import eos_ids, generate
 
     cfg = smoke("method=zero_shot", "model=tiny_llama", "task=wmt16")
     torch.manual_seed(0)
@@ -303,7 +303,7 @@ class _ScriptedMethod(torch.nn.Module):
 
 
 def test_stop_at_newline_is_an_explicit_option():
-    from embexp.inference import generate
+    from embexp.run.evaluate import generate
 
     tok = load_backbone(smoke("model=tiny_llama").model).tokenizer
     encoder, cpu = Featurizer(tok, True, max_source_tokens=4096), torch.device("cpu")
@@ -342,7 +342,7 @@ def test_alpaca_fixture_schema_and_prompt_formats():
     ex = llama.format(row)
     assert (ex.prompt, ex.target) == ("[INST] Add the numbers.\n\n2 and 3 [/INST]", " 5")
     assert llama.format({**row, "input": ""}).prompt == "[INST] Add the numbers. [/INST]"
-    from embexp.config import validate
+    from embexp.core.config import validate
 
     with pytest.raises(EmbexpError, match="alpaca, llama2_inst"):  # the schema's domain, at composition
         validate(smoke("task=alpaca", "task.prompt_format=chatml"))

@@ -294,7 +294,7 @@ def test_warm_start_copies_the_one_module_run_plus_noise(runs, combine):
 
 @pytest.mark.parametrize("arg", ["method.combine=stacked", "method.layer_modules=every"])
 def test_an_unknown_combine_or_layer_modules_is_one_line_naming_the_choices(arg):
-    from embexp.config import validate
+    from embexp.core.config import validate
 
     with pytest.raises(EmbexpError) as e:
         validate(smoke("method=tinyattn", "model=tiny_roberta", "task=glue", arg))
@@ -496,7 +496,7 @@ def test_paper_protocol_cells_keep_the_best_dev_metric_evaluated_twice_per_epoch
     """Every Table 8 cell of the paper's protocol selects on the reported dev split by the task's validation
     metric (not the loss), every half epoch of the whole training split; the held-out cells (ours) select
     on the lowest loss of held-out training rows. Fails if a cell selects on the loss or on other rows."""
-    from embexp import selection
+    from embexp.run import selection
     from embexp.report.tinyattn import METRIC
     from embexp.tasks import build_task
 

@@ -16,7 +16,9 @@ import sys
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from embexp import EmbexpError, cli
+from embexp import EmbexpError
+
+from embexp.core import cli
 
 # name -> module under embexp.studies exposing `Config` (a dataclass) and `run(cfg)`.
 ANALYSES = {
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     if args and args[0] in ("-h", "--help"):
         print(usage(name, mod.Config))
         return
-    from embexp.config import validate
+    from embexp.core.config import validate
 
     cfg = parse(mod.Config, args)
     validate(cfg)  # a value outside a field's domain is one line before any tokenizer, data or model loads

@@ -24,10 +24,12 @@ import torch
 from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
-from embexp import EmbexpError, cli
-from embexp.config import register_core_schemas
-from embexp.pipeline import build, load_adapter
-from embexp.results import CONFIG, METRICS, is_complete
+from embexp import EmbexpError
+
+from embexp.core import cli
+from embexp.core.config import register_core_schemas
+from embexp.run.build import build, load_adapter
+from embexp.core.records import CONFIG, METRICS, is_complete
 
 register_core_schemas()
 import embexp.methods  # noqa: E402,F401

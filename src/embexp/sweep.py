@@ -66,10 +66,12 @@ from pathlib import Path
 
 import yaml
 
-from embexp import EmbexpError, cli
+from embexp import EmbexpError
+
+from embexp.core import cli
 from embexp.sweep_spec import (GRID, FIELD, Scope, _filter, args_of, bind, combinations, holds,  # noqa: F401  (re-exported)
                                render)
-from embexp.config import MODEL_KINDS
+from embexp.core.config import MODEL_KINDS
 
 COMMANDS = ("train", "analyze", "judge", "report", "note")
 STEP_KEYS = set(COMMANDS) | {"for", "let", "if", "do", "run_dir_of", "when_complete", "extra", "choose"}
@@ -202,7 +204,7 @@ def overrides(args: list[str]) -> list[str]:
 
 
 def run_dir(train_args: list[str]) -> Path:
-    from embexp.config import run_name
+    from embexp.core.config import run_name
     from embexp.studies import compose_train
 
     c = compose_train(overrides(train_args))
@@ -211,7 +213,7 @@ def run_dir(train_args: list[str]) -> Path:
 
 def done(kind: str, args: list[str]) -> str:
     """The folder of a command that already finished, else ''."""
-    from embexp.results import is_complete
+    from embexp.core.records import is_complete
 
     if kind == "train" and "-m" not in args:
         try:
@@ -255,7 +257,7 @@ def resolve(cmd: dict, extra: list[str], dry: bool = False) -> None:
 def chosen(step: dict, scope: Scope, extra: list[str], dry: bool) -> str:
     """The value of step["choose"]["var"] whose candidate cell scored best on its held-out rows."""
     from embexp.report.curves import best_held_out
-    from embexp.results import METRICS, is_complete
+    from embexp.core.records import METRICS, is_complete
 
     var, cands = step["choose"]["var"], list(combinations(step["choose"]["over"], scope))
     values = [str(s.value(var)) for s in cands]

@@ -8,7 +8,10 @@ from __future__ import annotations
 import re
 
 
-from embexp import EmbexpError, cli
+from embexp import EmbexpError
+
+
+from embexp.core import cli
 
 GRID = (0.3, 1.0, 3.0)  # {method:compare_grid}: the learning rates tried around a method's comparison lr
 FIELD = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)(?::([^{}]*))?\}")  # ${...}: Hydra's, left alone

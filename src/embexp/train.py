@@ -23,12 +23,16 @@ from accelerate.utils import set_seed
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from embexp import EmbexpError, RunInterrupted, __version__, cli, curriculum, judge, selection, sharding
-from embexp.config import register_core_schemas
-from embexp.loop import Trainer, TrainResult, peak_memory
-from embexp.inference import evaluate as evaluate_rows
-from embexp.pipeline import Components, build, preflight, save_adapter
-from embexp.results import METRICS, RunRecord, git_commit, is_complete
+from embexp import EmbexpError, RunInterrupted, __version__, judge
+
+from embexp.core import cli
+
+from embexp.run import curriculum, selection, sharding
+from embexp.core.config import register_core_schemas
+from embexp.run.loop import Trainer, TrainResult, peak_memory
+from embexp.run.evaluate import evaluate as evaluate_rows
+from embexp.run.build import Components, build, preflight, save_adapter
+from embexp.core.records import METRICS, RunRecord, git_commit, is_complete
 
 register_core_schemas()
 import embexp.methods  # noqa: E402,F401  (register method schemas)

@@ -36,8 +36,10 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from embexp import EmbexpError, cli
-from embexp.config import f
+from embexp import EmbexpError
+
+from embexp.core import cli
+from embexp.core.config import f
 
 FULL = dict(models=["smollm2", "minilm", "tiny_gemma2"], memory_models=["smollm2"], speed_model="smollm2",
             speed_methods=["full_ft", "lora", "tinyte_full"], batch_size=8, seq_len=256, seq_len_numerics=64,
@@ -90,7 +92,7 @@ class Config:
 def configure(argv: list[str]) -> Config:
     """The checked Config of ``key=value`` arguments: one line naming a bad key or value and the valid ones."""
     from embexp.analyze import parse
-    from embexp.config import validate
+    from embexp.core.config import validate
 
     cfg = parse(Config, argv)
     cfg.reduced = str(cfg.reduced).lower()  # reduced=true reads as a bool, then as 'True', in a str field

@@ -10,7 +10,7 @@ import torch
 
 from embexp import __version__
 from embexp.doctor.common import Section, mib, table
-from embexp.results import git_commit
+from embexp.core.records import git_commit
 
 PACKAGES = ("torch", "transformers", "accelerate", "peft")
 

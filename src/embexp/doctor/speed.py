@@ -24,10 +24,10 @@ import torch
 
 from embexp.data import collate, n_tokens
 from embexp.doctor.common import Section, autocast, compose, matmul_params, model_config, table, timed
-from embexp.inference import eos_ids, generate
-from embexp.loop import Trainer, micro_batch_indices
+from embexp.run.evaluate import eos_ids, generate
+from embexp.run.loop import Trainer, micro_batch_indices
 from embexp.models.loading import text_config
-from embexp.pipeline import build
+from embexp.run.build import build
 
 GOAL = 1.02  # embexp's seconds per token at most this times the plain loop's (the goal)
 AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16, "no": None}

@@ -30,8 +30,8 @@ def model_config(name: str):
     """The ModelConfig of conf/model/<name>.yaml, or None when `name` is not a config name."""
     from omegaconf import OmegaConf
 
-    from embexp.cli import conf_dir
-    from embexp.config import ModelConfig
+    from embexp.core.cli import conf_dir
+    from embexp.core.config import ModelConfig
 
     if "/" in name or not (conf_dir() / "model" / f"{name}.yaml").is_file():
         return None

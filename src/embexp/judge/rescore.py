@@ -18,7 +18,7 @@ def rescore(run_dir, jcfg, what: str = "generation", cpu: bool = False) -> dict:
     verdicts into predictions.jsonl), both written atomically. Returns the merged metrics."""
     from omegaconf import OmegaConf
 
-    from embexp.results import CONFIG, METRICS, atomic_write, is_complete, write_json
+    from embexp.core.records import CONFIG, METRICS, atomic_write, is_complete, write_json
 
     run_dir = Path(run_dir)
     if not (run_dir / CONFIG).is_file():
@@ -30,7 +30,7 @@ def rescore(run_dir, jcfg, what: str = "generation", cpu: bool = False) -> dict:
     cfg = OmegaConf.load(run_dir / CONFIG)
     own = OmegaConf.to_container(cfg.get("judge") or {})
     run_primary = str(own.get("kind", "") or cfg.task.get("judge", "") or "")
-    from embexp.config import JudgeConfig
+    from embexp.core.config import JudgeConfig
 
     j = OmegaConf.merge(OmegaConf.structured(JudgeConfig), jcfg)
     if not j.model:
@@ -73,7 +73,7 @@ def eval_questions(cfg, records: list[dict]) -> list[str]:
 
 
 def _main(cfg) -> None:
-    from embexp import cli
+    from embexp.core import cli
 
     cli.quiet_libraries()
     cli.setup_logging(None, True)
@@ -88,8 +88,8 @@ def entry() -> None:
 
     import hydra
 
-    from embexp import cli
-    from embexp.config import register_core_schemas
+    from embexp.core import cli
+    from embexp.core.config import register_core_schemas
 
     register_core_schemas()
     argv = sys.argv[1:]

@@ -135,7 +135,7 @@ def check(cfg, task=None) -> None:
 
 def check_model_name(j) -> None:
     if j.backend != "openai" and model_config(j.model) is None and "/" not in j.model and not Path(j.model).is_dir():
-        from embexp.cli import choices
+        from embexp.core.cli import choices
 
         raise EmbexpError(f"judge.model '{j.model}' is not a conf/model name ({', '.join(choices('model'))}), "
                           "a local folder or a hub id (owner/name)")

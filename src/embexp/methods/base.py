@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from embexp import EmbexpError
-from embexp.config import f
+from embexp.core.config import f
 from embexp.methods.prefix import METHOD_KEYS, PrefixPath, backbone_batch, keeps_logits, positions, split_prompt  # noqa: F401  (re-exported)
 from embexp.sentence import PAIR_KEY, mean_pool
 

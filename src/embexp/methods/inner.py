@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
-from embexp.config import f, validate_fields
+from embexp.core.config import f, validate_fields
 from embexp.methods.base import MethodConfig
 from embexp.methods.registry import METHODS, registered
 

@@ -50,7 +50,7 @@ import torch
 from torch import nn
 
 from embexp import EmbexpError
-from embexp.config import f
+from embexp.core.config import f
 from embexp.methods.base import Comparison, Method
 from embexp.methods.inner import InnerMethodConfig, build_inner
 from embexp.methods.registry import register_method, registered

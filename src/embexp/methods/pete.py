@@ -44,7 +44,7 @@ import torch
 from torch import nn
 
 from embexp import EmbexpError
-from embexp.config import f
+from embexp.core.config import f
 from embexp.methods.base import Method, MethodConfig
 from embexp.methods.pema import count_tokens
 from embexp.methods.registry import register_method

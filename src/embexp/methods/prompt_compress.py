@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from embexp import EmbexpError
-from embexp.config import f
+from embexp.core.config import f
 from embexp.methods.base import Comparison, Method
 from embexp.methods.inner import InnerMethodConfig, WrapsInner, build_inner
 from embexp.methods.registry import register_method

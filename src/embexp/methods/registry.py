@@ -6,8 +6,8 @@ learning rate, what a table calls them. Nothing outside the method files lists m
 from __future__ import annotations
 
 from embexp import EmbexpError
-from embexp.config import CHECKS
-from embexp.registry import Registry
+from embexp.core.config import CHECKS
+from embexp.core.plugins import Registry
 
 METHODS = Registry("method")
 register_method = METHODS.register

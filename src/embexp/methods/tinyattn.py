@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from embexp import EmbexpError
-from embexp.config import f
+from embexp.core.config import f
 from embexp.methods.base import Comparison, Method, MethodConfig
 from embexp.methods.registry import register_method
 from embexp.models import after_attention, attention_sites

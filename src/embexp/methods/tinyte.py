@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from embexp import EmbexpError
-from embexp.config import f
+from embexp.core.config import f
 from embexp.methods.base import Comparison, Method, MethodConfig, embedding_hook
 from embexp.methods.peft_baselines import init_prompt, prompt_tuning_model, virtual_tokens
 from embexp.methods.registry import register_method

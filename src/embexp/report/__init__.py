@@ -2,7 +2,7 @@
 
 One module per paper. Each has a ``Config`` dataclass (help text on every field) and ``render(cfg)``,
 which writes Markdown + CSV (+ PNG where the table has a figure) under ``out`` and prints the
-Markdown. Every module reads the runs through ``embexp.results`` (the run index by task, subset,
+Markdown. Every module reads the runs through ``embexp.core.records`` (the run index by task, subset,
 model, method, tag and seed; standard errors; Markdown, CSV and PNG output):
 
 - ``tinyte``: the TinyTE paper's Tables 1-6, 8-11, alpaca, ranking and Figures 3 and 6 (``table=all``);
@@ -24,7 +24,9 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from embexp import EmbexpError, cli
+from embexp import EmbexpError
+
+from embexp.core import cli
 
 PAPERS = ("tinyte", "pema", "pete", "tinyattn", "ktoken", "compare", "ledger")
 
@@ -61,7 +63,7 @@ def configure(argv: list[str]):
     """(module, its checked Config) for ``python -m embexp.report`` arguments: an unknown paper, key
     or table (or another value outside a field's choices) is one line naming it and the valid ones."""
     from embexp.analyze import parse
-    from embexp.config import validate
+    from embexp.core.config import validate
 
     module, rest = select(argv)
     cfg = parse(module.Config, rest)

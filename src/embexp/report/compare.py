@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.config import f
-from embexp.results import SE, Runs, atomic_write, cell, collect_runs, emit, pyplot, save_png, table_dirs
+from embexp.core.config import f
+from embexp.core.records import SE, Runs, atomic_write, cell, collect_runs, emit, pyplot, save_png, table_dirs
 
 TABLES = ("compare", "curves")  # curves: report/curves.py (the lr and budget chosen on held-out rows)
 SKIP = ("_stderr", "_seconds")  # metric keys that are not a quality figure

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from embexp import EmbexpError
-from embexp.config import f
+from embexp.core.config import f
 from embexp.report.compare import quality_metric
-from embexp.results import atomic_write, collect_runs, debug_output_root, emit, pyplot, save_png
+from embexp.core.records import atomic_write, collect_runs, debug_output_root, emit, pyplot, save_png
 
 TABLES = ("curve",)
 NOTE = ("Each line is one run evaluated on the eval split at the listed steps (trainer.curve_at) and at its end; "

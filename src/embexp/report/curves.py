@@ -29,7 +29,7 @@ import numpy as np
 from embexp import EmbexpError
 from embexp.report.compare import LOWER, quality_metric, row
 from embexp.report.curve import majority
-from embexp.results import SE, atomic_write, collect_runs, emit, pyplot, save_png, table_dirs
+from embexp.core.records import SE, atomic_write, collect_runs, emit, pyplot, save_png, table_dirs
 
 COLS = ["Method", "metric", "held-out", "lr", "step", "lrs tried", "#TP", "% of backbone", "train state MB",
         "train tok/s", "exports", "seeds"]

@@ -25,8 +25,8 @@ import math
 from dataclasses import dataclass
 
 from embexp import EmbexpError
-from embexp.config import f
-from embexp.results import Runs, collect_runs, pyplot, save_png, table_dirs, write_text_table
+from embexp.core.config import f
+from embexp.core.records import Runs, collect_runs, pyplot, save_png, table_dirs, write_text_table
 from embexp.tasks.metrics import pl_from_accuracy, pl_from_perplexity
 
 MODEL = "qwen25_05b"

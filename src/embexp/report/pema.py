@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.config import f
-from embexp.results import atomic_write, collect_runs, debug_output_root, emit
+from embexp.core.config import f
+from embexp.core.records import atomic_write, collect_runs, debug_output_root, emit
 
 GLUE = ("cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "stsb", "wnli")
 LABELS = {"cola": "CoLA", "mnli": "MNLI", "mrpc": "MRPC", "qnli": "QNLI", "qqp": "QQP", "rte": "RTE",

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from embexp import EmbexpError
-from embexp.config import f
-from embexp.results import collect_runs, debug_output_root, write_table
+from embexp.core.config import f
+from embexp.core.records import collect_runs, debug_output_root, write_table
 
 PAPER = {"pete": ("8.9M", "77.40"), "full_ft": ("24.3M", "77.54")}
 TABLES = ("table2",)

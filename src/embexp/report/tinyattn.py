@@ -29,8 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from embexp import EmbexpError
-from embexp.config import f
-from embexp.results import Runs, collect_runs, table_dirs, write_text_table
+from embexp.core.config import f
+from embexp.core.records import Runs, collect_runs, table_dirs, write_text_table
 
 TABLES = ("table1", "table2", "table8", "table10", "table11", "table12")
 GLUE = ["sst2", "cola", "mnli", "qqp", "rte", "mrpc", "qnli", "stsb"]

@@ -24,7 +24,7 @@ evaluations report and the scale of the paper's numbers; sentence-level ``rougeL
 The Alpaca table's R-L is sentence-level ``rougeL`` (the instruction-tuning convention), with
 ``rougeLsum`` as R-Lsum.
 
-Standard errors (``se``, see ``embexp.results``): seeds, examples, auto or none. The default
+Standard errors (``se``, see ``embexp.core.records``): seeds, examples, auto or none. The default
 (``se=``) is each table's own: examples for Table 11 (the paper's test-example s.e.; a one-seed
 sweep fills every ±), seeds elsewhere. Every CSV has a ``<column> se`` column.
 """
@@ -38,8 +38,8 @@ from pathlib import Path
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.config import f
-from embexp.results import SE, Runs, cell, collect_runs, emit, n_params, pyplot, save_png, table_dirs
+from embexp.core.config import f
+from embexp.core.records import SE, Runs, cell, collect_runs, emit, n_params, pyplot, save_png, table_dirs
 
 DISPLAY = {"gemma2": "Gemma-2", "qwen25": "Qwen-2.5", "llama31": "Llama-3.1", "llama2": "Llama-2-7b"}  # the paper's model names
 TABLES = ("1", "2", "3", "4", "5", "6", "8", "9", "10", "11", "alpaca", "ranking", "fig3", "fig6")

@@ -4,20 +4,22 @@ model_specs holds the parameter counts of the papers' models).
 
 Each module exposes a ``Config`` dataclass (help text on every field) and ``run(cfg)``. This file
 holds what they share: composing the real train config (the same Hydra tree and compose API the
-CLI and the tests use). Runs are found and tables written through ``embexp.results``; tables read
+CLI and the tests use). Runs are found and tables written through ``embexp.core.records``; tables read
 from finished runs alone are ``python -m embexp.report`` (``embexp.report``).
 """
 
 from __future__ import annotations
 
-from embexp import EmbexpError, cli
+from embexp import EmbexpError
+
+from embexp.core import cli
 
 
 def compose_train(overrides: list[str]):
     """The train config for these overrides, composed exactly as ``python -m embexp.train`` does."""
     from hydra import compose, initialize_config_dir
 
-    from embexp.config import register_core_schemas, validate
+    from embexp.core.config import register_core_schemas, validate
 
     register_core_schemas()
     import embexp.methods  # noqa: F401  (registers the method schemas)

@@ -61,8 +61,8 @@ from torch import nn
 
 from embexp import EmbexpError
 from embexp.studies import compose_train
-from embexp.config import JudgeConfig, f
-from embexp.results import atomic_write, write_json, write_table
+from embexp.core.config import JudgeConfig, f
+from embexp.core.records import atomic_write, write_json, write_table
 
 log = logging.getLogger("embexp")
 
@@ -265,7 +265,7 @@ def output_dir(cfg: Config, tcfg=None) -> Path:
 def run(cfg: Config, judge=None) -> dict:
     """The study. `judge`: an object with the judge API (``score(kind, items)``, ``calls``) used
     instead of building ``cfg.judge`` (tests pass a fake one)."""
-    from embexp.cli import setup_logging
+    from embexp.core.cli import setup_logging
 
     setup_logging(None, True)
     metrics = check(cfg, judge)
@@ -381,8 +381,8 @@ def write_outputs(cfg: Config, out: Path, summary: dict, curves: dict[str, list[
 
 def generate_curve(cfg: Config, tcfg, ps: list[float], device, new_tokens: int):
     """Generate the unablated reference and the outputs at every p: (d, k per p, reference, outputs per p, n prompts)."""
-    from embexp.inference import generate
-    from embexp.pipeline import build
+    from embexp.run.evaluate import generate
+    from embexp.run.build import build
 
     torch.manual_seed(tcfg.seed)
     c = build(tcfg, device)

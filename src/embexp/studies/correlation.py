@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.config import f
-from embexp.results import atomic_write, debug_output_root, markdown, write_json
+from embexp.core.config import f
+from embexp.core.records import atomic_write, debug_output_root, markdown, write_json
 
 
 @dataclass

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.config import f
+from embexp.core.config import f
 from embexp.tasks.base import read_jsonl
 from embexp.tasks.metrics import rouge_scores, split_sentences
 

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.config import f
-from embexp.results import collect_runs, debug_output_root, markdown, read_predictions, write_table
+from embexp.core.config import f
+from embexp.core.records import collect_runs, debug_output_root, markdown, read_predictions, write_table
 
 
 @dataclass

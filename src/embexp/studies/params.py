@@ -21,11 +21,13 @@ from pathlib import Path
 
 import torch
 
-from embexp import EmbexpError, cli
+from embexp import EmbexpError
+
+from embexp.core import cli
 from embexp.studies import compose_train
 from embexp.studies.model_specs import SPECS
-from embexp.config import f
-from embexp.results import markdown, write_table
+from embexp.core.config import f
+from embexp.core.records import markdown, write_table
 
 
 # The paper's #TP (tinyte.md Tables 1, 2, 11) as printed, for the comparison columns only.
@@ -129,7 +131,7 @@ def count(model_name: str, overrides: list[str], num_labels: int = 2, rank_rando
     """One cell: {"tp": trainable incl. an encoder head, "method": the method's own tensors,
     "total": backbone parameters, "data_dependent": the method prepares itself from data (setup)}."""
     from embexp.methods import Method, build_method
-    from embexp.pipeline import count_params
+    from embexp.run.build import count_params
 
     if model_name in SPECS:
         kind = SPECS[model_name]["kind"]

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from embexp import EmbexpError
-from embexp.config import f
-from embexp.results import atomic_write
+from embexp.core.config import f
+from embexp.core.records import atomic_write
 
 
 @dataclass

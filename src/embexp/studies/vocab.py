@@ -35,8 +35,8 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.config import f
-from embexp.results import markdown
+from embexp.core.config import f
+from embexp.core.records import markdown
 
 GLUE = ("cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "stsb", "wnli")
 GLUE_LABELS = {"cola": "CoLA", "mnli": "MNLI", "mrpc": "MRPC", "qnli": "QNLI", "qqp": "QQP", "rte": "RTE",

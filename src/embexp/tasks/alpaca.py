@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from embexp import EmbexpError
-from embexp.config import f
+from embexp.core.config import f
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import Schema, Text
 from embexp.tasks.metrics import rouge_scores

@@ -29,7 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.config import f
+from embexp.core.config import f
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import Number, Schema, Text
 from embexp.tasks.metrics import binary_summary

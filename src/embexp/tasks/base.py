@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.config import f
+from embexp.core.config import f
 from embexp.tasks.domains import RowCheck, Schema, required
 
 

@@ -33,7 +33,7 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-from embexp.config import f
+from embexp.core.config import f
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import Schema, Text
 from embexp.tasks.metrics import lsum_text, rouge_scores, split_sentences  # noqa: F401  (also imported from here)

@@ -31,7 +31,7 @@ import random
 from dataclasses import dataclass
 
 from embexp import EmbexpError
-from embexp.config import f
+from embexp.core.config import f
 from embexp.tasks.amazon import authors_split
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import Schema, Text

@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-from embexp.config import f
+from embexp.core.config import f
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import ClassId, Integer, Number, Schema, Text
 from embexp.tasks.metrics import accuracy, binary_counts, f1_score, mcc_score, parse_score, regression_scores  # noqa: F401

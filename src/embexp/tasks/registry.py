@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from embexp.registry import Registry
+from embexp.core.plugins import Registry
 
 TASKS = Registry("task")
 register_task = TASKS.register

@@ -42,7 +42,7 @@ from typing import Sequence
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
-from embexp.config import f
+from embexp.core.config import f
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import Anything, Flag, Schema, Text
 from embexp.tasks.metrics import rouge_scores

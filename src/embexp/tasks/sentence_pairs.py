@@ -29,7 +29,7 @@ from typing import Sequence
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
-from embexp.config import f
+from embexp.core.config import f
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import ClassId, Integer, Number, Schema, Text
 from embexp.tasks.glue import _fixture_mnli, _fixture_stsb

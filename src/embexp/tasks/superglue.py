@@ -49,7 +49,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
-from embexp.config import f
+from embexp.core.config import f
 from embexp.tasks.base import MASK, Example, Task, TaskConfig
 from embexp.tasks.domains import ClassId, Integer, Schema, Text, Word, required
 from embexp.tasks.metrics import accuracy, macro_f1

@@ -27,7 +27,7 @@ from typing import Sequence
 
 
 from embexp import EmbexpError
-from embexp.config import f
+from embexp.core.config import f
 from embexp.tasks.base import TRAIN_HOLDOUT, Example, Task, TaskConfig, env_data_note
 from embexp.tasks.domains import Schema, Text, Word
 from embexp.tasks.metrics import binary_summary

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from embexp import EmbexpError
-from embexp.config import f
+from embexp.core.config import f
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import Record, Schema, Text
 from embexp.tasks.metrics import translation_scores

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from omegaconf import OmegaConf
 
-from embexp.config import f
+from embexp.core.config import f
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import ClassId, Schema, Text
 from embexp.tasks.registry import register_task

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from embexp.config import f
+from embexp.core.config import f
 from embexp.report.ledger.core import LABELS, Row
 
 PAPERS = {

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 def no_se():
     """The report's standard-error policy, off: the ledger compares means only."""
-    from embexp.results import SE
+    from embexp.core.records import SE
 
     return SE("none", 0, Path(os.devnull))
 

@@ -35,7 +35,7 @@ def smoke(run: dict) -> bool:
 def index(spec: Optional[str]):
     """The finished runs under the comma-separated roots of `spec` (a folder, run directory or glob
     each), smoke runs left out; None when there are none (or `spec` is empty)."""
-    from embexp.results import Runs, collect_runs
+    from embexp.core.records import Runs, collect_runs
 
     found: dict = {}
     for root in [s.strip() for s in str(spec or "").split(",") if s.strip()]:

@@ -19,7 +19,9 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from embexp import EmbexpError, sharding
+from embexp import EmbexpError
+
+from embexp.run import sharding
 
 log = logging.getLogger("embexp")
 

@@ -27,10 +27,10 @@ import logging
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
-from embexp.inference import evaluate
+from embexp.run.evaluate import evaluate
 from embexp.tasks import build_task
-from embexp.loop import Trainer, TrainResult
-from embexp.selection import on_reported
+from embexp.run.loop import Trainer, TrainResult
+from embexp.run.selection import on_reported
 
 log = logging.getLogger("embexp")
 

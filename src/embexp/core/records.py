@@ -163,7 +163,7 @@ def read_predictions(run_dir: Path) -> list[dict]:
 
 def debug_output_root(debug: str, default: str = "outputs") -> str:
     """The output_root a conf/debug preset sets (smoke -> outputs/smoke); `default` when none."""
-    from embexp import cli
+    from embexp.core import cli
 
     if not debug:
         return default

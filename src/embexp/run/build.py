@@ -17,12 +17,14 @@ import torch
 from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
-from embexp import EmbexpError, __version__, curriculum, judge, selection
+from embexp import EmbexpError, __version__, judge
+
+from embexp.run import curriculum, selection
 from embexp.cloze import ClozeObjective
-from embexp.config import validate
+from embexp.core.config import validate
 from embexp.data import Featurizer, token_lists
-from embexp.inference import evaluate
-from embexp.loop import check_curve
+from embexp.run.evaluate import evaluate
+from embexp.run.loop import check_curve
 from embexp.methods import METHODS, build_method
 from embexp.models import load_backbone
 from embexp.sentence import SENTENCE_KINDS, ContrastiveObjective

@@ -214,7 +214,7 @@ def unsharded(cfg, trainer, acc):
     and exports as a DDP run's method does. The other processes get None: they only wait."""
     from accelerate.utils import set_seed
 
-    from embexp.pipeline import build
+    from embexp.run.build import build
 
     state = trainer.full_state()
     trainer.release()

@@ -17,7 +17,7 @@ GROUPS = ("method", "model", "task", "trainer", "experiment", "debug")
 def conf_dir() -> Path:
     """The Hydra config tree: $EMBEXP_CONF, else conf/ of the source checkout."""
     env = os.environ.get("EMBEXP_CONF")
-    d = Path(env) if env else Path(__file__).resolve().parents[2] / "conf"
+    d = Path(env) if env else Path(__file__).resolve().parents[3] / "conf"
     if not (d / "train.yaml").is_file():
         die(f"config tree not found at {d} (set EMBEXP_CONF to the embexp conf/ folder)")
     return d
@@ -68,7 +68,7 @@ def check_compose(config_name: str, argv: list[str]) -> None:
         message = ": ".join(dict.fromkeys(lines[:3]))
     else:
         if config_name == "train":
-            from embexp.config import validate
+            from embexp.core.config import validate
 
             try:
                 validate(composed)

@@ -27,7 +27,9 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from embexp import EmbexpError, RunInterrupted, checkpoint, sharding
+from embexp import EmbexpError, RunInterrupted
+
+from embexp.run import checkpoint, sharding
 from embexp.data import IGNORE, collate, n_tokens
 
 log = logging.getLogger("embexp")
@@ -103,7 +105,7 @@ def check_curve(cfg) -> None:
     bad = [x for x in cfg.trainer.curve_at if isinstance(x, bool) or not isinstance(x, int) or x < 1]
     if bad:
         raise EmbexpError(f"trainer.curve_at must list optimizer steps (integers >= 1); got {bad[0]!r}")
-    from embexp import selection
+    from embexp.run import selection
 
     if cfg.trainer.get("curve_select") and (not cfg.trainer.curve_at or selection.on_reported(cfg) or not cfg.task.select_split):
         raise EmbexpError("trainer.curve_select scores held-out selection rows at the points of trainer.curve_at: it needs "

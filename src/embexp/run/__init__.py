@@ -1,0 +1,1 @@
+"""The stages of one run, in call order: checks, build, loop (checkpoint, sharding, curriculum, selection), evaluate, record."""

@@ -1,17 +1,34 @@
-"""Name -> class registries for the pluggable config groups (methods, tasks).
+"""One plugin discovery for every pluggable kind: methods, tasks, analyses and report papers.
 
-Registering a class also stores its ``Config`` dataclass in Hydra's ConfigStore as
-``<group>/schema_<name>``, which the group's YAML files name in their defaults list.
+A plugin is a module of its package; importing the package imports every module found on its
+``__path__`` (:func:`discover`), so no list names them. Methods and tasks also register a class
+by name (:class:`Registry`), which stores its ``Config`` dataclass in Hydra's ConfigStore as
+``<group>/schema_<name>`` for the group's YAML files to name in their defaults list.
 """
 
 from __future__ import annotations
+
+import importlib
+import pkgutil
+from types import ModuleType
 
 from hydra.core.config_store import ConfigStore
 
 from embexp import EmbexpError
 
 
+def discover(package: str, skip: tuple[str, ...] = ()) -> dict[str, ModuleType]:
+    """Import every module of ``package`` (alphabetically) but those in ``skip`` and the private
+    ones (``_name``); returns them by name. A module already imported is not run again."""
+    pkg = importlib.import_module(package)
+    return {info.name: importlib.import_module(f"{package}.{info.name}")
+            for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name)
+            if info.name not in skip and not info.name.startswith("_")}
+
+
 class Registry(dict):
+    """Name -> class for one config group; registering twice is an error, an unknown name one line."""
+
     def __init__(self, group: str):
         super().__init__()
         self.group = group

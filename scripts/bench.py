@@ -216,7 +216,7 @@ def pete(argv: list[str]) -> None:
     default 2 at most (as the tests); threads=1 on a shared CPU."""
     from accelerate import Accelerator
 
-    from embexp.run.loop import Trainer
+    from embexp.run.loop import Trainer, TrainInputs
 
     o, _ = options("pete", argv, dict(model="scratch_encoder", steps="10", batch="32", repeats="6", data_dir="", seed="0",
                                       threads=""))
@@ -235,7 +235,7 @@ def pete(argv: list[str]) -> None:
           f"batch={o['batch']} steps={o['steps']} repeats={o['repeats']} threads={torch.get_num_threads()} torch={torch.__version__}")
     trainers = {}
     for m, (cfg, c) in built.items():  # one trainer each; a first fit warms up kernels and creates the optimizer state
-        trainers[m] = Trainer(c.method, cfg.trainer, acc, c.train_features, [], c.backbone.tokenizer.pad_token_id, cfg.seed)
+        trainers[m] = Trainer(c.method, cfg.trainer, acc, TrainInputs(c.train_features, c.backbone.tokenizer.pad_token_id, cfg.seed))
         fit_clocks(trainers[m])
     wall, cpu = {m: [] for m in methods}, {m: [] for m in methods}
     for r in range(int(o["repeats"])):

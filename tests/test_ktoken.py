@@ -242,7 +242,7 @@ def planted_accuracy(*overrides, steps=200, prefix=None):
     held-out rows."""
     from accelerate import Accelerator
 
-    from embexp.run.loop import Trainer
+    from embexp.run.loop import Trainer, TrainInputs
 
     cfg = smoke("method=ktoken", "model=tiny_llama", "task=tree", "trainer.lr=1e-3", f"trainer.max_steps={steps}",
                 "trainer.batch_size=16", "trainer.scheduler=constant", *overrides)
@@ -253,7 +253,7 @@ def planted_accuracy(*overrides, steps=200, prefix=None):
         method.prefix = prefix(method)
     fz = Featurizer(bb.tokenizer, True, 256, 8)
     train = [fz.train_features(e) for e in planted_rows(2000, 0)]
-    Trainer(method, cfg.trainer, Accelerator(cpu=True), train, [], bb.tokenizer.pad_token_id, 0).fit()
+    Trainer(method, cfg.trainer, Accelerator(cpu=True), TrainInputs(train, bb.tokenizer.pad_token_id, 0)).fit()
     test = planted_rows(200, 1)
     reqs = [(fz.prompt_ids(e.prompt), fz.target_ids(t)[:-1]) for e in test for t in (" yes", " no")]
     scores = method.score_continuations(reqs, 32)
@@ -298,7 +298,7 @@ def test_the_encoder_trains_at_its_own_lr_under_the_same_schedule():
     """encoder_lr is a second AdamW group that the schedule scales like trainer.lr; -1 = one group."""
     from accelerate import Accelerator
 
-    from embexp.run.loop import Trainer
+    from embexp.run.loop import Trainer, TrainInputs
 
     for enc_lr, want in [("1e-4", {1e-4, 1e-3}), ("-1", {1e-3})]:
         cfg = smoke("method=ktoken", "model=tiny_llama", "task=tree", "trainer.lr=1e-3", "trainer.max_steps=2",
@@ -306,8 +306,8 @@ def test_the_encoder_trains_at_its_own_lr_under_the_same_schedule():
         bb = load_backbone(cfg.model)
         method = build_method(cfg.method, bb)
         fz = Featurizer(bb.tokenizer, True, 64, 8)
-        trainer = Trainer(method, cfg.trainer, Accelerator(cpu=True), [fz.train_features(e) for e in planted_rows(4, 0)],
-                          [], bb.tokenizer.pad_token_id, 0)
+        feats = [fz.train_features(e) for e in planted_rows(4, 0)]
+        trainer = Trainer(method, cfg.trainer, Accelerator(cpu=True), TrainInputs(feats, bb.tokenizer.pad_token_id, 0))
         groups = trainer.optimizer.param_groups
         assert {g["peak_lr"] for g in groups} == want
         enc = {id(p) for p in method.encoder.parameters()}

@@ -226,13 +226,13 @@ def test_export_gives_the_trained_sentence_embeddings_without_embexp(tmp_path):
 
     from embexp.run.build import build as build_run
     from embexp.sentence import embed_texts
-    from embexp.run.loop import Trainer
+    from embexp.run.loop import Trainer, TrainInputs
 
     cfg = smoke("method=pete", "model=scratch_encoder", "task=nli_pairs", "trainer.max_steps=3", "trainer.lr=1e-2")
     torch.manual_seed(cfg.seed)
     c = build_run(cfg, torch.device("cpu"))
     feats = [c.featurizer.train_features(e) for e in c.task.examples("train")]
-    Trainer(c.method, cfg.trainer, Accelerator(cpu=True), feats, [], c.backbone.tokenizer.pad_token_id, cfg.seed).fit()
+    Trainer(c.method, cfg.trainer, Accelerator(cpu=True), TrainInputs(feats, c.backbone.tokenizer.pad_token_id, cfg.seed)).fit()
     texts = ["The red cat chased the dog.", "A dog.", "The old horse helped the big sheep yesterday."]
     want = embed_texts(c.method, c.featurizer, texts, batch_size=8, device="cpu")
     c.method.export().save_pretrained(tmp_path / "export")

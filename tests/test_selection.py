@@ -19,8 +19,8 @@ from embexp.models import load_backbone
 from embexp.tasks import build_task
 from embexp.tasks.alpaca import AlpacaConfig, AlpacaTask
 from embexp.tasks.superglue import SuperGlueConfig, SuperGlueTask
-from embexp.run.loop import Trainer
-from embexp.run.selection import check as check_selection
+from embexp.run.loop import Trainer, TrainInputs
+from embexp.run.checks import check_selection
 
 REPO = Path(__file__).resolve().parents[1]
 TINYTE_EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("tinyte_*.yaml"))
@@ -191,8 +191,8 @@ def test_select_best_restores_the_lowest_selection_loss_and_never_reads_the_eval
         return calls[-1][2]
 
     monkeypatch.setattr(loop, "evaluation_loss", spy)
-    trainer = Trainer(method, cfg.trainer, Accelerator(cpu=True), feats["train"], feats["eval"], bb.tokenizer.pad_token_id,
-                      0, select_features=feats["select"])
+    inputs = TrainInputs(feats["train"], bb.tokenizer.pad_token_id, 0, feats["eval"], feats["select"])
+    trainer = Trainer(method, cfg.trainer, Accelerator(cpu=True), inputs)
     res = trainer.fit()
     # 5 periodic losses (steps 1-5) + the last step's on the selection rows, then the eval split once
     assert [f is feats["select"] for f, _, _ in calls] == [True] * 6 + [False] and calls[-1][0] is feats["eval"]
@@ -222,8 +222,9 @@ def test_select_metric_keeps_the_best_metric_where_the_lowest_loss_is_elsewhere(
         states.append(method.bias.detach().clone())
         return scores[len(states) - 1]
 
-    trainer = Trainer(method, cfg.trainer, Accelerator(cpu=True), feats["train"], feats["eval"],
-                      bb.tokenizer.pad_token_id, 0, select_features=feats["select"], select_score=("mcc", score))
+    inputs = TrainInputs(feats["train"], bb.tokenizer.pad_token_id, 0, feats["eval"], feats["select"],
+                         select_score=("mcc", score))
+    trainer = Trainer(method, cfg.trainer, Accelerator(cpu=True), inputs)
     res = trainer.fit()
     assert len(states) == 6 and res.select_metric == "mcc"
     assert res.best_step == 3 and (res.best_select_score, res.best_select_loss) == (70.0, 4.0)
@@ -238,18 +239,23 @@ def test_a_checkpoint_kept_by_the_loss_is_not_resumed_by_a_metric(tmp_path):
     """Its best state was chosen by another signal: resuming would mix the two, so it is refused."""
     cfg, method, bb, feats = decoder("tinyte_full", "trainer.select_best=true", "trainer.max_steps=2")
     pad = bb.tokenizer.pad_token_id
-    args = (method, cfg.trainer, Accelerator(cpu=True), feats["train"], feats["eval"], pad, 0, tmp_path)
-    Trainer(*args, select_features=feats["select"]).save_checkpoint(1)
-    again = Trainer(*args, select_features=feats["select"], select_score=("mcc", lambda: 0.0))
+    args = (method, cfg.trainer, Accelerator(cpu=True))
+    inputs = dict(train=feats["train"], pad_id=pad, seed=0, eval=feats["eval"], select=feats["select"], run_dir=tmp_path)
+    Trainer(*args, TrainInputs(**inputs)).save(1)
+    again = Trainer(*args, TrainInputs(**inputs, select_score=("mcc", lambda: 0.0)))
     with pytest.raises(EmbexpError, match="kept its best state by loss, but this run selects by mcc"):
-        again.load_checkpoint()
-    assert Trainer(*args, select_features=feats["select"]).load_checkpoint() == 1  # the same signal resumes
+        again.resume()
+    assert Trainer(*args, TrainInputs(**inputs)).resume() == 1  # the same signal resumes
 
 
-def test_select_best_without_selection_rows_is_refused():
-    cfg, method, bb, feats = decoder("tinyte_full", "trainer.select_best=true")
-    with pytest.raises(EmbexpError, match="needs selection rows"):
-        Trainer(method, cfg.trainer, Accelerator(cpu=True), feats["train"], feats["eval"], bb.tokenizer.pad_token_id, 0)
+def test_select_best_without_selection_rows_is_refused(monkeypatch):
+    """A selection split that gives no rows stops the run when the rows are read, before the model."""
+    from embexp.run import build, checks
+
+    cfg = smoke("method=tinyte_full", "model=tiny_llama", "task=wmt16", "trainer.select_best=true")
+    monkeypatch.setattr(build.selection, "rows", lambda *a, **kw: [])
+    with pytest.raises(EmbexpError, match="trainer.select_best=true needs selection rows; task.select_split="):
+        build.read_rows(cfg, checks.preflight(cfg), training=True)
 
 
 def test_smoke_run_records_its_selection_rows(tmp_run):

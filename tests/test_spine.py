@@ -81,19 +81,19 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
             "trainer.lr=0.05", "trainer.eval_every=2", "trainer.select_best=true")
     whole = run_train(smoke(*args), tmp_path / "whole")
 
-    original = Trainer.save_checkpoint
+    original = Trainer.save
 
     def killed_after_step_4(self, step):
         original(self, step)
         if step == 4:
             raise KeyboardInterrupt  # as if the job were killed right here
 
-    monkeypatch.setattr(Trainer, "save_checkpoint", killed_after_step_4)
+    monkeypatch.setattr(Trainer, "save", killed_after_step_4)
     with pytest.raises(KeyboardInterrupt):
         run_train(smoke(*args), tmp_path / "part")
     assert not is_complete(tmp_path / "part")
     assert json.loads((tmp_path / "part" / "status.json").read_text())["status"] == "failed"
-    monkeypatch.setattr(Trainer, "save_checkpoint", original)
+    monkeypatch.setattr(Trainer, "save", original)
     resumed = run_train(smoke(*args, "trainer.resume=true"), tmp_path / "part")
     assert resumed["train"]["resumed_from_step"] == 4
     assert _same(resumed, whole)

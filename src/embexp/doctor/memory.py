@@ -35,7 +35,7 @@ import torch
 
 from embexp.doctor.common import Section, compose, matmul_params, mib, model_config, table
 from embexp.doctor.speed import AUTOCAST, fixed_batches
-from embexp.run.loop import Trainer
+from embexp.run.loop import Trainer, TrainInputs
 from embexp.methods.registry import registered, unsupported
 from embexp.models.loading import text_config
 from embexp.run.build import build
@@ -133,7 +133,7 @@ def step_memory(model: str, method: str, s, device: torch.device, acc) -> dict:
         if cuda:
             torch.cuda.reset_peak_memory_stats(device)
         with saved_storages(exclude) as seen:
-            res = Trainer(c.method, cfg.trainer, acc, c.train_features, [], pad, cfg.seed).fit()
+            res = Trainer(c.method, cfg.trainer, acc, TrainInputs(c.train_features, pad, cfg.seed)).fit()
         peak = torch.cuda.max_memory_allocated(device) - base if cuda else None
     except torch.cuda.OutOfMemoryError as e:
         row["oom"] = str(e).strip().splitlines()[0][:200]

@@ -192,7 +192,7 @@ def tinyte_bias(model: str, device: torch.device, acc, seed: int) -> dict:
     """TinyTE-full under ``model.dtype=bfloat16`` through the real loop (pipeline.build + Trainer): b is
     fp32, and one AdamW step at lr 1e-4 from b = 1 moves every entry by about lr (Adam's first step is
     lr x sign(g)), an update that bf16, whose spacing at 1.0 is 2^-7, would round away."""
-    from embexp.run.loop import Trainer
+    from embexp.run.loop import Trainer, TrainInputs
     from embexp.run.build import build as build_run
 
     lr = 1e-4
@@ -204,7 +204,7 @@ def tinyte_bias(model: str, device: torch.device, acc, seed: int) -> dict:
     with torch.no_grad():
         bias.fill_(1.0)
     before = bias.detach().clone()
-    trainer = Trainer(c.method, cfg.trainer, acc, c.train_features, [], c.backbone.tokenizer.pad_token_id, cfg.seed)
+    trainer = Trainer(c.method, cfg.trainer, acc, TrainInputs(c.train_features, c.backbone.tokenizer.pad_token_id, cfg.seed))
     trainer.fit()
     trainer.release()
     delta = (bias.detach() - before).float()

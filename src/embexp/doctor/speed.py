@@ -25,7 +25,7 @@ import torch
 from embexp.data import collate, n_tokens
 from embexp.doctor.common import Section, autocast, compose, matmul_params, model_config, table, timed
 from embexp.run.evaluate import eos_ids, generate
-from embexp.run.loop import Trainer, micro_batch_indices
+from embexp.run.loop import Trainer, TrainInputs, micro_batch_indices
 from embexp.models.loading import text_config
 from embexp.run.build import build
 
@@ -49,7 +49,7 @@ def embexp_loop(cfg, c, feats, acc) -> float:
     the method's forward is its own again (under mixed precision ``prepare`` wraps it in autocast, and
     each repeat would wrap it once more, the plain loop's too) and the Accelerator lets go of the
     prepared model and optimizer (their state would pile up)."""
-    trainer = Trainer(c.method, cfg.trainer, acc, feats, [], c.backbone.tokenizer.pad_token_id, cfg.seed)
+    trainer = Trainer(c.method, cfg.trainer, acc, TrainInputs(feats, c.backbone.tokenizer.pad_token_id, cfg.seed))
     res = trainer.fit()
     acc.unwrap_model(trainer.model, keep_fp32_wrapper=False)
     trainer.release()

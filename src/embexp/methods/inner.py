@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
-from embexp.core.config import f, validate_fields
+from embexp.core.config import CHECKS, f, validate_fields
 from embexp.methods.base import MethodConfig
-from embexp.methods.registry import METHODS, registered
+from embexp.methods.registry import METHODS, method_and_model, registered, unsupported
 
 AUTHORS_LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"]
 OWN = ("name", "train_head")  # fields of the inner config that come from the outer one
@@ -54,6 +54,22 @@ def inner_config(cfg):
         icfg[key] = value
     validate_fields(icfg, "method.inner_args")
     return icfg
+
+
+def check_inner(cfg) -> None:
+    """A composed train config's wrapped method: its config (name, ``inner_args`` and their domains)
+    and its model kinds (``method=ktoken method.inner=head_only model=<a decoder>`` is refused), in
+    one line before anything loads. Registered in ``core.config.CHECKS``."""
+    method, model = method_and_model(cfg)
+    if method is None or "inner" not in method:
+        return
+    icfg = inner_config(method)
+    reason = unsupported(icfg.name, model) if icfg is not None else ""
+    if reason:
+        raise EmbexpError(f"method.inner={icfg.name}: {reason}")
+
+
+CHECKS.append(check_inner)
 
 
 def build_inner(cfg, backbone):

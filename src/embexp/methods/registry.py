@@ -7,15 +7,14 @@ from __future__ import annotations
 
 from embexp import EmbexpError
 from embexp.core.config import CHECKS
-from embexp.core.plugins import Registry
+from embexp.core.plugins import Registry, discover
 
 METHODS = Registry("method")
 register_method = METHODS.register
 
 
 def build_method(cfg, backbone):
-    import embexp.methods  # noqa: F401  (registers every method)
-
+    discover("embexp.methods")  # registers every method
     method = METHODS.get_class(cfg.name)(cfg, backbone)
     method.mark_trainable()  # once, after construction: __init__ only creates the tensors
     return method
@@ -24,7 +23,7 @@ def build_method(cfg, backbone):
 def registered() -> dict[str, type]:
     """Every method discovered in ``embexp/methods/`` (names starting with '_' are test-only toys),
     in registration order (the files alphabetically, each file's methods in order)."""
-    import embexp.methods  # noqa: F401  (discovers and registers every method file)
+    discover("embexp.methods")
 
     return {name: cls for name, cls in METHODS.items() if not name.startswith("_")}
 
@@ -53,20 +52,23 @@ def _a(word: str) -> str:
     return "an" if word[:1] in "aeiou" else "a"
 
 
-def check_method(cfg) -> None:
-    """A composed train config's method against its model (``model_kinds``) and, for a method that
-    wraps another, the inner method's config (its name, ``inner_args`` and their domains): refused
-    with one line before anything loads. Registered in ``config.CHECKS``."""
+def method_and_model(cfg) -> tuple:
+    """(method config, model config) of a composed train config; (None, None) for another config
+    (or an unknown method, which composition names)."""
     method, model = (cfg.get(g) if hasattr(cfg, "get") else getattr(cfg, g, None) for g in ("method", "model"))
     if method is None or model is None or not method.get("name") or method.name not in METHODS:
-        return  # not a train config (or an unknown method, which composition names)
-    reason = unsupported(method.name, model)
+        return None, None
+    return method, model
+
+
+def check_method(cfg) -> None:
+    """A composed train config's method against its model (``model_kinds``): refused with one line
+    before anything loads. Registered in ``core.config.CHECKS`` (methods/inner.py adds the check of
+    a wrapped method)."""
+    method, model = method_and_model(cfg)
+    reason = unsupported(method.name, model) if method is not None else ""
     if reason:
         raise EmbexpError(reason)
-    from embexp.methods.inner import inner_config
-
-    if "inner" in method:
-        inner_config(method)
 
 
 CHECKS.append(check_method)

@@ -1,9 +1,9 @@
-"""Build a run from a composed config: pre-flight, task, backbone, method, tokenised data, set up on its device.
+"""Build a run from a composed config: rows, backbone, method and tokenised features, on its device.
 
 Shared by ``train`` and ``eval`` so a saved run is rebuilt exactly as it was trained:
-:func:`preflight` (validate the config, build the task, ask each part what it needs) -> :func:`build`
-(rows, backbone, method, features) -> :meth:`Components.evaluate`; the trained tensors go to and come
-back from ``adapter.safetensors`` (:func:`save_adapter`, :func:`load_adapter`).
+``checks.preflight`` -> :func:`build` -> :meth:`Components.evaluate`; the trained tensors go to and come
+back from ``adapter.safetensors`` (:func:`save_adapter`, :func:`load_adapter`). A curriculum's stages
+are featurised here too (:func:`featurize`), so their cuts are counted like the run's own rows.
 """
 
 from __future__ import annotations
@@ -17,46 +17,19 @@ import torch
 from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
-from embexp import EmbexpError, __version__, judge
-
-from embexp.run import curriculum, selection
+from embexp import EmbexpError, __version__
 from embexp.cloze import ClozeObjective
-from embexp.core.config import validate
 from embexp.data import Featurizer, token_lists
-from embexp.run.evaluate import evaluate
-from embexp.run.loop import check_curve
 from embexp.methods import METHODS, build_method
 from embexp.models import load_backbone
+from embexp.run import selection
+from embexp.run.checks import Plan, preflight
+from embexp.run.evaluate import evaluate
 from embexp.sentence import SENTENCE_KINDS, ContrastiveObjective
-from embexp.tasks import build_task
 
 log = logging.getLogger("embexp")
 
 ADAPTER = "adapter.safetensors"
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a run is, settled by :func:`preflight` before the run directory, the rows and the model."""
-
-    task: object
-    trains: bool  # do_train and the method trains: the training rows are read and the method is fitted
-
-
-def preflight(cfg, training: bool = True) -> Plan:
-    """Validate the config, build the task, and ask each part what it needs, once: what cannot run is
-    one line before the run directory, the rows or the model. The method says whether it trains;
-    model selection, the learning curve, the judge and the curriculum refuse what they cannot do
-    (``training=False``, re-evaluating a finished run, asks the method only)."""
-    validate(cfg)
-    task = build_task(cfg.task)  # an unknown task fails before any model loads
-    plan = Plan(task, bool(cfg.do_train) and METHODS.get_class(cfg.method.name).trains)
-    if training:
-        selection.check(cfg, task)  # never select on the reported split (unless asked for by name)
-        check_curve(cfg)
-        judge.check(cfg, task)  # judge.model on a task without generations
-        curriculum.check(cfg, task)  # stages the task has, no checkpoints
-    return plan
 
 
 @dataclass
@@ -74,7 +47,7 @@ class Components:
     train_features: list = field(default_factory=list)
     eval_features: list = field(default_factory=list)
     select_features: list = field(default_factory=list)
-    data: dict = field(default_factory=dict)  # what featurising cut, per row set (metrics.json "data"; see truncation())
+    data: dict = field(default_factory=dict)  # what featurising cut, per row set (metrics.json "data"; see featurize())
 
     def evaluate(self, batch_size: int, device, progress: bool = False, rows: str = "eval") -> tuple[dict, list[dict]]:
         """(metrics, one prediction record per example) of the method on the evaluation rows (``rows="select"``:
@@ -108,12 +81,9 @@ def build(cfg, device: torch.device, training: bool = True, plan: Plan | None = 
         method.attach_objective(ClozeObjective(featurizer.verbalizer_ids(task.verbalizers), cfg.task.get("cloze_loss", "verbalizers")))
     c = Components(task, backbone, method, featurizer, n_backbone)
     c.train_examples, c.eval_examples, c.select_examples = examples["train"], examples["eval"], examples["select"]
-    lengths = {}
+    c.data = limits(featurizer)
     for which in ("train", "eval", "select"):
-        pairs = [featurizer.features(e) for e in examples[which]]
-        setattr(c, f"{which}_features", [f for f, _ in pairs])
-        lengths[which] = [n for _, n in pairs]
-    c.data = truncation(task, featurizer, lengths)
+        setattr(c, f"{which}_features", featurize(c, task, examples[which], which))
     ids = lambda feats: [s for f in feats for s in token_lists(f)]  # noqa: E731  (two sequences for a text pair)
     counted = {w: ids(featurizer.features(e)[0] for e in ex) for w, ex in examples["counted"].items()}
     method.setup({"train": ids(c.train_features), "eval": ids(c.eval_features), **counted})
@@ -130,46 +100,56 @@ def read_rows(cfg, plan: Plan, training: bool) -> dict[str, list]:
     rows = {"train": task.examples("train") if plan.trains else []}
     rows["eval"] = task.examples("eval") if (cfg.do_eval or plan.trains) else []
     rows["select"] = selection.rows(cfg, task, rows["train"], rows["eval"], training)
+    if training and plan.trains and cfg.trainer.select_best and not rows["select"]:
+        raise EmbexpError(f"trainer.select_best=true needs selection rows; task.select_split="
+                          f"'{task.split_name('select')}' gave none")
     # only counted, never trained on or scored (PEMA's count_splits=[..., test]): hidden labels allowed
     counted = METHODS.get_class(cfg.method.name).counted_only(cfg.method) if plan.trains else ()
     rows["counted"] = {w: [task.format(r) for r in task.counted_rows(w)] for w in counted}
     return rows
 
 
-def truncation(task, featurizer: Featurizer, lengths: dict) -> dict:
-    """What featurising cut, per row set (``train``, ``eval``, ``select``; sets not read are left
-    out), for metrics.json's ``data``: the limits, and per set ``truncated_<set>`` = {examples,
-    source (prompts or encoder inputs cut to max_source_tokens), target (decoder targets cut to
-    max_target_tokens), longest_source, longest_target (tokens before any cut)}. Logs one warning
-    line when anything was cut; a cut the task declares an error (``Task.truncation_errors``, e.g. a
-    classification answer) stops the run with one line naming the row set, the example and lengths."""
+def limits(featurizer: Featurizer) -> dict:
+    """metrics.json's ``data`` before any row is cut: the token limits featurising applies."""
     out = {"max_source_tokens": featurizer.max_source_tokens}
     if featurizer.is_decoder:
         out["max_target_tokens"] = featurizer.max_target_tokens
+    return out
+
+
+def featurize(c: Components, task, examples: list, which: str) -> list[dict]:
+    """The features of ``examples`` (row set ``which``: train, eval, select, or a curriculum stage's
+    ``train_<stage>``), with what featurising cut counted in ``c.data`` as ``truncated_<which>`` =
+    {examples, source (prompts or encoder inputs cut to max_source_tokens), target (decoder targets cut
+    to max_target_tokens), longest_source, longest_target (tokens before any cut)}. Logs one warning
+    line when anything was cut; a cut the task declares an error (``Task.truncation_errors``, e.g. a
+    classification answer) stops the run with one line naming the row set, the example and lengths."""
+    featurizer = c.featurizer
+    pairs = [featurizer.features(e) for e in examples]
+    ns = [n for _, n in pairs]
+    if not ns:
+        return []
+    rec = {"examples": len(ns), "source": sum(n.source_cut for n in ns), "longest_source": max(n.source for n in ns)}
+    if featurizer.is_decoder:
+        rec.update(target=sum(n.target_cut for n in ns), longest_target=max(n.target for n in ns))
+    c.data[f"truncated_{which}"] = rec
     said = []
-    for which, ns in lengths.items():
-        if not ns:
+    for side, limit in (("source", "max_source_tokens"), ("target", "max_target_tokens")):
+        cut = [i for i, n in enumerate(ns) if getattr(n, f"{side}_cut")]
+        if not cut:
             continue
-        rec = {"examples": len(ns), "source": sum(n.source_cut for n in ns), "longest_source": max(n.source for n in ns)}
-        if featurizer.is_decoder:
-            rec.update(target=sum(n.target_cut for n in ns), longest_target=max(n.target for n in ns))
-        out[f"truncated_{which}"] = rec
-        for side, limit in (("source", "max_source_tokens"), ("target", "max_target_tokens")):
-            cut = [i for i, n in enumerate(ns) if getattr(n, f"{side}_cut")]
-            if not cut:
-                continue
-            if side in task.truncation_errors:
-                i = cut[0]
-                raise EmbexpError(f"task {task.display_name}: the {'prompt' if side == 'source' else 'target'} of {which} "
-                                  f"example {i} is {getattr(ns[i], side)} tokens, longer than task.{limit}="
-                                  f"{getattr(featurizer, limit)} ({len(cut)} of {len(ns)} {which} examples): a cut "
-                                  f"{'answer' if side == 'target' else 'question'} would be trained and scored as the "
-                                  f"whole one; raise task.{limit}")
-            said.append(f"{which} {len(cut)}/{len(ns)} {'prompts' if side == 'source' else 'targets'} "
-                        f"(longest {rec['longest_' + side]} tokens) to task.{limit}={getattr(featurizer, limit)}")
+        if side in task.truncation_errors:
+            i = cut[0]
+            raise EmbexpError(f"task {task.display_name}: the {'prompt' if side == 'source' else 'target'} of {which} "
+                              f"example {i} is {getattr(ns[i], side)} tokens, longer than task.{limit}="
+                              f"{getattr(featurizer, limit)} ({len(cut)} of {len(ns)} {which} examples): a cut "
+                              f"{'answer' if side == 'target' else 'question'} would be trained and scored as the "
+                              f"whole one; raise task.{limit}")
+        said.append(f"{which} {len(cut)}/{len(ns)} {'prompts' if side == 'source' else 'targets'} "
+                    f"(longest {rec['longest_' + side]} tokens) to task.{limit}={getattr(featurizer, limit)}")
     if said:
         log.warning("truncated: %s", "; ".join(said))
-    return out
+    return [f for f, _ in pairs]
 
 
 def count_params(module: torch.nn.Module) -> int:

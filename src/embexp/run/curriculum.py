@@ -6,7 +6,7 @@ until ``trainer.curriculum_metric`` reaches ``curriculum_gate`` (the authors: 85
 ``curriculum_final_gate`` (95).
 
 Which rows the gate reads: the stage's selection rows (``task.select_split``; task=tree: ``select_size``
-held-out training trees, never trained on), never the reported split (selection.check refuses a
+held-out training trees, never trained on), never the reported split (checks.check_selection refuses a
 curriculum whose gate would read it). The authors gate on the stage's test split: that protocol is
 ``trainer.select_on=reported`` (with ``task.select_split=''``), asked for by name. Each round's history
 entry and metrics.json's ``curriculum_gate_split`` say which split the gate read.
@@ -27,37 +27,15 @@ import logging
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
+from embexp.run.build import featurize
 from embexp.run.evaluate import evaluate
-from embexp.tasks import build_task
-from embexp.run.loop import Trainer, TrainResult
+from embexp.run.loop import Trainer, TrainInputs, TrainResult
 from embexp.run.selection import on_reported
+from embexp.tasks import build_task
 
 log = logging.getLogger("embexp")
 
 SUMMED = ("steps", "micro_batches", "examples", "tokens", "input_tokens", "wall_seconds")
-
-
-def check(cfg, task) -> None:
-    """Reject a curriculum that cannot run, before any training."""
-    t = cfg.trainer
-    stages = list(t.curriculum)
-    sizes = list(t.get("curriculum_batch_size") or [])
-    if sizes and len(sizes) != len(stages):
-        raise EmbexpError(f"trainer.curriculum_batch_size has {len(sizes)} entries for {len(stages)} trainer.curriculum "
-                          f"stages (give one per stage, or [])")
-    bad = [b for b in sizes if isinstance(b, bool) or not isinstance(b, int)]  # the schema bounds them (>= 1)
-    if bad:
-        raise EmbexpError(f"trainer.curriculum_batch_size must list batch sizes (integers >= 1); got {bad[0]!r}")
-    if not stages:
-        return
-    if not task.subsets:
-        raise EmbexpError(f"trainer.curriculum needs a task with subsets; task {cfg.task.name} has none")
-    bad = [s for s in stages if s not in task.subsets]
-    if bad:
-        raise EmbexpError(f"unknown trainer.curriculum stage '{bad[0]}' for task {cfg.task.name} (choose from: {', '.join(task.subsets)})")
-    if t.save_every > 0:  # trainer.resume=true is allowed: a complete run is skipped, any other starts at its first stage
-        raise EmbexpError("trainer.curriculum keeps no checkpoints (set trainer.save_every=0; trainer.resume=true only skips a "
-                          "complete run)")
 
 
 def gate_rows(cfg) -> str:
@@ -83,7 +61,7 @@ def fit(cfg, c, acc) -> TrainResult:
         tcfg = copy.deepcopy(cfg.task)
         OmegaConf.update(tcfg, "subset", stage)
         task = build_task(tcfg)
-        train = [c.featurizer.train_features(e) for e in task.examples("train")]
+        train = featurize(c, task, task.examples("train"), f"train_{stage}")  # cuts counted in metrics.json's data
         gate_on = gate_rows(cfg)
         evals, read = task.examples(gate_on), task.split_name(gate_on)
         gate = t.curriculum_final_gate if i == len(stages) - 1 else t.curriculum_gate
@@ -92,7 +70,7 @@ def fit(cfg, c, acc) -> TrainResult:
         if t.get("curriculum_batch_size"):  # this stage's per-device batch (the authors' per-stage table)
             OmegaConf.update(ts, "batch_size", int(t.curriculum_batch_size[i]))
         for r in range(t.curriculum_max_rounds):
-            trainer = Trainer(c.method, ts, acc, train, [], pad_id, cfg.seed * 1009 + k)
+            trainer = Trainer(c.method, ts, acc, TrainInputs(train, pad_id, cfg.seed * 1009 + k))
             if opt_state is not None:
                 trainer.optimizer.load_state_dict(opt_state)
             res = trainer.fit()

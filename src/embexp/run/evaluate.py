@@ -14,6 +14,7 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 
 from embexp import EmbexpError
 from embexp.data import Featurizer, collate
+from embexp.run import selection
 from embexp.sentence import SENTENCE_KINDS, evaluate_similarity
 from embexp.tasks.base import Example
 from embexp.tasks.metrics import length_reduction, pl_from_accuracy
@@ -252,3 +253,64 @@ def compression_metrics(method, featurizer: Featurizer, examples: Sequence[Examp
     if acc is not None:
         out["pl_score"] = pl_from_accuracy(acc, max(out["length_reduction"], 0.0))
     return out
+
+
+# ---- points of the learning curve (trainer.curve_at) and the selection metric (trainer.select_metric) ----
+
+def curve_point(cfg, c, device):
+    """trainer.curve_at's callback: step -> the final evaluation's metrics, mid-run (None without curve_at)."""
+    if not (cfg.trainer.curve_at and cfg.do_eval):
+        return None
+    return lambda step: {**curve_metrics(c.task, *c.evaluate(cfg.trainer.eval_batch_size, device)), **select_point(cfg, c, device)}
+
+
+def select_score(cfg, c, device):
+    """trainer.select_metric's signal, where select_best keeps the best metric rather than the lowest loss: (name,
+    () -> the metric on the selection rows), scored by the final evaluation's code (``Components.evaluate``,
+    rows="select"); None otherwise. The name is checked on the first two selection rows before training, so a
+    metric the evaluation does not give stops the run in one line now, not at the first selection point."""
+    name = selection.metric(cfg, c.task)
+    if name == "loss" or not (cfg.trainer.select_best and c.select_features):
+        return None
+
+    def value(metrics: dict) -> float:
+        if name not in metrics:
+            given = ", ".join(k for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+            raise EmbexpError(f"trainer.select_metric={cfg.trainer.select_metric}: the evaluation of "
+                              f"{c.task.display_name} gives no '{name}' (it gives: {given})")
+        return float(metrics[name])
+
+    was_training = c.method.training
+    value(evaluate(c.method, c.task, c.select_examples[:2], c.featurizer, cfg.trainer.eval_batch_size, device,
+                        progress=False)[0])
+    c.method.train(was_training)
+    return name, lambda: value(c.evaluate(cfg.trainer.eval_batch_size, device, rows="select")[0])
+
+
+def curve_metrics(task, metrics: dict, records: list[dict]) -> dict:
+    """A learning-curve point: the task's numeric metrics, and for decoder classification by
+    log-likelihood the balanced accuracy and each answer's share of the predictions (a run that
+    answers one class shows it here)."""
+    out = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    preds = [r["ll_pred"] for r in records if "ll_pred" in r]
+    if preds and task.kind == "classification":
+        gold = [r["label"] for r in records]
+        n = max(max(gold), max(preds)) + 1
+        recalls = [sum(p == g for p, g in zip(preds, gold) if g == k) / gold.count(k) for k in range(n) if gold.count(k)]
+        out["ll_balanced_accuracy"] = 100.0 * sum(recalls) / len(recalls)
+        out["ll_answer_share"] = [100.0 * preds.count(k) / len(preds) for k in range(n)]
+    return out
+
+
+def select_point(cfg, c, device) -> dict:
+    """trainer.curve_select: ``{"select": metrics}`` of the held-out selection rows at this step ({} without it)."""
+    if not cfg.trainer.get("curve_select"):
+        return {}
+    m, recs = c.evaluate(cfg.trainer.eval_batch_size, device, rows="select")
+    return {"select": curve_metrics(c.task, m, recs)}
+
+
+def curve_record(res, task, metrics: dict, records: list[dict], final_select: dict | None = None) -> list[dict]:
+    """metrics.json's ``curve``: the points of trainer.curve_at, then the final evaluation."""
+    points = [{"step": h["step"], **h["curve"]} for h in (res.history if res is not None else []) if "curve" in h]
+    return points + [{"step": res.steps if res is not None else 0, **curve_metrics(task, metrics, records), **(final_select or {})}]

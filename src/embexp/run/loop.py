@@ -23,14 +23,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
 from tqdm.auto import tqdm
 
 from embexp import EmbexpError, RunInterrupted
-
-from embexp.run import checkpoint, sharding
 from embexp.data import IGNORE, collate, n_tokens
+from embexp.run import sharding
+from embexp.run.checkpoint import Checkpoint
 
 log = logging.getLogger("embexp")
 
@@ -100,21 +101,6 @@ def total_steps(n: int, cfg, world: int) -> int:
     return max(1, math.ceil(cfg.epochs * per_epoch / cfg.grad_accum))
 
 
-def check_curve(cfg) -> None:
-    """trainer.curve_at holds optimizer steps: positive integers (refused in one line otherwise)."""
-    bad = [x for x in cfg.trainer.curve_at if isinstance(x, bool) or not isinstance(x, int) or x < 1]
-    if bad:
-        raise EmbexpError(f"trainer.curve_at must list optimizer steps (integers >= 1); got {bad[0]!r}")
-    from embexp.run import selection
-
-    if cfg.trainer.get("curve_select") and (not cfg.trainer.curve_at or selection.on_reported(cfg) or not cfg.task.select_split):
-        raise EmbexpError("trainer.curve_select scores held-out selection rows at the points of trainer.curve_at: it needs "
-                          "trainer.curve_at=[...], task.select_split (e.g. train_holdout) and trainer.select_on=heldout")
-    if cfg.trainer.curve_at and cfg.trainer.curriculum:
-        raise EmbexpError("trainer.curve_at is not drawn across a trainer.curriculum's stages (each stage reports its gate "
-                          "metric in the history); set trainer.curve_at=[]")
-
-
 @torch.no_grad()
 def evaluation_loss(model, features: list[dict], pad_id: int, batch_size: int, device, accelerator, max_batches: int = -1) -> float:
     """Token-weighted (decoders) or example-weighted (encoders) mean loss over `features`."""
@@ -134,23 +120,43 @@ def evaluation_loss(model, features: list[dict], pad_id: int, batch_size: int, d
     return total / max(count, 1)
 
 
-class Trainer:
-    """``select_features``: the rows behind the periodic evaluation loss and ``select_best``;
-    ``eval_features``: the reported split, whose loss is only recorded, once, at the end;
-    ``select_score``: (metric name, () -> its value on the selection rows) when ``select_best`` keeps
-    the state with the best metric rather than the lowest loss (``train.select_score``)."""
+@dataclass
+class TrainInputs:
+    """What one Trainer trains on and reports to.
 
-    def __init__(self, method, cfg, accelerator, train_features, eval_features, pad_id, seed, run_dir=None,
-                 select_features=None, curve_point=None, select_score=None):
-        self.method, self.cfg, self.acc = method, cfg, accelerator
-        self.train_features, self.eval_features = train_features, eval_features
-        self.select_features = select_features or []
-        self.select_name, self.select_score = select_score or ("loss", None)
-        self.curve_point = curve_point  # step -> metrics on the eval split (trainer.curve_at; main process)
-        if cfg.select_best and not self.select_features:
-            raise EmbexpError("trainer.select_best=true needs selection rows (task.select_split); none were given")
-        self.pad_id, self.seed = pad_id, seed
-        self.run_dir = Path(run_dir) if run_dir else None
+    ``select``: the rows behind the periodic evaluation loss and ``select_best``; ``eval``: the
+    reported split, whose loss is only recorded, once, at the end; ``select_score``: (metric name,
+    () -> its value on the selection rows) when ``select_best`` keeps the state with the best metric
+    rather than the lowest loss; ``curve_point``: step -> the final evaluation's metrics
+    (trainer.curve_at; main process)."""
+
+    train: list
+    pad_id: int
+    seed: int
+    eval: list = field(default_factory=list)
+    select: list = field(default_factory=list)
+    run_dir: Path | None = None
+    curve_point: Callable[[int], dict] | None = None
+    select_score: tuple[str, Callable[[], float]] | None = None
+
+
+@dataclass
+class Window:
+    """The running totals between two log lines (trainer.log_every)."""
+
+    loss: float = 0.0
+    tokens: int = 0
+    start: float = field(default_factory=time.perf_counter)
+
+
+class Trainer:
+    """One training run of a method: the optimizer, the schedule, accumulation, clipping, checkpoints,
+    model selection and learning-curve points, on an Accelerate accelerator (DDP, or FSDP2 through
+    sharding.py)."""
+
+    def __init__(self, method, cfg, accelerator, inputs: TrainInputs):
+        self.method, self.cfg, self.acc, self.inputs = method, cfg, accelerator, inputs
+        self.select_name, self.select_score = inputs.select_score or ("loss", None)
         self.names = list(method.trainable_tensors())
         self.params = [method.trainable_tensors()[n] for n in self.names]
         if not self.params:
@@ -160,127 +166,152 @@ class Trainer:
         if unknown:
             raise EmbexpError(f"method {method.cfg.name} sets a learning rate for tensors it does not train: {unknown[:5]}")
         self.optimizer = build_optimizer(self.params, cfg, {i: own[n] for i, n in enumerate(self.names) if n in own})
-        self.sharded = sharding.active(accelerator)  # trainer.strategy=fsdp: self.params become shards (sharding.py)
-        self.strategy = "fsdp" if self.sharded else "ddp"
+        self.sharded = sharding.active(accelerator)  # trainer.strategy=fsdp: self.params become shards
         self.shapes = [p.shape for p in self.params]  # as the method has them (sharding lifts 0-d tensors to 1-d)
         if self.sharded:
-            self.model, self.optimizer, self.params, self.fqns = sharding.prepare(accelerator, method, self.optimizer, self.names)
+            self.model, self.optimizer, self.params, self.fqns = sharding.prepare(accelerator, method, self.optimizer,
+                                                                                  self.names)
         else:
             self.model, self.optimizer = accelerator.prepare(method, self.optimizer)
-        self.total = total_steps(len(train_features), cfg, accelerator.num_processes)
+        self.total = total_steps(len(inputs.train), cfg, accelerator.num_processes)
         self.result = TrainResult(select_metric=self.select_name)
         self.best_state = None
+        where = Path(inputs.run_dir) / "checkpoint" if inputs.run_dir else None
+        self.checkpoint = Checkpoint(where, accelerator, "fsdp" if self.sharded else "ddp", self.names, self.params,
+                                     self.shapes, self.optimizer)
 
-    # ---- checkpoints (safetensors + JSON) -----------------------------------------------------
-    @property
-    def ckpt_dir(self) -> Path | None:
-        return self.run_dir / "checkpoint" if self.run_dir else None
-
-    def save_checkpoint(self, step: int) -> None:
-        checkpoint.save(self, step)
-
-    def load_checkpoint(self) -> int:
-        return checkpoint.load(self)
-
-    # ---- the loop -------------------------------------------------------------------------------
     def fit(self) -> TrainResult:
-        cfg, acc = self.cfg, self.acc
-        start = self.load_checkpoint() if cfg.resume else 0
+        """Train from step 0 (or the checkpoint's step, trainer.resume) to ``self.total``; then score the
+        selection rows and, under select_best, restore the kept state. One optimizer step per iteration:
+        the lr of the step, ``grad_accum`` micro-batches, a finite check, clipping, the update, then what
+        the step triggers (a log line, a selection point, a curve point, a checkpoint, a stop)."""
+        start = self.resume() if self.cfg.resume else 0  # replaces self.result with the checkpoint's
+        cfg, acc, res, inputs = self.cfg, self.acc, self.result, self.inputs
         self.model.train()
-        res = self.result
         t_start = time.perf_counter() - res.wall_seconds  # a resumed run keeps counting its wall time
         bar = tqdm(total=self.total, initial=start, desc="train", disable=not (cfg.progress and acc.is_main_process),
                    dynamic_ncols=True, leave=False)
-        window_loss, window_tokens, window_t = 0.0, 0, time.perf_counter()
+        window = Window()
         with _stop_signals() as stop:
-            self._steps(start, t_start, bar, window_loss, window_tokens, window_t, stop)
+            for step in range(start, self.total):
+                factor = lr_factor(step, self.total, cfg.warmup_steps, cfg.scheduler)
+                for g in self.optimizer.param_groups:
+                    g["lr"] = g.get("peak_lr", cfg.lr) * factor
+                step_loss = sum(self._micro_batch(step * cfg.grad_accum + a, a == cfg.grad_accum - 1, window)
+                                for a in range(cfg.grad_accum))
+                if not math.isfinite(step_loss):  # before the update: the weights and checkpoints stay finite
+                    raise EmbexpError(f"non-finite training loss ({step_loss}) at step {step + 1}: run stopped and "
+                                      f"marked failed; {self.checkpoint.kept()} (try a lower trainer.lr, or "
+                                      f"trainer.mixed_precision=no)")
+                if cfg.max_grad_norm > 0 and self.sharded:  # every gradient a shard on one mesh: torch's clip is exact
+                    torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+                elif cfg.max_grad_norm > 0:
+                    acc.clip_grad_norm_(self.params, cfg.max_grad_norm)
+                self.optimizer.step()
+                res.state_memory = res.state_memory or state_memory(self.method, self.optimizer)
+                self.optimizer.zero_grad(set_to_none=True)
+                res.steps, res.final_train_loss = step + 1, step_loss
+                window.loss += step_loss
+                bar.update(1)
+                bar.set_postfix(loss=f"{step_loss:.4f}", lr=f"{cfg.lr * factor:.2e}")
+                last = res.steps == self.total
+                if cfg.log_every > 0 and res.steps % cfg.log_every == 0:
+                    window = self._log(cfg.lr * factor, window)
+                if cfg.eval_every > 0 and inputs.select and res.steps % cfg.eval_every == 0 and not last:
+                    self._periodic_eval(res.steps)
+                if inputs.curve_point is not None and res.steps in cfg.curve_at and not last:
+                    self._curve(res.steps)
+                if cfg.save_every > 0 and res.steps % cfg.save_every == 0 and not last:
+                    res.wall_seconds = time.perf_counter() - t_start
+                    self.save(res.steps)
+                if self._stopping(stop) and not last:  # a preemption notice: checkpoint this step and stop
+                    res.wall_seconds = time.perf_counter() - t_start
+                    self.save(res.steps)
+                    bar.close()
+                    raise RunInterrupted(f"{signal.Signals(stop[0]).name} received: stopped after step {res.steps}/"
+                                         f"{self.total} with a checkpoint; rerun the same command with "
+                                         f"trainer.resume=true to continue")
         bar.close()
         res.wall_seconds = time.perf_counter() - t_start
         res.tokens_per_second = res.tokens / max(res.wall_seconds, 1e-9)
-        if self.select_features:
-            res.select_loss, res.select_score = self._selection_point()
-            if cfg.select_best:
-                self._consider_best(res.select_loss, res.select_score, res.steps)
-                if self.best_state is not None and res.best_step != res.steps:
-                    log.info("restoring the trainable state of step %d (selection loss %.4f, %s %.4g)", res.best_step,
-                             res.best_select_loss, self.select_name, res.best_select_score)
-                    self._restore(self.best_state)
-                    res.select_loss, res.select_score = res.best_select_loss, res.best_select_score
-        if self.eval_features:  # recorded only: nothing is chosen by it
-            res.eval_loss = self._loss(self.eval_features)
+        self._select()
+        if inputs.eval:  # recorded only: nothing is chosen by it
+            res.eval_loss = self._loss(inputs.eval)
         return res
 
-    def _steps(self, start, t_start, bar, window_loss, window_tokens, window_t, stop) -> None:
+    def _micro_batch(self, m: int, sync: bool, window: Window) -> float:
+        """Forward and backward of global micro-batch ``m`` (gradients synchronised on the step's last);
+        returns its share of the step's loss and counts what the backbone read."""
         cfg, acc, res = self.cfg, self.acc, self.result
-        world, rank = acc.num_processes, acc.process_index
-        n = len(self.train_features)
-        for step in range(start, self.total):
-            factor = lr_factor(step, self.total, cfg.warmup_steps, cfg.scheduler)
-            lr = cfg.lr * factor
-            for g in self.optimizer.param_groups:
-                g["lr"] = g.get("peak_lr", cfg.lr) * factor
-            step_loss = 0.0
-            for a in range(cfg.grad_accum):
-                m = step * cfg.grad_accum + a
-                idx = micro_batch_indices(n, cfg.batch_size, world, rank, self.seed, m)
-                batch = collate([self.train_features[i] for i in idx], self.pad_id)
-                batch = {k: v.to(acc.device) for k, v in batch.items()}
-                sync = a == cfg.grad_accum - 1
-                ctx = acc.no_sync(self.model) if (not sync and world > 1) else _null()
-                with ctx, acc.autocast(), self.method.counting_backbone_tokens() as seen:
-                    loss = self.model(**batch).loss
-                    acc.backward(loss / cfg.grad_accum)
-                step_loss += loss.detach().float().item() / cfg.grad_accum
-                k = seen[0] * world  # as the backbone read them (a prefix adds, merging removes)
-                res.tokens += k
-                res.input_tokens += n_tokens(batch) * world
-                window_tokens += k
-                res.examples += len(idx) * world
-                res.micro_batches += 1
-            if not math.isfinite(step_loss):  # before the update: the weights and checkpoints stay finite
-                ckpt = self.ckpt_dir is not None and (self.ckpt_dir / "meta.json").is_file()
-                kept = f"the last checkpoint ({self.ckpt_dir}) is kept" if ckpt else "no checkpoint had been written"
-                raise EmbexpError(f"non-finite training loss ({step_loss}) at step {step + 1}: run stopped and marked failed; "
-                                  f"{kept} (try a lower trainer.lr, or trainer.mixed_precision=no)")
-            if cfg.max_grad_norm > 0 and self.sharded:  # every gradient a shard on one mesh: torch's clip is exact
-                torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
-            elif cfg.max_grad_norm > 0:
-                acc.clip_grad_norm_(self.params, cfg.max_grad_norm)
-            self.optimizer.step()
-            if not res.state_memory:
-                res.state_memory = state_memory(self.method, self.optimizer)
-            self.optimizer.zero_grad(set_to_none=True)
-            res.steps = step + 1
-            res.final_train_loss = step_loss
-            window_loss += step_loss
-            bar.update(1)
-            bar.set_postfix(loss=f"{step_loss:.4f}", lr=f"{lr:.2e}")
-            if cfg.log_every > 0 and res.steps % cfg.log_every == 0:
-                dt = time.perf_counter() - window_t
-                rec = {"step": res.steps, "loss": window_loss / cfg.log_every, "lr": lr,
-                       "tokens_per_second": window_tokens / max(dt, 1e-9), **self._log_values()}
-                res.history.append(rec)
-                acc.log({f"train/{k}": v for k, v in rec.items() if k != "step"}, step=res.steps)
-                log.info("step %d/%d  %s", res.steps, self.total,
-                         "  ".join(f"{k}={v:.4g}" for k, v in rec.items() if k != "step"))
-                window_loss, window_tokens, window_t = 0.0, 0, time.perf_counter()
-            if cfg.eval_every > 0 and self.select_features and res.steps % cfg.eval_every == 0 and res.steps < self.total:
-                self._periodic_eval(res.steps)
-            if self.curve_point is not None and res.steps in cfg.curve_at and res.steps < self.total:
-                self._curve(res.steps)
-            if cfg.save_every > 0 and res.steps % cfg.save_every == 0 and res.steps < self.total:
-                res.wall_seconds = time.perf_counter() - t_start
-                self.save_checkpoint(res.steps)
-            if world > 1:  # every process stops at the same step, whichever got the signal
-                flag = torch.tensor([float(bool(stop))], device=acc.device)
-                if acc.reduce(flag, reduction="sum").item() > 0 and not stop:
-                    stop.append(signal.SIGTERM)
-            if stop and res.steps < self.total:  # a preemption notice: checkpoint this step and stop
-                res.wall_seconds = time.perf_counter() - t_start
-                self.save_checkpoint(res.steps)
-                bar.close()
-                raise RunInterrupted(f"{signal.Signals(stop[0]).name} received: stopped after step {res.steps}/{self.total} with a "
-                                     f"checkpoint; rerun the same command with trainer.resume=true to continue")
+        world = acc.num_processes
+        idx = micro_batch_indices(len(self.inputs.train), cfg.batch_size, world, acc.process_index, self.inputs.seed, m)
+        batch = collate([self.inputs.train[i] for i in idx], self.inputs.pad_id)
+        batch = {k: v.to(acc.device) for k, v in batch.items()}
+        ctx = acc.no_sync(self.model) if (not sync and world > 1) else _null()
+        with ctx, acc.autocast(), self.method.counting_backbone_tokens() as seen:
+            loss = self.model(**batch).loss
+            acc.backward(loss / cfg.grad_accum)
+        k = seen[0] * world  # as the backbone read them (a prefix adds, merging removes)
+        res.tokens += k
+        res.input_tokens += n_tokens(batch) * world
+        window.tokens += k
+        res.examples += len(idx) * world
+        res.micro_batches += 1
+        return loss.detach().float().item() / cfg.grad_accum
+
+    def _log(self, lr: float, window: Window) -> Window:
+        """A log line over the window since the last one (trainer.log_every), kept in the history; a new window."""
+        res, every = self.result, self.cfg.log_every
+        rec = {"step": res.steps, "loss": window.loss / every, "lr": lr,
+               "tokens_per_second": window.tokens / max(time.perf_counter() - window.start, 1e-9),
+               **self._log_values()}
+        res.history.append(rec)
+        self.acc.log({f"train/{k}": v for k, v in rec.items() if k != "step"}, step=res.steps)
+        log.info("step %d/%d  %s", res.steps, self.total, "  ".join(f"{k}={v:.4g}" for k, v in rec.items() if k != "step"))
+        return Window()
+
+    def _stopping(self, stop: list[int]) -> bool:
+        """Whether a preemption signal arrived; with several processes every one stops at the same step,
+        whichever got the signal."""
+        if self.acc.num_processes > 1:
+            flag = torch.tensor([float(bool(stop))], device=self.acc.device)
+            if self.acc.reduce(flag, reduction="sum").item() > 0 and not stop:
+                stop.append(signal.SIGTERM)
+        return bool(stop)
+
+    def _select(self) -> None:
+        """After the last step: the selection rows' loss (and metric) now, and under select_best the kept state back."""
+        res = self.result
+        if not self.inputs.select:
+            return
+        res.select_loss, res.select_score = self._selection_point()
+        if not self.cfg.select_best:
+            return
+        self._consider_best(res.select_loss, res.select_score, res.steps)
+        if self.best_state is not None and res.best_step != res.steps:
+            log.info("restoring the trainable state of step %d (selection loss %.4f, %s %.4g)", res.best_step,
+                     res.best_select_loss, self.select_name, res.best_select_score)
+            self._restore(self.best_state)
+            res.select_loss, res.select_score = res.best_select_loss, res.best_select_score
+
+    def save(self, step: int) -> None:
+        """A checkpoint of this step (trainer.save_every, or a preemption notice)."""
+        self.checkpoint.save(step, self.result, self.best_state)
+
+    def resume(self) -> int:
+        """Continue from the run's checkpoint (trainer.resume): the step it holds, or 0 where there is none."""
+        found = self.checkpoint.load()
+        if found is None:
+            return 0
+        step, result, self.best_state = found
+        if result.get("select_metric", "loss") != self.result.select_metric:  # its kept state was chosen by another signal
+            raise EmbexpError(f"checkpoint {self.checkpoint.dir} kept its best state by {result.get('select_metric', 'loss')}"
+                              f", but this run selects by {self.result.select_metric} (trainer.select_metric): delete it "
+                              f"to train again from the start (or trainer.resume=false)")
+        self.result = TrainResult(**result)
+        self.result.resumed_from_step = step
+        log.info("resumed from checkpoint at step %d", step)
+        return step
 
     def _log_values(self) -> dict[str, float]:
         """The method's scalars; sharded, read with its root unit gathered (every process calls it:
@@ -294,13 +325,13 @@ class Trainer:
             self.model.reshard()
 
     def _loss(self, features: list[dict]) -> float:
-        return evaluation_loss(self.model, features, self.pad_id, self.cfg.eval_batch_size, self.acc.device, self.acc,
-                               self.cfg.max_eval_loss_batches)
+        return evaluation_loss(self.model, features, self.inputs.pad_id, self.cfg.eval_batch_size, self.acc.device,
+                               self.acc, self.cfg.max_eval_loss_batches)
 
     def _selection_point(self) -> tuple[float, float]:
         """(loss, metric) on the selection rows now; the metric (``select_score``: the final evaluation's code,
         run on the main process, its value sent to every process) is nan when selection is by the loss."""
-        loss = self._loss(self.select_features)
+        loss = self._loss(self.inputs.select)
         if self.select_score is None:
             return loss, float("nan")
         was_training = self.method.training
@@ -326,7 +357,7 @@ class Trainer:
         this step, recorded in the history; nothing is selected by it."""
         if self.acc.is_main_process:
             was_training = self.method.training
-            point = self.curve_point(step)
+            point = self.inputs.curve_point(step)
             self.method.train(was_training)
             log.info("step %d  curve %s", step, "  ".join(f"{k}={v:.4g}" for k, v in point.items() if isinstance(v, float)))
             self.result.history.append({"step": step, "curve": point})
@@ -365,7 +396,7 @@ class Trainer:
 
     def release(self) -> None:
         """Drop the prepared model and optimizer (their memory goes back before an unsharded copy is built)."""
-        self.method = self.model = self.optimizer = self.params = self.best_state = None
+        self.method = self.model = self.optimizer = self.params = self.best_state = self.checkpoint = None
         self.acc.free_memory()
 
 

@@ -14,7 +14,7 @@ losses and trained tensors match a DDP run with the same global batch (tested to
 
 What leaves the sharded world is whole: checkpoints hold full tensors (gathered, written by the main
 process, the same safetensors + JSON as a DDP run's), and after training the trained tensors are
-gathered into a fresh single-process copy of the method (:func:`unsharded`), which finalises,
+gathered into a fresh single-process copy of the method (:func:`gather`, :func:`load_whole`), which finalises,
 saves its adapter, evaluates and exports exactly as a DDP run's method does.
 
 Accelerate 1.15 honours an FSDP plugin only on accelerator devices; on CPU processes (gloo) the
@@ -38,41 +38,6 @@ FSDP_ENV = "ACCELERATE_USE_FSDP"  # what an FSDP accelerate config exports to th
 
 def wants(trainer_cfg) -> bool:
     return trainer_cfg.get("strategy", "ddp") == "fsdp"
-
-
-def check(cfg, world_size: int) -> None:
-    """Refuse, before any data or model loads, what cannot run sharded: one line each."""
-    from embexp.methods import METHODS
-
-    t = cfg.trainer
-    if not wants(t) and os.environ.get(FSDP_ENV, "false").lower() == "true":
-        raise EmbexpError("accelerate launch was configured for FSDP (ACCELERATE_USE_FSDP=true), but trainer.strategy=ddp: "
-                          "embexp shards with trainer.strategy=fsdp and a plain multi-GPU accelerate config")
-    if not wants(t):
-        if t.get("activation_checkpointing", False):
-            raise EmbexpError("trainer.activation_checkpointing=true wraps FSDP units and needs trainer.strategy=fsdp "
-                              "(under ddp: model.gradient_checkpointing=true)")
-        return
-    if not (cfg.do_train and METHODS.get_class(cfg.method.name).trains):
-        return  # nothing is trained, nothing is sharded
-    for name in (cfg.method.name, cfg.method.get("inner", None)):
-        cls = METHODS.get_class(name) if name and name in METHODS else None
-        if cls is not None and cls.shard_blocker:
-            raise EmbexpError(f"method {name} cannot train under trainer.strategy=fsdp: {cls.shard_blocker} "
-                              f"(use trainer.strategy=ddp)")
-    if world_size < 2:
-        raise EmbexpError(f"trainer.strategy=fsdp shards over processes, but this run has {world_size} (launch it with "
-                          f"accelerate launch --num_processes N, N >= 2; or trainer.strategy=ddp)")
-    if t.get("curriculum"):
-        raise EmbexpError("trainer.curriculum evaluates its gates on the main process mid-run, which a sharded model "
-                          "cannot do alone: use trainer.strategy=ddp")
-    if t.get("curve_at"):
-        raise EmbexpError("trainer.curve_at evaluates on the main process mid-run, which a sharded model cannot do "
-                          "alone: set trainer.curve_at=[] or trainer.strategy=ddp")
-    if t.get("select_metric", "loss") != "loss":
-        raise EmbexpError(f"trainer.select_metric={t.select_metric} scores the selection rows on the main process "
-                          f"mid-run, which a sharded model cannot do alone: use trainer.strategy=ddp "
-                          f"(or trainer.select_metric=loss)")
 
 
 def make_plugin(trainer_cfg):
@@ -207,27 +172,23 @@ def place(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return distribute_tensor(t.to(like.to_local().device, like.dtype), like.device_mesh, like.placements, src_data_rank=None)
 
 
-def unsharded(cfg, trainer, acc):
-    """After sharded training: the trained tensors, gathered (every process takes part), go into a
-    fresh single-process copy of the run's components on the main process (``pipeline.build`` from
-    the same config and seed, as ``embexp.eval`` rebuilds a run), which finalises, saves, evaluates
-    and exports as a DDP run's method does. The other processes get None: they only wait."""
-    from accelerate.utils import set_seed
-
-    from embexp.run.build import build
-
+def gather(trainer) -> dict[str, torch.Tensor]:
+    """After sharded training: the trained tensors, whole, by parameter name (every process takes part;
+    the main process keeps them), and the sharded model's memory released. ``train.fit`` then builds a
+    fresh single-process copy of the run on the main process and loads them (:func:`load_whole`),
+    which finalises, saves, evaluates and exports as a DDP run's method does."""
     state = trainer.full_state()
     trainer.release()
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-    if not acc.is_main_process:
-        return None
-    set_seed(cfg.seed)
-    fresh = build(cfg, acc.device)
-    params = dict(fresh.method.named_parameters())
+    return state
+
+
+def load_whole(method, state: dict[str, torch.Tensor]) -> None:
+    """Copy gathered tensors (:func:`gather`) into an unsharded method, by parameter name."""
+    params = dict(method.named_parameters())
     with torch.no_grad():
         for name, t in state.items():
             params[name].copy_(t.reshape(params[name].shape).to(params[name].device, params[name].dtype))
     log.info("gathered %d trained tensors into an unsharded copy for evaluation", len(state))
-    return fresh

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from embexp.core.plugins import Registry
+from embexp.core.plugins import Registry, discover
 
 TASKS = Registry("task")
 register_task = TASKS.register
 
 
 def build_task(cfg):
-    import embexp.tasks  # noqa: F401  (registers every family)
+    discover("embexp.tasks")  # registers every family
 
     return TASKS.get_class(cfg.name)(cfg)

@@ -1,0 +1,129 @@
+"""A run's records: its status while it runs (:func:`recording`) and ``metrics.json``
+(:func:`metrics_record`): what ran, on which rows, what it scored, how it trained.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from accelerate import Accelerator
+from omegaconf import OmegaConf
+
+from embexp import EmbexpError, RunInterrupted, __version__
+from embexp.core.records import RunRecord, git_commit
+from embexp.run import curriculum, selection
+from embexp.run.build import Components
+from embexp.run.evaluate import curve_record, select_point
+from embexp.run.loop import TrainResult, peak_memory
+
+log = logging.getLogger("embexp")
+
+
+@contextlib.contextmanager
+def recording(cfg, record: RunRecord, acc: Accelerator):
+    """The run's status follows what happens inside: ``running``, then ``interrupted`` on a preemption
+    notice or ``failed`` on any other error (crashes and Ctrl-C too); ``record.finish`` writes
+    ``complete``. The trackers open here and close at the end either way."""
+    record.start(cfg, resume=cfg.trainer.resume)
+    if acc.log_with:
+        acc.init_trackers("embexp", config=tracker_config(cfg))
+    try:
+        yield
+    except RunInterrupted as e:
+        record.interrupt(str(e))
+        raise
+    except EmbexpError as e:
+        record.fail(str(e))
+        raise
+    except BaseException as e:  # keep the status honest for crashes and Ctrl-C too
+        record.fail(f"{type(e).__name__}: {e}")
+        raise
+    finally:
+        acc.end_training()  # closes the trackers' files/runs (a no-op without trackers)
+
+
+def parameter_counts(c: Components) -> dict:
+    """metrics.json's parameter counts: trainable (with an encoder's head), the method's own, the backbone's."""
+    trains = c.method.trains
+    sizes = {"n_trainable_params": c.method.n_trainable() if trains else 0,
+             "n_method_params": c.method.n_trainable(include_head=False) if trains else 0,
+             "n_total_params": c.n_backbone_params}
+    log.info("trainable parameters: %d (method %d) of %d", *sizes.values())
+    return sizes
+
+
+def metrics_record(cfg, c: Components, acc: Accelerator, res: TrainResult | None, metrics: dict, preds: list[dict],
+                   sizes: dict) -> dict:
+    """metrics.json: what ran, on which rows, what it scored, how it trained."""
+    task, staged = c.task, bool(cfg.do_train and c.method.trains and cfg.trainer.curriculum)
+    return {
+        "method": cfg.method.name, "model": cfg.model.name, "task": task.display_name, "seed": cfg.seed,
+        "git_commit": git_commit(), "embexp_version": __version__,
+        **sizes,
+        "n_train_examples": len(c.train_examples), "n_eval_examples": len(c.eval_examples),
+        "n_select_examples": len(c.select_examples),
+        "select_split": selection.split(cfg, task),
+        "select_on": cfg.trainer.get("select_on", "heldout"),
+        "select_metric": selection.recorded(cfg, task, res is not None),
+        **({"curriculum_gate_split": curriculum.gate_split(cfg, task)} if staged else {}),
+        "loss_on": task.loss_on if c.backbone.is_decoder else "",
+        "metrics": metrics,
+        "data": data_record(cfg, c),
+        **({"curve": curve_record(res, task, metrics, preds, select_point(cfg, c, acc.device))}
+           if cfg.trainer.curve_at and cfg.do_eval else {}),
+        "train": {**train_summary(res, acc.num_processes), "strategy": cfg.trainer.get("strategy", "ddp"),
+                  "effective_batch": effective_batch(cfg.trainer, acc.num_processes)},
+        "memory": peak_memory(),
+        "method_values": c.method.log_values(),
+        "notes": cfg.notes,
+    }
+
+
+def data_record(cfg, c) -> dict:
+    """metrics.json's ``data``: what featurising cut (``build.featurize``). Under a curriculum the
+    run trains on each stage's rows (``truncated_train_<stage>``), not on task.subset's training rows,
+    whose counts are left out."""
+    data = dict(c.data)
+    if cfg.do_train and cfg.trainer.get("curriculum"):
+        data.pop("truncated_train", None)
+    return data
+
+
+def effective_batch(t, world_size: int):
+    """Examples per optimizer step: per-device batch x trainer.grad_accum x devices; a list (one per
+    stage) under trainer.curriculum_batch_size."""
+    sizes = list(t.get("curriculum_batch_size") or []) if t.get("curriculum") else []
+    eff = [int(b) * t.grad_accum * world_size for b in (sizes or [t.batch_size])]
+    return eff if sizes else eff[0]
+
+
+def train_summary(res, world_size: int = 1) -> dict:
+    if res is None:
+        return {"steps": 0}
+    keys = ("steps", "micro_batches", "examples", "tokens", "input_tokens", "wall_seconds", "tokens_per_second", "final_train_loss",
+            "eval_loss", "select_loss", "select_metric", "select_score", "best_step", "best_select_loss",
+            "best_select_score", "resumed_from_step", "state_memory")
+    out = {k: getattr(res, k) for k in keys}
+    out["world_size"] = world_size
+    out["history"] = res.history
+    return out
+
+
+def tracker_config(cfg) -> dict:
+    """The resolved config flattened to dotted keys with scalar values (what trackers accept)."""
+    out = {}
+
+    def walk(prefix, node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        else:
+            out[prefix] = node if isinstance(node, (int, float, str, bool)) else str(node)
+
+    walk("", OmegaConf.to_container(cfg, resolve=True))
+    return out
+
+
+def numeric(d: dict, prefix: str) -> dict:
+    return {f"{prefix}{k}": float(v) for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from conftest import compose
-from embexp.analyze import main, parse
+from embexp.analyze import main
+from embexp.core.cli import parse
 from embexp.studies import eval_evidence
 from embexp.tasks import build_task
 

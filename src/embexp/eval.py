@@ -36,7 +36,7 @@ import embexp.methods  # noqa: E402,F401
 import embexp.tasks  # noqa: E402,F401
 
 
-def load_run(run_dir: Path, max_eval_samples=None, cpu=False):
+def rebuild_run(run_dir: Path, max_eval_samples=None, cpu=False):
     """(config, pipeline components with the trained tensors loaded, device) of a finished run."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -59,7 +59,7 @@ def load_run(run_dir: Path, max_eval_samples=None, cpu=False):
 
 def reevaluate(run_dir: Path, max_eval_samples=None, batch_size=None, cpu=False) -> tuple[dict, dict]:
     """(new metrics, recorded metrics) for a finished run directory."""
-    cfg, c, device = load_run(run_dir, max_eval_samples, cpu)
+    cfg, c, device = rebuild_run(run_dir, max_eval_samples, cpu)
     metrics, _ = c.evaluate(batch_size or cfg.trainer.eval_batch_size, device, cfg.trainer.progress)
     recorded = json.loads((run_dir / METRICS).read_text())["metrics"]
     return metrics, recorded
@@ -98,7 +98,7 @@ def export_difference(run_dir: Path, rows: int = 64, cpu: bool = False) -> tuple
 
     if not (Path(run_dir) / "export" / "config.json").is_file():
         raise EmbexpError(f"run_dir '{run_dir}' has no export/ (train it with export=true)")
-    cfg, c, device = load_run(run_dir, cpu=cpu)
+    cfg, c, device = rebuild_run(run_dir, cpu=cpu)
     if cfg.task.get("cloze", False):
         raise EmbexpError("check_export compares sentence embeddings, class logits and next-token logits; a cloze "
                           "(PET) run's outputs are its masked-LM head at the mask, which it does not compare")

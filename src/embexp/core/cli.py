@@ -1,7 +1,10 @@
-"""Entry-point plumbing: find the config tree, check group choices early, print one-line errors."""
+"""Entry-point plumbing, the one path from a command line to a checked config: find the config tree,
+check group choices early, compose the train config (:func:`compose_train`), parse the key=value
+arguments of the analyses, reports and the doctor (:func:`parse`, :func:`usage`), print one-line errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -25,6 +28,60 @@ def conf_dir() -> Path:
 
 def choices(group: str) -> list[str]:
     return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
+
+
+def compose_train(overrides: list[str]):
+    """The train config for these overrides, composed and validated exactly as ``python -m embexp.train``
+    does (the analyses, the sweep, the doctor and the tests compose through here)."""
+    from hydra import compose, initialize_config_dir
+
+    from embexp.core.config import register_core_schemas, validate
+
+    register_core_schemas()
+    import embexp.methods  # noqa: F401  (registers the method schemas)
+    import embexp.tasks  # noqa: F401  (registers the task schemas)
+
+    for arg in overrides:  # unknown group choices: one line naming the valid ones
+        key, _, value = arg.partition("=")
+        key = key.lstrip("+~")
+        if key in GROUPS and value and value != "null" and value not in choices(key):
+            raise EmbexpError(f"unknown {key} '{value}' (choose from: {', '.join(choices(key))})")
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
+            cfg = compose("train", overrides=list(overrides))
+    except Exception as e:  # hydra/omegaconf raise many types; keep the first line
+        raise EmbexpError(f"cannot compose {' '.join(overrides)}: {str(e).splitlines()[0]}") from None
+    validate(cfg)  # every field's domain and the method's model kinds, as the CLI checks them
+    return cfg
+
+
+def parse(config_cls, args: list[str]):
+    """Dot-list overrides (key=value) merged onto a dataclass schema (an analysis', a report's, the
+    doctor's), every field inside its domain; one-line errors naming the valid keys."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from embexp.core.config import validate
+
+    try:
+        cfg = OmegaConf.merge(OmegaConf.structured(config_cls), OmegaConf.from_dotlist(args))
+    except OmegaConfBaseException as e:
+        valid = ", ".join(fl.name for fl in dataclasses.fields(config_cls))
+        raise EmbexpError(f"{str(e).splitlines()[0]} (valid keys: {valid})") from None
+    validate(cfg)
+    return cfg
+
+
+def usage(name: str, config_cls) -> str:
+    """``--help`` of a dataclass-configured command: every field, its default and its help text."""
+    lines = [f"python -m embexp.analyze {name} key=value ...", ""]
+    for fl in dataclasses.fields(config_cls):
+        if fl.default is not dataclasses.MISSING:
+            default = fl.default
+        else:
+            default = fl.default_factory() if fl.default_factory is not dataclasses.MISSING else ""
+        lines.append(f"  {fl.name}={default!s:<24} {fl.metadata.get('help', '')}")
+    return "\n".join(lines)
 
 
 def die(message: str, code: int = 2) -> None:

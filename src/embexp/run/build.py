@@ -97,14 +97,14 @@ def read_rows(cfg, plan: Plan, training: bool) -> dict[str, list]:
     """The examples of each row set, read before the model: a row outside its task's domain stops the
     run here (tasks/domains.py). Selection rows only where something is selected (:func:`selection.rows`)."""
     task = plan.task
-    rows = {"train": task.examples("train") if plan.trains else []}
-    rows["eval"] = task.examples("eval") if (cfg.do_eval or plan.trains) else []
+    rows = {"train": task.examples("train") if plan.fits else []}
+    rows["eval"] = task.examples("eval") if (cfg.do_eval or plan.fits) else []
     rows["select"] = selection.rows(cfg, task, rows["train"], rows["eval"], training)
-    if training and plan.trains and cfg.trainer.select_best and not rows["select"]:
+    if training and plan.fits and cfg.trainer.select_best and not rows["select"]:
         raise EmbexpError(f"trainer.select_best=true needs selection rows; task.select_split="
                           f"'{task.split_name('select')}' gave none")
     # only counted, never trained on or scored (PEMA's count_splits=[..., test]): hidden labels allowed
-    counted = METHODS.get_class(cfg.method.name).counted_only(cfg.method) if plan.trains else ()
+    counted = METHODS.get_class(cfg.method.name).counted_only(cfg.method) if plan.fits else ()
     rows["counted"] = {w: [task.format(r) for r in task.counted_rows(w)] for w in counted}
     return rows
 

@@ -23,7 +23,7 @@ class Plan:
     """What a run is, settled by :func:`preflight` before the rows and the model."""
 
     task: object
-    trains: bool  # do_train and the method trains: the training rows are read and the method is fitted
+    fits: bool  # do_train and the method trains (Method.trains): the training rows are read and the method is fitted
 
 
 def preflight(cfg, training: bool = True, world_size: int | None = None) -> Plan:

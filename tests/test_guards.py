@@ -136,3 +136,23 @@ def test_a_non_finite_loss_stops_the_run_marks_it_failed_and_keeps_the_checkpoin
 
     assert all(torch.isfinite(t).all() for t in load_file(run_dir / "checkpoint" / "state.safetensors").values()
                if t.is_floating_point())
+
+
+def test_a_wrapped_method_of_the_wrong_model_kind_is_refused_before_any_weights_load(monkeypatch):
+    """K-Token's inner method is checked against the model as the outer one is: head-only is an encoder
+    method, so on a decoder the command stops in one line, at composition (no backbone is loaded)."""
+    from conftest import run_cli
+
+    import embexp.run.build
+
+    def no_model(*a, **kw):
+        raise AssertionError("a backbone was loaded")
+
+    monkeypatch.setattr(embexp.run.build, "load_backbone", no_model)
+    r = run_cli("method=ktoken", "method.inner=head_only", "model=tiny_llama", "task=tree")
+    assert r.returncode != 0
+    assert r.stderr.strip() == ("embexp: error: method.inner=head_only: method head_only needs an encoder model; "
+                                "model tiny_llama is a decoder")
+    with pytest.raises(EmbexpError, match="method.inner=head_only: method head_only needs an encoder model"):
+        compose("method=ktoken", "method.inner=head_only", "model=tiny_llama", "task=tree")
+    compose("method=ktoken", "method.inner=tinyte_full", "model=tiny_llama", "task=tree")  # a decoder method passes

@@ -60,9 +60,9 @@ from omegaconf import OmegaConf, open_dict
 from torch import nn
 
 from embexp import EmbexpError
-from embexp.studies import compose_train
 from embexp.core.config import JudgeConfig, f
 from embexp.core.records import atomic_write, write_json, write_table
+from embexp.studies import compose_train
 
 log = logging.getLogger("embexp")
 
@@ -381,8 +381,8 @@ def write_outputs(cfg: Config, out: Path, summary: dict, curves: dict[str, list[
 
 def generate_curve(cfg: Config, tcfg, ps: list[float], device, new_tokens: int):
     """Generate the unablated reference and the outputs at every p: (d, k per p, reference, outputs per p, n prompts)."""
-    from embexp.run.evaluate import generate
     from embexp.run.build import build
+    from embexp.run.evaluate import generate
 
     torch.manual_seed(tcfg.seed)
     c = build(tcfg, device)

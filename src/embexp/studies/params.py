@@ -22,13 +22,11 @@ from pathlib import Path
 import torch
 
 from embexp import EmbexpError
-
 from embexp.core import cli
-from embexp.studies import compose_train
-from embexp.studies.model_specs import SPECS
 from embexp.core.config import f
 from embexp.core.records import markdown, write_table
-
+from embexp.studies import compose_train
+from embexp.studies.model_specs import SPECS
 
 # The paper's #TP (tinyte.md Tables 1, 2, 11) as printed, for the comparison columns only.
 PAPER = {

@@ -32,7 +32,14 @@ from torch import nn
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.methods.prefix import METHOD_KEYS, PrefixPath, backbone_batch, keeps_logits, positions, split_prompt  # noqa: F401  (re-exported)
+from embexp.methods.prefix import (  # noqa: F401 (re-exported)
+    METHOD_KEYS,
+    PrefixPath,
+    backbone_batch,
+    keeps_logits,
+    positions,
+    split_prompt,
+)
 from embexp.sentence import PAIR_KEY, mean_pool
 
 PREFIX_MODES = ("", "prepend", "replace")
@@ -65,12 +72,14 @@ class Method(PrefixPath, nn.Module):
     # the models it runs on: decoder, encoder, and scratch (a model.source=scratch model, trained from
     # scratch: only methods that train the whole body); a composed config naming another is refused
     model_kinds: ClassVar[tuple[str, ...]] = ("decoder", "encoder")
-    identity_at_init: ClassVar[bool] = True  # outputs equal the backbone's at init (default config), bit for bit in fp32
+    # outputs equal the backbone's at init (default config), bit for bit in fp32
+    identity_at_init: ClassVar[bool] = True
     trains: ClassVar[bool] = True  # False for zero_shot: no optimisation at all
     trains_embedding_matrix: ClassVar[bool] = False  # trains the input embedding's weight itself (what PEMA can wrap)
     export_blocker: ClassVar[str] = ""  # why this method cannot export a plain model ("": it can)
     comparison: ClassVar[Comparison | None] = None  # its part in the comparison of every method (None: not in it)
-    shard_blocker: ClassVar[str] = ""  # why this method cannot train under trainer.strategy=fsdp ("": it can; sharding.check)
+    # why this method cannot train under trainer.strategy=fsdp ("": it can; run.sharding.check)
+    shard_blocker: ClassVar[str] = ""
     # Extension point 3 (decoders): "" = the backbone reads its own embeddings of input_ids;
     # "prepend" = prefix() goes before the whole input (prompt tuning); "replace" = prefix() takes
     # the place of the prompt (K-Token merging), so the backbone sees another sequence length.
@@ -234,7 +243,8 @@ class Method(PrefixPath, nn.Module):
         with torch.no_grad():
             for n, p in own.items():
                 if p.shape != state[n].shape:
-                    raise EmbexpError(f"adapter tensor {n} has shape {tuple(state[n].shape)}, expected {tuple(p.shape)}")
+                    raise EmbexpError(f"adapter tensor {n} has shape {tuple(state[n].shape)}, "
+                                      f"expected {tuple(p.shape)}")
                 p.copy_(state[n].to(p.device, p.dtype))
 
 

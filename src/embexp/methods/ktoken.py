@@ -49,8 +49,7 @@ INITS = ("average", "random")
 @dataclass
 class KTokenConfig(InnerMethodConfig):
     k: int = f(2, "Tokens merged into one embedding: 2, 3 or 4 (the authors' encoder sizes); the prompt shrinks to "
-               "ceil(n/K) positions.",
-               choices=tuple(HIDDEN_FACTOR))
+               "ceil(n/K) positions.", choices=tuple(HIDDEN_FACTOR))
     pad_id: int = f(-1, "Token id that pads each prompt at its end to a multiple of K; -1 = the tokenizer's space "
                     "token (the authors).", ge=0, also=(-1,))
     zero_init: bool = f(True, "init=average: zero the encoder's last layer, so each merged embedding starts at exactly "
@@ -60,8 +59,7 @@ class KTokenConfig(InnerMethodConfig):
                         "embedding tables it outweighs the block mean (docs/methods_ktoken.md). init=random always "
                         "uses the default init.")
     init: str = f("average", "average: mean(block) + MLP(concat(block)) (the paper's average-initialised encoder); "
-                  "random: MLP(concat(block)) alone (the ablation's random initialisation; ours).",
-                  choices=INITS)
+                  "random: MLP(concat(block)) alone (the ablation's random initialisation; ours).", choices=INITS)
     encoder_lr: float = f(1e-4, "Peak learning rate of the merging encoder (the schedule scales it like trainer.lr, "
                           "which the inner method's tensors use). 1e-4 = the authors' single AdamW lr, kept whatever "
                           "trainer.lr the backbone's adapter uses (ours: at trainer.lr=1e-3 one shared lr lets the "

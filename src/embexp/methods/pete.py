@@ -59,11 +59,9 @@ ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tan
 @dataclass
 class PETEConfig(MethodConfig):
     kernel: str = f("fourier", "Expansion of the normalised id: fourier (sin/cos pairs, the paper's and the only "
-                    "kernel the authors use).",
-                    choices=KERNELS)
+                    "kernel the authors use).", choices=KERNELS)
     norm: str = f("vocab", "Id normalisation x = 2p/D - 1: vocab (D = V-1, the paper) or seq_len (D = max_seq_len-1, "
-                  "the authors' kernel).",
-                  choices=NORMS)
+                  "the authors' kernel).", choices=NORMS)
     max_seq_len: int = f(128, "norm=seq_len: the authors' max_seq_len (their default 128, so D = 127).", ge=2)
     variant: str = f("paper", "paper: E = MLP(T) + T; code: E = RMSNorm(Linear(T) + T) (the authors' repository).",
                      choices=VARIANTS)
@@ -73,8 +71,7 @@ class PETEConfig(MethodConfig):
                          "paper's MLP has as many parameters as the code's Linear, so both give the paper's 8.9M).",
                          gt=0)
     activation: str = f("gelu", "variant=paper: activation between the MLP's layers: gelu, relu, silu or tanh (ours: "
-                        "gelu).",
-                        choices=tuple(ACTIVATIONS))
+                        "gelu).", choices=tuple(ACTIVATIONS))
     rms_eps: float = f(1e-6, "variant=code: RMSNorm epsilon (the authors' 1e-6).", gt=0)
     zero_init: bool = f(False, "Start the MLP's last layer at zero, so E = T at initialisation (variant=paper; ours, "
                         "off: PyTorch's default init as the authors).")

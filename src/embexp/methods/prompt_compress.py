@@ -47,11 +47,9 @@ LLMLINGUA2_MODEL = "microsoft/llmlingua-2-xlm-roberta-large-meetingbank"
 @dataclass
 class PromptCompressConfig(InnerMethodConfig):
     compressor: str = f("selective_context", "selective_context (self-information token dropping with the frozen "
-                        "backbone; ours), llmlingua or llmlingua2 (the llmlingua package).",
-                        choices=COMPRESSORS)
+                        "backbone; ours), llmlingua or llmlingua2 (the llmlingua package).", choices=COMPRESSORS)
     rate: float = f(0.35, "Fraction of prompt tokens to drop (selective_context; Selective Context's default "
-                    "reduce_ratio 0.35), or 1 - the rate handed to llmlingua's compress_prompt.",
-                    ge=0, lt=1)
+                    "reduce_ratio 0.35), or 1 - the rate handed to llmlingua's compress_prompt.", ge=0, lt=1)
     compressor_model: str = f("", "llmlingua2: the token-classifier hub id ('' = "
                               "microsoft/llmlingua-2-xlm-roberta-large-meetingbank, the authors'); llmlingua: a causal "
                               "LM path or hub id ('' = the run's backbone).")

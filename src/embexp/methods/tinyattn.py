@@ -70,8 +70,7 @@ class TinyAttnConfig(MethodConfig):
                        "(paper's main setting); parallel: they read the layer's input, in parallel with the attention "
                        "sublayer (paper's Fig. 3). Either way their output is added after the attention sublayer, "
                        "before the FFN (for parallel on post-norm encoders that is after the sublayer's LayerNorm: "
-                       "ours).",
-                       choices=PLACEMENTS)
+                       "ours).", choices=PLACEMENTS)
     layer_modules: str = f("shared", "Where one layer module runs at several depths (ALBERT's shared layer, called "
                            "num_hidden_layers times): shared = one adapter module set inside that layer, used at every "
                            "depth, as the authors' ALBERT code (AlbertLayerBL) has it; per_depth = a separate module "

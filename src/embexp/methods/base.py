@@ -13,7 +13,7 @@ Three extension points reach past the plain forward (docs/architecture.md shows 
    shape (TinyTE). Generation and its KV cache need nothing else.
 2. **Inside the layers** (:func:`embexp.models.after_attention`): add a module's output to the
    hidden states between attention and FFN of every layer; the per-family placement lives in
-   ``models.py`` alone.
+   ``models/sites.py`` alone.
 3. **Replaced inputs / another sequence length** (``prefix_mode`` + :meth:`Method.prefix`): the
    backbone reads embeddings the method builds instead of (``replace``) or before (``prepend``)
    the prompt's own. Training, left-padded generation with the KV cache, log-likelihood scoring
@@ -105,7 +105,7 @@ class Method(PrefixPath, nn.Module):
         object.__setattr__(self, "backbone_model", backbone.model)  # the transformers model, even once wrapped (peft)
         self.tokenizer = backbone.tokenizer
         self.is_decoder = backbone.is_decoder
-        self.embed_scale = backbone.embed_scale  # what the embedding module multiplies rows by (models.py)
+        self.embed_scale = backbone.embed_scale  # what the embedding module multiplies rows by (models/loading.py)
         self._head = dict(backbone.head_parameters()) if (self.trains and cfg.train_head) else {}
         self.objective: nn.Module | None = None  # a training objective of the task kind (sentence.py), if any
         for p in self.model.parameters():

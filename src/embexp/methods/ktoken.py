@@ -1,16 +1,17 @@
-"""K-Token Merging (k-token-merging.md; the authors' code, REFERENCE.md §5): each block of K prompt
-token embeddings is merged into one embedding by a small encoder, and a LoRA-adapted backbone reads
-the merged prefix followed by the answer tokens, embedded by its own table.
+"""K-Token Merging: each block of K prompt token embeddings is merged into one embedding by a small
+encoder, and a LoRA-adapted backbone reads the merged prefix followed by the answer tokens.
+
+The paper: Xu et al., "Compressing Sequences in the Latent Embedding Space: K-Token Merging for Large
+Language Models" (arXiv 2604.15153); the authors' code: shsjxzh/K-Token-Merging @8d29f47.
 
 - **Encoder** (the authors' ``AverageInitializedEncoder``): ``mean(block) + MLP(concat(block))`` with
   ``MLP = Lin(Kd, h) - ReLU - Lin(h, Kd) - ReLU - Lin(Kd, d)``, ``h = int(f*K) * d``,
   ``f = {2: 2, 3: 2, 4: 1.5}``. By default (``zero_init=true``, the paper: the MLP starts "close to
   zero so that its contribution is negligible") the last layer is zero, so every merged embedding
   starts at exactly its block's mean; ``zero_init=false`` keeps PyTorch's default init (the
-  authors' code), whose output scale is fixed by the layer widths and can outweigh the block mean
-  on a small embedding table. ``init=random`` drops the mean path (the ablation's random
-  initialisation; ours). The encoder reads the embedding module's output (the authors read a copy
-  of the embedding table; the same numbers for a frozen table without an embedding scale).
+  authors' code), whose output can outweigh the block mean on a small embedding table.
+  ``init=random`` drops the mean path (the ablation; ours). The encoder reads the embedding
+  module's output (the authors: a copy of the table; the same numbers without an embedding scale).
 - **Learning rates**: the encoder trains at ``encoder_lr`` (default 1e-4, the authors' lr) whatever
   ``trainer.lr`` the inner method uses (``Method.peak_lrs``; ``-1`` = one lr for both, the authors'
   single AdamW group). With one shared lr of 1e-3, Adam moves every one of the MLP's ~6M weights

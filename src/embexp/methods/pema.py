@@ -1,4 +1,4 @@
-"""PEMA (pema.md): Partial Embedding Matrix Adaptation.
+"""PEMA: Partial Embedding Matrix Adaptation (Williams and Aletras, arXiv 2309.08708; Sec. 4).
 
 Before training, count the tokens of the configured splits, keep only the input-embedding rows of
 the tokens that occur (plus pad and every special token), train those rows with the wrapped method

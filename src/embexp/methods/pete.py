@@ -1,4 +1,4 @@
-"""PETE (pete.md): Parameter-Efficient Transformer Embeddings.
+"""PETE: Parameter-Efficient Transformer Embeddings (arXiv 2505.02266; the authors' code: HMUNACHI/pete).
 
 The V x d embedding table is replaced by deterministic Fourier features of the token id, refined by
 a small residual MLP::
@@ -8,7 +8,7 @@ a small residual MLP::
     E(p) = MLP(T(p)) + T(p)                         (variant=paper)
     E(p) = RMSNorm(Linear(T(p)) + T(p))             (variant=code, the authors' repository)
 
-How it is done here (ours where the paper is silent; REFERENCE.md section 3 for the code):
+How it is done here (ours where the paper is silent; the paper and the code disagree on norm and variant):
 
 - **Module swap.** :class:`PETEEmbedding` replaces the backbone's input embedding module
   (``set_input_embeddings``); everything else the model does with embeddings stays as it is

@@ -256,7 +256,7 @@ class TinyTE(Method):
             raise EmbexpError("method.ranking=integrated_gradients needs training sequences (setup got no 'train' ids)")
         model, emb = self.model, self.model.get_input_embeddings()
         if torch.cuda.is_available() and emb.weight.device.type != "cuda":
-            self.to("cuda")  # the pipeline moves the method to its device after setup anyway
+            self.to("cuda")  # run.build moves the method to its device after setup anyway
         dev, was_training = emb.weight.device, model.training
         model.eval()
         scale = self.embed_scale

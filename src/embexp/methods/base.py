@@ -13,7 +13,7 @@ Three extension points reach past the plain forward (docs/architecture.md shows 
    shape (TinyTE). Generation and its KV cache need nothing else.
 2. **Inside the layers** (:func:`embexp.models.after_attention`): add a module's output to the
    hidden states between attention and FFN of every layer; the per-family placement lives in
-   ``models.py`` alone.
+   ``models/sites.py`` alone.
 3. **Replaced inputs / another sequence length** (``prefix_mode`` + :meth:`Method.prefix`): the
    backbone reads embeddings the method builds instead of (``replace``) or before (``prepend``)
    the prompt's own. Training, left-padded generation with the KV cache, log-likelihood scoring
@@ -32,7 +32,14 @@ from torch import nn
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.methods.prefix import METHOD_KEYS, PrefixPath, backbone_batch, keeps_logits, positions, split_prompt  # noqa: F401  (re-exported)
+from embexp.methods.prefix import (  # noqa: F401 (re-exported)
+    METHOD_KEYS,
+    PrefixPath,
+    backbone_batch,
+    keeps_logits,
+    positions,
+    split_prompt,
+)
 from embexp.sentence import PAIR_KEY, mean_pool
 
 PREFIX_MODES = ("", "prepend", "replace")
@@ -65,12 +72,14 @@ class Method(PrefixPath, nn.Module):
     # the models it runs on: decoder, encoder, and scratch (a model.source=scratch model, trained from
     # scratch: only methods that train the whole body); a composed config naming another is refused
     model_kinds: ClassVar[tuple[str, ...]] = ("decoder", "encoder")
-    identity_at_init: ClassVar[bool] = True  # outputs equal the backbone's at init (default config), bit for bit in fp32
+    # outputs equal the backbone's at init (default config), bit for bit in fp32
+    identity_at_init: ClassVar[bool] = True
     trains: ClassVar[bool] = True  # False for zero_shot: no optimisation at all
     trains_embedding_matrix: ClassVar[bool] = False  # trains the input embedding's weight itself (what PEMA can wrap)
     export_blocker: ClassVar[str] = ""  # why this method cannot export a plain model ("": it can)
     comparison: ClassVar[Comparison | None] = None  # its part in the comparison of every method (None: not in it)
-    shard_blocker: ClassVar[str] = ""  # why this method cannot train under trainer.strategy=fsdp ("": it can; sharding.check)
+    # why this method cannot train under trainer.strategy=fsdp ("": it can; run.sharding.check)
+    shard_blocker: ClassVar[str] = ""
     # Extension point 3 (decoders): "" = the backbone reads its own embeddings of input_ids;
     # "prepend" = prefix() goes before the whole input (prompt tuning); "replace" = prefix() takes
     # the place of the prompt (K-Token merging), so the backbone sees another sequence length.
@@ -96,7 +105,7 @@ class Method(PrefixPath, nn.Module):
         object.__setattr__(self, "backbone_model", backbone.model)  # the transformers model, even once wrapped (peft)
         self.tokenizer = backbone.tokenizer
         self.is_decoder = backbone.is_decoder
-        self.embed_scale = backbone.embed_scale  # what the embedding module multiplies rows by (models.py)
+        self.embed_scale = backbone.embed_scale  # what the embedding module multiplies rows by (models/loading.py)
         self._head = dict(backbone.head_parameters()) if (self.trains and cfg.train_head) else {}
         self.objective: nn.Module | None = None  # a training objective of the task kind (sentence.py), if any
         for p in self.model.parameters():
@@ -127,7 +136,7 @@ class Method(PrefixPath, nn.Module):
 
     def given_generations(self, examples) -> list[str] | None:
         """Texts that stand in for the model's generations of `examples` in evaluation
-        (``inference.evaluate`` scores them as generations), for baselines whose output is not
+        (``run.evaluate.evaluate`` scores them as generations), for baselines whose output is not
         generated (``repeat_prompt``: the question). None (the default): generate with the model.
         `examples` are the task's ``Example`` objects, read by attribute only."""
         return None
@@ -234,7 +243,8 @@ class Method(PrefixPath, nn.Module):
         with torch.no_grad():
             for n, p in own.items():
                 if p.shape != state[n].shape:
-                    raise EmbexpError(f"adapter tensor {n} has shape {tuple(state[n].shape)}, expected {tuple(p.shape)}")
+                    raise EmbexpError(f"adapter tensor {n} has shape {tuple(state[n].shape)}, "
+                                      f"expected {tuple(p.shape)}")
                 p.copy_(state[n].to(p.device, p.dtype))
 
 

@@ -1,4 +1,5 @@
-"""Baselines that need no adapter library: zero-shot, head-only, full fine-tuning, embedding tuning, repeat the question."""
+"""Baselines that need no adapter library: zero-shot, head-only, full fine-tuning, embedding tuning,
+repeat the question."""
 
 from __future__ import annotations
 

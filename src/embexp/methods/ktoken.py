@@ -1,16 +1,17 @@
-"""K-Token Merging (k-token-merging.md; the authors' code, REFERENCE.md §5): each block of K prompt
-token embeddings is merged into one embedding by a small encoder, and a LoRA-adapted backbone reads
-the merged prefix followed by the answer tokens, embedded by its own table.
+"""K-Token Merging: each block of K prompt token embeddings is merged into one embedding by a small
+encoder, and a LoRA-adapted backbone reads the merged prefix followed by the answer tokens.
+
+The paper: Xu et al., "Compressing Sequences in the Latent Embedding Space: K-Token Merging for Large
+Language Models" (arXiv 2604.15153); the authors' code: shsjxzh/K-Token-Merging @8d29f47.
 
 - **Encoder** (the authors' ``AverageInitializedEncoder``): ``mean(block) + MLP(concat(block))`` with
   ``MLP = Lin(Kd, h) - ReLU - Lin(h, Kd) - ReLU - Lin(Kd, d)``, ``h = int(f*K) * d``,
   ``f = {2: 2, 3: 2, 4: 1.5}``. By default (``zero_init=true``, the paper: the MLP starts "close to
   zero so that its contribution is negligible") the last layer is zero, so every merged embedding
   starts at exactly its block's mean; ``zero_init=false`` keeps PyTorch's default init (the
-  authors' code), whose output scale is fixed by the layer widths and can outweigh the block mean
-  on a small embedding table. ``init=random`` drops the mean path (the ablation's random
-  initialisation; ours). The encoder reads the embedding module's output (the authors read a copy
-  of the embedding table; the same numbers for a frozen table without an embedding scale).
+  authors' code), whose output can outweigh the block mean on a small embedding table.
+  ``init=random`` drops the mean path (the ablation; ours). The encoder reads the embedding
+  module's output (the authors: a copy of the table; the same numbers without an embedding scale).
 - **Learning rates**: the encoder trains at ``encoder_lr`` (default 1e-4, the authors' lr) whatever
   ``trainer.lr`` the inner method uses (``Method.peak_lrs``; ``-1`` = one lr for both, the authors'
   single AdamW group). With one shared lr of 1e-3, Adam moves every one of the MLP's ~6M weights
@@ -48,13 +49,24 @@ INITS = ("average", "random")
 
 @dataclass
 class KTokenConfig(InnerMethodConfig):
-    k: int = f(2, "Tokens merged into one embedding: 2, 3 or 4 (the authors' encoder sizes); the prompt shrinks to ceil(n/K) positions.",
-               choices=tuple(HIDDEN_FACTOR))
-    pad_id: int = f(-1, "Token id that pads each prompt at its end to a multiple of K; -1 = the tokenizer's space token (the authors).", ge=0, also=(-1,))
-    zero_init: bool = f(True, "init=average: zero the encoder's last layer, so each merged embedding starts at exactly its block's mean (the paper: the MLP is 'initialized close to zero so that, at the beginning of training, its contribution is negligible'). false = PyTorch's default init (the authors' code), whose output scale is set by the layer widths, not by the embeddings: on small embedding tables it outweighs the block mean (docs/methods_ktoken.md). init=random always uses the default init.")
-    init: str = f("average", "average: mean(block) + MLP(concat(block)) (the paper's average-initialised encoder); random: MLP(concat(block)) alone (the ablation's random initialisation; ours).",
-                  choices=INITS)
-    encoder_lr: float = f(1e-4, "Peak learning rate of the merging encoder (the schedule scales it like trainer.lr, which the inner method's tensors use). 1e-4 = the authors' single AdamW lr, kept whatever trainer.lr the backbone's adapter uses (ours: at trainer.lr=1e-3 one shared lr lets the 6M-parameter MLP's output outgrow the token embeddings within 40 steps and the run diverge; docs/methods_ktoken.md); -1 = trainer.lr (one group, as the authors' code).", gt=0, also=(-1,))
+    k: int = f(2, "Tokens merged into one embedding: 2, 3 or 4 (the authors' encoder sizes); the prompt shrinks to "
+               "ceil(n/K) positions.", choices=tuple(HIDDEN_FACTOR))
+    pad_id: int = f(-1, "Token id that pads each prompt at its end to a multiple of K; -1 = the tokenizer's space "
+                    "token (the authors).", ge=0, also=(-1,))
+    zero_init: bool = f(True, "init=average: zero the encoder's last layer, so each merged embedding starts at exactly "
+                        "its block's mean (the paper: the MLP is 'initialized close to zero so that, at the beginning "
+                        "of training, its contribution is negligible'). false = PyTorch's default init (the authors' "
+                        "code), whose output scale is set by the layer widths, not by the embeddings: on small "
+                        "embedding tables it outweighs the block mean (docs/methods_ktoken.md). init=random always "
+                        "uses the default init.")
+    init: str = f("average", "average: mean(block) + MLP(concat(block)) (the paper's average-initialised encoder); "
+                  "random: MLP(concat(block)) alone (the ablation's random initialisation; ours).", choices=INITS)
+    encoder_lr: float = f(1e-4, "Peak learning rate of the merging encoder (the schedule scales it like trainer.lr, "
+                          "which the inner method's tensors use). 1e-4 = the authors' single AdamW lr, kept whatever "
+                          "trainer.lr the backbone's adapter uses (ours: at trainer.lr=1e-3 one shared lr lets the "
+                          "6M-parameter MLP's output outgrow the token embeddings within 40 steps and the run diverge; "
+                          "docs/methods_ktoken.md); -1 = trainer.lr (one group, as the authors' code).",
+                          gt=0, also=(-1,))
 
 
 class MergingEncoder(nn.Module):
@@ -125,11 +137,12 @@ class KTokenMerging(WrapsInner, Method):
         if pad_id == -1:
             ids = backbone.tokenizer(" ", add_special_tokens=False)["input_ids"]
             if len(ids) != 1:
-                raise EmbexpError(f"method.pad_id=-1 (the space token): the tokenizer encodes ' ' as {len(ids)} tokens; "
-                                  f"set method.pad_id to a token id in 0..{vocab - 1}")
+                raise EmbexpError("method.pad_id=-1 (the space token): the tokenizer encodes ' ' as "
+                                  f"{len(ids)} tokens; set method.pad_id to a token id in 0..{vocab - 1}")
             return int(ids[0])
         if pad_id >= vocab:  # the schema allows -1 and >= 0; the vocabulary's size is the loaded model's
-            raise EmbexpError(f"method.pad_id={pad_id} is outside the vocabulary (choose -1 for the space token, or 0..{vocab - 1})")
+            raise EmbexpError(f"method.pad_id={pad_id} is outside the vocabulary (choose -1 for the space token, or "
+                              f"0..{vocab - 1})")
         return pad_id
 
     def _inner(self, cfg, backbone):
@@ -174,12 +187,14 @@ class KTokenMerging(WrapsInner, Method):
         own = dict(self.encoder.named_parameters())
         if other or set(enc) != set(own) or (inner and self.inner is None):
             raise EmbexpError(f"adapter does not match method {self.cfg.name}: encoder tensors missing "
-                              f"{sorted(set(own) - set(enc))[:5]}, unexpected {(other + sorted(set(enc) - set(own)))[:5]}"
+                              f"{sorted(set(own) - set(enc))[:5]}, unexpected "
+                              f"{(other + sorted(set(enc) - set(own)))[:5]}"
                               + (", inner tensors but method.inner=none" if inner and self.inner is None else ""))
         with torch.no_grad():
             for n, p in own.items():
                 if p.shape != enc[n].shape:
-                    raise EmbexpError(f"adapter tensor encoder.{n} has shape {tuple(enc[n].shape)}, expected {tuple(p.shape)}")
+                    raise EmbexpError(f"adapter tensor encoder.{n} has shape {tuple(enc[n].shape)}, "
+                                      f"expected {tuple(p.shape)}")
                 p.copy_(enc[n].to(p.device, p.dtype))
         if self.inner is not None:
             self.inner.load_trainable_state(inner)

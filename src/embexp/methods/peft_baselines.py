@@ -31,13 +31,19 @@ class LoRAConfig(MethodConfig):
     r: int = f(8, "LoRA rank (the paper's baseline: r=8).", ge=1)
     alpha: float = f(16.0, "lora_alpha; the update is scaled by alpha / r (ours: 16, the paper does not say).", gt=0)
     dropout: float = f(0.05, "Dropout on the LoRA branch input (ours: 0.05).", ge=0, lt=1)
-    target_modules: list = f(["all-linear"], "Modules given LoRA: [all-linear] = every nn.Linear inside the pretrained body (attention and MLP projections of every family; never lm_head or an encoder's head; ours, the paper does not say), or peft module names/suffixes such as [q_proj,v_proj].")
+    target_modules: list = f(["all-linear"], "Modules given LoRA: [all-linear] = every nn.Linear inside the pretrained "
+                             "body (attention and MLP projections of every family; never lm_head or an encoder's head; "
+                             "ours, the paper does not say), or peft module names/suffixes such as [q_proj,v_proj].")
 
 
 @dataclass
 class PromptTuningMethodConfig(MethodConfig):
-    num_virtual_tokens: int = f(1, "Learned prompt tokens prepended to the input (the paper: 1, 2 or 20; tag runs tk<N>).", ge=1)
-    init: str = f("sample_vocab", "Initial prompt: random (peft RANDOM, N(0,1)), sample_vocab (peft SAMPLE_VOCAB's draw: the embedding rows of random vocabulary ids) or text (the embedding rows of init_text's tokens, repeated/truncated to num_virtual_tokens, tokenised with the run's own tokenizer). Rows are raw (before Gemma-2's sqrt(d) scale, which the prompt gets when it enters the model). Default ours.",
+    num_virtual_tokens: int = f(1, "Learned prompt tokens prepended to the input (the paper: 1, 2 or 20; tag runs "
+                                "tk<N>).", ge=1)
+    init: str = f("sample_vocab", "Initial prompt: random (peft RANDOM, N(0,1)), sample_vocab (peft SAMPLE_VOCAB's "
+                  "draw: the embedding rows of random vocabulary ids) or text (the embedding rows of init_text's "
+                  "tokens, repeated/truncated to num_virtual_tokens, tokenised with the run's own tokenizer). Rows are "
+                  "raw (before Gemma-2's sqrt(d) scale, which the prompt gets when it enters the model). Default ours.",
                   choices=PROMPT_INITS)
     init_text: str = f("", "Text for init=text.")
 
@@ -155,7 +161,8 @@ class LoRA(Method):
         if targets == ["all-linear"]:
             targets = body_linear_names(self.model)
         if not targets:
-            raise EmbexpError(f"method.target_modules={list(cfg.target_modules)} selects no module of {type(self.model).__name__}")
+            raise EmbexpError(f"method.target_modules={list(cfg.target_modules)} selects no module of "
+                              f"{type(self.model).__name__}")
         self.model = wrap(self, PeftLoraConfig(task_type=task_type(self), r=cfg.r, lora_alpha=cfg.alpha,
                                                lora_dropout=cfg.dropout, target_modules=targets, bias="none"))
         self._lora = lora_tensors(self.model)

@@ -1,4 +1,4 @@
-"""PEMA (pema.md): Partial Embedding Matrix Adaptation.
+"""PEMA: Partial Embedding Matrix Adaptation (Williams and Aletras, arXiv 2309.08708; Sec. 4).
 
 Before training, count the tokens of the configured splits, keep only the input-embedding rows of
 the tokens that occur (plus pad and every special token), train those rows with the wrapped method
@@ -66,7 +66,8 @@ def embedding_trainers() -> tuple[str, ...]:
 
 @dataclass
 class PEMAConfig(InnerMethodConfig):
-    inner: str = f("full_ft", "The method PEMA wraps; it must train the input embedding matrix (Method.trains_embedding_matrix: full_ft, emb_tuning). Its own fields through inner_args.",
+    inner: str = f("full_ft", "The method PEMA wraps; it must train the input embedding matrix "
+                   "(Method.trains_embedding_matrix: full_ft, emb_tuning). Its own fields through inner_args.",
                    choices=embedding_trainers)
     count_splits: list = f(["train"], "Splits whose tokens are counted: train, eval (the rows this run trains and "
                            "evaluates on) and test (the task's test split, only counted: hidden labels allowed). "
@@ -75,7 +76,8 @@ class PEMAConfig(InnerMethodConfig):
                            "through weight decay on the extra rows. The paper's tables count train+eval+test as the "
                            "authors' run_glue_pema.py does under --do_predict (the pema make targets pass it).",
                            choices=SPLITS)
-    keep_special: bool = f(True, "Keep the rows of every special token even when absent from the counted splits (ours; pad is always kept).")
+    keep_special: bool = f(True, "Keep the rows of every special token even when absent from the counted splits (ours; "
+                           "pad is always kept).")
 
 
 def count_tokens(seqs: Iterable[Sequence[int]], vocab_size: int) -> np.ndarray:
@@ -84,7 +86,8 @@ def count_tokens(seqs: Iterable[Sequence[int]], vocab_size: int) -> np.ndarray:
     n = sum(map(len, seqs))
     flat = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=n)
     if n and (flat.min() < 0 or flat.max() >= vocab_size):
-        raise EmbexpError(f"token ids must lie in [0, {vocab_size}) (the embedding rows); got {flat.min()}..{flat.max()}")
+        raise EmbexpError(f"token ids must lie in [0, {vocab_size}) (the embedding rows); got "
+                          f"{flat.min()}..{flat.max()}")
     return np.bincount(flat, minlength=vocab_size)
 
 
@@ -100,7 +103,8 @@ class RowStore:
         self.write(w)
 
     def write(self, weight: torch.Tensor) -> None:
-        self._mm[:] = weight.detach().to("cpu", self.dtype).contiguous().view(torch.uint8).reshape(self._mm.shape).numpy()
+        self._mm[:] = (weight.detach().to("cpu", self.dtype).contiguous()
+                       .view(torch.uint8).reshape(self._mm.shape).numpy())
         self._mm.flush()
 
     def rows(self, ids: torch.Tensor) -> torch.Tensor:
@@ -130,7 +134,8 @@ class PEMA(Method):
             raise EmbexpError(f"pema needs an nn.Embedding input embedding, got {type(emb).__name__}")
         # the schema admits only inners that claim trains_embedding_matrix; this checks the claim on the loaded model
         if self.inner is None or not any(p is emb.weight for p in self.inner.trainable_tensors().values()):
-            raise EmbexpError(f"method.inner '{cfg.inner}' does not train the input embedding matrix of {type(self.model).__name__}")
+            raise EmbexpError(f"method.inner '{cfg.inner}' does not train the input embedding matrix of "
+                              f"{type(self.model).__name__}")
         self.vocab_rows, self.hidden = emb.weight.shape
         self.special = backbone.special_ids() if cfg.keep_special else []
         self.pad_id = backbone.tokenizer.pad_token_id
@@ -170,7 +175,8 @@ class PEMA(Method):
         counts = count_tokens(seqs, self.vocab_rows)
         emb = self.model.get_input_embeddings()
         keep = counts > 0
-        always = [i for i in [*self.special, self.pad_id, emb.padding_idx] if i is not None and 0 <= i < self.vocab_rows]
+        always = [i for i in [*self.special, self.pad_id, emb.padding_idx]
+                  if i is not None and 0 <= i < self.vocab_rows]
         keep[np.asarray(always, dtype=np.int64)] = True
         kept = np.flatnonzero(keep)
         token_map = np.full(self.vocab_rows, -1, dtype=np.int32 if self.vocab_rows < 2**31 else np.int64)

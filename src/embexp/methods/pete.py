@@ -1,4 +1,4 @@
-"""PETE (pete.md): Parameter-Efficient Transformer Embeddings.
+"""PETE: Parameter-Efficient Transformer Embeddings (arXiv 2505.02266; the authors' code: HMUNACHI/pete).
 
 The V x d embedding table is replaced by deterministic Fourier features of the token id, refined by
 a small residual MLP::
@@ -8,7 +8,7 @@ a small residual MLP::
     E(p) = MLP(T(p)) + T(p)                         (variant=paper)
     E(p) = RMSNorm(Linear(T(p)) + T(p))             (variant=code, the authors' repository)
 
-How it is done here (ours where the paper is silent; REFERENCE.md section 3 for the code):
+How it is done here (ours where the paper is silent; the paper and the code disagree on norm and variant):
 
 - **Module swap.** :class:`PETEEmbedding` replaces the backbone's input embedding module
   (``set_input_embeddings``); everything else the model does with embeddings stays as it is
@@ -58,20 +58,27 @@ ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tan
 
 @dataclass
 class PETEConfig(MethodConfig):
-    kernel: str = f("fourier", "Expansion of the normalised id: fourier (sin/cos pairs, the paper's and the only kernel the authors use).",
-                    choices=KERNELS)
-    norm: str = f("vocab", "Id normalisation x = 2p/D - 1: vocab (D = V-1, the paper) or seq_len (D = max_seq_len-1, the authors' kernel).",
-                  choices=NORMS)
+    kernel: str = f("fourier", "Expansion of the normalised id: fourier (sin/cos pairs, the paper's and the only "
+                    "kernel the authors use).", choices=KERNELS)
+    norm: str = f("vocab", "Id normalisation x = 2p/D - 1: vocab (D = V-1, the paper) or seq_len (D = max_seq_len-1, "
+                  "the authors' kernel).", choices=NORMS)
     max_seq_len: int = f(128, "norm=seq_len: the authors' max_seq_len (their default 128, so D = 127).", ge=2)
-    variant: str = f("paper", "paper: E = MLP(T) + T; code: E = RMSNorm(Linear(T) + T) (the authors' repository).", choices=VARIANTS)
-    mlp_layers: int = f(2, "variant=paper: Linear layers of the MLP (1 = one Linear d->d; 2 = d->h->d). Ours: 2, the smallest 'MLP' with a non-linearity.", ge=1)
-    mlp_ratio: float = f(0.5, "variant=paper: hidden width h = round(ratio * d). Ours: 0.5 ('small'; with it the paper's MLP has as many parameters as the code's Linear, so both give the paper's 8.9M).", gt=0)
-    activation: str = f("gelu", "variant=paper: activation between the MLP's layers: gelu, relu, silu or tanh (ours: gelu).",
-                        choices=tuple(ACTIVATIONS))
+    variant: str = f("paper", "paper: E = MLP(T) + T; code: E = RMSNorm(Linear(T) + T) (the authors' repository).",
+                     choices=VARIANTS)
+    mlp_layers: int = f(2, "variant=paper: Linear layers of the MLP (1 = one Linear d->d; 2 = d->h->d). Ours: 2, the "
+                        "smallest 'MLP' with a non-linearity.", ge=1)
+    mlp_ratio: float = f(0.5, "variant=paper: hidden width h = round(ratio * d). Ours: 0.5 ('small'; with it the "
+                         "paper's MLP has as many parameters as the code's Linear, so both give the paper's 8.9M).",
+                         gt=0)
+    activation: str = f("gelu", "variant=paper: activation between the MLP's layers: gelu, relu, silu or tanh (ours: "
+                        "gelu).", choices=tuple(ACTIVATIONS))
     rms_eps: float = f(1e-6, "variant=code: RMSNorm epsilon (the authors' 1e-6).", gt=0)
-    zero_init: bool = f(False, "Start the MLP's last layer at zero, so E = T at initialisation (variant=paper; ours, off: PyTorch's default init as the authors).")
-    rank_by_frequency: bool = f(False, "Replace each id by its rank in the training split's token counts (most frequent first, ties by id) before normalising; the paper's suggestion.")
-    train_backbone: bool = f(True, "Also train every other backbone parameter (the paper trains the encoder from scratch with PETE); false: only the PETE module (and an encoder's head).")
+    zero_init: bool = f(False, "Start the MLP's last layer at zero, so E = T at initialisation (variant=paper; ours, "
+                        "off: PyTorch's default init as the authors).")
+    rank_by_frequency: bool = f(False, "Replace each id by its rank in the training split's token counts (most "
+                                "frequent first, ties by id) before normalising; the paper's suggestion.")
+    train_backbone: bool = f(True, "Also train every other backbone parameter (the paper trains the encoder from "
+                             "scratch with PETE); false: only the PETE module (and an encoder's head).")
 
 
 def fourier_features(p: torch.Tensor, dim: int, denominator: int) -> torch.Tensor:
@@ -184,10 +191,12 @@ class PETE(Method):
             emb = None
         if not isinstance(emb, nn.Embedding):
             raise EmbexpError(f"method=pete replaces an nn.Embedding input table; {name} has "
-                              f"{type(emb).__name__ if emb is not None else 'no input embedding'}, which cannot be swapped")
+                              f"{type(emb).__name__ if emb is not None else 'no input embedding'}, "
+                              "which cannot be swapped")
         vocab, dim = emb.weight.shape
         if dim % 2:
-            raise EmbexpError(f"method=pete needs an even embedding dimension (sin/cos pairs); {name} embeds tokens in d={dim}")
+            raise EmbexpError(f"method=pete needs an even embedding dimension (sin/cos pairs); {name} embeds "
+                              f"tokens in d={dim}")
         pete = PETEEmbedding(cfg, vocab, dim, self.embed_scale, emb.padding_idx)
         if emb.weight.device.type != "meta":
             pete.to(emb.weight.device)
@@ -199,7 +208,8 @@ class PETE(Method):
         except NotImplementedError:
             pass
         if model.get_input_embeddings() is not pete:
-            raise EmbexpError(f"method=pete: {name}.set_input_embeddings does not swap its embedding module, so the table cannot be replaced")
+            raise EmbexpError(f"method=pete: {name}.set_input_embeddings does not swap its embedding module, so the "
+                              "table cannot be replaced")
         # The original module, kept off the module tree with an empty weight: export() rebuilds a
         # plain table of the same class (and scale) from it. Its V x d weight is released here.
         emb.weight = nn.Parameter(emb.weight.new_empty(0, dim), requires_grad=False)
@@ -225,7 +235,8 @@ class PETE(Method):
             return
         seqs = token_ids.get("train") or []
         if not seqs:
-            raise EmbexpError("method.rank_by_frequency=true needs training token ids to count (the train split is empty)")
+            raise EmbexpError("method.rank_by_frequency=true needs training token ids to count (the train "
+                              "split is empty)")
         counts = torch.from_numpy(count_tokens(seqs, self.pete.num_embeddings))
         order = sorted(range(len(counts)), key=lambda i: (-int(counts[i]), i))  # most frequent first, ties by id
         self.set_rank(torch.tensor(order, dtype=torch.long).argsort())
@@ -247,7 +258,8 @@ class PETE(Method):
         state = dict(state)
         if self.cfg.rank_by_frequency:
             if "rank" not in state:
-                raise EmbexpError("adapter does not match method pete: rank_by_frequency=true but it has no 'rank' tensor")
+                raise EmbexpError("adapter does not match method pete: rank_by_frequency=true but it has no "
+                                  "'rank' tensor")
             self.set_rank(state.pop("rank"))
         super().load_trainable_state(state)
 

@@ -2,7 +2,7 @@
 (``prefix_mode="replace"``: K-Token merging) or go before it (``"prepend"``: prompt tuning,
 TinyTE-hybrid). One shared path trains on ``[prefix | target tokens]``, generates from
 ``inputs_embeds`` with the KV cache (each row as if alone), and scores continuations by
-log-likelihood (what ``inference.choice_logliks`` calls for every method, prefixed or not).
+log-likelihood (what ``run.evaluate.choice_logliks`` calls for every method, prefixed or not).
 :class:`PrefixPath` is a base of ``methods.base.Method``; it reads the method's ``prefix_mode``,
 ``is_decoder``, ``prefix()``, ``backbone_model`` and ``tokenizer``.
 """
@@ -62,12 +62,14 @@ class PrefixPath:
             cont = list(cont)
             if not cont:
                 raise EmbexpError(f"continuation {r} is empty: nothing to score")
-            key = (tuple(ctx), tuple(cont[:-1])) if self.prefix_mode == "replace" else ((), tuple(ctx) + tuple(cont[:-1]))
+            key = ((tuple(ctx), tuple(cont[:-1])) if self.prefix_mode == "replace"
+                   else ((), tuple(ctx) + tuple(cont[:-1])))
             needed.setdefault(key, []).append((r, cont))
         keys = sorted(needed, key=lambda k: len(k[0]) + len(k[1]), reverse=True)
         out = [0.0] * len(requests)
         self.eval()
-        for s in tqdm(range(0, len(keys), batch_size), desc="loglik", disable=not progress, leave=False, dynamic_ncols=True):
+        for s in tqdm(range(0, len(keys), batch_size), desc="loglik", disable=not progress, leave=False,
+                      dynamic_ncols=True):
             chunk = keys[s:s + batch_size]
             for r, v in self._score_batch(chunk, [needed[k] for k in chunk]).items():
                 out[r] = v
@@ -92,7 +94,8 @@ class PrefixPath:
         column = {p: i for i, p in enumerate(keep)}
         kw = {"logits_to_keep": torch.tensor(keep, device=device)} if keeps_logits(self.backbone_model) else {}
         if prefixed:
-            logits = self.backbone_model(inputs_embeds=x, attention_mask=mask, position_ids=positions(mask), **kw).logits
+            logits = self.backbone_model(inputs_embeds=x, attention_mask=mask, position_ids=positions(mask),
+                                         **kw).logits
         else:
             logits = self(input_ids=tokens, attention_mask=tmask, **kw).logits
         if not kw:
@@ -121,11 +124,13 @@ class PrefixPath:
         rest = backbone_batch(rest)
         if self.prefix_mode == "replace":
             if prompt_lengths is None:
-                raise EmbexpError(f"method {self.cfg.name} replaces the prompt and needs 'prompt_lengths' in the batch (data.collate adds it)")
+                raise EmbexpError(f"method {self.cfg.name} replaces the prompt and needs 'prompt_lengths' in the "
+                                  "batch (data.collate adds it)")
             (prompt, pmask), (tokens, tmask, tlabels) = split_prompt(input_ids, attention_mask, labels, prompt_lengths,
                                                                    self.tokenizer.pad_token_id)
         else:
-            prompt, pmask, tokens, tmask, tlabels = input_ids[:, :0], attention_mask[:, :0], input_ids, attention_mask, labels
+            prompt, pmask, tokens, tmask, tlabels = (input_ids[:, :0], attention_mask[:, :0], input_ids, attention_mask,
+                                                     labels)
         x, mask, width = self._assemble(prompt, pmask, tokens, tmask)
         if tlabels is not None:
             rest["labels"] = torch.cat([tlabels.new_full((tlabels.shape[0], width), IGNORE), tlabels], 1)

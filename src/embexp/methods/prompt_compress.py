@@ -46,11 +46,13 @@ LLMLINGUA2_MODEL = "microsoft/llmlingua-2-xlm-roberta-large-meetingbank"
 
 @dataclass
 class PromptCompressConfig(InnerMethodConfig):
-    compressor: str = f("selective_context", "selective_context (self-information token dropping with the frozen backbone; ours), llmlingua or llmlingua2 (the llmlingua package).",
-                        choices=COMPRESSORS)
-    rate: float = f(0.35, "Fraction of prompt tokens to drop (selective_context; Selective Context's default reduce_ratio 0.35), or 1 - the rate handed to llmlingua's compress_prompt.",
-                    ge=0, lt=1)
-    compressor_model: str = f("", "llmlingua2: the token-classifier hub id ('' = microsoft/llmlingua-2-xlm-roberta-large-meetingbank, the authors'); llmlingua: a causal LM path or hub id ('' = the run's backbone).")
+    compressor: str = f("selective_context", "selective_context (self-information token dropping with the frozen "
+                        "backbone; ours), llmlingua or llmlingua2 (the llmlingua package).", choices=COMPRESSORS)
+    rate: float = f(0.35, "Fraction of prompt tokens to drop (selective_context; Selective Context's default "
+                    "reduce_ratio 0.35), or 1 - the rate handed to llmlingua's compress_prompt.", ge=0, lt=1)
+    compressor_model: str = f("", "llmlingua2: the token-classifier hub id ('' = "
+                              "microsoft/llmlingua-2-xlm-roberta-large-meetingbank, the authors'); llmlingua: a causal "
+                              "LM path or hub id ('' = the run's backbone).")
 
 
 def drop_lowest(info: list[float], rate: float, keep: set[int]) -> list[int]:
@@ -100,11 +102,13 @@ class PromptCompress(WrapsInner, Method):
         else:
             name, extra = cfg.compressor_model or self._backbone_path(), {}
         try:
-            return PromptCompressor(model_name=name, device_map="cpu", model_config={"trust_remote_code": False}, **extra)
+            return PromptCompressor(model_name=name, device_map="cpu", model_config={"trust_remote_code": False},
+                                    **extra)
         except Exception as e:  # offline: the hub model or tiktoken's encoding cannot be fetched
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise EmbexpError(f"method.compressor={cfg.compressor}: could not load the compressor '{name}' "
-                              f"(the llmlingua package needs the hub model and tiktoken's encoding, i.e. the network, once): {msg}") from e
+                              "(the llmlingua package needs the hub model and tiktoken's encoding, i.e. the network, "
+                              f"once): {msg}") from e
 
     def _backbone_path(self) -> str:
         from embexp.models import smollm2_path
@@ -173,7 +177,8 @@ class PromptCompress(WrapsInner, Method):
         width = max((len(r) for r in rows), default=0)
         pad = self.tokenizer.pad_token_id
         ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], dtype=torch.long, device=input_ids.device)
-        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long, device=input_ids.device)
+        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long,
+                            device=input_ids.device)
         ids, mask = ids.view(len(rows), width), mask.view(len(rows), width)
         x = self.backbone_model.get_input_embeddings()(ids)
         return x * mask.unsqueeze(-1).to(x.dtype), mask

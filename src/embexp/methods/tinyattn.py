@@ -53,21 +53,58 @@ MHA_TENSORS = ("mha_in_weight", "mha_in_bias", "mha_out_weight", "mha_out_bias")
 
 @dataclass
 class TinyAttnConfig(MethodConfig):
-    heads: int = f(1, "M: independent tiny-attention modules per layer, combined as method.combine says (paper: 1 = Tiny-Attn-1H, 4 = Tiny-Attn-4H).", ge=1)
-    combine: str = f("sequential", "How a layer's M modules combine (M > 1). sequential (authors' code, RobertaLayerAda; the tables' setting): one after another, h = h + t_m(h)/M, each module reading the state the modules before it changed. paper: the paper's Eq. 1a/2, every module reads the same state and their outputs are summed through one output projection, sum_m (O_m z_m + b_m); parameter averaging then keeps the mean of the attention parameters and the SUM of the output projections (App. A, Eq. 8: M times the mean), and a warm start from a 1-module run divides its output projection by M (ours: the M-module model starts as the 1-module one). mean: every module reads the same state, the mean of their outputs (ours; embexp's combination before issue #21). The three agree for M = 1.", choices=COMBINES)
-    head_dim: int = f(1, "D: per-head dimension of each module's query, key and value (paper: 1; 4 = Tiny-Attn-1H4D).", ge=1)
-    placement: str = f("sequential", "sequential: the modules read the hidden state after the attention sublayer (paper's main setting); parallel: they read the layer's input, in parallel with the attention sublayer (paper's Fig. 3). Either way their output is added after the attention sublayer, before the FFN (for parallel on post-norm encoders that is after the sublayer's LayerNorm: ours).",
-                       choices=PLACEMENTS)
-    layer_modules: str = f("shared", "Where one layer module runs at several depths (ALBERT's shared layer, called num_hidden_layers times): shared = one adapter module set inside that layer, used at every depth, as the authors' ALBERT code (AlbertLayerBL) has it; per_depth = a separate module set per depth (num_hidden_layers times the parameters; ours). Every other family runs each layer once, where the two are the same.", choices=LAYER_MODULES)
-    init_scale: float = f(0.01, "The output projection Linear(D, d) starts at PyTorch's default init times this (authors' code and paper: 0.01, i.e. U(-0.01/sqrt(D), 0.01/sqrt(D)) for weight and bias); 0 makes the method an exact identity at start.", ge=0)
-    dropout: float = f(0.1, "Dropout on the adapter's attention probabilities while training (authors' code: nn.MultiheadAttention dropout 0.1; the paper does not say).", ge=0, lt=1)
+    heads: int = f(1, "M: independent tiny-attention modules per layer, combined as method.combine says (paper: 1 = "
+                   "Tiny-Attn-1H, 4 = Tiny-Attn-4H).", ge=1)
+    combine: str = f("sequential", "How a layer's M modules combine (M > 1). sequential (authors' code, "
+                     "RobertaLayerAda; the tables' setting): one after another, h = h + t_m(h)/M, each module reading "
+                     "the state the modules before it changed. paper: the paper's Eq. 1a/2, every module reads the "
+                     "same state and their outputs are summed through one output projection, sum_m (O_m z_m + b_m); "
+                     "parameter averaging then keeps the mean of the attention parameters and the SUM of the output "
+                     "projections (App. A, Eq. 8: M times the mean), and a warm start from a 1-module run divides its "
+                     "output projection by M (ours: the M-module model starts as the 1-module one). mean: every module "
+                     "reads the same state, the mean of their outputs (ours; embexp's combination before issue #21). "
+                     "The three agree for M = 1.", choices=COMBINES)
+    head_dim: int = f(1, "D: per-head dimension of each module's query, key and value (paper: 1; 4 = Tiny-Attn-1H4D).",
+                      ge=1)
+    placement: str = f("sequential", "sequential: the modules read the hidden state after the attention sublayer "
+                       "(paper's main setting); parallel: they read the layer's input, in parallel with the attention "
+                       "sublayer (paper's Fig. 3). Either way their output is added after the attention sublayer, "
+                       "before the FFN (for parallel on post-norm encoders that is after the sublayer's LayerNorm: "
+                       "ours).", choices=PLACEMENTS)
+    layer_modules: str = f("shared", "Where one layer module runs at several depths (ALBERT's shared layer, called "
+                           "num_hidden_layers times): shared = one adapter module set inside that layer, used at every "
+                           "depth, as the authors' ALBERT code (AlbertLayerBL) has it; per_depth = a separate module "
+                           "set per depth (num_hidden_layers times the parameters; ours). Every other family runs each "
+                           "layer once, where the two are the same.", choices=LAYER_MODULES)
+    init_scale: float = f(0.01, "The output projection Linear(D, d) starts at PyTorch's default init times this "
+                          "(authors' code and paper: 0.01, i.e. U(-0.01/sqrt(D), 0.01/sqrt(D)) for weight and bias); 0 "
+                          "makes the method an exact identity at start.", ge=0)
+    dropout: float = f(0.1, "Dropout on the adapter's attention probabilities while training (authors' code: "
+                       "nn.MultiheadAttention dropout 0.1; the paper does not say).", ge=0, lt=1)
     layer_norm_eps: float = f(1e-5, "eps of the adapter's LayerNorm (authors' code: nn.LayerNorm default 1e-5).", gt=0)
-    mha_proj: bool = f(False, "Also give each module the extra in/out projections of torch's nn.MultiheadAttention inside it (3D^2+3D + D^2+D parameters), as the authors' code does; false = without them (the rest of the module, LayerNorm and biases included, is the authors' code; the paper's Eq. 3-4 have neither LayerNorm nor biases).")
-    average: bool = f(True, "Parameter averaging (paper §2.2): evaluate and save the mean of the M modules of each layer as one module (combine=paper: the output projections summed, App. A Eq. 8); false keeps the M modules (paper Table 11 ablation).")
-    init_from: str = f("", "Warm start (paper App. B.1, Tiny-Attn-4H): a finished tinyattn run directory on the same model whose adapter has 1 module per layer (or M): every module starts from it plus N(0, init_noise^2) noise, the encoder head is copied unchanged (ours). '' = fresh init.")
-    init_noise: float = f(1e-6, "Std of the noise added to each copied adapter tensor on warm start (paper: 1e-6; the authors' code perturbs only Linear(d, 3D)).", ge=0)
-    train_backbone: list = f([], "Backbone parameters trained as well, each given by its name in the transformers model's named_parameters() or a prefix of it ending at a dot boundary. [] (default) = the backbone stays frozen, as the paper says ('pretrained parameters are all kept frozen'). The authors' FewGLUE script (train_few_shot.py) freezes only ALBERT's embeddings and its shared layer, so it also trains [albert.encoder.embedding_hidden_mapping_in, predictions.dense, predictions.LayerNorm, predictions.bias] (the Table 1 experiment files use that list). Saved with the adapter as backbone.<name>.")
-    frozen_dropout: bool = f(False, "Keep the frozen backbone's own dropout active while training. false (authors' code): the backbone runs in eval mode; the adapters' attention dropout and the encoder head's dropout stay active.")
+    mha_proj: bool = f(False, "Also give each module the extra in/out projections of torch's nn.MultiheadAttention "
+                       "inside it (3D^2+3D + D^2+D parameters), as the authors' code does; false = without them (the "
+                       "rest of the module, LayerNorm and biases included, is the authors' code; the paper's Eq. 3-4 "
+                       "have neither LayerNorm nor biases).")
+    average: bool = f(True, "Parameter averaging (paper §2.2): evaluate and save the mean of the M modules of each "
+                      "layer as one module (combine=paper: the output projections summed, App. A Eq. 8); false keeps "
+                      "the M modules (paper Table 11 ablation).")
+    init_from: str = f("", "Warm start (paper App. B.1, Tiny-Attn-4H): a finished tinyattn run directory on the same "
+                       "model whose adapter has 1 module per layer (or M): every module starts from it plus N(0, "
+                       "init_noise^2) noise, the encoder head is copied unchanged (ours). '' = fresh init.")
+    init_noise: float = f(1e-6, "Std of the noise added to each copied adapter tensor on warm start (paper: 1e-6; the "
+                          "authors' code perturbs only Linear(d, 3D)).", ge=0)
+    train_backbone: list = f([], "Backbone parameters trained as well, each given by its name in the transformers "
+                             "model's named_parameters() or a prefix of it ending at a dot boundary. [] (default) = "
+                             "the backbone stays frozen, as the paper says ('pretrained parameters are all kept "
+                             "frozen'). The authors' FewGLUE script (train_few_shot.py) freezes only ALBERT's "
+                             "embeddings and its shared layer, so it also trains "
+                             "[albert.encoder.embedding_hidden_mapping_in, predictions.dense, predictions.LayerNorm, "
+                             "predictions.bias] (the Table 1 experiment files use that list). Saved with the adapter "
+                             "as backbone.<name>.")
+    frozen_dropout: bool = f(False, "Keep the frozen backbone's own dropout active while training. false (authors' "
+                             "code): the backbone runs in eval mode; the adapters' attention dropout and the encoder "
+                             "head's dropout stay active.")
 
 
 @register_method("tinyattn")
@@ -149,7 +186,8 @@ class TinyAttention(Method):
             hit = {n: p for n, p in params.items() if n == want or n.startswith(want + ".")}
             if not hit:
                 tops = sorted({n.split(".")[0] for n in params})
-                raise EmbexpError(f"method.train_backbone: '{want}' names no parameter of this {type(self.backbone_model).__name__} "
+                raise EmbexpError(f"method.train_backbone: '{want}' names no parameter of this "
+                                  f"{type(self.backbone_model).__name__} "
                                   f"(its top-level modules: {', '.join(tops)}; e.g. {next(iter(params))})")
             out.update(hit)
         return out
@@ -199,8 +237,8 @@ class TinyAttention(Method):
         saved_m = state["ln_weight"].shape[1] if "ln_weight" in state and state["ln_weight"].dim() == 3 else None
         if saved_m == 1 and self.modules_per_layer > 1:
             if not self.cfg.average:
-                raise EmbexpError(f"the adapter holds averaged modules (1 per layer) but method.average=false asks for the "
-                                  f"{self.modules_per_layer}-module model")
+                raise EmbexpError("the adapter holds averaged modules (1 per layer) but method.average=false asks for "
+                                  f"the {self.modules_per_layer}-module model")
             self.average_modules()
         super().load_trainable_state(state)
 
@@ -222,10 +260,12 @@ class TinyAttention(Method):
             raise EmbexpError(f"method.init_from='{run_dir}' is a run of method '{src_method}', not {self.cfg.name}")
         if meta.get("model") != backbone.cfg.name or meta.get("hidden_size") != self.d:
             raise EmbexpError(f"method.init_from='{run_dir}' is a run of model '{meta.get('model')}' "
-                              f"(hidden size {meta.get('hidden_size')}), not {backbone.cfg.name} (hidden size {self.d})")
+                              f"(hidden size {meta.get('hidden_size')}), not {backbone.cfg.name} "
+                              f"(hidden size {self.d})")
         for key in ("head_dim", "mha_proj", "placement"):
             if meta["method"].get(key) != getattr(self.cfg, key):
-                raise EmbexpError(f"method.init_from='{run_dir}' was trained with method.{key}={meta['method'].get(key)}, "
+                raise EmbexpError(f"method.init_from='{run_dir}' was trained with "
+                                  f"method.{key}={meta['method'].get(key)}, "
                                   f"this run has {getattr(self.cfg, key)}")
         state = load_file(adapter)
         m = self.modules_per_layer
@@ -298,7 +338,8 @@ class TinyAttention(Method):
         ctx, w, call_i = self._ctx, self._params_of_forward, call.index
         i = self._slot[call_i]  # the module set of this layer call
         if ctx is None or w is None:
-            raise EmbexpError(f"method {self.cfg.name}: a layer ran without the model's forward (call the model, not its layers)")
+            raise EmbexpError(f"method {self.cfg.name}: a layer ran without the model's forward (call the model, not "
+                              "its layers)")
         x = (call.layer_input if self.cfg.placement == "parallel" else h).float()
         b, t, d = x.shape
         D, m = self.cfg.head_dim, w["ln_weight"].shape[1]
@@ -308,15 +349,16 @@ class TinyAttention(Method):
             if cached is None or cached[0].shape[2] != past or cached[0].shape[0] != b:
                 have = None if cached is None else tuple(cached[0].shape)
                 raise EmbexpError(f"method {self.cfg.name}: the backbone continues a KV cache of {past} positions that "
-                                  f"the adapter did not see (layer {call_i}: cached {have}); beam search and cache reordering "
-                                  "are not supported")
+                                  f"the adapter did not see (layer {call_i}: cached {have}); beam search and cache "
+                                  "reordering are not supported")
         if self.cfg.combine == "sequential" and m > 1:
             # the authors' RobertaLayerAda: for t in modules: h = h + t(h) / M, each module reading the state
             # the modules before it changed
             delta, ks, vs = 0.0, [], []
             for j in range(m):
                 sel = slice(j, j + 1)
-                o, k, v = self._attend(x + delta, w, i, sel, None if cached is None else (cached[0][:, sel], cached[1][:, sel]))
+                o, k, v = self._attend(x + delta, w, i, sel,
+                                       None if cached is None else (cached[0][:, sel], cached[1][:, sel]))
                 wo = w["out_weight"][i, j]  # [d, D]
                 delta = delta + F.linear(o[:, 0], wo, w["out_bias"][i, j]) / m
                 ks.append(k), vs.append(v)
@@ -354,7 +396,8 @@ class TinyAttention(Method):
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=self._ctx["allowed"], scale=1.0 / math.sqrt(D),
                                            dropout_p=self.cfg.dropout if self.training else 0.0)  # [B, M, T, D]
         if self.cfg.mha_proj:
-            o = torch.einsum("bmtd,med->bmte", o, w["mha_out_weight"][i, sel]) + w["mha_out_bias"][i, sel][None, :, None, :]
+            o = (torch.einsum("bmtd,med->bmte", o, w["mha_out_weight"][i, sel])
+                 + w["mha_out_bias"][i, sel][None, :, None, :])
         return o, k, v
 
     @torch.no_grad()

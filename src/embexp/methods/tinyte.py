@@ -1,22 +1,15 @@
-"""TinyTE (tinyte.md §3): steer an LLM by adding one learned vector to its input token embeddings.
+"""TinyTE: steer an LLM by adding one learned vector to its input token embeddings.
 
-``T(e) = e + b`` for every non-special token (Eq. 2). One class, :class:`TinyTE`, does the four
-variants; each registered name only picks a config schema and a :class:`Variant`, the small
-mask/gate strategy that says which dims of each token ``b`` reaches:
+The TinyTE paper (Tavares et al., EMNLP 2025), Sec. 3: ``T(e) = e + b`` on every non-special token
+(Eq. 2). One class, :class:`TinyTE`, does the four variants; each registered name picks a config
+schema and a :class:`Variant`, which says the dims ``b`` reaches: full (Sec. 3.1), half (first k
+ranked dims, Sec. 3.2), gated (a length gate, Sec. 3.3) and hybrid (full plus a prompt token, Sec. 4.1).
 
-- ``tinyte_full`` (§3.1): every dim;
-- ``tinyte_half`` (§3.2, Eq. 3): b has k = floor(p*d) entries, on the first k dims of a ranking;
-- ``tinyte_gated`` (§3.3, Eq. 4-5): every dim through a gate that depends on the input length;
-- ``tinyte_hybrid`` (§4.1): full, plus one learned prompt token (peft prompt tuning).
-
-**Where b enters: the paper's space, the rows of the embedding matrix.** A forward hook on the
-embedding module adds the shift to the module's output, so the weight is never touched and tied
-input/output embeddings stay tied. That output is already multiplied by the module's scale
-(``Backbone.embed_scale``: sqrt(d) for Gemma-2, whose scaling transformers 5.x moved inside the
-embedding module; 4.x, which the paper ran on, scaled after the lookup in the model's forward), so
-the hook adds ``embed_scale * b``: the model sees ``(e + b) * scale`` exactly as on 4.x, and an
-optimiser step moves the shift as much as in the paper. Export adds ``b`` itself to the
-non-special rows (and unties the output head, which keeps the original rows).
+``b`` lives in the paper's space, the rows of the embedding matrix. A forward hook adds it to the
+embedding module's output, so tied input/output embeddings stay tied. Since transformers 5.x that
+output is already scaled (``Backbone.embed_scale``: sqrt(d) for Gemma-2; 4.x, which the paper ran
+on, scaled after the lookup), so the hook adds ``embed_scale * b`` and the model sees
+``(e + b) * scale`` as in the paper. Export adds ``b`` to the non-special rows and unties the head.
 """
 
 from __future__ import annotations
@@ -50,10 +43,12 @@ class TinyTEConfig(MethodConfig):
 
 @dataclass
 class TinyTERankedConfig(TinyTEConfig):
-    ranking: str = f("variance", "Order of the embedding dims: variance (across the vocabulary of the frozen input table, non-special rows, fp32; the paper's choice), random (seeded by rank_seed) or integrated_gradients (captum; needs a decoder and training data; recipe ours, see docs/methods_tinyte.md).",
-                     choices=RANKINGS)
-    select: str = f("lowest", "Which end of the ranking comes first: lowest (the paper: lowest variance) or highest score. Ignored by ranking=random.",
-                    choices=SELECTS)
+    ranking: str = f("variance", "Order of the embedding dims: variance (across the vocabulary of the frozen input "
+                     "table, non-special rows, fp32; the paper's choice), random (seeded by rank_seed) or "
+                     "integrated_gradients (captum; needs a decoder and training data; recipe ours, see "
+                     "docs/methods_tinyte.md).", choices=RANKINGS)
+    select: str = f("lowest", "Which end of the ranking comes first: lowest (the paper: lowest variance) or highest "
+                    "score. Ignored by ranking=random.", choices=SELECTS)
     rank_seed: int = f(0, "Seed of ranking=random (ours: a torch.Generator permutation).")
     ig_batches: int = f(4, "ranking=integrated_gradients: number of training batches attributed (ours).", ge=1)
     ig_batch_size: int = f(4, "ranking=integrated_gradients: sequences per batch (ours).", ge=1)
@@ -62,22 +57,31 @@ class TinyTERankedConfig(TinyTEConfig):
 
 @dataclass
 class TinyTEHalfConfig(TinyTERankedConfig):
-    p: float = f(0.5, "Portion of dims shifted: k = floor(p*d) dims, the first k of the ranking (paper: p = 0.5).", gt=0, le=1)
+    p: float = f(0.5, "Portion of dims shifted: k = floor(p*d) dims, the first k of the ranking (paper: p = 0.5).",
+                 gt=0, le=1)
 
 
 @dataclass
 class TinyTEGatedConfig(TinyTERankedConfig):
     steepness: float = f(1000.0, "h in G_i = sigmoid(h*(d_i - p(l))) (paper: 1000).", gt=0)
-    length_scale: float = f(1.0, "Ours, not in the paper: p(l) = sigmoid(alpha*l/length_scale + beta). 1 = the paper's p(l) = sigmoid(alpha*l + beta) with l in tokens; 100 = embexp's former default (l in hundreds of tokens, so alpha*l stays of order 1).", gt=0)
-    alpha_init: float = f(0.0, "Initial alpha (ours, the paper gives none: 0, so p does not depend on the length at init).")
-    beta_init: float = f(0.0, "Initial beta (ours, the paper gives none: 0, so p = sigmoid(0) = 0.5 at init for every length, as TinyTE-half).")
-    length_source: str = f("prompt", "What l counts (ours): prompt = the prompt's tokens (the batch's prompt_lengths, which the trainer passes whatever task.loss_on is; without it, the non-pad tokens whose labels are -100, else every non-pad token); sequence = every non-pad token. Generation always uses the prompt's length, kept during decoding.",
-                           choices=LENGTH_SOURCES)
+    length_scale: float = f(1.0, "Ours, not in the paper: p(l) = sigmoid(alpha*l/length_scale + beta). 1 = the paper's "
+                            "p(l) = sigmoid(alpha*l + beta) with l in tokens; 100 = embexp's former default (l in "
+                            "hundreds of tokens, so alpha*l stays of order 1).", gt=0)
+    alpha_init: float = f(0.0, "Initial alpha (ours, the paper gives none: 0, so p does not depend on the length at "
+                          "init).")
+    beta_init: float = f(0.0, "Initial beta (ours, the paper gives none: 0, so p = sigmoid(0) = 0.5 at init for every "
+                         "length, as TinyTE-half).")
+    length_source: str = f("prompt", "What l counts (ours): prompt = the prompt's tokens (the batch's prompt_lengths, "
+                           "which the trainer passes whatever task.loss_on is; without it, the non-pad tokens whose "
+                           "labels are -100, else every non-pad token); sequence = every non-pad token. Generation "
+                           "always uses the prompt's length, kept during decoding.", choices=LENGTH_SOURCES)
 
 
 @dataclass
 class TinyTEHybridConfig(TinyTEConfig):
-    init_token: str = f("bos", "Initial value of the prompt token (ours): bos = the embedding row of the tokenizer's BOS token (CLS, then EOS when it has none); any other text = the embedding row of that text's first token.")
+    init_token: str = f("bos", "Initial value of the prompt token (ours): bos = the embedding row of the tokenizer's "
+                        "BOS token (CLS, then EOS when it has none); any other text = the embedding row of that text's "
+                        "first token.")
 
 
 # ---- the variants' strategy ---------------------------------------------------------------------
@@ -99,7 +103,8 @@ class Variant:
         return self.mask in ("first_k", "gate")
 
 
-def rank_dims(weight: torch.Tensor, rows: torch.Tensor, how: str, select: str = "lowest", seed: int = 0) -> torch.Tensor:
+def rank_dims(weight: torch.Tensor, rows: torch.Tensor, how: str, select: str = "lowest",
+              seed: int = 0) -> torch.Tensor:
     """All d dims in order of preference: ``ranking[:k]`` are the dims a masked variant shifts.
 
     variance: per-dim variance across the given vocabulary rows (fp32), stable sort, so ties
@@ -202,7 +207,8 @@ class TinyTE(Method):
         self.register_buffer("ranking", torch.arange(backbone.hidden_size), persistent=False)
         if cfg.ranking != "integrated_gradients":  # integrated gradients needs data: setup()
             rows = (~backbone.special_mask()).nonzero().squeeze(-1)
-            self.set_ranking(rank_dims(self.model.get_input_embeddings().weight, rows, cfg.ranking, cfg.select, cfg.rank_seed))
+            self.set_ranking(rank_dims(self.model.get_input_embeddings().weight, rows, cfg.ranking, cfg.select,
+                                       cfg.rank_seed))
 
     def dims(self) -> torch.Tensor:
         """first_k: the k shifted dims, in ranking order."""
@@ -211,7 +217,8 @@ class TinyTE(Method):
     def set_ranking(self, ranking: torch.Tensor) -> None:
         ranking = torch.as_tensor(ranking).to(torch.long).flatten()
         if not torch.equal(torch.sort(ranking.cpu()).values, torch.arange(self.ranking.numel())):
-            raise EmbexpError(f"method {self.cfg.name}: 'ranking' is not a permutation of the {self.ranking.numel()} embedding dims")
+            raise EmbexpError(f"method {self.cfg.name}: 'ranking' is not a permutation of the {self.ranking.numel()} "
+                              "embedding dims")
         self.ranking.copy_(ranking.to(self.ranking.device))
         self.ranking_set = True
         if self.variant.mask == "gate":
@@ -219,7 +226,8 @@ class TinyTE(Method):
 
     def check_ranked(self) -> None:
         if not self.ranking_set:
-            raise EmbexpError(f"method {self.cfg.name}: ranking=integrated_gradients is computed in setup() from training data; call setup() or load an adapter first")
+            raise EmbexpError(f"method {self.cfg.name}: ranking=integrated_gradients is computed in setup() from "
+                              "training data; call setup() or load an adapter first")
 
     def setup(self, token_ids):
         if self.variant.ranked and self.cfg.ranking == "integrated_gradients":
@@ -229,13 +237,11 @@ class TinyTE(Method):
     def ig_scores(self, seqs: list[list[int]]) -> torch.Tensor:
         """Summed |integrated gradients| per embedding dim of the per-sequence LM loss (recipe ours).
 
-        The first ``ig_batches * ig_batch_size`` training sequences, right-padded in batches; the
-        input is the frozen embedding output (no shift), the baseline the mean non-special
-        embedding (the ablation value of Eq. 6); the target is each sequence's mean next-token
-        cross-entropy over its real tokens; the path integral is a midpoint Riemann sum of
-        ``ig_steps`` steps; |attributions| are summed over the positions TinyTE shifts (non-pad,
-        non-special) and over sequences. (IG is unchanged by a constant rescaling of the input, so
-        attributing the scaled output or the raw rows gives the same scores.)
+        Over the first ``ig_batches * ig_batch_size`` training sequences: the input is the frozen
+        embedding output, the baseline the mean non-special embedding (the ablation value of Eq. 6),
+        the target each sequence's mean next-token cross-entropy, integrated by a midpoint Riemann sum
+        of ``ig_steps`` steps; |attributions| are summed over the shifted positions. IG is unchanged by
+        a constant rescaling of the input, so the scaled output and the raw rows give the same scores.
         """
         from captum.attr import IntegratedGradients
 
@@ -243,13 +249,14 @@ class TinyTE(Method):
 
         cfg = self.cfg
         if not self.is_decoder:
-            raise EmbexpError("method.ranking=integrated_gradients needs a decoder (it attributes the LM loss); use variance or random")
+            raise EmbexpError("method.ranking=integrated_gradients needs a decoder (it attributes the LM loss); use "
+                              "variance or random")
         seqs = [s for s in seqs if len(s) > 1][: cfg.ig_batches * cfg.ig_batch_size]
         if not seqs:
             raise EmbexpError("method.ranking=integrated_gradients needs training sequences (setup got no 'train' ids)")
         model, emb = self.model, self.model.get_input_embeddings()
         if torch.cuda.is_available() and emb.weight.device.type != "cuda":
-            self.to("cuda")  # the pipeline moves the method to its device after setup anyway
+            self.to("cuda")  # run.build moves the method to its device after setup anyway
         dev, was_training = emb.weight.device, model.training
         model.eval()
         scale = self.embed_scale
@@ -257,7 +264,8 @@ class TinyTE(Method):
 
         def loss(x, mask, labels):
             logits = model(inputs_embeds=x, attention_mask=mask).logits.float()
-            ce = nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), labels[:, 1:], reduction="none", ignore_index=IGNORE)
+            ce = nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), labels[:, 1:], reduction="none",
+                                             ignore_index=IGNORE)
             keep = (labels[:, 1:] != IGNORE).float()
             return (ce * keep).sum(1) / keep.sum(1).clamp(min=1.0)
 
@@ -295,7 +303,8 @@ class TinyTE(Method):
         self.alpha = nn.Parameter(torch.tensor(float(cfg.alpha_init)))
         self.beta = nn.Parameter(torch.tensor(float(cfg.beta_init)))
         self._tensors.update(alpha=self.alpha, beta=self.beta)
-        self.register_buffer("position", torch.zeros(backbone.hidden_size), persistent=False)  # d_i, set with the ranking
+        # d_i, set with the ranking
+        self.register_buffer("position", torch.zeros(backbone.hidden_size), persistent=False)
         self.pad_id = backbone.tokenizer.pad_token_id
         self._lengths = None  # per-example l while a forward/generate call runs
         self._last_lengths = None
@@ -365,7 +374,8 @@ class TinyTE(Method):
         else:
             ids = tok(cfg.init_token, add_special_tokens=False)["input_ids"][:1]
         if not ids:
-            raise EmbexpError(f"method.init_token='{cfg.init_token}' gives no token with this tokenizer (choose: bos, or a non-empty text)")
+            raise EmbexpError(f"method.init_token='{cfg.init_token}' gives no token with this tokenizer (choose: bos, "
+                              "or a non-empty text)")
         self.model = prompt_tuning_model(self, self.variant.prompt_tokens)
         self.prompt = init_prompt(self.model, ids)
         self._tensors["prompt"] = self.prompt
@@ -404,11 +414,9 @@ class TinyTEGated(TinyTE):
     """TinyTE-gated (Eq. 4-5): ``e_i + b_i * (1 - G_i(l))`` with ``G_i = sigmoid(h*(d_i - p(l)))`` and
     ``p(l) = sigmoid(alpha * l / length_scale + beta)`` (length_scale = 1 by default: the paper's Eq. 4).
 
-    ``d_i = r_i / d`` where ``r_i`` in 1..d is dim i's place in the ranking. ``G ≈ 0`` means fully
-    modified, ``G ≈ 1`` unmodified (the paper's text), so the first ~p*d ranked dims are shifted.
-    ``l`` is the input length of each example (see ``length_source``); generation keeps the
-    prompt's length for every new token. b = 0 at init, so the method is the identity; trainable
-    d + 2. The shift depends on the input length, so no plain model can hold it: ``export()`` raises.
+    ``d_i = r_i / d``, ``r_i`` in 1..d dim i's place in the ranking; ``G ≈ 0`` means fully modified
+    (the paper's text), so the first ~p*d ranked dims are shifted. Generation keeps the prompt's
+    length ``l`` for every new token. The shift depends on l, so no plain model holds it.
     """
 
     export_blocker = ("its shift depends on each input's length (p(l) gates the dims), which a fixed embedding "
@@ -423,12 +431,10 @@ class TinyTEGated(TinyTE):
 class TinyTEHybrid(TinyTE):
     """TinyTE-hybrid (§4.1): TinyTE-full plus one learned prompt token (peft prompt tuning).
 
-    The token is prepended to the (shifted) input embeddings and is not itself shifted; it starts
-    from the raw embedding row of a real vocabulary token (``init_token``) and, like every virtual
-    token, is multiplied by ``embed_scale`` as it enters the model. Not the identity at init: b = 0,
-    so the only change is the prepended token. Logits are returned aligned with ``input_ids`` (the
-    prefix position is stripped); generation prefills with ``inputs_embeds`` and continues with ids,
-    where the embedding hook still shifts every generated token. Trainable 2d.
+    The token is prepended to the shifted input embeddings and is not shifted itself; it starts from
+    the raw embedding row of ``init_token`` and is scaled by ``embed_scale`` like every virtual token.
+    Logits come back aligned with ``input_ids``; generation prefills with ``inputs_embeds``, and the
+    hook still shifts every generated token.
     """
 
     export_blocker = "its learned prompt token is an extra input position, not a row of the embedding table"

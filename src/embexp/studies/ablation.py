@@ -1,48 +1,26 @@
-"""Embedding-layer ablation (tinyte.md §4.2, Eq. 6; Tables 4, 9 and 10; Figures 5, 6 and 7).
+"""Embedding-layer ablation: the TinyTE paper (Tavares et al., EMNLP 2025), Sec. 4.2 and Eq. 6.
 
     python -m embexp.analyze ablation model=gemma2 task=wmt16 sorting=random
     python -m embexp.analyze ablation model=tiny_llama task=wmt16 debug=smoke     # offline, seconds
 
-For each portion p of the d embedding dimensions, the chosen dimensions of the *input* embedding
-matrix are replaced by their mean over the vocabulary (Eq. 6: every row gets mu_i in column i),
-the model generates greedily for the task's evaluation prompts, and the outputs are scored with
-corpus BLEU-4 (sacreBLEU, default 13a tokenisation) against the outputs of the unablated model.
-The embedding is restored after each p.
+Tables 4, 9 and 10, Figures 5-7. For each portion p of the d embedding dims, the first
+k = floor(p * d) dims of one ordering (nested, so the curve follows one ranking) of the *input*
+embedding matrix are replaced by their mean over every row (Eq. 6); the model generates greedily
+for the first n_samples evaluation prompts (the paper: "a sample of 250"), and the outputs are
+scored against the unablated model's. p = 0 takes the same path and must score 100.
 
-Choices (ours where the paper is silent; also in the Config help and docs/reproduce_tinyte.md):
-- k = floor(p * d) dimensions, as Eq. 3 counts TinyTE dimensions; subsets are nested: the first
-  k of one ordering, so the curve follows a single ranking.
-- sorting=random: a permutation seeded by `seed`. sorting=variance: the variance of each column
-  across the vocabulary, *lowest first* (the paper recommends the lowest-variance dimensions as the
-  least important for TinyTE, and Table 10 keeps Gemma-2/Qwen-2.5 above the random curve at large p,
-  which removing high-variance dimensions first could not do); variance_desc ablates the highest first.
-- The mean mu is over every row of the matrix (the padded rows of Qwen's table included).
-- Only the input side is ablated: for tied embeddings (Gemma-2) the input weight is swapped for an
-  ablated copy and the output head keeps the original rows (the paper ablates "input embeddings").
-  ablate_tied_output=true edits the shared matrix in place instead (head ablated too).
-- p = 0 is generated through the same path (k = 0) and must score 100; identical corpora score
-  100 even where sacreBLEU would give 0 (empty or < 4-token outputs).
-- AUC: trapezoid of BLEU (0-100) over p as a fraction in [0, 0.9], p = 0 included, *not*
-  normalised, so a model the ablation never changes scores 90. This is the scale of Tables 4/10:
-  Qwen-2.5 WMT'16 (96.2 at 1%, 85.6 at 20%, 74.6 at 50%, 6.0 at 80%) integrates to about 56
-  against the printed 57.8, and Llama-3.1 Summ. to about 29-31 against 28.2, while the normalised
-  version (divided by 0.9) gives about 62 and 33. auc_normalize=true divides by the p range.
-- The first n_samples rows of the task's evaluation split (the paper: "a sample of 250").
-
-Entailment (metric=nli or both; Table 9, Table 10's NLI rows, Figure 6; App. F "following Honovich
-et al. 2022"): for each p, the share (0-100) of the ablated outputs that the judge (judge.model, kind
-nli: premise -> hypothesis, 1 entailed / 0 not) finds entailed by the unablated model's output on the
-same prompt. Ours where the paper is silent:
-- direction: premise = the unablated (p = 0) output, hypothesis = the ablated output (does the ablated
-  model still say what the model said?);
-- an ablated output identical to its reference counts as entailed without asking the judge (so p = 0
-  scores 100 by definition, as BLEU does);
-- AUC of the entailment curve (auc_nli) exactly as the BLEU AUC (same p grid, same normalisation);
-- verdicts are cached in <out>/judge_cache.jsonl (judge.cache=true), so a rerun asks nothing.
-- Generations are reused: when <out>/summary.json was written with the same settings (its
-  "settings") and <out>/outputs.jsonl is there, nothing is generated again (reuse=true), and the
-  metrics that run computed and this one does not are kept, as they describe the same outputs. So
-  Table 9 (nli) on the folders Table 4 (bleu) wrote only scores entailment.
+Ours where the paper is silent (also in the Config help and docs/reproduce_tinyte.md):
+- sorting=variance ablates the lowest-variance dims first: the paper calls them the least
+  important for TinyTE, and only that order keeps Gemma-2/Qwen-2.5 above random in Table 10.
+- Only the input side is ablated (the paper: "input embeddings"); a tied head keeps its rows.
+- BLEU is corpus BLEU-4 (sacreBLEU, 13a); identical corpora score 100 even where sacreBLEU gives 0.
+- The AUC is the trapezoid over p in [0, 0.9], not normalised (an unchanged model scores 90): the
+  scale of Tables 4/10 (Qwen-2.5 WMT'16 integrates to about 56 against the printed 57.8).
+- Entailment (metric=nli; App. F, after Honovich et al. 2022): the share of ablated outputs that
+  the judge finds entailed by the unablated output (the premise) on the same prompt; an output
+  identical to its reference is entailed without asking. Verdicts are cached.
+- Generations are reused when <out>/summary.json has the same settings, so Table 9 on the
+  folders Table 4 wrote only scores entailment.
 """
 
 from __future__ import annotations
@@ -60,9 +38,9 @@ from omegaconf import OmegaConf, open_dict
 from torch import nn
 
 from embexp import EmbexpError
-from embexp.studies import compose_train
 from embexp.core.config import JudgeConfig, f
 from embexp.core.records import atomic_write, write_json, write_table
+from embexp.studies import compose_train
 
 log = logging.getLogger("embexp")
 
@@ -76,25 +54,34 @@ METRIC_CHOICES = {"bleu": ["bleu"], "nli": ["nli"], "both": ["bleu", "nli"]}
 
 @dataclass
 class Config:
-    model: str = f("tiny_llama", "Model config name (conf/model): gemma2, qwen25, llama31, llama2, smollm2, tiny_*, ...")
+    model: str = f("tiny_llama",
+                   "Model config name (conf/model): gemma2, qwen25, llama31, llama2, smollm2, tiny_*, ...")
     task: str = f("wmt16", "Generation task config name (conf/task): wmt16, cnndm, alpaca, ...")
-    debug: str = f("", "A conf/debug preset applied to the composed config (smoke: tiny random model of the family + the task fixture, CPU).")
+    debug: str = f("", "A conf/debug preset applied to the composed config (smoke: tiny random model of the family + "
+                   "the task fixture, CPU).")
     overrides: list = f([], "More train-config overrides, e.g. [task.source=fixture,model.dtype=bfloat16].")
-    sorting: str = f("random", "Dimension order: random (seeded permutation), variance (lowest vocabulary variance first; ours, see the module doc) or variance_desc.")
+    sorting: str = f("random", "Dimension order: random (seeded permutation), variance (lowest vocabulary variance "
+                     "first; ours, see the module doc) or variance_desc.")
     seed: int = f(0, "Seed of the random permutation.")
     ps: list = f(GRID, "Portions of dimensions to ablate (p = 0 is the reference and must score 100).")
     n_samples: int = f(250, "Evaluation rows used: the first n of the eval split (the paper: a sample of 250).")
     batch_size: int = f(0, "Generation batch size (0: trainer.eval_batch_size of the composed config).")
     max_new_tokens: int = f(0, "Generation budget (0: the task's max_new_tokens).")
-    ablate_tied_output: bool = f(False, "For tied embeddings, ablate the shared matrix in place (the output head too) instead of the input side only.")
-    auc_normalize: bool = f(False, "Divide the AUC by the p range (0-100 scale) instead of the paper-like raw area (max 90).")
+    ablate_tied_output: bool = f(False, "For tied embeddings, ablate the shared matrix in place (the output head too) "
+                                 "instead of the input side only.")
+    auc_normalize: bool = f(False, "Divide the AUC by the p range (0-100 scale) instead of the paper-like raw area "
+                            "(max 90).")
     output_root: str = f("", "Override the composed config's output_root ('' = outputs, or the debug preset's).")
     out: str = f("", "Output folder ('' = <output_root>/analysis/ablation/<task>/<model>/<sorting>_seed<seed>).")
     progress: bool = f(True, "Show progress bars.")
-    metric: str = f("bleu", "What scores the ablated outputs against the unablated ones: bleu (corpus BLEU-4, Table 4/10), nli (the share entailed by the unablated output, judged by judge.model: Table 9, Table 10's NLI rows, Figure 6; Honovich et al. 2022) or both.",
-                    choices=tuple(METRIC_CHOICES))
-    judge: JudgeConfig = field(default_factory=JudgeConfig, metadata={"help": "metric=nli|both: the NLI judge (judge.model: e.g. google/t5_xxl_true_nli_mixture, smollm2 offline, tiny_llama for tests; kind is always nli). Verdicts are cached in <out>/judge_cache.jsonl."})
-    reuse: bool = f(True, "Reuse <out>/outputs.jsonl when <out>/summary.json has the same settings (no generation), keeping that run's other metric (ours: adding NLI to a BLEU run only scores).")
+    metric: str = f("bleu", "What scores the ablated outputs against the unablated ones: bleu (corpus BLEU-4, Table "
+                    "4/10), nli (the share entailed by the unablated output, judged by judge.model: Table 9, Table "
+                    "10's NLI rows, Figure 6; Honovich et al. 2022) or both.", choices=tuple(METRIC_CHOICES))
+    judge: JudgeConfig = field(default_factory=JudgeConfig, metadata={
+        "help": "metric=nli|both: the NLI judge (judge.model: e.g. google/t5_xxl_true_nli_mixture, smollm2 offline, "
+                "tiny_llama for tests; kind is always nli). Verdicts are cached in <out>/judge_cache.jsonl."})
+    reuse: bool = f(True, "Reuse <out>/outputs.jsonl when <out>/summary.json has the same settings (no generation), "
+                    "keeping that run's other metric (ours: adding NLI to a BLEU run only scores).")
 
 
 # ---- pure functions (tested on hand-made inputs) ------------------------------------------------
@@ -259,7 +246,8 @@ def output_dir(cfg: Config, tcfg=None) -> Path:
         return Path(cfg.out)
     tcfg = tcfg if tcfg is not None else train_config(cfg)
     task_dir = f"{tcfg.task.name}_{tcfg.task.subset}" if tcfg.task.subset else tcfg.task.name  # Task.display_name
-    return Path(tcfg.output_root) / "analysis" / "ablation" / task_dir / tcfg.model.name / f"{cfg.sorting}_seed{cfg.seed}"
+    return (Path(tcfg.output_root) / "analysis" / "ablation" / task_dir / tcfg.model.name
+            / f"{cfg.sorting}_seed{cfg.seed}")
 
 
 def run(cfg: Config, judge=None) -> dict:
@@ -281,8 +269,8 @@ def run(cfg: Config, judge=None) -> dict:
     new_tokens = cfg.max_new_tokens or tcfg.task.max_new_tokens
     out = output_dir(cfg, tcfg)
     settings = {"model": tcfg.model.name, "model_source": tcfg.model.source, "task": task_dir, "debug": cfg.debug,
-                "overrides": list(cfg.overrides), "sorting": cfg.sorting, "seed": cfg.seed, "ps": ps, "n_samples": cfg.n_samples,
-                "max_new_tokens": new_tokens, "ablate_tied_output": cfg.ablate_tied_output}
+                "overrides": list(cfg.overrides), "sorting": cfg.sorting, "seed": cfg.seed, "ps": ps,
+                "n_samples": cfg.n_samples, "max_new_tokens": new_tokens, "ablate_tied_output": cfg.ablate_tied_output}
     t0 = time.perf_counter()
     prev = read_previous(out, settings, len(ps)) if cfg.reuse else None
     if prev is not None:
@@ -312,7 +300,8 @@ def run(cfg: Config, judge=None) -> dict:
     if "nli" in curves:  # which judge gave the entailment verdicts
         summary["nli_judge"] = cfg.judge.model if "nli" in metrics else old.get("nli_judge", "")
     summary.update({"metrics": [m for m in METRICS if m in curves], "judge_calls": judge_calls,
-                    "generation_seconds": gen_seconds, "seconds": time.perf_counter() - t0, "reused_outputs": prev is not None})
+                    "generation_seconds": gen_seconds, "seconds": time.perf_counter() - t0,
+                    "reused_outputs": prev is not None})
     write_outputs(cfg, out, summary, curves, reference, runs if prev is None else None)
     return summary
 
@@ -325,10 +314,11 @@ def check(cfg: Config, judge=None) -> list[str]:
         raise EmbexpError(f"unknown metric '{cfg.metric}' (choose from: {', '.join(METRIC_CHOICES)})")
     metrics = METRIC_CHOICES[cfg.metric]
     if "nli" in metrics and judge is None and not cfg.judge.model:
-        raise EmbexpError(f"metric={cfg.metric} needs an NLI judge: set judge.model (e.g. google/t5_xxl_true_nli_mixture, "
-                          "or smollm2 offline)")
+        raise EmbexpError(f"metric={cfg.metric} needs an NLI judge: set judge.model "
+                          "(e.g. google/t5_xxl_true_nli_mixture, or smollm2 offline)")
     if cfg.judge.kind not in ("", "nli"):
-        raise EmbexpError(f"the ablation's judge scores entailment: judge.kind '{cfg.judge.kind}' is not nli (choose from: '', nli)")
+        raise EmbexpError(f"the ablation's judge scores entailment: judge.kind '{cfg.judge.kind}' is not nli (choose "
+                          "from: '', nli)")
     return metrics
 
 
@@ -349,7 +339,8 @@ def score_curves(cfg: Config, metrics: list[str], reference: list[str], runs: li
             judge = build_judge(jcfg, device, cache_path=(out / "judge_cache.jsonl") if cfg.judge.cache else None)
         curves["nli"], asked = nli_scores(judge, reference, runs)
         judge_calls = int(getattr(judge, "calls", asked))
-        log.info("NLI: %d ablated outputs differ from their reference; %d judged by the model (the rest cached)", asked, judge_calls)
+        log.info("NLI: %d ablated outputs differ from their reference; %d judged by the model (the rest cached)",
+                 asked, judge_calls)
     for name, (_, _, label) in METRICS.items():
         if name in curves and curves[name][0] != 100.0:
             raise EmbexpError(f"p=0 scored {label} {curves[name][0]:.2f}, not 100")
@@ -366,28 +357,37 @@ def write_outputs(cfg: Config, out: Path, summary: dict, curves: dict[str, list[
     shown = [m for m in METRICS if m in curves]
     rows = [{"p": p, "k": k, **{METRICS[m][0]: curves[m][i] for m in shown}} for i, (p, k) in enumerate(zip(ps, ks))]
     labels = " and ".join(METRICS[m][2] for m in shown)
-    write_table(rows, ["p", "k"] + [METRICS[m][0] for m in shown], out / "curve", title=f"{labels} vs p: {model} / {dataset} / {cfg.sorting}")
-    trows = [dict(table_row(model, dataset, ps, curves[m], summary[METRICS[m][1]]), Metric=METRICS[m][2]) for m in shown]
+    write_table(rows, ["p", "k"] + [METRICS[m][0] for m in shown], out / "curve",
+                title=f"{labels} vs p: {model} / {dataset} / {cfg.sorting}")
+    trows = [dict(table_row(model, dataset, ps, curves[m], summary[METRICS[m][1]]), Metric=METRICS[m][2])
+             for m in shown]
     tcols = ["Model"] + (["Metric"] if shown != ["bleu"] else []) + ["Dataset"] + [pct(p) for p in TABLE_PS] + ["AUC"]
-    write_table(trows, tcols, out / "table", title=f"Embedding ablation ({cfg.sorting} sorting), {labels} vs. unablated outputs")
+    write_table(trows, tcols, out / "table",
+                title=f"Embedding ablation ({cfg.sorting} sorting), {labels} vs. unablated outputs")
     if runs is not None:
-        atomic_write(out / "outputs.jsonl", "".join(json.dumps(o, ensure_ascii=False) + "\n"
-                                                    for o in [{"p": None, "outputs": reference}] + [{"p": p, "k": k, "outputs": h} for p, k, h in zip(ps, ks, runs)]))
-    plot_curves([(f"{model}, {cfg.sorting} sorting", [(METRICS[m][2], ps, curves[m]) for m in shown])], out / "curve.png",
+        atomic_write(out / "outputs.jsonl", "".join(
+            json.dumps(o, ensure_ascii=False) + "\n"
+            for o in [{"p": None, "outputs": reference}]
+            + [{"p": p, "k": k, "outputs": h} for p, k, h in zip(ps, ks, runs)]))
+    plot_curves([(f"{model}, {cfg.sorting} sorting", [(METRICS[m][2], ps, curves[m]) for m in shown])],
+                out / "curve.png",
                 ylabel="BLEU-4 vs. unablated" if shown == ["bleu"] else "score vs. unablated (0-100)")
     aucs = ", ".join(f"{METRICS[m][2]} AUC {summary[METRICS[m][1]]:.2f}" for m in shown)
-    print((out / "table.md").read_text() + f"\n{aucs} ({'normalised' if cfg.auc_normalize else 'raw, max 90'}); written to {out}")
+    print((out / "table.md").read_text()
+          + f"\n{aucs} ({'normalised' if cfg.auc_normalize else 'raw, max 90'}); written to {out}")
 
 
 def generate_curve(cfg: Config, tcfg, ps: list[float], device, new_tokens: int):
-    """Generate the unablated reference and the outputs at every p: (d, k per p, reference, outputs per p, n prompts)."""
-    from embexp.run.evaluate import generate
+    """Generate the unablated reference and the outputs at every p: (d, k per p, reference,
+    outputs per p, n prompts)."""
     from embexp.run.build import build
+    from embexp.run.evaluate import generate
 
     torch.manual_seed(tcfg.seed)
     c = build(tcfg, device)
     if c.task.kind != "generation" or not c.backbone.is_decoder:
-        raise EmbexpError(f"ablation needs a decoder and a generation task (got model {cfg.model}, task {cfg.task}: {c.task.kind})")
+        raise EmbexpError(f"ablation needs a decoder and a generation task (got model {cfg.model}, task {cfg.task}: "
+                          f"{c.task.kind})")
     method = c.method.to(device)
     prompts = [ex.prompt for ex in c.task.examples("eval")][: cfg.n_samples]
     bs = cfg.batch_size or tcfg.trainer.eval_batch_size

@@ -1,4 +1,4 @@
-"""Point measures at p against the AUC (tinyte.md App. D; Figures 4 and 8).
+"""Point measures at p against the AUC (the TinyTE paper, Tavares et al. 2025, App. D; Figures 4 and 8).
 
     python -m embexp.analyze correlation runs=outputs/analysis/ablation      # every ablation curve under it
     python -m embexp.analyze correlation debug=smoke                         # outputs/smoke/analysis/ablation
@@ -42,10 +42,13 @@ from embexp.core.records import atomic_write, debug_output_root, markdown, write
 
 @dataclass
 class Config:
-    runs: str = f("", "Root searched (recursively) for ablation summary.json files ('' = <output_root>/analysis/ablation: outputs, or the debug preset's).")
+    runs: str = f("", "Root searched (recursively) for ablation summary.json files ('' = "
+                  "<output_root>/analysis/ablation: outputs, or the debug preset's).")
     debug: str = f("", "A conf/debug preset whose output_root gives the default runs and out (smoke: outputs/smoke).")
-    metrics: list = f(["bleu", "nli"], "Metrics correlated when the summaries carry them (curve key m, AUC key 'auc' for bleu, 'auc_<m>' otherwise).")
-    tasks: list = f([], "Keep only summaries of these task config names (e.g. [wmt16,cnndm], the paper's population); [] = every task.")
+    metrics: list = f(["bleu", "nli"], "Metrics correlated when the summaries carry them (curve key m, AUC key 'auc' "
+                      "for bleu, 'auc_<m>' otherwise).")
+    tasks: list = f([], "Keep only summaries of these task config names (e.g. [wmt16,cnndm], the paper's population); "
+                    "[] = every task.")
     sortings: list = f([], "Keep only these sortings (random, variance, variance_desc); [] = all.")
     alpha: float = f(0.05, "Significance level: cells with Pearson p-value < alpha get the black outline.", gt=0, le=1)
     min_points: int = f(3, "A summary is a curve when it has at least this many portions, p = 0 included (ours).", ge=2)
@@ -70,14 +73,16 @@ def curves_of(summaries: list[dict], metric: str, min_points: int = 3) -> tuple[
     kept, skipped = [], []
     for s in summaries:
         vals, ps = s.get(metric), s.get("ps")
-        if not isinstance(vals, list) or not isinstance(ps, list) or len(vals) != len(ps) or s.get(auc_key(metric)) is None:
+        if (not isinstance(vals, list) or not isinstance(ps, list) or len(vals) != len(ps)
+                or s.get(auc_key(metric)) is None):
             continue
         (kept if len(ps) >= min_points else skipped).append(s)
     return kept, [name(s) for s in skipped]
 
 
 def name(s: dict) -> str:
-    return f"{s.get('model', '?')}/{s.get('dataset', s.get('task', '?'))}/{s.get('sorting', '?')}/seed{s.get('seed', 0)}"
+    return (f"{s.get('model', '?')}/{s.get('dataset', s.get('task', '?'))}/{s.get('sorting', '?')}"
+            f"/seed{s.get('seed', 0)}")
 
 
 def correlate(curves: list[dict], metric: str, alpha: float = 0.05) -> dict:
@@ -154,7 +159,8 @@ def plot_heatmap(results: list[dict], path: Path) -> list[tuple[int, int]]:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
-    cells = sorted((int(round(pt.get_xy()[1] + 0.5)), int(round(pt.get_xy()[0] + 0.5))) for pt in ax.patches if isinstance(pt, Rectangle))
+    cells = sorted((int(round(pt.get_xy()[1] + 0.5)), int(round(pt.get_xy()[0] + 0.5)))
+                   for pt in ax.patches if isinstance(pt, Rectangle))
     plt.close(fig)
     return cells
 
@@ -219,7 +225,8 @@ def run(cfg: Config) -> dict:
         results.append(correlate(curves, metric, cfg.alpha))
     if not results:
         found = ", ".join(f"{m}: {len(curves_of(sums, m, cfg.min_points)[0])}" for m in cfg.metrics)
-        raise EmbexpError(f"correlation needs >= 3 ablation curves of one metric under {root} (found {found or 'no summary.json'})")
+        raise EmbexpError(f"correlation needs >= 3 ablation curves of one metric under {root} (found "
+                          f"{found or 'no summary.json'})")
     ps = sorted({p for r in results for p in r["ps"]})
     rows = []
     for r in results:
@@ -229,7 +236,8 @@ def run(cfg: Config) -> dict:
             row[pct(p)] = None if v is None else (f"{v:.3f}*" if sig else f"{v:.3f}")
         rows.append(row)
     cols = ["metric", "curves", "best p"] + [pct(p) for p in ps]
-    md = markdown(rows, cols, f"Pearson r between the value at p and the AUC (* = p-value < {cfg.alpha}; tinyte.md Fig. 4)")
+    md = markdown(rows, cols,
+                  f"Pearson r between the value at p and the AUC (* = p-value < {cfg.alpha}; tinyte.md Fig. 4)")
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / "correlation.md", md)
     long = [{"metric": r["metric"], "p": p, "n_curves": r["n_curves"], "r": v, "pvalue": pv, "significant": sig,

@@ -30,15 +30,18 @@ from embexp.core.config import f
 from embexp.tasks.base import read_jsonl
 from embexp.tasks.metrics import rouge_scores, split_sentences
 
-PAPER_BASE_TER = {"Gemma-2": 734.73, "Qwen-2.5": 243.38, "Llama-3.1": 149.84}  # tinyte.md Tables 1, 11
+PAPER_BASE_TER = {"Gemma-2": 734.73, "Qwen-2.5": 243.38, "Llama-3.1": 149.84}  # the TinyTE paper's Tables 1, 11
 FILES = {"wmt16": "wmt16/cs-en/test.jsonl", "cnndm": "cnn_dailymail/3.0.0/test.jsonl",
          "alpaca": "tatsu-lab/alpaca/train_sample2000.jsonl"}
 
 
 @dataclass
 class Config:
-    data_dir: str = f("${oc.env:EMBEXP_DATA,''}", "Root of the hub-schema JSONL files (wmt16/cs-en/test.jsonl, cnn_dailymail/3.0.0/test.jsonl, tatsu-lab/alpaca/train_sample2000.jsonl); default: the environment variable EMBEXP_DATA.")
-    tokenizer: str = f("smollm2", "Tokenizer that counts tokens: smollm2 (offline), minilm (offline), or a hub id / folder.")
+    data_dir: str = f("${oc.env:EMBEXP_DATA,''}", "Root of the hub-schema JSONL files (wmt16/cs-en/test.jsonl, "
+                      "cnn_dailymail/3.0.0/test.jsonl, tatsu-lab/alpaca/train_sample2000.jsonl); default: the "
+                      "environment variable EMBEXP_DATA.")
+    tokenizer: str = f("smollm2", "Tokenizer that counts tokens: smollm2 (offline), minilm (offline), "
+                       "or a hub id / folder.")
     budgets: list = f([64, 128, 256, 512], "Generation budgets (new tokens) to compare the lengths with.")
 
 
@@ -125,7 +128,8 @@ def run(cfg: Config) -> dict:
     root = Path(cfg.data_dir).expanduser()
     missing = [p for p in FILES.values() if not (root / p).is_file()]
     if missing:
-        raise EmbexpError(f"data_dir '{root}' has no {', '.join(missing)} (data_dir=DIR or EMBEXP_DATA: the root of the hub-schema files)")
+        raise EmbexpError(f"data_dir '{root}' has no {', '.join(missing)} (data_dir=DIR or EMBEXP_DATA: the root of "
+                          "the hub-schema files)")
     rows = {name: read_jsonl(root / p) for name, p in FILES.items()}
     tok = load_tokenizer(cfg.tokenizer)
     budgets = [int(m) for m in cfg.budgets]

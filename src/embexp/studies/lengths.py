@@ -1,4 +1,4 @@
-"""A task metric by input-length bucket (tinyte.md Table 5: R-L on CNN/DailyMail by article length).
+"""A task metric by input-length bucket (the TinyTE paper's Table 5: R-L on CNN/DailyMail by article length).
 
 R-L is the cnndm task's ``rougeLsum`` (summary-level, sentence-split; ``metric=rougeL`` gives the
 sentence-level variant).
@@ -35,11 +35,14 @@ from embexp.core.records import collect_runs, debug_output_root, markdown, read_
 
 @dataclass
 class Config:
-    runs: str = f("", "A run directory, a folder holding runs (searched recursively) or a glob ('' = the output_root: outputs, or the debug preset's).")
+    runs: str = f("", "A run directory, a folder holding runs (searched recursively) or a glob ('' = the output_root: "
+                  "outputs, or the debug preset's).")
     task: str = f("cnndm", "Only runs of this task family ('' = any generation task).")
     model: str = f("", "Only runs of this model config name ('' = every model; the paper's Table 5 is gemma2).")
-    metric: str = f("rougeLsum", "Metric key of the task's scorer to report per bucket (cnndm: rougeLsum, the paper's R-L; rougeL: sentence-level; wmt16: bleu).")
-    edges: list = f([300, 500, 800], "Inclusive upper bounds of the buckets (the paper's 0-300, 301-500, 501-800, 801+); [] = quartiles.")
+    metric: str = f("rougeLsum", "Metric key of the task's scorer to report per bucket (cnndm: rougeLsum, the paper's "
+                    "R-L; rougeL: sentence-level; wmt16: bleu).")
+    edges: list = f([300, 500, 800], "Inclusive upper bounds of the buckets (the paper's 0-300, 301-500, 501-800, "
+                    "801+); [] = quartiles.")
     unit: str = f("words", "words (whitespace words of the input, template removed) or tokens (the run's tokenizer).")
     debug: str = f("", "A conf/debug preset whose output_root is searched when runs='' (smoke: outputs/smoke).")
     out: str = f("", "Also write <out>.md and <out>.csv ('' = print only).")
@@ -134,10 +137,12 @@ def bucket_table(runs: list[dict], cfg: Config) -> tuple[list[dict], list[str]]:
         def scorer(refs, hyps, task=task):
             m = task.score_text(refs, hyps, [])
             if cfg.metric not in m:
-                raise EmbexpError(f"task {task.display_name} reports no metric '{cfg.metric}' (choose from: {', '.join(m)})")
+                raise EmbexpError(f"task {task.display_name} reports no metric '{cfg.metric}' (choose from: "
+                                  f"{', '.join(m)})")
             return m[cfg.metric]
 
-        res = score_by_bucket(lengths, [r["target"] for r in records], [r["generation"] for r in records], edges, scorer)
+        res = score_by_bucket(lengths, [r["target"] for r in records], [r["generation"] for r in records], edges,
+                              scorer)
         groups.setdefault((run["model"], run["method"], run["tag"]), []).append(res)
     from embexp.methods.registry import method_label
 
@@ -160,6 +165,7 @@ def run(cfg: Config) -> list[dict]:
     if not rows:
         raise EmbexpError(f"no finished {cfg.task or 'generation'} runs with predictions under '{root}'")
     cols = ["Model", "Method"] + labels + ["all", "seeds"]
-    title = f"{cfg.metric} by input length ({cfg.unit}); bucket sizes: " + ", ".join(f"{lb}: {rows[0]['n ' + lb]}" for lb in labels)
+    title = (f"{cfg.metric} by input length ({cfg.unit}); bucket sizes: "
+             + ", ".join(f"{lb}: {rows[0]['n ' + lb]}" for lb in labels))
     print(write_table(rows, cols, Path(cfg.out), title=title) if cfg.out else markdown(rows, cols, title))
     return rows

@@ -3,15 +3,13 @@
     python -m embexp.analyze params                                   # all methods x all models
     python -m embexp.analyze params models=[gemma2,qwen25,llama31] out=tables/params
 
-The hub is unreachable here, so the architectures come from the config fields stored in
-``model_specs.py``; each model is instantiated with its real transformers class on the ``meta``
-device (shapes only, no memory; see :func:`meta_backbone` for the input embedding), the method is built on it by the method registry exactly as
-``python -m embexp.train`` builds it (config composed from conf/method/<name>.yaml), and its
-trainable tensors are counted. A byte-level tokenizer stands in for the real one (only the special
-ids are read, and they never change a count). Encoders get a 2-class head (ours: GLUE/SuperGLUE
-binary tasks), counted in "#TP"; "method" excludes it. A method that cannot be built on a model
-(e.g. a decoder-only method on an encoder, or one that needs data first) shows its one-line reason.
-The paper's #TP columns (Tables 1, 2 and 11) are printed alongside for comparison.
+The hub is unreachable here, so the architectures come from the config fields in
+``model_specs.py``: each model is instantiated with its real transformers class on the ``meta``
+device (shapes only; :func:`meta_backbone`), the method is built on it as ``python -m embexp.train``
+builds it, and its trainable tensors are counted. A byte-level tokenizer stands in for the real one
+(only its special ids are read). Encoders get a 2-class head (ours: GLUE/SuperGLUE binary tasks),
+counted in "#TP"; "method" excludes it. A method that cannot be built on a model shows its
+one-line reason. The papers' #TP are printed alongside (the TinyTE paper's Tables 1, 2 and 11).
 """
 
 from __future__ import annotations
@@ -22,15 +20,13 @@ from pathlib import Path
 import torch
 
 from embexp import EmbexpError
-
 from embexp.core import cli
-from embexp.studies import compose_train
-from embexp.studies.model_specs import SPECS
 from embexp.core.config import f
 from embexp.core.records import markdown, write_table
+from embexp.studies import compose_train
+from embexp.studies.model_specs import SPECS
 
-
-# The paper's #TP (tinyte.md Tables 1, 2, 11) as printed, for the comparison columns only.
+# The papers' #TP as printed, for the comparison columns only: the TinyTE paper's Tables 1, 2 and 11 unless noted.
 PAPER = {
     "gemma2": {"tinyte_full": "2304", "tinyte_half": "1152", "tinyte_gated": "2306", "tinyte_hybrid": "4608",
                "lora": "14M", "emb_tuning": "590M", "prompt_tuning": "2304", "prompt_tuning (tk=2)": "4608",
@@ -41,9 +37,10 @@ PAPER = {
     "llama31": {"tinyte_full": "4096", "tinyte_half": "2048", "tinyte_gated": "4098", "tinyte_hybrid": "8192",
                 "lora": "23M", "emb_tuning": "525M", "prompt_tuning": "4096", "prompt_tuning (tk=2)": "8192",
                 "prompt_tuning (tk=20)": "82K", "zero_shot": "0"},
-    "roberta": {"tinyattn (authors' head)": "176K (incl. head)", "tinyattn (4H, authors' head)": "0.7M (incl. head)"},  # tiny-attention.md Table 8
+    # the Tiny-Attention Adapter paper's Table 8
+    "roberta": {"tinyattn (authors' head)": "176K (incl. head)", "tinyattn (4H, authors' head)": "0.7M (incl. head)"},
     "llama2": {"tinyte_full": "4096", "tinyte_gated": "4098 (Sec. 4.1 text)", "lora": "20M (Fig. 3 text)"},
-    # pete.md Table 2 (total parameters of the 2L/2H d=512 encoders; docs/methods_pete.md explains the difference)
+    # the PETE paper's Table 2 (total parameters of the 2L/2H d=512 encoders; docs/methods_pete.md: the difference)
     "scratch_encoder": {"full_ft": "24.3M", "pete": "8.9M", "pete (variant=code)": "8.9M"},
 }
 LORA_ALL = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,lm_head,embed_tokens"
@@ -63,14 +60,20 @@ class Config:
                         "tinyattn (authors' head)": ["method=tinyattn", "model.head=linear"],
                         "tinyattn (4H, authors' head)": ["method=tinyattn", "method.heads=4", "model.head=linear"],
                         "pete (variant=code)": ["method=pete", "method.variant=code"]},
-                       "Extra rows: label -> train-config overrides (the paper's prompt-tuning sizes; LoRA also on the "
-                       "output head and input embedding, which reproduces the paper's LoRA #TP, decoders only; Tiny-Attention with 4 modules "
-                       "per layer, with the authors' nn.MultiheadAttention in/out projections, and with a module set per depth on ALBERT's shared layer, and with the authors' head (model.head=linear, the tinyattn GLUE experiments' setting: Linear(d, n) on the first token); PETE's code variant).")
+                       "Extra rows: label -> train-config overrides (the paper's prompt-tuning sizes; LoRA also on "
+                       "the output head and input embedding, which reproduces the paper's LoRA #TP, decoders only; "
+                       "Tiny-Attention with 4 modules per layer, with the authors' nn.MultiheadAttention in/out "
+                       "projections, and with a module set per depth on ALBERT's shared layer, and with the authors' "
+                       "head (model.head=linear, the tinyattn GLUE experiments' setting: Linear(d, n) on the first "
+                       "token); PETE's code variant).")
     num_labels: int = f(2, "Classes of the encoders' task head (counted in #TP); 0 = no head, the base encoder as the "
-                           "sentence-embedding tasks load it (the PETE comparison: models=[scratch_encoder] num_labels=0).")
+                           "sentence-embedding tasks load it (the PETE comparison: models=[scratch_encoder] "
+                           "num_labels=0).")
     breakdown: bool = f(False, "Also print, per model and method, the parameters of the built model grouped by module "
                                "(first two levels of the module path), trainable or not: the terms behind a total.")
-    rank_random: bool = f(True, "Build ranked TinyTE variants (method.ranking) with ranking=random: the order of the dims never changes a count, and ranking by variance reads the whole (stand-in) embedding table, ~2 GB per model. false: exactly as configured.")
+    rank_random: bool = f(True, "Build ranked TinyTE variants (method.ranking) with ranking=random: the order of the "
+                          "dims never changes a count, and ranking by variance reads the whole (stand-in) embedding "
+                          "table, ~2 GB per model. false: exactly as configured.")
     paper: bool = f(True, "Add the paper's #TP next to ours where it reports one.")
     out: str = f("", "Also write <out>.md and <out>.csv ('' = print only).")
 
@@ -93,14 +96,15 @@ def meta_backbone(model_name: str, model_cfg, num_labels: int = 2):
         spec = SPECS[model_name]
         is_decoder = spec["kind"] == "decoder"
         config = tf.AutoConfig.for_model(spec["family"], **spec["config"])
-    elif getattr(model_cfg, "source", "") == "scratch":  # the architecture is the config itself (conf/model/<name>.yaml)
+    elif getattr(model_cfg, "source", "") == "scratch":  # the architecture is conf/model/<name>.yaml itself
         from embexp.models import scratch_config, scratch_tokenizer
 
         tok = scratch_tokenizer(model_cfg)
         is_decoder = model_cfg.kind == "decoder"
         config = scratch_config(model_cfg, tok)
     else:
-        raise EmbexpError(f"no stored architecture for model '{model_name}' (choose from: {', '.join(SPECS)}, or a source=scratch model)")
+        raise EmbexpError(f"no stored architecture for model '{model_name}' (choose from: {', '.join(SPECS)}, "
+                          "or a source=scratch model)")
     with torch.device("meta"):
         if is_decoder:
             model = tf.AutoModelForCausalLM.from_config(config)
@@ -124,7 +128,8 @@ def meta_backbone(model_name: str, model_cfg, num_labels: int = 2):
         if buf.is_meta:
             value = getattr(emb, "scalar_embed_scale", 1.0) if buf.dim() == 0 else 0.0
             emb.register_buffer(name, torch.full(buf.shape, float(value), dtype=buf.dtype), persistent=False)
-    return Backbone(model=model, tokenizer=tok or byte_tokenizer(encoder=not is_decoder), cfg=model_cfg, is_decoder=is_decoder)
+    return Backbone(model=model, tokenizer=tok or byte_tokenizer(encoder=not is_decoder), cfg=model_cfg,
+                    is_decoder=is_decoder)
 
 
 def count(model_name: str, overrides: list[str], num_labels: int = 2, rank_random: bool = True) -> dict:
@@ -138,7 +143,8 @@ def count(model_name: str, overrides: list[str], num_labels: int = 2, rank_rando
     elif model_name in cli.choices("model"):
         kind = compose_train([f"model={model_name}", "method=full_ft"]).model.kind  # full_ft runs on every kind
     else:
-        raise EmbexpError(f"no stored architecture for model '{model_name}' (choose from: {', '.join(SPECS)}, or a source=scratch model)")
+        raise EmbexpError(f"no stored architecture for model '{model_name}' (choose from: {', '.join(SPECS)}, "
+                          "or a source=scratch model)")
     task = "task=wmt16" if kind == "decoder" else "task=glue"
     tcfg = compose_train([f"model={model_name}", task, *overrides])
     if rank_random and "ranking" in tcfg.method:
@@ -147,8 +153,9 @@ def count(model_name: str, overrides: list[str], num_labels: int = 2, rank_rando
     total = count_params(bb.model)  # before the method adds (LoRA) or replaces (PETE) modules
     method = build_method(tcfg.method, bb)
     trains = getattr(method, "trains", True)
-    out = {"tp": method.n_trainable() if trains else 0, "method": method.n_trainable(include_head=False) if trains else 0,
-           "total": total, "after": count_params(bb.model), "data_dependent": False, "groups": module_groups(bb.model)}
+    out = {"tp": method.n_trainable() if trains else 0,
+           "method": method.n_trainable(include_head=False) if trains else 0, "total": total,
+           "after": count_params(bb.model), "data_dependent": False, "groups": module_groups(bb.model)}
     if type(method).setup is not Method.setup:  # does data change the count? try a few token ids
         try:
             method.setup({"train": [[5, 6, 7, 8]], "eval": [[5, 9]]})
@@ -223,6 +230,7 @@ def run(cfg: Config) -> list[dict]:
     if groups:
         brows, bcols = breakdown_rows(groups), ["Model", "Method", "Module", "Parameters"]
         title = "Parameters of the built model by module"
-        print(write_table(brows, bcols, Path(f"{cfg.out}_breakdown"), title=title) if cfg.out else markdown(brows, bcols, title))
+        print(write_table(brows, bcols, Path(f"{cfg.out}_breakdown"), title=title) if cfg.out
+              else markdown(brows, bcols, title))
     return rows
 

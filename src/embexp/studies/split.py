@@ -22,7 +22,8 @@ from embexp.core.records import atomic_write
 
 @dataclass
 class Config:
-    source: str = f("", "The file of rows to split (JSON lines in the hub schema), e.g. $EMBEXP_DATA/glue/sst2/validation.jsonl.")
+    source: str = f("", "The file of rows to split (JSON lines in the hub schema), e.g. "
+                    "$EMBEXP_DATA/glue/sst2/validation.jsonl.")
     out: str = f("", "Folder that receives train.jsonl and validation.jsonl (kept as it is when both exist).")
     n_train: int = f(600, "Lines that become train.jsonl; the rest become validation.jsonl.", ge=1)
     seed: int = f(0, "Seed of random.Random that shuffles the lines before the cut.")
@@ -36,8 +37,8 @@ def split(cfg: Config) -> dict:
         return {"out": str(out), "kept": True}
     src = Path(cfg.source)
     if not src.is_file():
-        raise EmbexpError(f"split: source '{cfg.source}' is not a file (set EMBEXP_DATA to the folder of local datasets, "
-                          "or pass source=<file>)")
+        raise EmbexpError(f"split: source '{cfg.source}' is not a file (set EMBEXP_DATA to the folder of local "
+                          "datasets, or pass source=<file>)")
     rows = [ln for ln in src.read_text(encoding="utf-8").splitlines() if ln.strip()]
     if cfg.n_train >= len(rows):
         raise EmbexpError(f"split: n_train={cfg.n_train} leaves no evaluation rows ({src} has {len(rows)} rows)")

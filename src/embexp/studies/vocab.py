@@ -1,9 +1,9 @@
-"""Vocabulary usage behind PEMA (pema.md §3 and §6): Fig. 2 and Tables 2, 3 and 4.
+"""Vocabulary usage behind PEMA (the PEMA paper, Williams and Aletras, Sec. 3 and 6): Fig. 2, Tables 2-4.
 
     python -m embexp.analyze vocab what=heaps tokenizer=minilm source=fixture     # Fig. 2, offline
-    python -m embexp.analyze vocab what=heaps                                     # Fig. 2: GPT-2's vocabulary on real GLUE
-    python -m embexp.analyze vocab what=table2 models=[minilm] source=fixture     # Table 2, BERT WordPiece rows, offline
-    python -m embexp.analyze vocab what=table2                                    # Table 2: the paper's nine models on real GLUE
+    python -m embexp.analyze vocab what=heaps                                     # Fig. 2: GPT-2, real GLUE
+    python -m embexp.analyze vocab what=table2 models=[minilm] source=fixture     # Table 2, BERT rows, offline
+    python -m embexp.analyze vocab what=table2                                    # Table 2: nine models, GLUE
     python -m embexp.analyze vocab what=table3                                    # DeBERTaV3 xsmall/small/base/large
     python -m embexp.analyze vocab what=table4                                    # XNLI en, en-de, en-zh, all
 
@@ -62,29 +62,36 @@ _DEBERTA = dict(vocab_size=128100, max_position_embeddings=512, type_vocab_size=
 # so the uncased checkpoints are the ones the paper counted. Source: config.json of each hub repo named here.
 BERT_UNCASED_VOCAB = 30522  # google-bert/bert-base-uncased = distilbert-base-uncased = MiniLM's WordPiece
 MODELS = {
-    "distilbert": ModelSpec("DistilBERT", "distilbert/distilbert-base-uncased", "distilbert", dict(vocab_size=BERT_UNCASED_VOCAB)),
+    "distilbert": ModelSpec("DistilBERT", "distilbert/distilbert-base-uncased", "distilbert",
+                            dict(vocab_size=BERT_UNCASED_VOCAB)),
     "distilroberta": ModelSpec("DistilRoBERTa", "distilbert/distilroberta-base", "roberta",
                                dict(vocab_size=50265, num_hidden_layers=6, **_ROBERTA)),
-    "distilmbert": ModelSpec("DistilmBERT", "distilbert/distilbert-base-multilingual-cased", "distilbert", dict(vocab_size=119547)),
+    "distilmbert": ModelSpec("DistilmBERT", "distilbert/distilbert-base-multilingual-cased", "distilbert",
+                             dict(vocab_size=119547)),
     "bert": ModelSpec("BERT", "google-bert/bert-base-uncased", "bert", dict(vocab_size=BERT_UNCASED_VOCAB)),
     "roberta_base": ModelSpec("RoBERTa", "FacebookAI/roberta-base", "roberta", dict(vocab_size=50265, **_ROBERTA)),
     "deberta": ModelSpec("DeBERTaV3", "microsoft/deberta-v3-base", "deberta-v2",
-                         dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, **_DEBERTA)),
+                         dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+                              **_DEBERTA)),
     "mbert": ModelSpec("mBERT", "google-bert/bert-base-multilingual-cased", "bert", dict(vocab_size=119547)),
     "xlmr": ModelSpec("XLM-RoBERTa", "FacebookAI/xlm-roberta-base", "xlm-roberta", dict(vocab_size=250002, **_ROBERTA)),
     "xlmv": ModelSpec("XLM-V", "facebook/xlm-v-base", "xlm-roberta", dict(vocab_size=901629, **_ROBERTA)),
     "deberta_v3_xsmall": ModelSpec("XSmall", "microsoft/deberta-v3-xsmall", "deberta-v2",
-                                   dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, intermediate_size=1536, **_DEBERTA)),
+                                   dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=6,
+                                        intermediate_size=1536, **_DEBERTA)),
     "deberta_v3_small": ModelSpec("Small", "microsoft/deberta-v3-small", "deberta-v2",
-                                  dict(hidden_size=768, num_hidden_layers=6, num_attention_heads=12, intermediate_size=3072, **_DEBERTA)),
+                                  dict(hidden_size=768, num_hidden_layers=6, num_attention_heads=12,
+                                       intermediate_size=3072, **_DEBERTA)),
     "deberta_v3_large": ModelSpec("Large", "microsoft/deberta-v3-large", "deberta-v2",
-                                  dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096, **_DEBERTA)),
+                                  dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                                       intermediate_size=4096, **_DEBERTA)),
     # offline: all-MiniLM-L6-v2 (BERT uncased WordPiece, 30,522 rows, the tokenizer of bert and
     # distilbert above: tokenizer_override=minilm gives their real numbers offline), config read from its folder
     "minilm": ModelSpec("MiniLM-L6 (BERT WordPiece)", "minilm", "", {}),
 }
 DEFAULT_MODELS = {
-    "table2": ["distilbert", "distilroberta", "distilmbert", "bert", "roberta_base", "deberta", "mbert", "xlmr", "xlmv"],
+    "table2": ["distilbert", "distilroberta", "distilmbert", "bert", "roberta_base", "deberta", "mbert", "xlmr",
+               "xlmv"],
     "table3": ["deberta_v3_xsmall", "deberta_v3_small", "deberta", "deberta_v3_large"],
     "table4": ["distilmbert", "mbert", "xlmr", "xlmv"],
 }
@@ -92,25 +99,34 @@ DEFAULT_MODELS = {
 
 @dataclass
 class Config:
-    what: str = f("heaps", "heaps (Fig. 2: unique vs total tokens, Heaps' law fit, PNG), table2 (GLUE x models), table3 (DeBERTaV3 sizes, millions removed) or table4 (XNLI subsets).")
-    tokenizer: str = f("openai-community/gpt2", "heaps: the tokenizer (the paper: GPT-2's): minilm (offline BERT WordPiece), smollm2 (offline GPT-2-style byte-level BPE, 49,152 ids), byte (the tiny models' byte tokenizer), a model name of the registry, or any hub id / local folder.")
-    models: list = f([], "tables: model names (the registry in embexp/studies/vocab.py, or hub ids); [] = the paper's rows of that table.")
-    tokenizer_override: str = f("", "tables: count every row with this tokenizer instead of each model's own (offline: minilm is the uncased BERT WordPiece of bert and distilbert, so their rows are the real ones; for other models only the code path is checked).")
-    task: str = f("glue", "heaps: task family whose sub-tasks are counted (glue or xnli; table2/3 use glue, table4 xnli).")
+    what: str = f("heaps", "heaps (Fig. 2: unique vs total tokens, Heaps' law fit, PNG), table2 (GLUE x models), "
+                  "table3 (DeBERTaV3 sizes, millions removed) or table4 (XNLI subsets).")
+    tokenizer: str = f("openai-community/gpt2", "heaps: the tokenizer (the paper: GPT-2's): minilm (offline BERT "
+                       "WordPiece), smollm2 (offline GPT-2-style byte-level BPE, 49,152 ids), byte (the tiny models' "
+                       "byte tokenizer), a model name of the registry, or any hub id / local folder.")
+    models: list = f([], "tables: model names (the registry in embexp/studies/vocab.py, or hub ids); [] = the paper's "
+                     "rows of that table.")
+    tokenizer_override: str = f("", "tables: count every row with this tokenizer instead of each model's own (offline: "
+                                "minilm is the uncased BERT WordPiece of bert and distilbert, so their rows are the "
+                                "real ones; for other models only the code path is checked).")
+    task: str = f("glue", "heaps: task family whose sub-tasks are counted (glue or xnli; table2/3 use glue, table4 "
+                  "xnli).")
     subsets: list = f([], "Sub-tasks ([] = the nine GLUE tasks; table4: en, en-de, en-zh, all).")
     splits: list = f(["train", "eval", "test"], "Splits counted: train, eval (the task's evaluation split; MNLI both "
                      "validation splits), test (MNLI both test splits; hidden -1 labels are allowed: only counted). "
                      "The default is what the paper's numbers need: the authors' run_glue_pema.py counts train, eval "
                      "and, under --do_predict, predict (L565-578 @1e9fae5).", choices=("train", "eval", "test"))
     keep_special: bool = f(False, "Also keep the rows of special tokens that never occur (method=pema's default, "
-                                  "method.keep_special). false: the authors' rule, np.flatnonzero of the counts over "
-                                  "inputs padded to max_length, i.e. the ids that occur plus pad (the paper's Table 2).")
-    source: str = f("auto", "Where rows come from (task.source): auto/hub (the real data), local (data_dir) or fixture (offline).")
+                           "method.keep_special). false: the authors' rule, np.flatnonzero of the counts over inputs "
+                           "padded to max_length, i.e. the ids that occur plus pad (the paper's Table 2).")
+    source: str = f("auto", "Where rows come from (task.source): auto/hub (the real data), local (data_dir) or fixture "
+                    "(offline).")
     data_dir: str = f("", "task.data_dir for source=local.")
     fixture_size: int = f(64, "Rows per split for source=fixture.")
     max_samples: int = f(-1, "Keep the first N rows of every counted split (-1: all).")
     max_length: int = f(128, "Truncate each example at this many tokens, as in training (the paper: 128).")
-    out: Optional[str] = f("outputs/analysis/vocab", "Folder for <what>.md/.json (and heaps_<tokenizer>.png); out= (empty) prints only.")
+    out: Optional[str] = f("outputs/analysis/vocab", "Folder for <what>.md/.json (and heaps_<tokenizer>.png); out= "
+                           "(empty) prints only.")
 
 
 # ---- tokenizers, configs, parameter counts -------------------------------------------------------
@@ -142,7 +158,8 @@ def model_config(name: str, num_labels: int):
             return AutoConfig.for_model(spec.model_type, **spec.fields, num_labels=num_labels)
         return AutoConfig.from_pretrained(str(minilm_path()) if name == "minilm" else name, num_labels=num_labels)
     except (OSError, ValueError) as e:
-        raise EmbexpError(f"no config for model '{name}' (registry: {', '.join(MODELS)}; else a hub id): {str(e).splitlines()[0]}") from None
+        raise EmbexpError(f"no config for model '{name}' (registry: {', '.join(MODELS)}; else a hub id): "
+                          f"{str(e).splitlines()[0]}") from None
 
 
 def shape_of(config) -> tuple[int, int, int]:
@@ -209,7 +226,8 @@ class TokenCache:
             from itertools import chain
 
             tok = self.tokenizer(tok_name)
-            seqs = [s for which in self.cfg.splits for s in encode(tok, texts(self.cfg, task_name, subset, which), self.cfg.max_length)]
+            seqs = [s for which in self.cfg.splits
+                    for s in encode(tok, texts(self.cfg, task_name, subset, which), self.cfg.max_length)]
             self._ids[key] = np.fromiter(chain.from_iterable(seqs), dtype=np.int64, count=sum(map(len, seqs)))
         return self._ids[key]
 
@@ -266,7 +284,8 @@ def heaps(cfg, counter: TokenCache) -> tuple[str, dict]:
     md = markdown(rows, ["task", "total_tokens", "unique_tokens", "vocab_used_pct"], title)
     out = {"tokenizer": cfg.tokenizer, "vocab_size": vocab, "rows": rows, "curves": curves, "heaps_fit": fit}
     if cfg.out:
-        out["png"] = str(plot_heaps(Path(cfg.out) / f"heaps_{_slug(cfg.tokenizer)}.png", rows, curves, subsets, fit, vocab, title))
+        out["png"] = str(plot_heaps(Path(cfg.out) / f"heaps_{_slug(cfg.tokenizer)}.png", rows, curves, subsets, fit,
+                                    vocab, title))
     return md, out
 
 
@@ -282,7 +301,8 @@ def plot_heaps(path: Path, rows, curves, subsets, fit, vocab, title) -> Path:
         if len(n):
             line, = ax.plot(n, u, lw=1, alpha=0.6)
             ax.scatter([r["total_tokens"]], [r["unique_tokens"]], color=line.get_color(), zorder=3)
-            ax.annotate(r["task"], (r["total_tokens"], r["unique_tokens"]), fontsize=8, xytext=(3, -9), textcoords="offset points")
+            ax.annotate(r["task"], (r["total_tokens"], r["unique_tokens"]), fontsize=8, xytext=(3, -9),
+                        textcoords="offset points")
     if fit:
         xs = np.geomspace(1, max(r["total_tokens"] for r in rows), 100)
         ax.plot(xs, np.minimum(fit["K"] * xs ** fit["beta"], vocab), "k--", lw=1,
@@ -308,7 +328,8 @@ def reductions(cfg, counter: TokenCache, models: list[str], task_name: str, subs
             rows, dim, n_params = shape_of(model_config(m, num_labels(task_name, s)))
             kept = counter.kept(tok_name, task_name, s)
             if len(kept) and kept[-1] >= rows:
-                raise EmbexpError(f"tokenizer '{tok_name}' has ids up to {kept[-1]} but model '{m}' has {rows} embedding rows")
+                raise EmbexpError(f"tokenizer '{tok_name}' has ids up to {kept[-1]} but model '{m}' has "
+                                  f"{rows} embedding rows")
             removed = rows - len(kept)
             recs.append({"model": m, "label": MODELS[m].label if m in MODELS else m, "subset": s, "tokenizer": tok_name,
                          "kept_rows": int(len(kept)), "embedding_rows": rows, "dim": dim, "n_params": n_params,
@@ -363,10 +384,12 @@ def table(cfg, counter: TokenCache) -> tuple[str, dict]:
     if cfg.what == "table3":
         for r in recs:  # the paper's Table 3 rows are sizes
             r["label"] = {"deberta": "Base"}.get(r["model"], r["label"])
-        md = markdown(pivot(recs, subsets, "removed_params", 1e-6), cols, f"Table 3: reduction in model parameters (millions), {where}")
+        md = markdown(pivot(recs, subsets, "removed_params", 1e-6), cols,
+                      f"Table 3: reduction in model parameters (millions), {where}")
     else:
         n = {"table2": "Table 2", "table4": "Table 4"}[cfg.what]
-        md = (markdown(pivot(recs, subsets, "embedding_pct"), cols, f"{n}: reduction in embedding parameters (%), {where}") + "\n"
+        md = (markdown(pivot(recs, subsets, "embedding_pct"), cols,
+                       f"{n}: reduction in embedding parameters (%), {where}") + "\n"
               + markdown(pivot(recs, subsets, "model_pct"), cols, f"{n}: reduction in model parameters (%), {where}"))
     return md, {"records": recs}
 

@@ -35,10 +35,10 @@ import torch
 
 from embexp.doctor.common import Section, compose, matmul_params, mib, model_config, table
 from embexp.doctor.speed import AUTOCAST, fixed_batches
-from embexp.run.loop import Trainer
 from embexp.methods.registry import registered, unsupported
 from embexp.models.loading import text_config
 from embexp.run.build import build
+from embexp.run.loop import Trainer
 
 LAYER = {"weights train": (6, 4), "adapters": (6, 8), "frozen": (2, 3)}  # (c_h, c_i) of the formula
 STATE_TOLERANCE = 0.01  # the measured state within 1% of the formula

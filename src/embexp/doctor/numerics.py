@@ -192,8 +192,8 @@ def tinyte_bias(model: str, device: torch.device, acc, seed: int) -> dict:
     """TinyTE-full under ``model.dtype=bfloat16`` through the real loop (pipeline.build + Trainer): b is
     fp32, and one AdamW step at lr 1e-4 from b = 1 moves every entry by about lr (Adam's first step is
     lr x sign(g)), an update that bf16, whose spacing at 1.0 is 2^-7, would round away."""
-    from embexp.run.loop import Trainer
     from embexp.run.build import build as build_run
+    from embexp.run.loop import Trainer
 
     lr = 1e-4
     cfg = compose(model, "tinyte_full", 32, ROWS, device, "model.dtype=bfloat16", "trainer.max_steps=1",

@@ -24,10 +24,10 @@ import torch
 
 from embexp.data import collate, n_tokens
 from embexp.doctor.common import Section, autocast, compose, matmul_params, model_config, table, timed
-from embexp.run.evaluate import eos_ids, generate
-from embexp.run.loop import Trainer, micro_batch_indices
 from embexp.models.loading import text_config
 from embexp.run.build import build
+from embexp.run.evaluate import eos_ids, generate
+from embexp.run.loop import Trainer, micro_batch_indices
 
 GOAL = 1.02  # embexp's seconds per token at most this times the plain loop's (the goal)
 AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16, "no": None}
@@ -170,7 +170,7 @@ def generation_speed(model: str, s, device: torch.device) -> dict | None:
             sec, out[which] = timed(sides[which], device)
             runs[which].append(sec)
     p, e = statistics.median(runs["plain"]), statistics.median(runs["embexp"])
-    (plain_texts, count), same = out["plain"], sum(a == b for a, b in zip(out["plain"][0], out["embexp"]))
+    (_, count), same = out["plain"], sum(a == b for a, b in zip(out["plain"][0], out["embexp"]))
     return {"model": model, "prompts": len(prompts), "new tokens": count,
             "weights": str(next(c.method.parameters()).dtype).replace("torch.", ""), "plain tok/s": count / p,
             "embexp tok/s": count / e, "time ratio": e / p, "same outputs": f"{same}/{len(prompts)}"}

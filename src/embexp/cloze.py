@@ -45,7 +45,8 @@ class ClozeObjective(nn.Module):
         at_mask = logits[torch.arange(logits.shape[0], device=logits.device), positions.to(logits.device)]
         cls = at_mask[:, self.verbalizer_ids].float()  # [B, classes]
         loss = None
-        if labels is not None and self.loss == "vocabulary":  # every token competes; the target is the label's verbalizer
+        # "vocabulary": every token competes; the target is the label's verbalizer
+        if labels is not None and self.loss == "vocabulary":
             loss = nn.functional.cross_entropy(at_mask.float(), self.verbalizer_ids[labels.to(cls.device)])
         elif labels is not None:
             loss = nn.functional.cross_entropy(cls, labels.to(cls.device))

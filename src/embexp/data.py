@@ -1,6 +1,6 @@
 """Turn task examples into token features and padded batches (the only place that tokenises).
 
-A run builds one :class:`Featurizer`, and it tokenises each text once: the pipeline's features,
+A run builds one :class:`Featurizer`, and it tokenises each text once: ``run.build``'s features,
 generation, log-likelihood scoring of the choices and the compression metrics of every evaluation
 (the final one and each ``trainer.curve_at`` point) read the same ids (``Featurizer.encode``)."""
 

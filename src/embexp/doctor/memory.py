@@ -1,5 +1,5 @@
-"""Check 3, memory: one training step per method, through the real loop (``pipeline.build`` + ``Trainer``),
-measured against the formula of the README's Llama-3.1-8B table.
+"""Check 3, memory: one training step per method, through the real loop (``run.build.build`` +
+``Trainer``), measured against the formula of the README's Llama-3.1-8B table.
 
 Formula (one process, no activation checkpointing; T tokens of the padded micro-batch, L layers,
 hidden size h, FFN width i, vocabulary V, s bytes per activation element: 2 under bf16, 4 in fp32):
@@ -17,7 +17,7 @@ hidden size h, FFN width i, vocabulary V, s bytes per activation element: 2 unde
   tied output head once more);
 - peak = state + activations + the logits' gradient while the backward starts, T x V x (4 + s).
 
-Measured: the state as ``loop.state_memory`` counts it (the live tensors after the first optimizer
+Measured: the state as ``run.loop.state_memory`` counts it (the live tensors after the first optimizer
 step), the activations as the bytes of the distinct storages autograd saves during the step
 (``torch.autograd.graph.saved_tensors_hooks``, parameters excluded: on any device), and on a GPU the
 peak of ``torch.cuda.max_memory_allocated`` over the step (not measured on a CPU: its peak RSS is

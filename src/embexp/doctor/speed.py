@@ -10,7 +10,7 @@ the reduced form's few steps cannot judge it).
 
 MFU = the model FLOPs of embexp's tokens per second (:func:`flops_per_token`) over this device's
 measured dense matmul rate in the training precision (an n x n matmul, n = 4096 on a GPU), not the
-datasheet's peak. Generation: zero_shot (the backbone itself) through ``inference.generate`` (what
+datasheet's peak. Generation: zero_shot (the backbone itself) through ``run.evaluate.generate`` (what
 evaluation runs: left-padded batches sorted by length, greedy, the KV cache) against ``model.generate``
 on the same batches; generated tokens (up to each row's end of sequence) per second, and whether the
 two give the same texts.
@@ -151,8 +151,8 @@ def plain_generate(c, ids: list[list[int]], batch: int, max_new: int, device: to
 
 
 def generation_speed(model: str, s, device: torch.device) -> dict | None:
-    """Generated tokens/s of embexp's batched greedy generation (inference.generate, as evaluation runs it)
-    against :func:`plain_generate`, zero_shot (the backbone itself); decoders only."""
+    """Generated tokens/s of embexp's batched greedy generation (run.evaluate.generate, as evaluation runs
+    it) against :func:`plain_generate`, zero_shot (the backbone itself); decoders only."""
     if model_config(model).kind != "decoder":
         return None
     cfg = compose(model, "zero_shot", s.seq_len, s.batch_size, device, f"task.max_eval_samples={4 * s.batch_size}",

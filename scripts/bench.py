@@ -31,6 +31,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from embexp.core.cli import one_line_errors, quiet_libraries  # noqa: E402
+
 # the plain-loop comparison lives in the package, shared with python -m embexp.doctor (make gpu-check)
 from embexp.doctor.speed import alternating, embexp_loop, fixed_batches, plain_loop  # noqa: E402,F401
 from embexp.models import smollm2_path  # noqa: E402
@@ -43,7 +44,8 @@ def options(name: str, argv: list[str], defaults: dict, hydra: bool = False) -> 
     overrides passed on to the composed config. One line naming the valid keys on a bad one."""
     if argv and argv[0] in ("-h", "--help"):
         print(f"python scripts/bench.py {name} " + " ".join(f"{k}={v}" for k, v in defaults.items())
-              + (" [Hydra overrides with a dot]" if hydra else "") + "\n\n" + inspect.cleandoc(BENCHMARKS[name].__doc__ or ""))
+              + (" [Hydra overrides with a dot]" if hydra else "") + "\n\n"
+              + inspect.cleandoc(BENCHMARKS[name].__doc__ or ""))
         sys.exit(0)
     opts, overrides = dict(defaults), []
     for a in argv:
@@ -132,7 +134,8 @@ def ktoken_prefill(argv: list[str]) -> None:
     torch.set_num_threads(int(o["threads"]))
     n, k = int(o["tokens"]), int(o["k"])
     torch.manual_seed(int(o["seed"]))
-    _, c = build_run(["method=ktoken", f"model={o['model']}", "task=tree", f"method.k={k}", "trainer.cpu=true", *overrides])
+    _, c = build_run(["method=ktoken", f"model={o['model']}", "task=tree", f"method.k={k}", "trainer.cpu=true",
+                      *overrides])
     method = c.method
     method.eval()
     model = method.backbone_model
@@ -150,7 +153,8 @@ def ktoken_prefill(argv: list[str]) -> None:
 
     with torch.inference_mode():
         x, _ = method.prefix(ids, mask)
-        print(f"model={o['model']} ({c.n_backbone_params:,} params) k={k}: {n} prompt tokens -> {x.shape[1]} positions; "
+        print(f"model={o['model']} ({c.n_backbone_params:,} params) "
+              f"k={k}: {n} prompt tokens -> {x.shape[1]} positions; "
               f"torch {torch.__version__}, {torch.get_num_threads()} threads")
         uncompressed(), merged()  # warm-up
         times = {"uncompressed": [], "merged": []}
@@ -158,7 +162,8 @@ def ktoken_prefill(argv: list[str]) -> None:
             for name, fn in alternating(r, [("uncompressed", uncompressed), ("merged", merged)]):
                 times[name].append(clocks(fn))
             (uw, uc), (mw, mc) = times["uncompressed"][-1], times["merged"][-1]
-            print(f"repeat {r}: uncompressed wall {uw:.3f} s cpu {uc:.3f} s; merged wall {mw:.3f} s cpu {mc:.3f} s", flush=True)
+            print(f"repeat {r}: uncompressed wall {uw:.3f} s cpu {uc:.3f} s; "
+                  f"merged wall {mw:.3f} s cpu {mc:.3f} s", flush=True)
     for i, clock in enumerate(("wall", "cpu")):
         u = statistics.median(t[i] for t in times["uncompressed"])
         m = statistics.median(t[i] for t in times["merged"])
@@ -218,8 +223,8 @@ def pete(argv: list[str]) -> None:
 
     from embexp.run.loop import Trainer, TrainInputs
 
-    o, _ = options("pete", argv, dict(model="scratch_encoder", steps="10", batch="32", repeats="6", data_dir="", seed="0",
-                                      threads=""))
+    o, _ = options("pete", argv, dict(model="scratch_encoder", steps="10", batch="32", repeats="6", data_dir="",
+                                      seed="0", threads=""))
     if o["threads"]:
         torch.set_num_threads(int(o["threads"]))
     acc = Accelerator(cpu=True)
@@ -229,13 +234,16 @@ def pete(argv: list[str]) -> None:
     built = {}
     for m in methods:
         torch.manual_seed(int(o["seed"]))  # data, features and method.setup as a run does them
-        built[m] = build_run([f"method={m}", f"model={o['model']}", "task=nli_pairs", *data, f"trainer.max_steps={o['steps']}",
-                              f"trainer.batch_size={o['batch']}", *TRAIN_QUIET, f"seed={o['seed']}"])
+        built[m] = build_run([f"method={m}", f"model={o['model']}", "task=nli_pairs", *data,
+                              f"trainer.max_steps={o['steps']}", f"trainer.batch_size={o['batch']}", *TRAIN_QUIET,
+                              f"seed={o['seed']}"])
     print(f"model={o['model']} data={'SNLI validation+test (' + o['data_dir'] + ')' if o['data_dir'] else 'fixture'} "
-          f"batch={o['batch']} steps={o['steps']} repeats={o['repeats']} threads={torch.get_num_threads()} torch={torch.__version__}")
+          f"batch={o['batch']} steps={o['steps']} repeats={o['repeats']} "
+          f"threads={torch.get_num_threads()} torch={torch.__version__}")
     trainers = {}
     for m, (cfg, c) in built.items():  # one trainer each; a first fit warms up kernels and creates the optimizer state
-        trainers[m] = Trainer(c.method, cfg.trainer, acc, TrainInputs(c.train_features, c.backbone.tokenizer.pad_token_id, cfg.seed))
+        inputs = TrainInputs(c.train_features, c.backbone.tokenizer.pad_token_id, cfg.seed)
+        trainers[m] = Trainer(c.method, cfg.trainer, acc, inputs)
         fit_clocks(trainers[m])
     wall, cpu = {m: [] for m in methods}, {m: [] for m in methods}
     for r in range(int(o["repeats"])):
@@ -248,7 +256,8 @@ def pete(argv: list[str]) -> None:
         n = built[m][1].method.n_trainable(include_head=False)
         print(f"{m:<8} {n:>11,} params  wall {med[m][0]:.3f} s/step  CPU {med[m][1]:.3f} s/step   "
               f"per repeat wall {[round(x, 3) for x in wall[m]]} CPU {[round(x, 3) for x in cpu[m]]}")
-    print(f"ratio pete / full_ft: wall {med['pete'][0] / med['full_ft'][0]:.3f}  CPU {med['pete'][1] / med['full_ft'][1]:.3f}")
+    print(f"ratio pete / full_ft: wall {med['pete'][0] / med['full_ft'][0]:.3f}  "
+          f"CPU {med['pete'][1] / med['full_ft'][1]:.3f}")
 
 
 # ---- Tiny-Attention ---------------------------------------------------------------------------------
@@ -290,7 +299,8 @@ def tinyattn(argv: list[str]) -> None:
     data = ([f"task.data_dir={o['data_dir']}", "task.source=local", "task.subset=sst2"] if o["data_dir"]
             else ["task.source=fixture", "task.fixture_size=256"])
     torch.manual_seed(0)
-    cfg, c = build_run(["method=tinyattn", f"model={o['model']}", f"task={o['task']}", *data,  # tinyattn on its own backbone
+    # tinyattn on its own backbone
+    cfg, c = build_run(["method=tinyattn", f"model={o['model']}", f"task={o['task']}", *data,
                         f"task.max_source_tokens={o['source_tokens']}", "trainer.cpu=true",
                         *[x for x in o["overrides"].split(",") if x]])
     feats = [c.featurizer.train_features(e) for e in c.task.examples("train")]
@@ -303,7 +313,8 @@ def tinyattn(argv: list[str]) -> None:
     for p in head:
         p.requires_grad_(True)
     full_bw = {"on": False}
-    plain.model.get_input_embeddings().register_forward_hook(lambda mod, a, out: out.requires_grad_(True) if full_bw["on"] else out)
+    plain.model.get_input_embeddings().register_forward_hook(
+        lambda mod, a, out: out.requires_grad_(True) if full_bw["on"] else out)
     loops = {"head_only": Loop(plain.model, head, lambda: full_bw.__setitem__("on", False)),
              "head_full_bw": Loop(plain.model, head, lambda: full_bw.__setitem__("on", True)),
              "tinyattn": Loop(c.method, list(c.method.trainable_tensors().values()))}
@@ -320,7 +331,8 @@ def tinyattn(argv: list[str]) -> None:
     paired = {k: statistics.median(a / b for a, b in zip(times["tinyattn"], times[k])) for k in names}
     n_tok = sum(int(b["attention_mask"].sum()) for b in batches) / len(batches)
     print(f"data={o['data_dir'] or 'fixture'} tokens/batch={n_tok:.0f} model={o['model']} batch={o['batch']} "
-          f"max_source_tokens={o['source_tokens']} steps={o['steps']} repeats={o['repeats']} threads={torch.get_num_threads()} "
+          f"max_source_tokens={o['source_tokens']} steps={o['steps']} "
+          f"repeats={o['repeats']} threads={torch.get_num_threads()} "
           f"torch={torch.__version__} tinyattn: heads={cfg.method.heads} head_dim={cfg.method.head_dim} "
           f"adapter params={c.method.n_trainable(include_head=False)} head params={sum(p.numel() for p in head)}")
     print(f"{'loop':<14}{'median s/step':>15}{'ratio of medians':>18}{'median paired ratio':>21}   quartiles s/step")
@@ -332,10 +344,12 @@ def tinyattn(argv: list[str]) -> None:
 # ---- evaluation -------------------------------------------------------------------------------------
 PARTS = {"sst2": ["task=glue", "task.subset=sst2"],  # eval_mode auto: generation and log-likelihood choices
          "boolq": ["task=superglue", "task.subset=boolq", "task.eval_mode=loglik", "task.max_source_tokens=4096"]}
-LMEVAL_BOOLQ = dict(task="embexp_boolq", dataset_path="json", output_type="multiple_choice", validation_split="validation",
+LMEVAL_BOOLQ = dict(task="embexp_boolq", dataset_path="json", output_type="multiple_choice",
+                    validation_split="validation",
                     doc_to_text="{{passage}}\nQuestion: {{question}}?\nAnswer:", doc_to_target="label",
                     doc_to_choice=["no", "yes"], metric_list=[{"metric": "acc"}])  # lm-eval's boolq.yaml, local rows
-CPU_CLOCK = """import sys, time, embexp.run.evaluate as i  # python -m embexp.train; evaluate() also records its CPU seconds
+CPU_CLOCK = """\
+import sys, time, embexp.run.evaluate as i  # python -m embexp.train; evaluate() also records its CPU seconds
 def timed(*a, evaluate=i.evaluate, **kw):
     c = time.process_time(); m, p = evaluate(*a, **kw); m["eval_cpu_seconds"] = time.process_time() - c; return m, p
 i.evaluate, sys.argv[0] = timed, "embexp.train"; import embexp.train; embexp.train.entry()"""
@@ -347,35 +361,43 @@ def evaluation(argv: list[str]) -> None:
     fixtures): this code ("after") against the code at git revision `before`, each a fresh process, and
     lm-eval's HFLM on BoolQ (model=smollm2; in this process, warmed up; lmeval=0: without). Stops
     unless metrics, answers and log-likelihoods (1e-6) agree."""
-    o, _ = options("evaluation", argv, dict(model="smollm2", parts="sst2 boolq", sst2_rows="872", boolq_rows="200", repeats="3", batch="8", threads="1",
-                                            before="3ede73f", data_dir=os.environ.get("EMBEXP_DATA", ""), lmeval="1"))
+    o, _ = options("evaluation", argv, dict(model="smollm2", parts="sst2 boolq", sst2_rows="872", boolq_rows="200",
+                                            repeats="3", batch="8", threads="1", before="3ede73f",
+                                            data_dir=os.environ.get("EMBEXP_DATA", ""), lmeval="1"))
     if o["lmeval"] == "1" and o["model"] != "smollm2":
-        sys.exit(f"embexp: error: lmeval=1 compares with lm-eval on SmolLM2's folder: model=smollm2 or lmeval=0 (got model={o['model']})")
+        sys.exit("embexp: error: lmeval=1 compares with lm-eval on SmolLM2's "
+                 f"folder: model=smollm2 or lmeval=0 (got model={o['model']})")
     if bad := [p for p in o["parts"].split() if p not in PARTS]:
         sys.exit(f"embexp: error: parts: unknown part {bad[0]!r} (choose from: {', '.join(PARTS)})")
     if o["lmeval"] == "1" and "boolq" in o["parts"].split() and importlib.util.find_spec("lm_eval") is None:
         sys.exit("embexp: error: lmeval=1 needs lm-eval: pip install -e '.[lmeval]' (or lmeval=0 to leave it out)")
     repo = Path(__file__).resolve().parents[1]
-    print(f"{o['model']} zero_shot, batch {o['batch']}, {o['threads']} thread(s), {o['repeats']} repeats, before = {o['before']}")
+    print(f"{o['model']} zero_shot, batch {o['batch']}, {o['threads']} "
+          f"thread(s), {o['repeats']} repeats, before = {o['before']}")
     with tempfile.TemporaryDirectory(prefix="embexp_bench_") as tmp:  # the code at `before`, the runs' directories
         subprocess.run(f"git -C {repo} archive {o['before']} src conf | tar -x -C {tmp}", shell=True, check=True)
         for part in o["parts"].split():
-            rows, who = int(o[part + "_rows"]), ["before", "after"] + (["lm-eval"] if part == "boolq" and o["lmeval"] == "1" else [])
+            rows, who = (int(o[part + "_rows"]),
+                         ["before", "after"] + (["lm-eval"] if part == "boolq" and o["lmeval"] == "1" else []))
             lm_eval, runs = lmeval_boolq(o, rows) if "lm-eval" in who else None, {k: [] for k in who}
             for r in range(int(o["repeats"])):
                 for k in who[r % len(who):] + who[:r % len(who)]:  # a rotating order
                     src = Path(tmp, "src") if k == "before" else repo / "src"
-                    runs[k].append(lm_eval() if k == "lm-eval" else embexp_eval(o, part, rows, src, Path(tmp, f"{part}_{k}_{r}")))
-                print(f"{part} repeat {r}: " + ", ".join(f"{k} {x[-1]['wall']:.1f} s ({x[-1]['cpu']:.1f} s CPU)" for k, x in runs.items()),
+                    runs[k].append(lm_eval() if k == "lm-eval"
+                                   else embexp_eval(o, part, rows, src, Path(tmp, f"{part}_{k}_{r}")))
+                print(f"{part} repeat {r}: " + ", ".join(f"{k} {x[-1]['wall']:.1f} s ({x[-1]['cpu']:.1f} s CPU)"
+                                                         for k, x in runs.items()),
                       flush=True)
             report_evaluation(part, rows, runs)
 
 def embexp_eval(o: dict, part: str, rows: int, src: Path, out: Path) -> dict:
     """One evaluation run of the embexp under `src`, in a fresh process: its times, metrics and outputs."""
-    cmd = [sys.executable, "-c", CPU_CLOCK, "do_train=false", "method=zero_shot", f"model={o['model']}", "trainer.cpu=true",
-           "trainer.progress=false", f"trainer.eval_batch_size={o['batch']}", *PARTS[part], f"task.max_eval_samples={rows}",
+    cmd = [sys.executable, "-c", CPU_CLOCK, "do_train=false", "method=zero_shot", f"model={o['model']}",
+           "trainer.cpu=true", "trainer.progress=false", f"trainer.eval_batch_size={o['batch']}", *PARTS[part],
+           f"task.max_eval_samples={rows}",
            f"task.data_dir={o['data_dir']}" if o["data_dir"] else "task.source=fixture", f"output_root={out}"]
-    job = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": o["threads"]}, capture_output=True, text=True)
+    job = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": o["threads"]},
+                         capture_output=True, text=True)
     if job.returncode:
         sys.exit(f"embexp: error: {out.name} failed: {(job.stderr.strip().splitlines() or ['?'])[-1]}")
     run_dir = next(out.rglob("metrics.json")).parent
@@ -391,15 +413,19 @@ def lmeval_boolq(o: dict, rows: int):
     from lm_eval.models.huggingface import HFLM
 
     torch.set_num_threads(int(o["threads"]))
-    lm, manager = HFLM(pretrained=str(smollm2_path()), device="cpu", dtype="float32", batch_size=int(o["batch"])), tasks.TaskManager()
-    task = {**LMEVAL_BOOLQ, "dataset_kwargs": {"data_files": {"validation": f"{o['data_dir']}/super_glue/boolq/validation.jsonl"}}}
+    lm, manager = (HFLM(pretrained=str(smollm2_path()), device="cpu", dtype="float32", batch_size=int(o["batch"])),
+                   tasks.TaskManager())
+    task = {**LMEVAL_BOOLQ,
+            "dataset_kwargs": {"data_files": {"validation": f"{o['data_dir']}/super_glue/boolq/validation.jsonl"}}}
     evaluator.evaluate(lm, tasks.get_task_dict([task], manager), limit=int(o["batch"]), verbosity="ERROR")  # warm-up
 
     def run() -> dict:
         task_dict, got = tasks.get_task_dict([task], manager), {}  # the rows loaded before the clock starts
-        wall, cpu = clocks(lambda: got.setdefault("res", evaluator.evaluate(lm, task_dict, limit=rows, verbosity="ERROR")))
+        wall, cpu = clocks(lambda: got.setdefault("res", evaluator.evaluate(lm, task_dict, limit=rows,
+                                                                            verbosity="ERROR")))
         samples = sorted(got["res"]["samples"]["embexp_boolq"], key=lambda x: x["doc_id"])
-        return {"wall": wall, "cpu": cpu, "metrics": {"ll_accuracy": 100.0 * got["res"]["results"]["embexp_boolq"]["acc,none"]},
+        return {"wall": wall, "cpu": cpu,
+                "metrics": {"ll_accuracy": 100.0 * got["res"]["results"]["embexp_boolq"]["acc,none"]},
                 "out": [[None, [float(x[0]) for x in s["filtered_resps"]]] for s in samples]}
     return run
 
@@ -408,17 +434,21 @@ def report_evaluation(part: str, rows: int, runs: dict) -> None:
     """Examples/s of each side (median, per repeat) and the paired speed ratios "after" / side; the checks."""
     ref, answers = runs["after"][0], lambda x: [(g, s and s.index(max(s))) for g, s in x["out"]]  # noqa: E731
     for k, rs in runs.items():
-        worst = max(abs(a - b) for x in rs for (_, s), (_, t) in zip(x["out"], ref["out"]) for a, b in zip(s or [], t or []))
+        worst = max(abs(a - b) for x in rs for (_, s), (_, t) in zip(x["out"], ref["out"])
+                    for a, b in zip(s or [], t or []))
         keys = ["ll_accuracy"] if k == "lm-eval" else list(ref["metrics"])
-        if any([x["metrics"][m] for m in keys] != [ref["metrics"][m] for m in keys] or answers(x) != answers(ref) for x in rs) \
-                or (k != "lm-eval" and worst > 1e-6):
-            sys.exit(f"embexp: error: {part}: {k} differs from after (metrics, answers, or log-likelihoods by {worst:.1e})")
+        if any([x["metrics"][m] for m in keys] != [ref["metrics"][m] for m in keys] or answers(x) != answers(ref)
+               for x in rs) or (k != "lm-eval" and worst > 1e-6):
+            sys.exit(f"embexp: error: {part}: {k} differs from after "
+                     f"(metrics, answers, or log-likelihoods by {worst:.1e})")
         print(f"{part} {k}: largest |loglik - after's| {worst:.1e}; "
               + ", ".join(f"{m} {ref['metrics'][m]:.2f}" for m in keys if "acc" in m))
         for clock in ("wall", "cpu"):
             rate, q = [rows / x[clock] for x in rs], [x[clock] / a[clock] for a, x in zip(runs["after"], rs)]
-            vs = f"; speed after / {k}: median {statistics.median(q):.3f}, per repeat {min(q):.3f}..{max(q):.3f}" if k != "after" else ""
-            print(f"  {clock:<4} examples/s median {statistics.median(rate):.3f} (per repeat {[round(v, 3) for v in rate]}){vs}")
+            vs = (f"; speed after / {k}: median {statistics.median(q):.3f}, per repeat {min(q):.3f}..{max(q):.3f}"
+                  if k != "after" else "")
+            print(f"  {clock:<4} examples/s median {statistics.median(rate):.3f} "
+                  f"(per repeat {[round(v, 3) for v in rate]}){vs}")
 
 
 BENCHMARKS = {"throughput": throughput, "ktoken_prefill": ktoken_prefill, "pema_count": pema_count, "pete": pete,

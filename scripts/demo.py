@@ -50,10 +50,12 @@ def main() -> None:
         subprocess.run(cmd, check=True, env=env)
         rows.append((method, json.loads((run_dir / "metrics.json").read_text()), time.perf_counter() - t0))
     first = rows[0][1]
-    labels = [json.loads(line)["label"] for line in (Path(args.out) / "zero_shot" / "predictions.jsonl").read_text().splitlines() if line]
+    labels = [json.loads(line)["label"]
+              for line in (Path(args.out) / "zero_shot" / "predictions.jsonl").read_text().splitlines() if line]
     majority = 100.0 * max(labels.count(v) for v in set(labels)) / len(labels)
     print(f"\nGLUE SST-2 fixture on SmolLM2-135M-Instruct ({first['n_total_params']:,} parameters, frozen), "
-          f"{first['n_eval_examples']} eval sentences (majority class {majority:.1f} %), wall {time.perf_counter() - t_all:.0f} s")
+          f"{first['n_eval_examples']} eval sentences (majority class "
+          f"{majority:.1f} %), wall {time.perf_counter() - t_all:.0f} s")
     head = f"{'method':<15}{'trainable':>11}{'exact match':>13}{'log-lik acc':>13}{'seconds':>9}"
     print(head + "\n" + "-" * len(head))
     for method, m, secs in rows:

@@ -27,7 +27,8 @@ CELLS = [("tiny_llama", "wmt16"), ("tiny_roberta", "glue")]
 def plan() -> list[tuple[str, str, str, str]]:
     """(method, model, task, why it is skipped or '') for every registered method and cell."""
     models = {model: compose_train(["debug=smoke", f"model={model}", f"task={task}"]).model for model, task in CELLS}
-    return [(method, model, task, unsupported(method, models[model])) for method in sorted(registered()) for model, task in CELLS]
+    return [(method, model, task, unsupported(method, models[model]))
+            for method in sorted(registered()) for model, task in CELLS]
 
 
 def main() -> int:
@@ -39,13 +40,15 @@ def main() -> int:
         if skip:
             print(f"skip  {method:<17}{model:<14}{task:<7}{skip}", flush=True)
             continue
-        cfg = compose_train(["debug=smoke", f"method={method}", f"model={model}", f"task={task}", "trainer.log_every=0"])
+        cfg = compose_train(["debug=smoke", f"method={method}", f"model={model}", f"task={task}",
+                             "trainer.log_every=0"])
         run_dir = Path(run_name(cfg.output_root, cfg.task.name, cfg.task.subset, model, method, cfg.tag, cfg.seed))
         t0 = time.perf_counter()
         try:
             m = run(cfg, run_dir)
             shown = ", ".join(f"{k}={v:.2f}" for k, v in m["metrics"].items() if not k.endswith("seconds"))
-            print(f"ok    {method:<17}{model:<14}{task:<7}{m['n_trainable_params']:>9,} params  {time.perf_counter() - t0:5.1f}s  {shown}", flush=True)
+            print(f"ok    {method:<17}{model:<14}{task:<7}{m['n_trainable_params']:>9,} "
+                  f"params  {time.perf_counter() - t0:5.1f}s  {shown}", flush=True)
         except Exception as e:  # report every cell, then fail
             failures += 1
             print(f"FAIL  {method:<17}{model:<14}{task:<7}{type(e).__name__}: {e}", flush=True)

@@ -9,16 +9,17 @@ the 87 held-out rows as its validation.jsonl. The reported eval rows are never r
 
 Protocol. Stage 1: each method trains on the 349 rows at every learning rate of its grid (``lrs``;
 the head alone also ``head_only_lrs``: a linear probe's best lr lies higher; its grid was extended
-upwards while the best held-out lr was the largest one tried) with seeds ``select_seeds`` and is scored on the 87 held-out rows; each method keeps its own lr with the best
-mean held-out accuracy (ties: the smaller lr). Stage 2: each method trains on the 436 train rows at
+upwards while the best held-out lr was the largest one tried) with seeds ``select_seeds`` and is scored
+on the 87 held-out rows; each method keeps its own lr with the best mean held-out accuracy (ties: the
+smaller lr). Stage 2: each method trains on the 436 train rows at
 its chosen lr with seeds ``seeds`` and is scored once on the 436 eval rows. Both stages: the same
 steps, batch 16, warm-up 10%, linear decay, ``trainer.select_best=false`` (the last state is
 evaluated). A run whose metrics.json exists with the same command is reused, so the two methods can
 run in two processes (``methods=tinyattn`` / ``methods=head_only``) and a last call prints the tables.
 
-    python scripts/tinyattn_sst2.py                             # 200 steps; lrs 1e-3,1e-2 (+1e-1,1,10 head_only); seeds 0 1 2
-    python scripts/tinyattn_sst2.py methods=tinyattn            # one method's runs only
-    python scripts/tinyattn_sst2.py split_only=1                # only write the split (scripts/bench.py tinyattn reads it)
+    python scripts/tinyattn_sst2.py                   # 200 steps; lrs 1e-3,1e-2 (+1e-1,1,10 head_only); seeds 0 1 2
+    python scripts/tinyattn_sst2.py methods=tinyattn  # one method's runs only
+    python scripts/tinyattn_sst2.py split_only=1      # only write the split (scripts/bench.py tinyattn reads it)
 """
 
 from __future__ import annotations
@@ -34,13 +35,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 # ../shared/data next to the main checkout (worktrees sit one level deeper)
 SOURCE = next((p / "shared/data/glue/sst2/validation.jsonl" for p in REPO.parents
-               if (p / "shared/data/glue/sst2/validation.jsonl").is_file()), Path("../shared/data/glue/sst2/validation.jsonl"))
+               if (p / "shared/data/glue/sst2/validation.jsonl").is_file()),
+              Path("../shared/data/glue/sst2/validation.jsonl"))
 METHODS = ("tinyattn", "head_only")  # tinyattn: Tiny-Attn-1H (the method's defaults); head_only: only the head trains
 
 
 def args(argv):
-    opts = dict(steps="200", seeds="0,1,2", select_seeds="0", lrs="1e-3,1e-2", head_only_lrs="1e-1,1,10", methods=",".join(METHODS),
-                carve_seed="0", out="outputs/tinyattn_sst2", source=str(SOURCE), split_only="0")
+    opts = dict(steps="200", seeds="0,1,2", select_seeds="0", lrs="1e-3,1e-2", head_only_lrs="1e-1,1,10",
+                methods=",".join(METHODS), carve_seed="0", out="outputs/tinyattn_sst2", source=str(SOURCE),
+                split_only="0")
     for a in argv:
         k, v = a.split("=", 1) if "=" in a else (a, "")
         if k not in opts:
@@ -95,7 +98,8 @@ def run(run_dir: Path, overrides: list[str], env) -> dict:
 
 
 def table(title: str, results: dict[str, dict[int, dict]], seeds: list[int]) -> None:
-    print(f"\n{title}\n| run | {' | '.join(f'seed {s}' for s in seeds)} | mean | train s / run |\n|---|{'---:|' * (len(seeds) + 2)}")
+    print(f"\n{title}\n| run | {' | '.join(f'seed {s}' for s in seeds)} "
+          f"| mean | train s / run |\n|---|{'---:|' * (len(seeds) + 2)}")
     for label, by_seed in results.items():
         if not all(s in by_seed for s in seeds):
             continue
@@ -109,7 +113,8 @@ def main():
     out = Path(o["out"]).resolve()
     sizes = split(Path(o["source"]), out, int(o["carve_seed"]))
     print(f"SST-2 validation rows split by idx parity: train {sizes['train']}, eval {sizes['eval']} ({out / 'data'}); "
-          f"lr choice: train rows carved with seed {o['carve_seed']} into {sizes['select_train']} + {sizes['select_holdout']} "
+          f"lr choice: train rows carved with seed {o['carve_seed']} "
+          f"into {sizes['select_train']} + {sizes['select_holdout']} "
           f"held out ({out / 'select/data'})")
     if o["split_only"] not in ("", "0"):
         return
@@ -133,17 +138,21 @@ def main():
             for seed in sel_seeds:
                 sel.setdefault(label, {})[seed] = run(
                     out / "select/runs" / f"{method}_lr{lr}" / f"seed{seed}",
-                    [*common, f"task.data_dir={out / 'select/data'}", f"method={method}", f"trainer.lr={lr}", f"seed={seed}"], env)
-        score = {lr: statistics.mean(sel[f"{method} lr={lr}"][s]["metrics"]["accuracy"] for s in sel_seeds) for lr in lrs}
+                    [*common, f"task.data_dir={out / 'select/data'}", f"method={method}", f"trainer.lr={lr}",
+                     f"seed={seed}"], env)
+        score = {lr: statistics.mean(sel[f"{method} lr={lr}"][s]["metrics"]["accuracy"] for s in sel_seeds)
+                 for lr in lrs}
         chosen[method] = max(lrs, key=lambda lr: (score[lr], -float(lr)))
-        print(f"{method}: lr {chosen[method]} (held-out accuracy {', '.join(f'{lr}: {a:.2f}' for lr, a in score.items())})", flush=True)
+        print(f"{method}: lr {chosen[method]} (held-out accuracy "
+              f"{', '.join(f'{lr}: {a:.2f}' for lr, a in score.items())})", flush=True)
     final = {}
     for method in methods:  # stage 2: the reported runs, each method at its chosen lr
         label = f"{method} lr={chosen[method]}"
         for seed in seeds:
             final.setdefault(label, {})[seed] = run(
                 out / "runs" / method / f"seed{seed}",
-                [*common, f"task.data_dir={out / 'data'}", f"method={method}", f"trainer.lr={chosen[method]}", f"seed={seed}"], env)
+                [*common, f"task.data_dir={out / 'data'}", f"method={method}", f"trainer.lr={chosen[method]}",
+                 f"seed={seed}"], env)
     table(f"Stage 1: accuracy on the {sizes['select_holdout']} held-out train rows (lr choice)", sel, sel_seeds)
     table(f"Stage 2: accuracy on the {sizes['eval']} eval rows", final, seeds)
 

@@ -4,7 +4,10 @@ print(
     "embexp entry points:\n"
     "  python -m embexp.train   method=... model=... task=... [overrides]   train + evaluate one run\n"
     "  python -m embexp.eval    run_dir=DIR                                  re-evaluate a saved run\n"
-    "  python -m embexp.analyze <analysis> ...                                analyses that compute with models or data\n"
-    "  python -m embexp.report  paper=<paper> table=<name> ...                render a paper's tables from run records (--help)\n"
-    "  python -m embexp.doctor  [key=value ...]                               does this machine run embexp right and fast (make gpu-check)"
+    "  python -m embexp.analyze <analysis> ...                                "
+    "analyses that compute with models or data\n"
+    "  python -m embexp.report  paper=<paper> table=<name> ...                "
+    "render a paper's tables from run records (--help)\n"
+    "  python -m embexp.doctor  [key=value ...]                               "
+    "does this machine run embexp right and fast (make gpu-check)"
 )

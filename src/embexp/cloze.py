@@ -8,9 +8,9 @@ verbalizer either way.
 
 The task marks its examples as cloze (``Example.cloze``; tasks/superglue.py, ``task.cloze=true``),
 ``data.Featurizer`` tokenises them and records the mask position (``mask_positions`` in the batch),
-``models.load_backbone(mlm=True)`` loads the encoder with its masked-LM head, and the pipeline
+``models.load_backbone(mlm=True)`` loads the encoder with its masked-LM head, and ``run.build``
 attaches :class:`ClozeObjective` to the method: ``Method.__call__`` routes every batch that carries
-``mask_positions`` to it, so training, the evaluation loss and ``inference.head_predictions`` (the
+``mask_positions`` to it, so training, the evaluation loss and ``run.evaluate.head_predictions`` (the
 argmax of ``logits``) work unchanged for every method.
 """
 
@@ -45,7 +45,8 @@ class ClozeObjective(nn.Module):
         at_mask = logits[torch.arange(logits.shape[0], device=logits.device), positions.to(logits.device)]
         cls = at_mask[:, self.verbalizer_ids].float()  # [B, classes]
         loss = None
-        if labels is not None and self.loss == "vocabulary":  # every token competes; the target is the label's verbalizer
+        # "vocabulary": every token competes; the target is the label's verbalizer
+        if labels is not None and self.loss == "vocabulary":
             loss = nn.functional.cross_entropy(at_mask.float(), self.verbalizer_ids[labels.to(cls.device)])
         elif labels is not None:
             loss = nn.functional.cross_entropy(cls, labels.to(cls.device))

@@ -1,16 +1,15 @@
 """Turn task examples into token features and padded batches (the only place that tokenises).
 
-A run builds one :class:`Featurizer`, and it tokenises each text once: the pipeline's features,
+A run builds one :class:`Featurizer`, and it tokenises each text once: ``run.build``'s features,
 generation, log-likelihood scoring of the choices and the compression metrics of every evaluation
 (the final one and each ``trainer.curve_at`` point) read the same ids (``Featurizer.encode``)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import torch
-
-import logging
 
 from embexp import EmbexpError
 from embexp.tasks.base import MASK, Example
@@ -107,8 +106,6 @@ class Featurizer:
         if not self.is_decoder:
             return self._encoder(ex)
         (p, np_), (t, nt) = self._prompt(ex.prompt), self._target(ex.target)
-        if self.loss_on not in ("target", "all"):
-            raise EmbexpError(f"unknown task.loss_on '{self.loss_on}' (choose from: target, all)")
         labels = p + t if self.loss_on == "all" else [IGNORE] * len(p) + t
         # prompt_length: how many leading ids are the prompt, whatever carries the loss (collate
         # passes it on as "prompt_lengths"; the backbone never receives it)
@@ -180,7 +177,8 @@ class Featurizer:
             ids += flat + list(pieces[k + 1])
             tt += [types[-1][k]] * len(flat) + list(types[k + 1])
         if ids.count(tok.mask_token_id) != 1:
-            raise EmbexpError(f"cloze example has {ids.count(tok.mask_token_id)} mask tokens after tokenisation (expected 1)")
+            raise EmbexpError(f"cloze example has {ids.count(tok.mask_token_id)} mask tokens after tokenisation "
+                              "(expected 1)")
         out = {"input_ids": ids, MASK_POSITION: ids.index(tok.mask_token_id), "labels": ex.label}
         if "token_type_ids" in tok.model_input_names:
             out["token_type_ids"] = tt
@@ -197,7 +195,8 @@ class Featurizer:
             if not got or got[0] == self.tokenizer.unk_token_id:
                 raise EmbexpError(f"verbalizer {w!r} has no token in this tokenizer")
             if len(got) > 1:
-                log.warning("verbalizer %r is %d tokens under this tokenizer: scored by its first token (ours; PET needs one)", w, len(got))
+                log.warning("verbalizer %r is %d tokens under this tokenizer: scored by its first token "
+                            "(ours; PET needs one)", w, len(got))
             ids.append(got[0])
         if len(set(ids)) != len(ids):
             raise EmbexpError(f"verbalizers {list(words)} do not map to distinct tokens under this tokenizer ({ids})")
@@ -263,4 +262,5 @@ def token_lists(feature: dict) -> list[list[int]]:
 
 def n_tokens(batch: dict[str, torch.Tensor]) -> int:
     """Tokens of the input as tokenised (a method may feed the backbone more or fewer)."""
-    return int(batch["attention_mask"].sum()) + (int(batch["attention_mask_b"].sum()) if "attention_mask_b" in batch else 0)
+    return int(batch["attention_mask"].sum()) + (int(batch["attention_mask_b"].sum())
+                                                 if "attention_mask_b" in batch else 0)

@@ -74,7 +74,8 @@ class ContrastiveObjective(nn.Module):
 
 
 @torch.no_grad()
-def embed_texts(method, featurizer, texts: Sequence[str], batch_size: int, device, progress: bool = False) -> torch.Tensor:
+def embed_texts(method, featurizer, texts: Sequence[str], batch_size: int, device,
+                progress: bool = False) -> torch.Tensor:
     """Pooled embeddings [N, d] (fp32, CPU) of ``texts``, longest first in batches (fewer pads)."""
     from embexp.data import pad
 
@@ -83,7 +84,8 @@ def embed_texts(method, featurizer, texts: Sequence[str], batch_size: int, devic
     order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
     method.eval()
     chunks = []
-    for s in tqdm(range(0, len(order), batch_size), desc="embed", disable=not progress, leave=False, dynamic_ncols=True):
+    for s in tqdm(range(0, len(order), batch_size), desc="embed", disable=not progress, leave=False,
+                  dynamic_ncols=True):
         rows = [ids[i] for i in order[s:s + batch_size]]
         x = pad(rows, tok.pad_token_id).to(device)
         mask = pad([[1] * len(r) for r in rows], 0).to(device)
@@ -91,7 +93,8 @@ def embed_texts(method, featurizer, texts: Sequence[str], batch_size: int, devic
     return torch.cat(chunks)[torch.tensor(order).argsort()]
 
 
-def evaluate_similarity(method, task, examples, featurizer, batch_size: int, device, progress: bool = True) -> tuple[dict, list[dict]]:
+def evaluate_similarity(method, task, examples, featurizer, batch_size: int, device,
+                        progress: bool = True) -> tuple[dict, list[dict]]:
     """Cosine similarity of the two texts' embeddings per example, scored by the task."""
     a = embed_texts(method, featurizer, [ex.text[0] for ex in examples], batch_size, device, progress)
     b = embed_texts(method, featurizer, [ex.text[1] for ex in examples], batch_size, device, progress)

@@ -22,7 +22,6 @@ status: 0 when every check passes, 3 when one fails (the report says which and w
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import logging
 import re
@@ -37,7 +36,6 @@ import torch
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
-
 from embexp.core import cli
 from embexp.core.config import f
 

@@ -57,7 +57,7 @@ def compose(model: str, method: str, seq_len: int, batch: int, device: torch.dev
 
 
 def matmul_params(c) -> int:
-    """N_matmul: the parameters of the backbone of ``c`` (a pipeline.Components) that take part in matmuls,
+    """N_matmul: the parameters of the backbone of ``c`` (a run.build.Components) that take part in matmuls,
     i.e. less its input table (a lookup), plus a tied output head once more (its matrix is read again)."""
     from embexp.models.loading import text_config
 

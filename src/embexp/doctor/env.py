@@ -9,8 +9,8 @@ import platform
 import torch
 
 from embexp import __version__
-from embexp.doctor.common import Section, mib, table
 from embexp.core.records import git_commit
+from embexp.doctor.common import Section, mib, table
 
 PACKAGES = ("torch", "transformers", "accelerate", "peft")
 

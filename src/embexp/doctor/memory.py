@@ -1,5 +1,5 @@
-"""Check 3, memory: one training step per method, through the real loop (``pipeline.build`` + ``Trainer``),
-measured against the formula of the README's Llama-3.1-8B table.
+"""Check 3, memory: one training step per method, through the real loop (``run.build.build`` +
+``Trainer``), measured against the formula of the README's Llama-3.1-8B table.
 
 Formula (one process, no activation checkpointing; T tokens of the padded micro-batch, L layers,
 hidden size h, FFN width i, vocabulary V, s bytes per activation element: 2 under bf16, 4 in fp32):
@@ -17,7 +17,7 @@ hidden size h, FFN width i, vocabulary V, s bytes per activation element: 2 unde
   tied output head once more);
 - peak = state + activations + the logits' gradient while the backward starts, T x V x (4 + s).
 
-Measured: the state as ``loop.state_memory`` counts it (the live tensors after the first optimizer
+Measured: the state as ``run.loop.state_memory`` counts it (the live tensors after the first optimizer
 step), the activations as the bytes of the distinct storages autograd saves during the step
 (``torch.autograd.graph.saved_tensors_hooks``, parameters excluded: on any device), and on a GPU the
 peak of ``torch.cuda.max_memory_allocated`` over the step (not measured on a CPU: its peak RSS is
@@ -35,10 +35,10 @@ import torch
 
 from embexp.doctor.common import Section, compose, matmul_params, mib, model_config, table
 from embexp.doctor.speed import AUTOCAST, fixed_batches
-from embexp.run.loop import Trainer, TrainInputs
 from embexp.methods.registry import registered, unsupported
 from embexp.models.loading import text_config
 from embexp.run.build import build
+from embexp.run.loop import Trainer, TrainInputs
 
 LAYER = {"weights train": (6, 4), "adapters": (6, 8), "frozen": (2, 3)}  # (c_h, c_i) of the formula
 STATE_TOLERANCE = 0.01  # the measured state within 1% of the formula

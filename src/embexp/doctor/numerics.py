@@ -116,7 +116,7 @@ def dtype_rule(b: Built) -> dict:
 
     A tensor is *pretrained* when load_backbone returned it, or when it sits under the name of one
     (PEMA's partial matrix replaces the embedding's weight); the rest the method adds. A method that
-    trains only tensors it adds (and an encoder's head) keeps them in fp32 (methods_tinyte.md:
+    trains only tensors it adds (and an encoder's head) keeps them in fp32 (docs/methods_tinyte.md:
     "Parameters are kept in fp32"; peft casts LoRA and prompt tuning up; Tiny-Attention and K-Token
     create theirs in fp32), so an fp32 update is never rounded away. A method that trains pretrained
     weights (full_ft, emb_tuning, PEMA, PETE's body) trains in model.dtype, as that field says."""
@@ -189,11 +189,11 @@ def methods_for(model: str, wanted: list[str]) -> list[str]:
 
 
 def tinyte_bias(model: str, device: torch.device, acc, seed: int) -> dict:
-    """TinyTE-full under ``model.dtype=bfloat16`` through the real loop (pipeline.build + Trainer): b is
-    fp32, and one AdamW step at lr 1e-4 from b = 1 moves every entry by about lr (Adam's first step is
+    """TinyTE-full under ``model.dtype=bfloat16`` through the real loop (run.build.build + Trainer): b
+    is fp32, and one AdamW step at lr 1e-4 from b = 1 moves every entry by about lr (Adam's first step is
     lr x sign(g)), an update that bf16, whose spacing at 1.0 is 2^-7, would round away."""
-    from embexp.run.loop import Trainer, TrainInputs
     from embexp.run.build import build as build_run
+    from embexp.run.loop import Trainer, TrainInputs
 
     lr = 1e-4
     cfg = compose(model, "tinyte_full", 32, ROWS, device, "model.dtype=bfloat16", "trainer.max_steps=1",
@@ -204,7 +204,8 @@ def tinyte_bias(model: str, device: torch.device, acc, seed: int) -> dict:
     with torch.no_grad():
         bias.fill_(1.0)
     before = bias.detach().clone()
-    trainer = Trainer(c.method, cfg.trainer, acc, TrainInputs(c.train_features, c.backbone.tokenizer.pad_token_id, cfg.seed))
+    trainer = Trainer(c.method, cfg.trainer, acc,
+                      TrainInputs(c.train_features, c.backbone.tokenizer.pad_token_id, cfg.seed))
     trainer.fit()
     trainer.release()
     delta = (bias.detach() - before).float()

@@ -10,7 +10,7 @@ the reduced form's few steps cannot judge it).
 
 MFU = the model FLOPs of embexp's tokens per second (:func:`flops_per_token`) over this device's
 measured dense matmul rate in the training precision (an n x n matmul, n = 4096 on a GPU), not the
-datasheet's peak. Generation: zero_shot (the backbone itself) through ``inference.generate`` (what
+datasheet's peak. Generation: zero_shot (the backbone itself) through ``run.evaluate.generate`` (what
 evaluation runs: left-padded batches sorted by length, greedy, the KV cache) against ``model.generate``
 on the same batches; generated tokens (up to each row's end of sequence) per second, and whether the
 two give the same texts.
@@ -24,10 +24,10 @@ import torch
 
 from embexp.data import collate, n_tokens
 from embexp.doctor.common import Section, autocast, compose, matmul_params, model_config, table, timed
-from embexp.run.evaluate import eos_ids, generate
-from embexp.run.loop import Trainer, TrainInputs, micro_batch_indices
 from embexp.models.loading import text_config
 from embexp.run.build import build
+from embexp.run.evaluate import eos_ids, generate
+from embexp.run.loop import Trainer, TrainInputs, micro_batch_indices
 
 GOAL = 1.02  # embexp's seconds per token at most this times the plain loop's (the issue's goal)
 AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16, "no": None}
@@ -151,8 +151,8 @@ def plain_generate(c, ids: list[list[int]], batch: int, max_new: int, device: to
 
 
 def generation_speed(model: str, s, device: torch.device) -> dict | None:
-    """Generated tokens/s of embexp's batched greedy generation (inference.generate, as evaluation runs it)
-    against :func:`plain_generate`, zero_shot (the backbone itself); decoders only."""
+    """Generated tokens/s of embexp's batched greedy generation (run.evaluate.generate, as evaluation runs
+    it) against :func:`plain_generate`, zero_shot (the backbone itself); decoders only."""
     if model_config(model).kind != "decoder":
         return None
     cfg = compose(model, "zero_shot", s.seq_len, s.batch_size, device, f"task.max_eval_samples={4 * s.batch_size}",
@@ -170,7 +170,7 @@ def generation_speed(model: str, s, device: torch.device) -> dict | None:
             sec, out[which] = timed(sides[which], device)
             runs[which].append(sec)
     p, e = statistics.median(runs["plain"]), statistics.median(runs["embexp"])
-    (plain_texts, count), same = out["plain"], sum(a == b for a, b in zip(out["plain"][0], out["embexp"]))
+    (_, count), same = out["plain"], sum(a == b for a, b in zip(out["plain"][0], out["embexp"]))
     return {"model": model, "prompts": len(prompts), "new tokens": count,
             "weights": str(next(c.method.parameters()).dtype).replace("torch.", ""), "plain tok/s": count / p,
             "embexp tok/s": count / e, "time ratio": e / p, "same outputs": f"{same}/{len(prompts)}"}

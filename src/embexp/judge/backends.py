@@ -13,9 +13,25 @@ import time
 import torch
 
 from embexp import EmbexpError
-from embexp.judge.prompts import (FIELDS, HARMBENCH_CHOICES, HARMBENCH_PROMPT, INSTRUCT_ANSWER_PREFIX, INSTRUCT_CHOICES,
-                                  INSTRUCT_PROMPT, INSTRUCT_SYSTEM, NLI_ANSWER_PREFIX, NLI_CHOICES, NLI_PROMPT, TRUE_CHOICES,
-                                  TRUE_PROMPT, VERDICTS, fit, messages, parse, token_cutter)
+from embexp.judge.prompts import (
+    FIELDS,
+    HARMBENCH_CHOICES,
+    HARMBENCH_PROMPT,
+    INSTRUCT_ANSWER_PREFIX,
+    INSTRUCT_CHOICES,
+    INSTRUCT_PROMPT,
+    INSTRUCT_SYSTEM,
+    NLI_ANSWER_PREFIX,
+    NLI_CHOICES,
+    NLI_PROMPT,
+    TRUE_CHOICES,
+    TRUE_PROMPT,
+    VERDICTS,
+    fit,
+    messages,
+    parse,
+    token_cutter,
+)
 
 log = logging.getLogger("embexp")
 
@@ -57,7 +73,8 @@ class TransformersBackend:
         if mcfg is not None and mcfg.source != "hub":
             if mcfg.kind != "decoder":
                 raise EmbexpError(f"judge.model={jcfg.model} is an encoder without an NLI head: a judge is a causal LM "
-                                  "(e.g. smollm2, tiny_llama), a seq2seq TRUE model or a sequence-classification NLI model")
+                                  "(e.g. smollm2, tiny_llama), a seq2seq TRUE model or a sequence-classification "
+                                  "NLI model")
             from embexp.models import load_backbone
 
             mcfg.dtype = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}[dtype]
@@ -87,8 +104,8 @@ class TransformersBackend:
             labels = {int(i): str(n) for i, n in config.id2label.items()}
             hit = [i for i, n in labels.items() if "entail" in n.lower() and "not" not in n.lower()]
             if len(hit) != 1:
-                raise EmbexpError(f"judge '{jcfg.model}': a sequence-classification NLI judge needs one label whose name "
-                                  f"contains 'entail' (its labels: {', '.join(labels.values())})")
+                raise EmbexpError(f"judge '{jcfg.model}': a sequence-classification NLI judge needs one label whose "
+                                  f"name contains 'entail' (its labels: {', '.join(labels.values())})")
             self.entail = hit[0]
         self.chat = self.type == "causal" and bool(getattr(self.tok, "chat_template", None))
         self.cut = token_cutter(self.tok)
@@ -117,7 +134,8 @@ class TransformersBackend:
 
     def check_kind(self, kind: str) -> None:
         if self.type != "causal" and kind != "nli":
-            raise EmbexpError(f"judge '{self.cfg.model}' is a {'seq2seq' if self.type == 'seq2seq' else 'sequence-classification'} "
+            raise EmbexpError(f"judge '{self.cfg.model}' is a "
+                              f"{'seq2seq' if self.type == 'seq2seq' else 'sequence-classification'} "
                               f"NLI model: it scores kind nli only, not {kind}")
 
     # -- prompt text ----------------------------------------------------------------------------
@@ -127,7 +145,8 @@ class TransformersBackend:
             return self.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
         except Exception:  # templates without a system role (Gemma): fold it into the user turn
             text = f"{system}\n\n{user}" if system else user
-            return self.tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
+            return self.tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                add_generation_prompt=True)
 
     def text(self, kind: str, item: dict) -> str:
         """The full prompt a causal/seq2seq judge reads, up to where its answer starts."""
@@ -135,8 +154,8 @@ class TransformersBackend:
             return TRUE_PROMPT.format(**item)
         if kind == "harmbench":  # the classifier's own Llama-2 chat format, as HarmBench feeds it
             return HARMBENCH_PROMPT.format(**item)
-        system, user, prefix = ((INSTRUCT_SYSTEM, INSTRUCT_PROMPT.format(**item), INSTRUCT_ANSWER_PREFIX) if kind == "instruct"
-                                else ("", NLI_PROMPT.format(**item), NLI_ANSWER_PREFIX))
+        system, user, prefix = ((INSTRUCT_SYSTEM, INSTRUCT_PROMPT.format(**item), INSTRUCT_ANSWER_PREFIX)
+                                if kind == "instruct" else ("", NLI_PROMPT.format(**item), NLI_ANSWER_PREFIX))
         if self.chat:
             return self._chat(system, user) + prefix
         return (f"{system}\n\n" if system else "") + f"{user}\n\n{prefix}"
@@ -145,7 +164,8 @@ class TransformersBackend:
         if self.type == "seqcls":
             return len(self.tok(item["premise"], item["hypothesis"])["input_ids"])
         text = self.text(kind, item)
-        reserve = 0 if self.type == "seq2seq" else max(len(self.tok(c, add_special_tokens=False)["input_ids"]) for c in self.choices(kind))
+        reserve = 0 if self.type == "seq2seq" else max(len(self.tok(c, add_special_tokens=False)["input_ids"])
+                                                       for c in self.choices(kind))
         return len(self.tok(text, add_special_tokens=not self.chat)["input_ids"]) + reserve
 
     def render(self, kind: str, item: dict) -> str:
@@ -164,10 +184,12 @@ class TransformersBackend:
     def verdicts(self, kind: str, prompts: list[str]) -> list[float]:
         if self.type == "seqcls":
             pairs = [json.loads(p) for p in prompts]
-            enc = self.tok([p["premise"] for p in pairs], [p["hypothesis"] for p in pairs], padding=True, return_tensors="pt")
+            enc = self.tok([p["premise"] for p in pairs], [p["hypothesis"] for p in pairs], padding=True,
+                           return_tensors="pt")
             logits = self.model(**{k: v.to(self.device) for k, v in enc.items()}).logits
             return [1.0 if int(i) == self.entail else 0.0 for i in logits.argmax(-1).tolist()]
-        scores = self.seq2seq_logliks(prompts, TRUE_CHOICES) if self.type == "seq2seq" else self.causal_logliks(prompts, self.choices(kind))
+        scores = (self.seq2seq_logliks(prompts, TRUE_CHOICES) if self.type == "seq2seq"
+                  else self.causal_logliks(prompts, self.choices(kind)))
         values = VERDICTS[kind]
         return [values[max(range(len(s)), key=s.__getitem__)] for s in scores]
 
@@ -208,7 +230,8 @@ class TransformersBackend:
             inp = torch.tensor([c[:-1] + [pad] * (m - len(c)) for c in conts], device=self.device)
             cmask = torch.cat([mask, torch.ones_like(inp)], 1)
             cpos = pos[:, -1:] + 1 + torch.arange(m - 1, device=self.device)
-            o = self.model(input_ids=inp, attention_mask=cmask, position_ids=cpos, past_key_values=copy.deepcopy(past), use_cache=True)
+            o = self.model(input_ids=inp, attention_mask=cmask, position_ids=cpos, past_key_values=copy.deepcopy(past),
+                           use_cache=True)
             lp = torch.log_softmax(o.logits.float(), -1)
             for i, c in enumerate(conts):
                 scores[i][j] += sum(float(lp[i, k - 1, c[k]]) for k in range(1, len(c)))
@@ -240,7 +263,8 @@ class VllmBackend:
         try:
             import vllm
         except ImportError as e:
-            raise EmbexpError("judge.backend=vllm needs the vllm package (pip install vllm), or judge.backend=transformers") from e
+            raise EmbexpError("judge.backend=vllm needs the vllm package (pip install vllm), "
+                              "or judge.backend=transformers") from e
         mcfg = model_config(jcfg.model)
         path = jcfg.model
         if mcfg is not None:
@@ -251,7 +275,8 @@ class VllmBackend:
             elif mcfg.source == "hub":
                 path = mcfg.id
             else:
-                raise EmbexpError(f"judge.model={jcfg.model} (source={mcfg.source}) cannot run on vllm; use judge.backend=transformers")
+                raise EmbexpError(f"judge.model={jcfg.model} (source={mcfg.source}) cannot run on vllm; "
+                                  "use judge.backend=transformers")
         self.cfg = jcfg
         self.llm = vllm.LLM(model=path, dtype=jcfg.dtype if jcfg.dtype != "auto" else "auto")
         self.tok = self.llm.get_tokenizer()
@@ -266,7 +291,8 @@ class VllmBackend:
             if kind == "harmbench":
                 return HARMBENCH_PROMPT.format(**it)
             return self.tok.apply_chat_template(messages(kind, it), tokenize=False, add_generation_prompt=True)
-        item = fit({k: item[k] for k in FIELDS[kind]}, kind, lambda it: len(self.tok(text(it), add_special_tokens=False)["input_ids"]),
+        item = fit({k: item[k] for k in FIELDS[kind]}, kind,
+                   lambda it: len(self.tok(text(it), add_special_tokens=False)["input_ids"]),
                    self.cfg.max_input_tokens, self.cut)
         return text(item)
 
@@ -294,7 +320,8 @@ class OpenAIBackend:
 
     def render(self, kind: str, item: dict) -> str:
         limit = 4 * self.cfg.max_input_tokens
-        item = fit({k: item[k] for k in FIELDS[kind]}, kind, lambda it: sum(len(m["content"]) for m in messages(kind, it)),
+        item = fit({k: item[k] for k in FIELDS[kind]}, kind,
+                   lambda it: sum(len(m["content"]) for m in messages(kind, it)),
                    limit, lambda t, over: t[:max(0, len(t) - over)])
         return json.dumps(messages(kind, item), ensure_ascii=False)
 

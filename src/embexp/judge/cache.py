@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 
+
 class VerdictCache:
     """sha256 key -> verdict, backed by an append-only JSONL file (one write per batch)."""
 

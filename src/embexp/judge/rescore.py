@@ -40,7 +40,8 @@ def rescore(run_dir, jcfg, what: str = "generation", cpu: bool = False) -> dict:
     check_model_name(j)
     kind = j.kind or run_primary
     if not kind:
-        raise EmbexpError(f"no judge kind: task {cfg.task.name} has task.judge='' (set judge.kind to one of: {', '.join(KINDS)})")
+        raise EmbexpError(f"no judge kind: task {cfg.task.name} has task.judge='' "
+                          f"(set judge.kind to one of: {', '.join(KINDS)})")
     check_kind(kind)
     preds = run_dir / "predictions.jsonl"
     if not preds.is_file():
@@ -51,7 +52,8 @@ def rescore(run_dir, jcfg, what: str = "generation", cpu: bool = False) -> dict:
         questions = eval_questions(cfg, records)
     rcfg = OmegaConf.create({"judge": j})
     device = torch.device("cuda" if torch.cuda.is_available() and not cpu else "cpu")
-    new = score_records(rcfg, kind, records, questions, run_dir / CACHE_FILE, device, primary=kind == run_primary, what=what)
+    new = score_records(rcfg, kind, records, questions, run_dir / CACHE_FILE, device, primary=kind == run_primary,
+                        what=what)
     atomic_write(preds, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     metrics = json.loads((run_dir / METRICS).read_text())
     metrics.setdefault("metrics", {}).update(new)
@@ -79,8 +81,8 @@ def _main(cfg) -> None:
     cli.setup_logging(None, True)
     new = rescore(cfg.run_dir, cfg.judge, cfg.what, cfg.cpu)
     width = max(map(len, new))
-    print(f"judged {cfg.run_dir}\n" + "\n".join(f"  {k:<{width}} {v:.4f}" if isinstance(v, float) else f"  {k:<{width}} {v}"
-                                                  for k, v in new.items()))
+    print(f"judged {cfg.run_dir}\n" + "\n".join(f"  {k:<{width}} {v:.4f}" if isinstance(v, float)
+                                                  else f"  {k:<{width}} {v}" for k, v in new.items()))
 
 
 def entry() -> None:
@@ -94,7 +96,8 @@ def entry() -> None:
     register_core_schemas()
     argv = sys.argv[1:]
     if not any(a.startswith("run_dir=") for a in argv):
-        cli.die("missing run_dir (usage: python -m embexp.judge run_dir=DIR [judge.model=NAME] [judge.kind=KIND] [what=generation|reference])")
+        cli.die("missing run_dir (usage: python -m embexp.judge run_dir=DIR [judge.model=NAME] [judge.kind=KIND] "
+                "[what=generation|reference])")
     for a in argv:
         k, _, v = a.partition("=")
         if k == "judge.kind" and v and v not in KINDS:

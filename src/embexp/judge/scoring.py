@@ -84,13 +84,15 @@ class Judge:
 def build_judge(jcfg, device=None, cache_path=None) -> Judge:
     """A :class:`Judge` from the judge config node (fields of ``config.JudgeConfig``)."""
     if not jcfg.model:
-        raise EmbexpError("judge.model is empty: name a judge (a conf/model name such as smollm2, a hub id or a local folder)")
+        raise EmbexpError("judge.model is empty: name a judge "
+                          "(a conf/model name such as smollm2, a hub id or a local folder)")
     backend = jcfg.backend
     if backend not in BACKENDS:
         raise EmbexpError(f"unknown judge.backend '{backend}' (choose from: {', '.join(BACKENDS)})")
     if jcfg.kind:
         check_kind(jcfg.kind)
-    device = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = (torch.device(device) if device is not None
+              else torch.device("cuda" if torch.cuda.is_available() else "cpu"))
     impl = {"transformers": TransformersBackend, "vllm": VllmBackend, "openai": OpenAIBackend}[backend](jcfg, device)
     return Judge(jcfg, impl, cache_path)
 
@@ -127,8 +129,8 @@ def check(cfg, task=None) -> None:
     generates = (cfg.model.kind == "decoder" and task.kind not in ("perplexity", *SENTENCE_KINDS)
                  and (task.kind != "classification" or mode in ("auto", "generate", "both")))
     if not generates:
-        why = ("an encoder" if cfg.model.kind != "decoder" else f"task kind {task.kind}" if task.kind != "classification"
-               else "task.eval_mode=loglik")
+        why = ("an encoder" if cfg.model.kind != "decoder"
+               else f"task kind {task.kind}" if task.kind != "classification" else "task.eval_mode=loglik")
         raise EmbexpError(f"judge.model={j.model}: task {cfg.task.name} generates no text to judge with {why} "
                           "(a judge scores the generations of a decoder; drop judge.model)")
 
@@ -171,7 +173,8 @@ def score_records(cfg, kind: str, records: list[dict], questions: Sequence[str],
         r[rkey] = v
     agg = aggregate(kind, verdicts)
     tail, name = ("_reference" if what == "reference" else ""), METRIC[kind]
-    out = {name + tail: agg[name], f"{name}{tail}_stderr": agg[f"{name}_stderr"], f"judge_unparsed{suffix}": agg["judge_unparsed"]}
+    out = {name + tail: agg[name], f"{name}{tail}_stderr": agg[f"{name}_stderr"],
+           f"judge_unparsed{suffix}": agg["judge_unparsed"]}
     out.update({f"judge_seconds{suffix}": time.perf_counter() - t0, f"judge_model{suffix}": str(cfg.judge.model),
                 f"judge_calls{suffix}": judge.calls})
     log.info("judge %s (%s): %s = %.4g, %d items, %d judge calls, %.1f s", cfg.judge.model, kind, METRIC[kind] + tail,

@@ -14,17 +14,41 @@ family sites inside the layers), ``offline`` (MiniLM, SmolLM2, tiny and from-scr
 package's namespace holds their API.
 """
 
-from embexp.models.loading import (LINEAR_HEAD_FAMILIES, Backbone, FirstToken, FirstTokenLinear, check_head, load_backbone,
-                                   pretrained_model, resolve_dtype, text_config, untie_embeddings, use_linear_head)
-from embexp.models.offline import (CACHE, DECODER_FAMILIES, ENCODER_FAMILIES, TINY, attn_kwargs, byte_tokenizer,
-                                   encoder_special_ids, from_config, minilm_path, scratch_config, scratch_model,
-                                   scratch_tokenizer, smollm2_path, tiny_model)
+from embexp.models.loading import (
+    LINEAR_HEAD_FAMILIES,
+    Backbone,
+    FirstToken,
+    FirstTokenLinear,
+    check_head,
+    load_backbone,
+    pretrained_model,
+    resolve_dtype,
+    text_config,
+    untie_embeddings,
+    use_linear_head,
+)
+from embexp.models.offline import (
+    CACHE,
+    DECODER_FAMILIES,
+    ENCODER_FAMILIES,
+    TINY,
+    attn_kwargs,
+    byte_tokenizer,
+    encoder_special_ids,
+    from_config,
+    minilm_path,
+    scratch_config,
+    scratch_model,
+    scratch_tokenizer,
+                                   smollm2_path,
+    tiny_model,
+)
 from embexp.models.sites import SITES, SiteCall, SiteSpec, after_attention, attention_sites
 
 __all__ = [
     "CACHE", "DECODER_FAMILIES", "ENCODER_FAMILIES", "LINEAR_HEAD_FAMILIES", "SITES", "TINY", "Backbone", "FirstToken",
     "FirstTokenLinear", "SiteCall", "SiteSpec", "after_attention", "attention_sites", "attn_kwargs", "byte_tokenizer",
-    "check_head", "encoder_special_ids", "from_config", "load_backbone", "minilm_path", "pretrained_model", "resolve_dtype",
-    "scratch_config", "scratch_model", "scratch_tokenizer", "smollm2_path", "text_config", "tiny_model", "untie_embeddings",
-    "use_linear_head",
+    "check_head", "encoder_special_ids", "from_config", "load_backbone", "minilm_path", "pretrained_model",
+    "resolve_dtype", "scratch_config", "scratch_model", "scratch_tokenizer", "smollm2_path", "text_config",
+    "tiny_model", "untie_embeddings", "use_linear_head",
 ]

@@ -171,11 +171,13 @@ def load_backbone(cfg, num_labels: int = 0, sentence: bool = False, mlm: bool = 
     if sentence and is_decoder:
         raise EmbexpError(f"model {cfg.name} is a decoder: sentence-embedding tasks need model.kind=encoder")
     if mlm and is_decoder:
-        raise EmbexpError(f"model {cfg.name} is a decoder: cloze tasks (task.cloze=true) need an encoder with a masked-LM head")
+        raise EmbexpError(f"model {cfg.name} is a decoder: cloze tasks (task.cloze=true) need an encoder "
+                          "with a masked-LM head")
     if sentence or mlm:
         num_labels = 0
     elif not is_decoder and num_labels <= 0:
-        raise EmbexpError(f"model {cfg.name} is an encoder: it needs a classification, regression or sentence-embedding task")
+        raise EmbexpError(f"model {cfg.name} is an encoder: it needs a classification, regression "
+                          "or sentence-embedding task")
     linear_head = getattr(cfg, "head", "transformers") == "linear" and not is_decoder and num_labels > 0
     if linear_head:
         check_head("linear", cfg.family)  # before the weights load, where the family is configured

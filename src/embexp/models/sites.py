@@ -29,19 +29,22 @@ class SiteSpec:
 
 
 SITES = {
-    "llama": SiteSpec("layers", "self_attn", True),  # (attn, weights); h = x + attn, then post_attention_layernorm -> mlp
+    # returns (attn, weights); h = x + attn, then post_attention_layernorm -> mlp
+    "llama": SiteSpec("layers", "self_attn", True),
     "qwen2": SiteSpec("layers", "self_attn", True),
     "mistral": SiteSpec("layers", "self_attn", True),
     # GPT-J runs attention and FFN in parallel on ln_1(x): out = x + attn + mlp. The site is the attention
     # branch (h = x + attn, the residual stream after attention); the FFN does not read it (ours)
     "gptj": SiteSpec("h", "attn", True),
-    "gemma2": SiteSpec("layers", "post_attention_layernorm", True),  # h = x + norm(attn), then pre_feedforward_layernorm -> mlp
+    # h = x + norm(attn), then pre_feedforward_layernorm -> mlp
+    "gemma2": SiteSpec("layers", "post_attention_layernorm", True),
     "bert": SiteSpec("encoder.layer", "attention.output", False),  # LayerNorm(dense(attn) + x) -> intermediate
     "roberta": SiteSpec("encoder.layer", "attention.output", False),
     "xlm-roberta": SiteSpec("encoder.layer", "attention.output", False),
     "deberta-v2": SiteSpec("encoder.layer", "attention.output", False),
     "distilbert": SiteSpec("transformer.layer", "sa_layer_norm", False),  # sa_layer_norm(attn + x) -> ffn
-    "albert": SiteSpec("encoder.albert_layer_groups", "attention", False),  # shared layers, called num_hidden_layers times
+    # shared layers, called num_hidden_layers times
+    "albert": SiteSpec("encoder.albert_layer_groups", "attention", False),
     "modernbert": SiteSpec("layers", "attn", True),  # pre-norm: h = x + attn(attn_norm(x)), then mlp_norm -> mlp
 }
 
@@ -61,7 +64,8 @@ def attention_sites(model: nn.Module) -> tuple[SiteSpec, list[nn.Module], list[n
     family = text_config(model).model_type
     spec = SITES.get(family)
     if spec is None:
-        raise EmbexpError(f"no 'after attention' placement known for model family '{family}' (known: {', '.join(SITES)})")
+        raise EmbexpError(f"no 'after attention' placement known for model family '{family}' "
+                          f"(known: {', '.join(SITES)})")
     base = model.base_model
     found = base.get_submodule(spec.layers)
     if family == "albert":  # AlbertTransformer: layer i runs every layer of group int(i / (L / groups))

@@ -3,7 +3,7 @@ config ``raw_review_Amazon_Fashion``, one hub split ``full``.
 
 Rows use the hub schema: ``{"rating", "title", "text", "images", "asin", "parent_asin", "user_id",
 "timestamp", "helpful_vote", "verified_purchase"}``. Prompt and label verbatim from the authors'
-``scripts/amazon_reviews/run.py`` (REFERENCE.md §5): ``"Review: {text}, Label:"``, target
+``scripts/amazon_reviews/run.py`` (shsjxzh/K-Token-Merging @8d29f47): ``"Review: {text}, Label:"``, target
 ``positive`` when ``rating >= 3.5`` else ``negative`` (no leading space: the authors tokenise the
 answer on its own). Splits as the authors: ``full.train_test_split(test_size=50000, seed=42)`` (the
 same permutation as ``datasets``' own, :func:`authors_split`, so hub and local rows split alike),
@@ -54,8 +54,10 @@ def authors_split(n: int, test_size: int, seed: int) -> tuple[list[int], list[in
 @dataclass
 class AmazonConfig(TaskConfig):
     name: str = f("amazon", "Task family (the file under conf/task).")
-    subset: str = f("Amazon_Fashion", "Review category: the hub config raw_review_<subset> (the paper: Amazon_Fashion).", choices=CATEGORIES)
-    train_split: str = f("train", "train = the training part of the authors' split of 'full' (a train_fraction sample).", choices=SPLITS)
+    subset: str = f("Amazon_Fashion", "Review category: the hub config raw_review_<subset> "
+                                      "(the paper: Amazon_Fashion).", choices=CATEGORIES)
+    train_split: str = f("train", "train = the training part of the authors' split of "
+                                  "'full' (a train_fraction sample).", choices=SPLITS)
     eval_split: str = f("test", "test = the test_size rows the authors' split holds out of 'full'.", choices=SPLITS)
     test_size: int = f(50000, "Rows of 'full' held out for testing (the authors: 50,000).", ge=1)
     split_seed: int = f(42, "Seed of the train/test split (the authors: 42, datasets' train_test_split permutation).")
@@ -63,7 +65,8 @@ class AmazonConfig(TaskConfig):
     sample_seed: int = f(42, "Seed of the train_fraction sample (ours: the authors' sample is unseeded).")
     max_source_tokens: int = f(512, "Truncate the prompt to this many tokens (ours; the authors do not truncate).")
     max_target_tokens: int = f(4, "Truncate training targets to this many tokens.")
-    max_new_tokens: int = f(2, "Greedy generation budget (the authors read one greedy token; ours 2, as 'negative' may be two tokens).")
+    max_new_tokens: int = f(2, "Greedy generation budget (the authors read one greedy "
+                               "token; ours 2, as 'negative' may be two tokens).")
 
 
 @register_task("amazon")

@@ -3,7 +3,7 @@
 
 Rows use the hub schema: ``{"commit", "old_file", "new_file", "old_contents", "new_contents",
 "subject", "message", "lang", "license", "repos"}``. Prompt verbatim from the authors'
-``scripts/commitpackft/run.py`` (REFERENCE.md §5; their typo "instrutions" kept)::
+``scripts/commitpackft/run.py`` (shsjxzh/K-Token-Merging @8d29f47; their typo "instrutions" kept)::
 
     "Update the old python code content based on the instrutions.\\nOld Content: {old_contents}\\n"
     "Instructions: {subject}\\nNew Content:\\n"
@@ -48,13 +48,16 @@ SPLITS = ("train", "test")  # carved out of the hub's train split
 @dataclass
 class CommitPackConfig(TaskConfig):
     name: str = f("commitpack", "Task family (the file under conf/task).")
-    subset: str = f("python", "Language config of bigcode/commitpackft (the paper: python; the prompt names python as the authors').", choices=LANGUAGES)
+    subset: str = f("python", "Language config of bigcode/commitpackft (the paper: python; "
+                              "the prompt names python as the authors').", choices=LANGUAGES)
     train_split: str = f("train", "train = the hub's train split minus the authors' test carve.", choices=SPLITS)
-    eval_split: str = f("test", "test = the test_size rows the authors' split holds out of the hub's train split.", choices=SPLITS)
+    eval_split: str = f("test", "test = the test_size rows the authors' split holds "
+                                "out of the hub's train split.", choices=SPLITS)
     test_size: int = f(5600, "Rows held out for testing (the authors: 5,600).", ge=1)
     split_seed: int = f(42, "Seed of the train/test split (the authors: 42, datasets' train_test_split permutation).")
     max_source_tokens: int = f(2048, "Keep the last N prompt tokens (ours; the authors do not truncate).")
-    max_target_tokens: int = f(2048, "Train and score the first N tokens of the new code (ours; the authors do not truncate).")
+    max_target_tokens: int = f(2048, "Train and score the first N tokens of the new "
+                                     "code (ours; the authors do not truncate).")
 
 
 @register_task("commitpack")

@@ -4,9 +4,10 @@ Every row a run reads is checked against its task's :class:`Schema` (``Task.sche
 is read, before any training and before the model loads: local JSON-lines files, hub rows and
 fixtures go through the same check (``Task.read_split``). A row outside its domain stops the run
 with one line naming where it is (``<file>:<line>``, or the hub/fixture split and row index), the
-field, the value and the valid domain, e.g.::
+field, the value and the valid domain, e.g. (one line, wrapped here)::
 
-    data/train.jsonl:3: field 'label' = 7 is out of range (valid for glue_sst2: an integer class id, 0 (negative) or 1 (positive))
+    data/train.jsonl:3: field 'label' = 7 is out of range (valid for glue_sst2: an integer class id,
+    0 (negative) or 1 (positive))
 
 Checked: a missing field, a wrong JSON type (a string where a number is expected, an array where a
 row object is expected), empty text (where the hub schema has none), NaN/inf and numbers outside
@@ -37,7 +38,8 @@ def show(value, width: int = 60) -> str:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         text = repr(value)
-    return text if len(text) <= width else text[: width - 5] + "...\"" if text.startswith('"') else text[: width - 3] + "..."
+    return (text if len(text) <= width
+            else text[: width - 5] + "...\"" if text.startswith('"') else text[: width - 3] + "...")
 
 
 def json_type(value) -> str:
@@ -116,7 +118,8 @@ class ClassId(Domain):
     def describe(self):
         ids = ", ".join(f"{i} ({n})" for i, n in enumerate(self.names))
         ids = " or ".join(ids.rsplit(", ", 1)) if len(self.names) == 2 else ids
-        return f"an integer class id, {ids}" + (", or -1 (no gold label; such rows are dropped)" if self.unlabelled else "")
+        return f"an integer class id, {ids}" + (", or -1 (no gold label; such rows are dropped)"
+                                                 if self.unlabelled else "")
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,8 @@ class Word(Domain):
         return None if got in self.words else "is not one of the label words"
 
     def describe(self):
-        return "one of " + ", ".join(f"'{w}'" for w in self.words) + (" (case and surrounding spaces ignored)" if self.fold else "")
+        return "one of " + ", ".join(f"'{w}'" for w in self.words) + (" (case and surrounding spaces ignored)"
+                                                                        if self.fold else "")
 
 
 @dataclass(frozen=True)
@@ -251,7 +255,8 @@ class RowCheck:
         if isinstance(dom, Record):
             for sub, sdom in dom.fields:
                 if sub not in value:
-                    raise EmbexpError(f"{where}: field '{name}.{sub}' is missing (valid for {self.task}: {dom.describe()})")
+                    raise EmbexpError(f"{where}: field '{name}.{sub}' is missing "
+                                      f"(valid for {self.task}: {dom.describe()})")
                 self.value(where, f"{name}.{sub}", value[sub], sdom)
 
     def __call__(self, row, where: str) -> None:
@@ -270,7 +275,8 @@ class RowCheck:
         if s.key and row.get(s.key) is not None:
             k = row[s.key]
             if k in self.seen:
-                self.fail(where, s.key, k, f"repeats the {s.key} of {self.seen[k]}", f"a {s.key} unique within the split")
+                self.fail(where, s.key, k, f"repeats the {s.key} of {self.seen[k]}",
+                          f"a {s.key} unique within the split")
             self.seen[k] = where
         if s.check is not None:
             bad = s.check(row)

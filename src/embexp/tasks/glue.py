@@ -32,13 +32,16 @@ SPECS = {
     "sst2": (("sentence",), ("negative", "positive"),
              "{sentence}\nQuestion: Is this sentence positive or negative?\nAnswer:", ("negative", "positive")),
     "mrpc": (("sentence1", "sentence2"), ("not_equivalent", "equivalent"),
-             "Sentence 1: {sentence1}\nSentence 2: {sentence2}\nQuestion: Do both sentences mean the same thing?\nAnswer:",
+             "Sentence 1: {sentence1}\nSentence 2: {sentence2}\nQuestion: "
+             "Do both sentences mean the same thing?\nAnswer:",
              ("no", "yes")),
     "qqp": (("question1", "question2"), ("not_duplicate", "duplicate"),
-            "Question 1: {question1}\nQuestion 2: {question2}\nQuestion: Do both questions ask the same thing?\nAnswer:",
+            "Question 1: {question1}\nQuestion 2: {question2}\nQuestion: "
+            "Do both questions ask the same thing?\nAnswer:",
             ("no", "yes")),
     "stsb": (("sentence1", "sentence2"), (),  # prompt ours: lm-eval has no STS-B task
-             "Sentence 1: {sentence1}\nSentence 2: {sentence2}\nQuestion: How similar are the two sentences, on a scale from 0 to 5?\nAnswer:",
+             "Sentence 1: {sentence1}\nSentence 2: {sentence2}\nQuestion: How "
+             "similar are the two sentences, on a scale from 0 to 5?\nAnswer:",
              ()),
     "mnli": (("premise", "hypothesis"), ("entailment", "neutral", "contradiction"),
              "{premise}\nQuestion: {hypothesis} True, False or Neither?\nAnswer:", ("True", "Neither", "False")),
@@ -55,7 +58,8 @@ STSB_INVALID = 2.5  # ours: an unparseable STS-B answer scores as the scale midp
 @dataclass
 class GlueConfig(TaskConfig):
     name: str = f("glue", "Task family (the file under conf/task).")
-    subset: str = f("sst2", "GLUE sub-task: cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte or wnli.", choices=tuple(SPECS))
+    subset: str = f("sst2", "GLUE sub-task: cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte or wnli.",
+                    choices=tuple(SPECS))
     eval_split: str = f("auto", "Split used for evaluation; auto = validation_matched for mnli, validation otherwise.")
     max_new_tokens: int = f(8, "Greedy generation budget (answers are one or two words).")
 

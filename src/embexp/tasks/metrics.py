@@ -1,7 +1,7 @@
 """The metric functions behind every task's scores (0–100 unless said), in one place.
 
 Runs reach them through the tasks (``Task.score_labels`` / ``score_regression`` / ``score_text`` /
-``score_similarity``) and through ``inference`` (length reduction, P–L); users reach the same
+``score_similarity``) and through ``run.evaluate`` (length reduction, P–L); users reach the same
 functions as ``evaluate`` modules that load from a folder inside the installed package, offline
 (``embexp.metric_modules``: ``evaluate.load(embexp.metric_modules.path("embexp_translation"))``).
 One implementation, two doors.
@@ -111,14 +111,16 @@ def regression_scores(gold: Sequence[float], pred: Sequence, invalid_value: floa
     bad = ~np.isfinite(parsed)
     parsed[bad] = invalid_value
     out = spearman_pearson(gold, parsed)
-    return {"pearson": out["pearson"], "spearman": out["spearman"], "invalid": float(bad.mean()) * 100 if len(bad) else 0.0}
+    return {"pearson": out["pearson"], "spearman": out["spearman"],
+            "invalid": float(bad.mean()) * 100 if len(bad) else 0.0}
 
 
 # ---- translation ---------------------------------------------------------------------------------
 TRANSLATION = ("bleu", "ter", "chrf")
 
 
-def translation_scores(refs: Sequence[str], hyps: Sequence[str], metrics: Sequence[str] = ("bleu", "ter")) -> dict[str, float]:
+def translation_scores(refs: Sequence[str], hyps: Sequence[str],
+                       metrics: Sequence[str] = ("bleu", "ter")) -> dict[str, float]:
     """Corpus-level sacreBLEU scores (0–100) with sacreBLEU's defaults: BLEU-4 (13a tokenisation),
     TER, chrF; hypotheses and references are whitespace-stripped first. One reference per hypothesis."""
     from sacrebleu.metrics import BLEU, CHRF, TER

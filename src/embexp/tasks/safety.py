@@ -55,7 +55,8 @@ CATEGORIES = (
     "animal_abuse", "child_abuse", "controversial_topics,politics", "discrimination,stereotype,injustice",
     "drug_abuse,weapons,banned_substance", "financial_crime,property_crime,theft", "hate_speech,offensive_language",
     "misinformation_regarding_ethics,laws_and_safety", "non_violent_unethical_behavior", "privacy_violation",
-    "self_harm", "sexually_explicit,adult_content", "terrorism,organized_crime", "violence,aiding_and_abetting,incitement",
+    "self_harm", "sexually_explicit,adult_content", "terrorism,organized_crime",
+    "violence,aiding_and_abetting,incitement",
 )
 FORMATS = ("qa", "plain")
 
@@ -65,30 +66,41 @@ class SafetyConfig(TaskConfig):
     """What bsd and advbench share: the BSD training rows and the prompt."""
 
     name: str = f("bsd", "Task family (the file under conf/task).")
-    train_split: str = f("30k_train", "BeaverTails split to train on (its rows with is_safe=false; ours: the 30k release, not 330k).")
-    select_split: str = f("train_holdout", "Rows for the periodic evaluation loss and select_best: train_holdout = select_size distinct unsafe training requests (with all their responses) carved out with select_seed, never trained on (ours; the paper selects 'by evaluation loss' without saying on which rows).")
-    select_size: int = f(500, "Distinct requests of the train_holdout selection slice (ours; Alpaca also holds out 500).")
-    prompt_format: str = f("qa", "qa: 'Question: {request}\\nAnswer:' + ' {response}' (ours; no chat template, as for the other tasks); plain: the bare request + the response, for model.chat_template=true.",
+    train_split: str = f("30k_train", "BeaverTails split to train on (its rows with "
+                                      "is_safe=false; ours: the 30k release, not 330k).")
+    select_split: str = f("train_holdout", "Rows for the periodic evaluation loss and select_best: train_holdout "
+                                           "= select_size distinct unsafe training requests (with all their "
+                                           "responses) carved out with select_seed, never trained on (ours; the "
+                                           "paper selects 'by evaluation loss' without saying on which rows).")
+    select_size: int = f(500, "Distinct requests of the train_holdout selection "
+                              "slice (ours; Alpaca also holds out 500).")
+    prompt_format: str = f("qa", "qa: 'Question: {request}\\nAnswer:' + ' {response}' (ours; "
+                                 "no chat template, as for the other tasks); plain: the bare "
+                                 "request + the response, for model.chat_template=true.",
                            choices=FORMATS)
     max_source_tokens: int = f(512, "Truncate the request to this many tokens.")
     max_target_tokens: int = f(512, "Truncate training responses to this many tokens (= max_new_tokens).")
     max_new_tokens: int = f(512, "Greedy generation budget for one response (ours: HarmBench's 512 generated tokens).")
-    judge: str = f("harmbench", "The judge kind that scores the generations when judge.model is set: harmbench (the HarmBench classifier; attack success rate `asr`, 0-100).",
+    judge: str = f("harmbench", "The judge kind that scores the generations when judge.model is set: "
+                                "harmbench (the HarmBench classifier; attack success rate `asr`, 0-100).",
                    choices=("", "instruct", "harmbench", "nli"))
-    rouge_stemmer: bool = f(True, "bsd without a judge: Porter-stem tokens before ROUGE against the reference response.")
+    rouge_stemmer: bool = f(True, "bsd without a judge: Porter-stem tokens "
+                                  "before ROUGE against the reference response.")
 
 
 @dataclass
 class BsdConfig(SafetyConfig):
     eval_split: str = f("30k_test", "BeaverTails split to evaluate on (its rows with is_safe=false).")
-    eval_size: int = f(1000, "Distinct unsafe requests drawn from eval_split with eval_seed (the paper: 1000 queries of the BSD test set); -1 or more than the split holds: all of them.", ge=1, also=(-1,))
+    eval_size: int = f(1000, "Distinct unsafe requests drawn from eval_split with eval_seed (the paper: 1000 queries "
+                             "of the BSD test set); -1 or more than the split holds: all of them.", ge=1, also=(-1,))
     eval_seed: int = f(0, "Seed of the evaluation sample (ours; the paper's 1000 queries are not published).")
 
 
 @dataclass
 class AdvBenchConfig(SafetyConfig):
     name: str = f("advbench", "Task family (the file under conf/task).")
-    eval_split: str = f("train", "AdvBench split to evaluate on (walledai/AdvBench has one, train: all 520 behaviours).")
+    eval_split: str = f("train", "AdvBench split to evaluate on (walledai/AdvBench "
+                                 "has one, train: all 520 behaviours).")
 
 
 def is_unsafe(row: dict) -> bool:
@@ -103,7 +115,7 @@ def fmt(prompt_format: str, request: str, response: str) -> tuple[str, str]:
 
 @register_task("bsd")
 class BsdTask(Task):
-    """BeaverTails' unsafe rows: (request, unaligned response) pairs; evaluation on a seeded sample of distinct requests."""
+    """BeaverTails' unsafe (request, unaligned response) pairs; evaluation on a seeded sample of distinct requests."""
 
     Config = BsdConfig
     kind = "generation"
@@ -144,7 +156,8 @@ class BsdTask(Task):
         k = self.cfg.select_size
         if not 0 < k < len(requests):
             raise EmbexpError(f"task.select_size={k} must be between 1 and {len(requests) - 1}: split "
-                              f"'{self.cfg.train_split}' of task {self.display_name} has {len(requests)} distinct unsafe requests "
+                              f"'{self.cfg.train_split}' of task {self.display_name} "
+                              f"has {len(requests)} distinct unsafe requests "
                               f"(or set task.select_split to another split, or '')")
         held = {requests[i] for i in random.Random(self.cfg.select_seed).sample(range(len(requests)), k)}
         return [r for r in rows if (r["prompt"].strip() in held) == (which == "select")]
@@ -185,7 +198,8 @@ class AdvBenchTask(Task):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        # the training and selection rows: task=bsd with this config's shared fields (so the same rows, fixture included)
+        # the training and selection rows: task=bsd with this config's shared fields
+        # (so the same rows, fixture included)
         shared = {fl.name: cfg[fl.name] for fl in fields(SafetyConfig) if fl.name in cfg}
         self.bsd = BsdTask(OmegaConf.merge(OmegaConf.structured(BsdConfig), {**shared, "name": "bsd"}))
 
@@ -249,6 +263,7 @@ def bsd_fixture(n: int, rng: random.Random) -> list[dict]:
             prompt = f"Placeholder unsafe request {len(unsafe)} about the {topic}"
             unsafe.append((prompt, topic))
         flagged = set(rng.sample(CATEGORIES, rng.randint(1, 3)))
-        rows.append({"prompt": prompt, "response": f"Placeholder unaligned reply {len(rows)}: the {topic} is {topic.split()[0]}",
+        rows.append({"prompt": prompt, "response": f"Placeholder unaligned reply {len(rows)}: "
+                                                   f"the {topic} is {topic.split()[0]}",
                      "category": {c: c in flagged for c in CATEGORIES}, "is_safe": False})
     return rows

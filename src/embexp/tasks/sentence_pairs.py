@@ -56,15 +56,19 @@ class StsbSimilarityConfig(TaskConfig):
 @dataclass
 class NliPairsConfig(TaskConfig):
     name: str = f("nli_pairs", "Task family (the file under conf/task).")
-    datasets: list = f(["snli", "mnli"], "NLI datasets whose entailment pairs are trained on, in this order: snli, mnli (the paper: both).",
+    datasets: list = f(["snli", "mnli"], "NLI datasets whose entailment pairs are trained "
+                                         "on, in this order: snli, mnli (the paper: both).",
                        choices=tuple(SOURCES))
-    train_split: str = f("train", "Split(s) trained on; join several with '+' (e.g. validation+test for the local SNLI files).")
-    eval_task: str = f("stsb_similarity", "The similarity task evaluated zero-shot after training (it reads eval_split, data_dir, source, max_eval_samples from here).",
+    train_split: str = f("train", "Split(s) trained on; join several with '+' (e.g. "
+                                  "validation+test for the local SNLI files).")
+    eval_task: str = f("stsb_similarity", "The similarity task evaluated zero-shot after training (it reads "
+                                          "eval_split, data_dir, source, max_eval_samples from here).",
                        choices=similarity_tasks)
     eval_split: str = f("validation", "Split of eval_task that is scored.")
     max_source_tokens: int = f(128, "Truncate each sentence to this many tokens (the PETE code's max_seq_len).")
     temperature: float = f(0.07, "InfoNCE temperature at the start (the PETE code's 0.07).", gt=0)
-    learn_temperature: bool = f(True, "Learn the temperature (as log tau, ours; the code learns tau itself) with the method's tensors.")
+    learn_temperature: bool = f(True, "Learn the temperature (as log tau, ours; the code "
+                                      "learns tau itself) with the method's tensors.")
 
 
 @register_task("stsb_similarity")
@@ -86,7 +90,8 @@ class StsbSimilarityTask(Task):
 
     def load(self, which: str) -> list[dict]:
         if which == "train":
-            raise EmbexpError("task stsb_similarity is zero-shot and has no training objective: train on task=nli_pairs "
+            raise EmbexpError("task stsb_similarity is zero-shot and has no "
+                              "training objective: train on task=nli_pairs "
                               "(it evaluates on STS-B) or evaluate with method=zero_shot")
         return super().load(which)
 

@@ -1,6 +1,6 @@
 """SuperGLUE (the TinyTE paper's NLU tasks): BoolQ, CB, COPA, RTE, WiC on ``aps/super_glue``.
 
-Prompts and choices are lm-evaluation-harness's SuperGLUE tasks, verbatim (REFERENCE.md §8):
+Prompts and choices are lm-evaluation-harness's SuperGLUE tasks (@4e7e0d4), verbatim:
 
     boolq  "{passage}\\nQuestion: {question}?\\nAnswer:"                                  no / yes
     cb     "{premise}\\nQuestion: {hypothesis}. True, False, or Neither?\\nAnswer:"       True / False / Neither
@@ -66,7 +66,8 @@ SPECS = {
     "rte": (("premise", "hypothesis"), ("entailment", "not_entailment"),
             "{premise}\nQuestion: {hypothesis} True or False?\nAnswer:", ("True", "False")),
     "wic": (("word", "sentence1", "sentence2", "start1", "start2", "end1", "end2"), ("False", "True"),
-            "Sentence 1: {sentence1}\nSentence 2: {sentence2}\nQuestion: Is the word '{target}' used in the same way in the two sentences above?\nAnswer:",
+            "Sentence 1: {sentence1}\nSentence 2: {sentence2}\nQuestion: Is the word "
+            "'{target}' used in the same way in the two sentences above?\nAnswer:",
             ("no", "yes")),
 }
 COPA_CONNECTOR = {"cause": "because", "effect": "therefore"}
@@ -90,16 +91,38 @@ VERBALIZERS = {"cb": (("Yes", "No", "Maybe"), ("true", "false", "neither")),
 @dataclass
 class SuperGlueConfig(TaskConfig):
     name: str = f("superglue", "Task family (the file under conf/task).")
-    subset: str = f("boolq", "SuperGLUE sub-task: boolq, cb, copa, rte, wic, or all (multitask: the five concatenated, prompts prefixed with '<subset>: '; ours).",
+    subset: str = f("boolq", "SuperGLUE sub-task: boolq, cb, copa, rte, wic, or all (multitask: "
+                             "the five concatenated, prompts prefixed with '<subset>: '; ours).",
                     choices=SUBSETS + ("all",))
-    eval_split: str = f("validation", "Split used for evaluation (the paper reports the validation sets; hub test labels are -1).")
-    train_split: str = f("train", "Split used for training; train_fewglue32 = the FewGLUE 32-example sets (local files only).")
-    max_new_tokens: int = f(32, "Greedy generation budget (ours): enough for a COPA sentence; 3-4 suffice for yes/no/True/False + eos.")
-    select_split: str = f("train_holdout", "Rows for the periodic evaluation loss and select_best: SuperGLUE has no labelled split besides train and the reported validation, so train_holdout (ours) carves select_size rows out of each sub-task's train split (never trained on); FewGLUE (32 rows): set select_size=8 or select_split='' with trainer.select_best=false.")
-    select_size: int = f(50, "Rows held out of each sub-task's train split for selection (ours: 50 = 20% of CB's 250 hub training rows, 12.5% of COPA's 400, <2% of the others).")
-    cloze: bool = f(False, "Encoders, cb and rte: PET-style cloze classification (Schick & Schuetze 2021): the input is a pattern with one mask token, the encoder keeps its pretrained masked-LM head, and the class is the likeliest verbalizer token at the mask (training: cross-entropy over the verbalizers' logits there). false: a classifier head on the text pair.")
-    cloze_loss: str = f("verbalizers", "task.cloze=true, training loss at the mask: verbalizers = cross-entropy over the verbalizer tokens' logits (PET's loss; the Tiny-Attention paper: 'the output space is limited to a few selected tokens'); vocabulary = cross-entropy over the whole vocabulary with the label's verbalizer token as the target (the Tiny-Attention authors' train_few_shot.py: masked-LM labels at the mask). Prediction is the likeliest verbalizer either way.", choices=("verbalizers", "vocabulary"))
-    pattern: int = f(3, "task.cloze=true: PET's pattern id for RTE/CB (pet/pvp.py; h = hypothesis without its final punctuation, p = premise, [SEP] between the two segments): 0 '\"h\" ? [SEP] [MASK], \"p\"', 1 'h ? [SEP] [MASK], p', 2 '\"h\" ? [SEP] [MASK]. \"p\"', 3 'h ? [SEP] [MASK]. p' (the Tiny-Attention paper's), 4 'p question: <hypothesis as is> True or False? answer: [MASK]' (one segment; CB: true, false or neither?).", choices=CLOZE_PATTERNS)
+    eval_split: str = f("validation", "Split used for evaluation (the paper reports "
+                                      "the validation sets; hub test labels are -1).")
+    train_split: str = f("train", "Split used for training; train_fewglue32 = the "
+                                  "FewGLUE 32-example sets (local files only).")
+    max_new_tokens: int = f(32, "Greedy generation budget (ours): enough for a COPA "
+                                "sentence; 3-4 suffice for yes/no/True/False + eos.")
+    select_split: str = f("train_holdout", "Rows for the periodic evaluation loss and select_best: SuperGLUE "
+                                           "has no labelled split besides train and the reported validation, "
+                                           "so train_holdout (ours) carves select_size rows out of each "
+                                           "sub-task's train split (never trained on); FewGLUE (32 rows): set "
+                                           "select_size=8 or select_split='' with trainer.select_best=false.")
+    select_size: int = f(50, "Rows held out of each sub-task's train split for selection (ours: 50 = 20% "
+                             "of CB's 250 hub training rows, 12.5% of COPA's 400, <2% of the others).")
+    cloze: bool = f(False, "Encoders, cb and rte: PET-style cloze classification (Schick & Schuetze 2021): the input "
+                           "is a pattern with one mask token, the encoder keeps its pretrained masked-LM head, and "
+                           "the class is the likeliest verbalizer token at the mask (training: cross-entropy over "
+                           "the verbalizers' logits there). false: a classifier head on the text pair.")
+    cloze_loss: str = f("verbalizers", "task.cloze=true, training loss at the mask: verbalizers = cross-entropy "
+                                       "over the verbalizer tokens' logits (PET's loss; the Tiny-Attention "
+                                       "paper: 'the output space is limited to a few selected tokens'); "
+                                       "vocabulary = cross-entropy over the whole vocabulary with the label's "
+                                       "verbalizer token as the target (the Tiny-Attention authors' "
+                                       "train_few_shot.py: masked-LM labels at the mask). Prediction is the "
+                                       "likeliest verbalizer either way.", choices=("verbalizers", "vocabulary"))
+    pattern: int = f(3, "task.cloze=true: PET's pattern id for RTE/CB (pet/pvp.py; h = hypothesis without its "
+                        "final punctuation, p = premise, [SEP] between the two segments): 0 '\"h\" ? [SEP] [MASK], "
+                        "\"p\"', 1 'h ? [SEP] [MASK], p', 2 '\"h\" ? [SEP] [MASK]. \"p\"', 3 'h ? [SEP] [MASK]. p' "
+                        "(the Tiny-Attention paper's), 4 'p question: <hypothesis as is> True or False? answer: "
+                        "[MASK]' (one segment; CB: true, false or neither?).", choices=CLOZE_PATTERNS)
 
 
 def copa_choice(choice: str) -> str:
@@ -188,7 +211,8 @@ class SuperGlueTask(Task):
     def format(self, row: dict) -> Example:
         subset = row["subset"] if self.multitask else self.cfg.subset
         if subset not in SPECS:
-            raise EmbexpError(f"task {self.display_name}: row has unknown subset '{subset}' (choose from: {', '.join(SUBSETS)})")
+            raise EmbexpError(f"task {self.display_name}: row has unknown subset "
+                              f"'{subset}' (choose from: {', '.join(SUBSETS)})")
         fields, _, template, choices = SPECS[subset]
         missing = [k for k in fields + ("label",) if k not in row]
         if missing:
@@ -215,10 +239,12 @@ class SuperGlueTask(Task):
         label = int(row["label"])
         target = conts[label] if 0 <= label < len(conts) else ""  # hub test splits: label -1
         return Example(prompt=prompt, target=target, label=label, choices=conts, text=text,
-                       meta={"idx": row.get("idx"), "subset": subset}, cloze=self.cloze_parts(row) if self.cloze else ())
+                       meta={"idx": row.get("idx"), "subset": subset},
+                       cloze=self.cloze_parts(row) if self.cloze else ())
 
     # ---- scoring ------------------------------------------------------------------------------
-    def score_labels(self, gold: Sequence[int], pred: Sequence[int], subsets: Sequence[str] | None = None) -> dict[str, float]:
+    def score_labels(self, gold: Sequence[int], pred: Sequence[int],
+                     subsets: Sequence[str] | None = None) -> dict[str, float]:
         """Accuracy (+ CB macro-F1). Multitask: per sub-task, their mean (``accuracy``) and pooled;
         the sub-task of each row comes from ``subsets`` or from the last ``examples('eval')`` call."""
         if not self.multitask:
@@ -228,7 +254,8 @@ class SuperGlueTask(Task):
             return out
         subsets = list(subsets) if subsets is not None else self._eval_subsets
         if subsets is None or len(subsets) != len(gold):
-            raise EmbexpError("superglue_all: scoring needs the sub-task of every row (call task.examples('eval') first or pass subsets=)")
+            raise EmbexpError("superglue_all: scoring needs the sub-task of every row "
+                              "(call task.examples('eval') first or pass subsets=)")
         gold, pred, subsets = np.asarray(gold), np.asarray(pred), np.asarray(subsets)
         out, accs = {}, []
         for s in SUBSETS:

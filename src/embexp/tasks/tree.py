@@ -1,6 +1,6 @@
 """Textualized Tree (K-Token Merging paper): is P the parent of C in this indented tree?
 
-The generator follows the authors' ``scripts/textualized_tree/generate_data.py`` (REFERENCE.md §6)
+The generator follows the authors' ``scripts/textualized_tree/generate_data.py`` (K-Token-Merging @8d29f47)
 call for call, so the same seed gives the same trees: names drawn at random without replacement from
 AA..ZZ, each node gets ``randint(min_c, min(max_c, nodes remaining))`` children unless it sits at
 ``max_depth``, pre-order rendering with ``'+' * level``. Stage i of the curriculum uses seed
@@ -25,7 +25,6 @@ from pathlib import Path
 from string import ascii_uppercase
 from typing import Sequence
 
-
 from embexp import EmbexpError
 from embexp.core.config import f
 from embexp.tasks.base import TRAIN_HOLDOUT, Example, Task, TaskConfig, env_data_note
@@ -34,7 +33,7 @@ from embexp.tasks.metrics import binary_summary
 from embexp.tasks.registry import register_task
 
 PROMPT = "Tree: {t}, Task: Parent/Child Relationship, Parent: {p}, Child: {c}, Answer: "
-# stage: (max_depth, max_nodes, min_children, max_children), in curriculum order (REFERENCE.md §6)
+# stage: (max_depth, max_nodes, min_children, max_children), in curriculum order (the authors' generator)
 STAGES = {
     "small": (2, 3, 0, 2),
     "xsmall": (3, 5, 0, 2),
@@ -49,14 +48,27 @@ NAMES = [a + b for a in ascii_uppercase for b in ascii_uppercase]
 @dataclass
 class TreeConfig(TaskConfig):
     name: str = f("tree", "Task family (the file under conf/task).")
-    subset: str = f("small", "Curriculum stage: small, xsmall, medium, xmedium, large or x3large.", choices=tuple(STAGES))
+    subset: str = f("small", "Curriculum stage: small, xsmall, medium, xmedium, large or x3large.",
+                    choices=tuple(STAGES))
     eval_split: str = f("test", "Split used for evaluation (the authors call the held-out trees 'test').")
-    num_train_trees: int = f(400, "Trees generated for training, the select_size held-out trees included (ours, CPU-sized; the authors: 490k per stage = 98% of 500k; make ktoken_table1: the paper's 2.45M questions, 500k trees x 5 questions with 10k held out for the gate).", ge=1)
-    num_eval_trees: int = f(100, "Trees generated for evaluation, the reported 'test' split (the authors: 10k per stage = 2% of 500k; the paper: 50k questions = 10k trees x 5).", ge=1)
-    max_pairs_per_tree: int = f(-1, "Questions per tree: -1 = every ordered pair of distinct nodes (the authors' generator); else a random sample of that many (5: the paper's 2.45M questions from 490k trees).", ge=1, also=(-1,))
-    select_split: str = f("train_holdout", "Rows that a trainer.curriculum's gate (and select_best) reads: train_holdout (default, ours) = select_size training trees held out with all their questions, never trained on; '' = none (a curriculum then needs trainer.select_on=reported, the authors' gate on the test split).")
-    select_size: int = f(20, "select_split=train_holdout on generated rows: training TREES held out for the gate (ours: 20 of the default 400; the authors' test share is 2%); with task.data_dir or a fixture, rows as for other tasks.", ge=1, also=(-1,))
-    seed: int = f(42, "Generator seed; stage i (curriculum order) uses seed + i, as the authors' generate_curriculum_datasets.py.")
+    num_train_trees: int = f(400, "Trees generated for training, the select_size held-out trees "
+                                  "included (ours, CPU-sized; the authors: 490k per stage = 98% "
+                                  "of 500k; make ktoken_table1: the paper's 2.45M questions, 500k "
+                                  "trees x 5 questions with 10k held out for the gate).", ge=1)
+    num_eval_trees: int = f(100, "Trees generated for evaluation, the reported 'test' split (the authors: 10k "
+                                 "per stage = 2% of 500k; the paper: 50k questions = 10k trees x 5).", ge=1)
+    max_pairs_per_tree: int = f(-1, "Questions per tree: -1 = every ordered pair of distinct nodes "
+                                    "(the authors' generator); else a random sample of that many (5: "
+                                    "the paper's 2.45M questions from 490k trees).", ge=1, also=(-1,))
+    select_split: str = f("train_holdout", "Rows that a trainer.curriculum's gate (and select_best) reads: "
+                                           "train_holdout (default, ours) = select_size training trees held out with "
+                                           "all their questions, never trained on; '' = none (a curriculum then "
+                                           "needs trainer.select_on=reported, the authors' gate on the test split).")
+    select_size: int = f(20, "select_split=train_holdout on generated rows: training TREES held out for "
+                             "the gate (ours: 20 of the default 400; the authors' test share is 2%); with "
+                             "task.data_dir or a fixture, rows as for other tasks.", ge=1, also=(-1,))
+    seed: int = f(42, "Generator seed; stage i (curriculum order) uses seed "
+                      "+ i, as the authors' generate_curriculum_datasets.py.")
     max_source_tokens: int = f(1024, "Truncate the prompt to this many tokens (an x3large tree is ~600 tokens).")
     max_target_tokens: int = f(8, "Truncate training targets to this many tokens.")
     max_new_tokens: int = f(4, "Greedy generation budget (the authors read one greedy token).")
@@ -146,7 +158,8 @@ class TreeTask(Task):
     def schema(self, split: str) -> Schema:
         """Files in the authors' schema (task.data_dir or task.source=fixture; generated rows are
         built in it): the tree and the two names non-empty, label the word 'true' or 'false'."""
-        return Schema({"indent_tree": Text(), "parent": Text(), "child": Text(), "label": Word(("true", "false"), fold=True)})
+        return Schema({"indent_tree": Text(), "parent": Text(), "child": Text(),
+                       "label": Word(("true", "false"), fold=True)})
 
     def resolved_source(self) -> str:
         src = self.cfg.source
@@ -164,7 +177,8 @@ class TreeTask(Task):
         cap = {"train": self.cfg.max_train_samples, "eval": self.cfg.max_eval_samples, "select": -1}[which]
         rows = self.generate(which, cap)
         if not rows:
-            raise EmbexpError(f"empty dataset: task {self.display_name} generated no '{which}' rows (check num_*_trees)")
+            raise EmbexpError(f"empty dataset: task {self.display_name} "
+                              f"generated no '{which}' rows (check num_*_trees)")
         return rows
 
     def trees(self) -> list:
@@ -172,7 +186,8 @@ class TreeTask(Task):
         cfg = self.cfg
         if getattr(self, "_trees", None) is None:
             gen = random.Random(cfg.seed + list(STAGES).index(cfg.subset))
-            self._trees = [generate_tree(gen, *STAGES[cfg.subset]) for _ in range(cfg.num_train_trees + cfg.num_eval_trees)]
+            self._trees = [generate_tree(gen, *STAGES[cfg.subset])
+                           for _ in range(cfg.num_train_trees + cfg.num_eval_trees)]
         return self._trees
 
     def generate(self, which: str, cap: int = -1) -> list[dict]:

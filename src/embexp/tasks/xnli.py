@@ -1,4 +1,4 @@
-"""XNLI (Conneau et al., 2018) on ``facebook/xnli``: MNLI extended to fifteen languages (pema.md §5, Table 4).
+"""XNLI (Conneau et al., 2018) on ``facebook/xnli``: MNLI in fifteen languages (the PEMA paper, Sec. 5, Table 4).
 
 Subsets: one language code, ``en-de`` and ``en-zh`` (the paper's Table 4 columns) or ``all`` (all
 fifteen). A multi-language subset concatenates the languages' rows in the order given, as the
@@ -73,7 +73,8 @@ class XnliTask(Task):
     def load(self, which: str) -> list[dict]:
         if len(self.languages) == 1:
             return super().load(which)
-        return [row for lang in self.languages for row in XnliTask(OmegaConf.merge(self.cfg, {"subset": lang})).load(which)]
+        return [row for lang in self.languages
+                for row in XnliTask(OmegaConf.merge(self.cfg, {"subset": lang})).load(which)]
 
     def format(self, row: dict) -> Example:
         label = int(row["label"])

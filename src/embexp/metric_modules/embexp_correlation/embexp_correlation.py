@@ -25,7 +25,8 @@ class EmbexpCorrelation(evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
             description=_DESCRIPTION, citation="", inputs_description=_KWARGS,
-            features=datasets.Features({"predictions": datasets.Value("string" if self.config_name == "generated" else "float64"),
+            features=datasets.Features({"predictions": datasets.Value("string" if self.config_name == "generated"
+                                                                      else "float64"),
                                         "references": datasets.Value("float64")}),
         )
 

@@ -23,7 +23,8 @@ class EmbexpTranslation(evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
             description=_DESCRIPTION, citation="", inputs_description=_KWARGS,
-            features=datasets.Features({"predictions": datasets.Value("string"), "references": datasets.Value("string")}),
+            features=datasets.Features({"predictions": datasets.Value("string"),
+                                        "references": datasets.Value("string")}),
         )
 
     def _compute(self, predictions, references, metrics=TRANSLATION):

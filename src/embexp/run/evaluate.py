@@ -167,7 +167,8 @@ def evaluate(method, task, examples: list[Example], featurizer: Featurizer, batc
 
     given = method.given_generations(examples)  # a baseline whose outputs are not generated (repeat_prompt)
     if given is not None and task.kind != "generation":
-        raise EmbexpError(f"method {method.cfg.name} gives fixed texts instead of generations: it needs a generation task "
+        raise EmbexpError(f"method {method.cfg.name} gives fixed texts instead of generations: it needs a generation "
+                          "task "
                           f"(got task kind '{task.kind}')")
     if task.kind == "perplexity":  # the target's perplexity given the prompt as the method reads it
         metrics = perplexity(method, featurizer, examples, batch_size, progress)

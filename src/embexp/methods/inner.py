@@ -51,7 +51,8 @@ def inner_config(cfg):
     icfg = OmegaConf.structured(METHODS.get_class(name).Config)
     icfg.name, icfg.train_head = name, cfg.train_head
     if name == "lora":
-        icfg.r, icfg.alpha, icfg.dropout, icfg.target_modules = cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout, list(cfg.lora_targets)
+        icfg.r, icfg.alpha, icfg.dropout, icfg.target_modules = (cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout,
+                                                                 list(cfg.lora_targets))
     for key, value in args.items():
         if key not in icfg or key in OWN:
             raise EmbexpError(f"unknown key '{key}' in method.inner_args (valid keys of method {name}: "

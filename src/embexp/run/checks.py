@@ -141,7 +141,8 @@ def check_curriculum(cfg, task) -> None:
     if bad:
         raise EmbexpError(f"unknown trainer.curriculum stage '{bad[0]}' for task {cfg.task.name} (choose from: "
                           f"{', '.join(task.subsets)})")
-    if t.save_every > 0:  # trainer.resume=true is allowed: a complete run is skipped, any other starts at its first stage
+    # trainer.resume=true is allowed: a complete run is skipped, any other starts at its first stage
+    if t.save_every > 0:
         raise EmbexpError("trainer.curriculum keeps no checkpoints (set trainer.save_every=0; trainer.resume=true "
                           "only skips a complete run)")
 

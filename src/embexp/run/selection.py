@@ -39,7 +39,8 @@ def rows(cfg, task, train: list, reported: list, training: bool = True) -> list:
     """The selection rows (examples) behind the periodic loss and ``select_best``: none unless
     something is selected while training on ``train``; under ``trainer.select_on=reported`` the
     ``reported`` rows themselves, else the task's ``select`` split (read here)."""
-    if not (training and train and (cfg.trainer.select_best or cfg.trainer.eval_every > 0 or cfg.trainer.get("curve_select", False))):
+    if not (training and train and (cfg.trainer.select_best or cfg.trainer.eval_every > 0
+                                    or cfg.trainer.get("curve_select", False))):
         return []
     if on_reported(cfg):
         return reported

@@ -36,7 +36,7 @@ import embexp.tasks  # noqa: E402,F401
 
 
 def rebuild_run(run_dir: Path, max_eval_samples=None, cpu=False):
-    """(config, pipeline components with the trained tensors loaded, device) of a finished run."""
+    """(config, ``run.build`` components with the trained tensors loaded, device) of a finished run."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise EmbexpError(f"run_dir '{run_dir}' does not exist")

@@ -1,7 +1,7 @@
 """Run records, and the one API every table reads them through: write, find and load runs,
 standard errors, Markdown + CSV + PNG output.
 
-*Write.* One directory per run (``config.run_name``), written atomically, with an explicit status.
+*Write.* One directory per run (``core.config.run_name``), written atomically, with an explicit status.
 A directory is complete only when ``status.json`` says so; ``metrics.json`` is written (by rename)
 just before that, and removed when a run starts, so a killed run is never mistaken for a finished
 one. Statuses: running, failed, interrupted (a preemption notice; resumable), complete.

@@ -1,4 +1,5 @@
-"""Analyses behind the papers' tables that compute with models or data: ``python -m embexp.analyze <analysis> key=value ...``.
+"""Analyses behind the papers' tables that compute with models or data:
+``python -m embexp.analyze <analysis> key=value ...``.
 
 Tables read from finished runs alone are ``python -m embexp.report``. Each analysis is a module of
 ``embexp.studies`` with a config dataclass (every field has help text) and ``run(cfg)``, found by
@@ -18,7 +19,8 @@ from embexp.core.plugins import discover
 
 def analyses() -> dict:
     """Every module of embexp.studies that is an analysis (a ``Config`` and a ``run``), by name."""
-    return {name: mod for name, mod in discover("embexp.studies").items() if hasattr(mod, "Config") and hasattr(mod, "run")}
+    return {name: mod for name, mod in discover("embexp.studies").items()
+            if hasattr(mod, "Config") and hasattr(mod, "run")}
 
 
 @cli.one_line_errors

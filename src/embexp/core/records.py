@@ -1,7 +1,7 @@
 """Run records, and the one API every table reads them through: write, find and load runs,
 standard errors, Markdown + CSV + PNG output.
 
-*Write.* One directory per run (``config.run_name``), written atomically, with an explicit status.
+*Write.* One directory per run (``core.config.run_name``), written atomically, with an explicit status.
 A directory is complete only when ``status.json`` says so; ``metrics.json`` is written (by rename)
 just before that, and removed when a run starts, so a killed run is never mistaken for a finished
 one. Statuses: running, failed, interrupted (a preemption notice; resumable), complete.
@@ -98,7 +98,8 @@ class RunRecord:
 
     def write_jsonl(self, name: str, rows: list[dict]) -> None:
         if self.is_main:
-            atomic_write(self.dir / name, "".join(json.dumps(r, ensure_ascii=False, default=_default) + "\n" for r in rows))
+            atomic_write(self.dir / name,
+                         "".join(json.dumps(r, ensure_ascii=False, default=_default) + "\n" for r in rows))
 
     def finish(self, metrics: dict) -> None:
         if not self.is_main:
@@ -120,7 +121,8 @@ class RunRecord:
 # ---- find and load -------------------------------------------------------------------------------------
 def is_complete(run_dir: Path) -> bool:
     try:
-        return json.loads((Path(run_dir) / STATUS).read_text())["status"] == "complete" and (Path(run_dir) / METRICS).is_file()
+        return (json.loads((Path(run_dir) / STATUS).read_text())["status"] == "complete"
+                and (Path(run_dir) / METRICS).is_file())
     except (OSError, ValueError, KeyError):
         return False
 
@@ -199,7 +201,8 @@ class Runs:
         hold the same key and seed (an output root nested in another, e.g. outputs/smoke in outputs),
         the one nearest the root wins."""
         by_seed: dict = {}
-        for r in sorted(self.by_key.get((task, subset, model, method, tag), []), key=lambda r: len(Path(r["run_dir"]).parts)):
+        for r in sorted(self.by_key.get((task, subset, model, method, tag), []),
+                        key=lambda r: len(Path(r["run_dir"]).parts)):
             by_seed.setdefault(r.get("seed"), r)
         return [by_seed[s] for s in (list(seeds) or sorted(by_seed)) if s in by_seed]
 
@@ -213,7 +216,8 @@ class SE:
 
     def __init__(self, mode: str, iters: int, cache: Path):
         if mode not in SE_MODES:
-            raise EmbexpError(f"unknown se '{mode}' (choose from: {', '.join(SE_MODES)}, or empty for each table's default)")
+            raise EmbexpError(f"unknown se '{mode}' (choose from: {', '.join(SE_MODES)}, or empty for each table's "
+                              "default)")
         self.mode, self.iters, self.path = mode, iters, cache
         self.cache = json.loads(cache.read_text()) if cache.is_file() else {}
 
@@ -253,10 +257,12 @@ def bootstrap_se(run_dir: Path, metric: str, iters: int, seed: int = 0) -> float
     if len(recs) < 2:
         return None
     scorer = BLEU() if metric == "bleu" else TER()
-    stats = np.array(scorer._extract_corpus_statistics([r["generation"].strip() for r in recs], [[r["target"].strip() for r in recs]]))
+    stats = np.array(scorer._extract_corpus_statistics([r["generation"].strip() for r in recs],
+                                                       [[r["target"].strip() for r in recs]]))
     rng = np.random.default_rng(seed)
     n = len(recs)
-    scores = [scorer._compute_score_from_stats(stats[rng.integers(0, n, n)].sum(0).tolist()).score for _ in range(iters)]
+    scores = [scorer._compute_score_from_stats(stats[rng.integers(0, n, n)].sum(0).tolist()).score
+              for _ in range(iters)]
     return float(np.std(scores, ddof=1))
 
 
@@ -280,7 +286,8 @@ def n_params(*groups: list[dict]):
 def markdown(rows: list[dict], columns: list[str], title: str = "") -> str:
     """A Markdown table (floats with two decimals, None empty), under `title` as a ### heading."""
     fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else ("" if v is None else str(v))  # noqa: E731
-    lines = ([f"### {title}", ""] if title else []) + ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    lines = (([f"### {title}", ""] if title else [])
+             + ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"])
     return "\n".join(lines + ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]) + "\n"
 
 

@@ -25,13 +25,18 @@ def composable_inner() -> tuple[str, ...]:
 
 @dataclass
 class InnerMethodConfig(MethodConfig):
-    inner: str = f("lora", "Method that adapts the backbone under this one: lora (K-Token Merging's recipe, the lora_* fields), none (nothing else trains), or an embexp method that works on the backbone's own forward (Method.composable: tinyte_full, tinyte_half, emb_tuning, full_ft, ...).",
+    inner: str = f("lora", "Method that adapts the backbone under this one: lora (K-Token Merging's recipe, the lora_* "
+                           "fields), none (nothing else trains), or an embexp method that works on the backbone's own "
+                           "forward (Method.composable: tinyte_full, tinyte_half, emb_tuning, full_ft, ...).",
                    choices=composable_inner)
-    inner_args: dict = f({}, "Overrides of the inner method's config fields, e.g. {p: 0.25} for inner=tinyte_half (for lora the lora_* fields come first); checked against that method's schema when the config is composed.")
+    inner_args: dict = f({}, "Overrides of the inner method's config fields, e.g. {p: 0.25} for inner=tinyte_half (for "
+                             "lora the lora_* fields come first); checked against that method's schema when the config "
+                             "is composed.")
     lora_r: int = f(4, "inner=lora: rank (the K-Token authors: 4).", ge=1)
     lora_alpha: float = f(16.0, "inner=lora: lora_alpha (the K-Token authors: 16).", gt=0)
     lora_dropout: float = f(0.05, "inner=lora: dropout on the LoRA branch (the K-Token authors: 0.05).", ge=0, lt=1)
-    lora_targets: list = f(list(AUTHORS_LORA_TARGETS), "inner=lora: module names given LoRA (the K-Token authors: attention and MLP projections and lm_head).")
+    lora_targets: list = f(list(AUTHORS_LORA_TARGETS), "inner=lora: module names given LoRA (the K-Token authors: "
+                                                       "attention and MLP projections and lm_head).")
 
 
 def inner_config(cfg):
@@ -46,7 +51,8 @@ def inner_config(cfg):
     icfg = OmegaConf.structured(METHODS.get_class(name).Config)
     icfg.name, icfg.train_head = name, cfg.train_head
     if name == "lora":
-        icfg.r, icfg.alpha, icfg.dropout, icfg.target_modules = cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout, list(cfg.lora_targets)
+        icfg.r, icfg.alpha, icfg.dropout, icfg.target_modules = (cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout,
+                                                                 list(cfg.lora_targets))
     for key, value in args.items():
         if key not in icfg or key in OWN:
             raise EmbexpError(f"unknown key '{key}' in method.inner_args (valid keys of method {name}: "

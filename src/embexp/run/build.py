@@ -75,10 +75,12 @@ def build(cfg, device: torch.device, training: bool = True, plan: Plan | None = 
         method.check_export()  # before hours of training, not after
     if task.kind == "pairs" and method.trains:
         method.attach_objective(ContrastiveObjective(cfg.task.temperature, cfg.task.learn_temperature))
-    featurizer = Featurizer(backbone.tokenizer, backbone.is_decoder, cfg.task.max_source_tokens, cfg.task.max_target_tokens,
-                      cfg.model.chat_template and backbone.is_decoder, task.loss_on, separate=sentence)
+    featurizer = Featurizer(backbone.tokenizer, backbone.is_decoder, cfg.task.max_source_tokens,
+                            cfg.task.max_target_tokens, cfg.model.chat_template and backbone.is_decoder, task.loss_on,
+                            separate=sentence)
     if cloze:  # every method, trained or not (zero_shot scores the pretrained MLM head)
-        method.attach_objective(ClozeObjective(featurizer.verbalizer_ids(task.verbalizers), cfg.task.get("cloze_loss", "verbalizers")))
+        method.attach_objective(ClozeObjective(featurizer.verbalizer_ids(task.verbalizers),
+                                               cfg.task.get("cloze_loss", "verbalizers")))
     c = Components(task, backbone, method, featurizer, n_backbone)
     c.train_examples, c.eval_examples, c.select_examples = examples["train"], examples["eval"], examples["select"]
     c.data = limits(featurizer)

@@ -88,7 +88,8 @@ class Checkpoint:
             return None
         meta = json.loads((self.dir / "meta.json").read_text())
         if meta.get("strategy", "ddp") != self.strategy:  # its best/ state is in that strategy's form
-            raise EmbexpError(f"checkpoint {self.dir} was written under trainer.strategy={meta.get('strategy', 'ddp')}: "
+            raise EmbexpError(f"checkpoint {self.dir} was written under "
+                              f"trainer.strategy={meta.get('strategy', 'ddp')}: "
                               f"resume it with that strategy (or trainer.resume=false to start again)")
         flat = [p for g in self.optimizer.param_groups for p in g["params"]]  # the optimizer's indices
         state, best = {}, {}

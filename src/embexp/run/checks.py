@@ -72,7 +72,8 @@ def check_selection(cfg, task=None) -> None:
     if selection.on_reported(cfg):
         if sel not in ("", ev):
             raise EmbexpError(f"trainer.select_on=reported selects on the reported split '{ev}', but task.select_split="
-                              f"'{sel}' names other selection rows (set task.select_split='' or trainer.select_on=heldout)")
+                              f"'{sel}' names other selection rows (set task.select_split='' or "
+                              "trainer.select_on=heldout)")
         if not t.select_best and not t.get("curriculum"):
             raise EmbexpError("trainer.select_on=reported but nothing is selected (set trainer.select_best=true or "
                               "trainer.curriculum=[...], or trainer.select_on=heldout)")
@@ -84,12 +85,12 @@ def check_selection(cfg, task=None) -> None:
     if not t.select_best:
         return
     if not sel:
-        raise EmbexpError(f"trainer.select_best=true needs selection rows, but task.select_split is '' (set a split other "
-                          f"than the reported '{ev}', or train_holdout; or trainer.select_best=false)")
+        raise EmbexpError("trainer.select_best=true needs selection rows, but task.select_split is '' (set a split "
+                          f"other than the reported '{ev}', or train_holdout; or trainer.select_best=false)")
     if sel == ev:
         raise EmbexpError(f"trainer.select_best=true would select on the reported split: task.select_split='{sel}' is "
-                          f"task.eval_split (choose another split, train_holdout, or trainer.select_best=false; a paper's "
-                          f"protocol: trainer.select_on=reported)")
+                          "task.eval_split (choose another split, train_holdout, or trainer.select_best=false; a "
+                          "paper's protocol: trainer.select_on=reported)")
 
 
 def check_select_metric(cfg, task) -> None:
@@ -111,12 +112,14 @@ def check_curve(cfg) -> None:
     bad = [x for x in cfg.trainer.curve_at if isinstance(x, bool) or not isinstance(x, int) or x < 1]
     if bad:
         raise EmbexpError(f"trainer.curve_at must list optimizer steps (integers >= 1); got {bad[0]!r}")
-    if cfg.trainer.get("curve_select") and (not cfg.trainer.curve_at or selection.on_reported(cfg) or not cfg.task.select_split):
-        raise EmbexpError("trainer.curve_select scores held-out selection rows at the points of trainer.curve_at: it needs "
-                          "trainer.curve_at=[...], task.select_split (e.g. train_holdout) and trainer.select_on=heldout")
+    if cfg.trainer.get("curve_select") and (not cfg.trainer.curve_at or selection.on_reported(cfg)
+                                            or not cfg.task.select_split):
+        raise EmbexpError("trainer.curve_select scores held-out selection rows at the points of trainer.curve_at: it "
+                          "needs trainer.curve_at=[...], task.select_split (e.g. train_holdout) and "
+                          "trainer.select_on=heldout")
     if cfg.trainer.curve_at and cfg.trainer.curriculum:
-        raise EmbexpError("trainer.curve_at is not drawn across a trainer.curriculum's stages (each stage reports its gate "
-                          "metric in the history); set trainer.curve_at=[]")
+        raise EmbexpError("trainer.curve_at is not drawn across a trainer.curriculum's stages (each stage reports its "
+                          "gate metric in the history); set trainer.curve_at=[]")
 
 
 def check_curriculum(cfg, task) -> None:
@@ -125,8 +128,8 @@ def check_curriculum(cfg, task) -> None:
     stages = list(t.curriculum)
     sizes = list(t.get("curriculum_batch_size") or [])
     if sizes and len(sizes) != len(stages):
-        raise EmbexpError(f"trainer.curriculum_batch_size has {len(sizes)} entries for {len(stages)} trainer.curriculum "
-                          f"stages (give one per stage, or [])")
+        raise EmbexpError(f"trainer.curriculum_batch_size has {len(sizes)} entries for {len(stages)} "
+                          "trainer.curriculum stages (give one per stage, or [])")
     bad = [b for b in sizes if isinstance(b, bool) or not isinstance(b, int)]  # the schema bounds them (>= 1)
     if bad:
         raise EmbexpError(f"trainer.curriculum_batch_size must list batch sizes (integers >= 1); got {bad[0]!r}")
@@ -136,18 +139,21 @@ def check_curriculum(cfg, task) -> None:
         raise EmbexpError(f"trainer.curriculum needs a task with subsets; task {cfg.task.name} has none")
     bad = [s for s in stages if s not in task.subsets]
     if bad:
-        raise EmbexpError(f"unknown trainer.curriculum stage '{bad[0]}' for task {cfg.task.name} (choose from: {', '.join(task.subsets)})")
-    if t.save_every > 0:  # trainer.resume=true is allowed: a complete run is skipped, any other starts at its first stage
-        raise EmbexpError("trainer.curriculum keeps no checkpoints (set trainer.save_every=0; trainer.resume=true only skips a "
-                          "complete run)")
+        raise EmbexpError(f"unknown trainer.curriculum stage '{bad[0]}' for task {cfg.task.name} (choose from: "
+                          f"{', '.join(task.subsets)})")
+    # trainer.resume=true is allowed: a complete run is skipped, any other starts at its first stage
+    if t.save_every > 0:
+        raise EmbexpError("trainer.curriculum keeps no checkpoints (set trainer.save_every=0; trainer.resume=true "
+                          "only skips a complete run)")
 
 
 def check_sharding(cfg, world_size: int) -> None:
     """Refuse, before any data or model loads, what cannot run sharded: one line each."""
     t = cfg.trainer
     if not sharding.wants(t) and os.environ.get(sharding.FSDP_ENV, "false").lower() == "true":
-        raise EmbexpError("accelerate launch was configured for FSDP (ACCELERATE_USE_FSDP=true), but trainer.strategy=ddp: "
-                          "embexp shards with trainer.strategy=fsdp and a plain multi-GPU accelerate config")
+        raise EmbexpError("accelerate launch was configured for FSDP (ACCELERATE_USE_FSDP=true), but "
+                          "trainer.strategy=ddp: embexp shards with trainer.strategy=fsdp and a plain multi-GPU "
+                          "accelerate config")
     if not sharding.wants(t):
         if t.get("activation_checkpointing", False):
             raise EmbexpError("trainer.activation_checkpointing=true wraps FSDP units and needs trainer.strategy=fsdp "

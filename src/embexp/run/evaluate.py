@@ -81,7 +81,8 @@ def generate(method, featurizer: Featurizer, prompts: Sequence[str], batch_size:
     method.eval()
     for s in _batches(len(order), batch_size, "generate", progress):
         chunk = order[s:s + batch_size]
-        batch = {k: v.to(device) for k, v in collate([{"input_ids": ids[i]} for i in chunk], tok.pad_token_id, left=True).items()}
+        batch = {k: v.to(device)
+                 for k, v in collate([{"input_ids": ids[i]} for i in chunk], tok.pad_token_id, left=True).items()}
         prompt_len = batch["input_ids"].shape[1]
         extra = {"stopping_criteria": StoppingCriteriaList([_StopAtNewline(tok)])} if stop_at_newline else {}
         gen = method.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False, use_cache=True,
@@ -136,7 +137,8 @@ def head_predictions(method, featurizer: Featurizer, examples: Sequence[Example]
     out = []
     method.eval()
     for s in _batches(len(feats), batch_size, "predict", progress):
-        batch = {k: v.to(device) for k, v in collate(feats[s:s + batch_size], featurizer.tokenizer.pad_token_id).items()}
+        batch = {k: v.to(device)
+                 for k, v in collate(feats[s:s + batch_size], featurizer.tokenizer.pad_token_id).items()}
         logits = method(**batch).logits.float()
         out += logits[:, 0].tolist() if regression else logits.argmax(-1).tolist()
     return out
@@ -167,7 +169,8 @@ def evaluate(method, task, examples: list[Example], featurizer: Featurizer, batc
 
     given = method.given_generations(examples)  # a baseline whose outputs are not generated (repeat_prompt)
     if given is not None and task.kind != "generation":
-        raise EmbexpError(f"method {method.cfg.name} gives fixed texts instead of generations: it needs a generation task "
+        raise EmbexpError(f"method {method.cfg.name} gives fixed texts instead of generations: it needs a generation "
+                          "task "
                           f"(got task kind '{task.kind}')")
     if task.kind == "perplexity":  # the target's perplexity given the prompt as the method reads it
         metrics = perplexity(method, featurizer, examples, batch_size, progress)
@@ -259,7 +262,8 @@ def curve_point(cfg, c, device):
     """trainer.curve_at's callback: step -> the final evaluation's metrics, mid-run (None without curve_at)."""
     if not (cfg.trainer.curve_at and cfg.do_eval):
         return None
-    return lambda step: {**curve_metrics(c.task, *c.evaluate(cfg.trainer.eval_batch_size, device)), **select_point(cfg, c, device)}
+    return lambda step: {**curve_metrics(c.task, *c.evaluate(cfg.trainer.eval_batch_size, device)),
+                         **select_point(cfg, c, device)}
 
 
 def select_score(cfg, c, device):
@@ -294,7 +298,8 @@ def curve_metrics(task, metrics: dict, records: list[dict]) -> dict:
     if preds and task.kind == "classification":
         gold = [r["label"] for r in records]
         n = max(max(gold), max(preds)) + 1
-        recalls = [sum(p == g for p, g in zip(preds, gold) if g == k) / gold.count(k) for k in range(n) if gold.count(k)]
+        recalls = [sum(p == g for p, g in zip(preds, gold) if g == k) / gold.count(k)
+                   for k in range(n) if gold.count(k)]
         out["ll_balanced_accuracy"] = 100.0 * sum(recalls) / len(recalls)
         out["ll_answer_share"] = [100.0 * preds.count(k) / len(preds) for k in range(n)]
     return out
@@ -311,4 +316,5 @@ def select_point(cfg, c, device) -> dict:
 def curve_record(res, task, metrics: dict, records: list[dict], final_select: dict | None = None) -> list[dict]:
     """metrics.json's ``curve``: the points of trainer.curve_at, then the final evaluation."""
     points = [{"step": h["step"], **h["curve"]} for h in (res.history if res is not None else []) if "curve" in h]
-    return points + [{"step": res.steps if res is not None else 0, **curve_metrics(task, metrics, records), **(final_select or {})}]
+    return points + [{"step": res.steps if res is not None else 0, **curve_metrics(task, metrics, records),
+                      **(final_select or {})}]

@@ -1,16 +1,13 @@
 """The training loop, on Accelerate: one loop for every method, task and model.
 
-Determinism and resumption: the data order is a function of (seed, epoch) alone, the learning
-rate a function of the step alone, and a checkpoint holds the trainable tensors, the optimizer
-moments and the RNG states (safetensors + JSON, no pickles). A run killed after a checkpoint and
-resumed therefore takes exactly the steps an uninterrupted run takes.
+Resumable to the step: the data order depends on (seed, epoch) alone, the learning rate on the step
+alone, and a checkpoint holds the trainable tensors, optimizer moments and RNG states (safetensors +
+JSON), so a run killed and resumed takes exactly the steps of an uninterrupted one.
 
-Model selection: the periodic evaluation loss and ``select_best`` read the selection rows they are
-given (``selection.rows``: never the reported split, unless a paper's protocol is asked for by
-name; ``selection.check`` refuses the rest before anything loads). ``select_best`` keeps the state
-with the lowest selection loss or, given a ``select_score`` (``trainer.select_metric``), the best value
-of that metric on the same rows, scored by the final evaluation's code at every selection point. The
-evaluation split's loss is computed once, at the end, for the state that is kept, and only recorded.
+Selection reads only the rows it is given (``selection.rows``: never the reported split unless a
+paper's protocol asks by name; ``checks.check_selection``). ``select_best`` keeps the state with the
+lowest selection loss or the best ``trainer.select_metric``; the eval split's loss is recorded once,
+at the end, and chooses nothing.
 """
 
 from __future__ import annotations
@@ -69,10 +66,8 @@ def lr_factor(step: int, total: int, warmup: int, kind: str) -> float:
 
 
 def build_optimizer(params, cfg, peak_lrs=None) -> torch.optim.Optimizer:
-    """AdamW / Adam over ``params`` (a list of tensors, or of names with ``peak_lrs`` mapping each to
-    its own peak lr). Every group carries its ``peak_lr``, which the schedule multiplies
-    (``Trainer._steps``): ``trainer.lr`` unless a method asks for another one for some of its
-    tensors (``Method.peak_lrs``, e.g. K-Token's encoder)."""
+    """AdamW / Adam, one group per peak lr (``peak_lrs``: tensor index -> lr; ``trainer.lr`` for the rest,
+    e.g. K-Token's encoder has its own); ``Trainer.fit`` multiplies each group's ``peak_lr`` by the schedule."""
     groups: dict[float, list] = {}
     for i, p in enumerate(params):
         groups.setdefault(float((peak_lrs or {}).get(i, cfg.lr)), []).append(p)
@@ -102,7 +97,8 @@ def total_steps(n: int, cfg, world: int) -> int:
 
 
 @torch.no_grad()
-def evaluation_loss(model, features: list[dict], pad_id: int, batch_size: int, device, accelerator, max_batches: int = -1) -> float:
+def evaluation_loss(model, features: list[dict], pad_id: int, batch_size: int, device, accelerator,
+                    max_batches: int = -1) -> float:
     """Token-weighted (decoders) or example-weighted (encoders) mean loss over `features`."""
     was_training = model.training
     model.eval()
@@ -122,13 +118,10 @@ def evaluation_loss(model, features: list[dict], pad_id: int, batch_size: int, d
 
 @dataclass
 class TrainInputs:
-    """What one Trainer trains on and reports to.
-
-    ``select``: the rows behind the periodic evaluation loss and ``select_best``; ``eval``: the
-    reported split, whose loss is only recorded, once, at the end; ``select_score``: (metric name,
-    () -> its value on the selection rows) when ``select_best`` keeps the state with the best metric
-    rather than the lowest loss; ``curve_point``: step -> the final evaluation's metrics
-    (trainer.curve_at; main process)."""
+    """What one Trainer trains on and reports to. ``select``: the rows behind the periodic loss and
+    ``select_best``; ``eval``: the reported split, its loss only recorded at the end; ``select_score``:
+    (metric name, () -> its value on the selection rows) when selecting by a metric; ``curve_point``:
+    step -> the final evaluation's metrics (trainer.curve_at; main process)."""
 
     train: list
     pad_id: int
@@ -150,9 +143,8 @@ class Window:
 
 
 class Trainer:
-    """One training run of a method: the optimizer, the schedule, accumulation, clipping, checkpoints,
-    model selection and learning-curve points, on an Accelerate accelerator (DDP, or FSDP2 through
-    sharding.py)."""
+    """One training run of a method on an Accelerate accelerator (DDP, or FSDP2 through sharding.py):
+    optimizer, schedule, accumulation, clipping, checkpoints, model selection, learning-curve points."""
 
     def __init__(self, method, cfg, accelerator, inputs: TrainInputs):
         self.method, self.cfg, self.acc, self.inputs = method, cfg, accelerator, inputs
@@ -164,7 +156,8 @@ class Trainer:
         own = method.peak_lrs()  # tensors whose peak lr is not trainer.lr (K-Token's encoder)
         unknown = sorted(set(own) - set(self.names))
         if unknown:
-            raise EmbexpError(f"method {method.cfg.name} sets a learning rate for tensors it does not train: {unknown[:5]}")
+            raise EmbexpError(f"method {method.cfg.name} sets a learning rate for tensors it does not train: "
+                              f"{unknown[:5]}")
         self.optimizer = build_optimizer(self.params, cfg, {i: own[n] for i, n in enumerate(self.names) if n in own})
         self.sharded = sharding.active(accelerator)  # trainer.strategy=fsdp: self.params become shards
         self.shapes = [p.shape for p in self.params]  # as the method has them (sharding lifts 0-d tensors to 1-d)
@@ -181,10 +174,9 @@ class Trainer:
                                      self.shapes, self.optimizer)
 
     def fit(self) -> TrainResult:
-        """Train from step 0 (or the checkpoint's step, trainer.resume) to ``self.total``; then score the
-        selection rows and, under select_best, restore the kept state. One optimizer step per iteration:
-        the lr of the step, ``grad_accum`` micro-batches, a finite check, clipping, the update, then what
-        the step triggers (a log line, a selection point, a curve point, a checkpoint, a stop)."""
+        """Train from step 0 (or the checkpoint's, trainer.resume) to ``self.total``, then score the selection
+        rows and, under select_best, restore the kept state. One optimizer step per iteration: its lr,
+        ``grad_accum`` micro-batches, a finite check, clipping, the update, then log, select, curve, save, stop."""
         start = self.resume() if self.cfg.resume else 0  # replaces self.result with the checkpoint's
         cfg, acc, res, inputs = self.cfg, self.acc, self.result, self.inputs
         self.model.train()
@@ -267,12 +259,12 @@ class Trainer:
                **self._log_values()}
         res.history.append(rec)
         self.acc.log({f"train/{k}": v for k, v in rec.items() if k != "step"}, step=res.steps)
-        log.info("step %d/%d  %s", res.steps, self.total, "  ".join(f"{k}={v:.4g}" for k, v in rec.items() if k != "step"))
+        log.info("step %d/%d  %s", res.steps, self.total,
+                 "  ".join(f"{k}={v:.4g}" for k, v in rec.items() if k != "step"))
         return Window()
 
     def _stopping(self, stop: list[int]) -> bool:
-        """Whether a preemption signal arrived; with several processes every one stops at the same step,
-        whichever got the signal."""
+        """Whether a preemption signal arrived; with several processes all stop at the same step, whichever got it."""
         if self.acc.num_processes > 1:
             flag = torch.tensor([float(bool(stop))], device=self.acc.device)
             if self.acc.reduce(flag, reduction="sum").item() > 0 and not stop:
@@ -304,9 +296,10 @@ class Trainer:
         if found is None:
             return 0
         step, result, self.best_state = found
-        if result.get("select_metric", "loss") != self.result.select_metric:  # its kept state was chosen by another signal
-            raise EmbexpError(f"checkpoint {self.checkpoint.dir} kept its best state by {result.get('select_metric', 'loss')}"
-                              f", but this run selects by {self.result.select_metric} (trainer.select_metric): delete it "
+        if result.get("select_metric", "loss") != self.result.select_metric:  # its best state kept by another signal
+            raise EmbexpError(f"checkpoint {self.checkpoint.dir} kept its best state by "
+                              f"{result.get('select_metric', 'loss')}, but this run selects by "
+                              f"{self.result.select_metric} (trainer.select_metric): delete it "
                               f"to train again from the start (or trainer.resume=false)")
         self.result = TrainResult(**result)
         self.result.resumed_from_step = step
@@ -353,13 +346,13 @@ class Trainer:
             self._consider_best(loss, score, step)
 
     def _curve(self, step: int) -> None:
-        """A point of the learning curve (trainer.curve_at): the task's metrics on the eval split at
-        this step, recorded in the history; nothing is selected by it."""
+        """A learning-curve point (trainer.curve_at): the eval split's metrics now, in the history; selects nothing."""
         if self.acc.is_main_process:
             was_training = self.method.training
             point = self.inputs.curve_point(step)
             self.method.train(was_training)
-            log.info("step %d  curve %s", step, "  ".join(f"{k}={v:.4g}" for k, v in point.items() if isinstance(v, float)))
+            log.info("step %d  curve %s", step,
+                     "  ".join(f"{k}={v:.4g}" for k, v in point.items() if isinstance(v, float)))
             self.result.history.append({"step": step, "curve": point})
         self.acc.wait_for_everyone()
 
@@ -370,7 +363,8 @@ class Trainer:
         better = score > res.best_select_score if self.select_score is not None else loss < res.best_select_loss
         if res.best_step < 0 or better:
             res.best_step, res.best_select_loss, res.best_select_score = step, loss, score
-            self.best_state = self.full_state("name", everywhere=True) if self.sharded else self.method.trainable_state()
+            self.best_state = (self.full_state("name", everywhere=True) if self.sharded
+                               else self.method.trainable_state())
 
     def _restore(self, state: dict) -> None:
         """Back to a kept state (select_best): the method's own loading, or, sharded, each process's part."""
@@ -382,9 +376,8 @@ class Trainer:
                 p.copy_(sharding.place(state[n].reshape(p.shape), p))
 
     def full_state(self, by: str = "parameter", everywhere: bool = False) -> dict[str, torch.Tensor]:
-        """Sharded: the trained tensors, whole, on the CPU, by parameter name in the method module
-        (what :func:`sharding.unsharded` loads) or by trainable tensor name. Every process gathers;
-        the main process keeps them (every process with ``everywhere``)."""
+        """Sharded: the trained tensors, whole, on the CPU, by parameter name (what :func:`sharding.load_whole`
+        loads) or trainable tensor name. Every process gathers; the main one keeps them (all, ``everywhere``)."""
         keys = self.fqns if by == "parameter" else self.names
         keep = everywhere or self.acc.is_main_process
         out = {}
@@ -420,9 +413,8 @@ def _bytes(tensors) -> int:
 
 
 def state_memory(method, optimizer) -> dict:
-    """Bytes actually held by this process for parameters, gradients and optimizer state (measured
-    on the live tensors after the first optimizer step, gradients still present; under
-    trainer.strategy=fsdp each process's shards)."""
+    """Bytes this process holds for parameters, gradients and optimizer state, measured on the live tensors
+    after the first optimizer step (gradients still present; under trainer.strategy=fsdp its shards)."""
     params = _bytes(method.parameters())
     grads = _bytes(p.grad for p in method.parameters() if p.grad is not None)
     opt = _bytes(v for st in optimizer.state.values() for v in st.values())
@@ -438,10 +430,9 @@ def peak_memory() -> dict:
 
 
 class _stop_signals:
-    """While training: SIGTERM and SIGUSR1 (SLURM's and submitit's preemption notices) only set a
-    flag, read after each optimizer step, so the step finishes and its checkpoint is consistent.
-    The previous handlers come back afterwards. Off the main thread (signals cannot be caught
-    there) it does nothing."""
+    """While training, SIGTERM and SIGUSR1 (SLURM's and submitit's preemption notices) only set a flag,
+    read after each optimizer step, so the step finishes and its checkpoint is consistent. The previous
+    handlers come back afterwards; off the main thread (no signals there) it does nothing."""
 
     SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGUSR1", None)) if s is not None)
 

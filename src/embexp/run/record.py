@@ -101,7 +101,8 @@ def effective_batch(t, world_size: int):
 def train_summary(res, world_size: int = 1) -> dict:
     if res is None:
         return {"steps": 0}
-    keys = ("steps", "micro_batches", "examples", "tokens", "input_tokens", "wall_seconds", "tokens_per_second", "final_train_loss",
+    keys = ("steps", "micro_batches", "examples", "tokens", "input_tokens", "wall_seconds", "tokens_per_second",
+            "final_train_loss",
             "eval_loss", "select_loss", "select_metric", "select_score", "best_step", "best_select_loss",
             "best_select_score", "resumed_from_step", "state_memory")
     out = {k: getattr(res, k) for k in keys}

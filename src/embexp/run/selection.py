@@ -1,13 +1,12 @@
-"""Model selection: which rows choose the kept state, and the configurations refused for it.
+"""Model selection: which rows choose the kept state, and by what signal.
 
 The periodic evaluation loss, ``trainer.select_best`` and a curriculum's gate read the task's
 selection rows (``task.select_split``: a split, or ``train_holdout``, a seeded carve of the training
-split), never the reported split: :func:`check` refuses, before any data or model loads, a
-configuration that would, unless a paper's protocol is asked for by name
-(``trainer.select_on=reported``: the selection rows are then the reported rows, and the run records
-it). The training loop (``loop.Trainer``) selects on the rows :func:`rows` gives it, by the signal
-:func:`metric` names (``trainer.select_metric``: the lowest loss by default, or the best value of a
-metric of the task's own evaluation, e.g. Tiny-Attention's paper protocol: the GLUE task's metric).
+split), never the reported split, so a reported number is never chosen on itself;
+``run.checks.check_selection`` refuses the rest before anything loads. A paper's protocol that selects
+on the reported rows (Tiny-Attention's GLUE dev cells) is asked for by name,
+``trainer.select_on=reported``, and recorded. ``run.loop.Trainer`` selects on :func:`rows` by
+:func:`metric` (``trainer.select_metric``: the lowest loss, or the best value of a task metric).
 """
 
 from __future__ import annotations
@@ -39,7 +38,8 @@ def rows(cfg, task, train: list, reported: list, training: bool = True) -> list:
     """The selection rows (examples) behind the periodic loss and ``select_best``: none unless
     something is selected while training on ``train``; under ``trainer.select_on=reported`` the
     ``reported`` rows themselves, else the task's ``select`` split (read here)."""
-    if not (training and train and (cfg.trainer.select_best or cfg.trainer.eval_every > 0 or cfg.trainer.get("curve_select", False))):
+    if not (training and train and (cfg.trainer.select_best or cfg.trainer.eval_every > 0
+                                    or cfg.trainer.get("curve_select", False))):
         return []
     if on_reported(cfg):
         return reported

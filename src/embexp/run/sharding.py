@@ -49,7 +49,8 @@ def make_plugin(trainer_cfg):
     return FullyShardedDataParallelPlugin(
         fsdp_version=2, auto_wrap_policy="transformer_based_wrap", reshard_after_forward=True,
         activation_checkpointing=bool(trainer_cfg.get("activation_checkpointing", False)),
-        mixed_precision_policy=MixedPrecisionPolicy(), state_dict_type="FULL_STATE_DICT", cpu_ram_efficient_loading=False)
+        mixed_precision_policy=MixedPrecisionPolicy(), state_dict_type="FULL_STATE_DICT",
+        cpu_ram_efficient_loading=False)
 
 
 def enable_on_cpu(acc, plugin, env: str | None) -> None:
@@ -94,8 +95,9 @@ def check_recompute(method) -> None:
              if isinstance(m, torch.nn.Dropout) and m.training and m.p > 0]
     method.train(was)
     if drops:
-        raise EmbexpError(f"trainer.activation_checkpointing=true recomputes layers with dropout {drops[0]} under new random "
-                          f"masks: use model.gradient_checkpointing=true (restores the RNG), or a backbone without dropout")
+        raise EmbexpError(f"trainer.activation_checkpointing=true recomputes layers with dropout {drops[0]} under new "
+                          "random masks: use model.gradient_checkpointing=true (restores the RNG), or a backbone "
+                          "without dropout")
 
 
 def fqns(method, tensors: dict) -> dict[str, str]:
@@ -104,8 +106,8 @@ def fqns(method, tensors: dict) -> dict[str, str]:
     by_id = {id(p): n for n, p in method.named_parameters()}
     missing = [n for n, p in tensors.items() if id(p) not in by_id]
     if missing:
-        raise EmbexpError(f"method {method.cfg.name} trains tensors that are not parameters of its module: {missing[:3]} "
-                          f"(FSDP shards registered parameters; use trainer.strategy=ddp)")
+        raise EmbexpError(f"method {method.cfg.name} trains tensors that are not parameters of its module: "
+                          f"{missing[:3]} (FSDP shards registered parameters; use trainer.strategy=ddp)")
     return {n: by_id[id(p)] for n, p in tensors.items()}
 
 
@@ -123,7 +125,8 @@ def lift_scalars(method, optimizer) -> None:
     for mod in method.modules():
         for name, p in list(mod._parameters.items()):
             if p is not None and p.dim() == 0:
-                new[id(p)] = new.get(id(p)) or torch.nn.Parameter(p.detach().reshape(1).clone(), requires_grad=p.requires_grad)
+                new[id(p)] = new.get(id(p)) or torch.nn.Parameter(p.detach().reshape(1).clone(),
+                                                                  requires_grad=p.requires_grad)
                 mod._parameters[name] = new[id(p)]
     for group in optimizer.param_groups:
         group["params"] = [new.get(id(p), p) for p in group["params"]]
@@ -169,7 +172,8 @@ def place(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
     if not isinstance(like, DTensor) or tuple(t.shape) != tuple(like.shape):
         return t
-    return distribute_tensor(t.to(like.to_local().device, like.dtype), like.device_mesh, like.placements, src_data_rank=None)
+    return distribute_tensor(t.to(like.to_local().device, like.dtype), like.device_mesh, like.placements,
+                             src_data_rank=None)
 
 
 def gather(trainer) -> dict[str, torch.Tensor]:

@@ -38,8 +38,10 @@ def compose_train(overrides: list[str]):
     from embexp.core.config import register_core_schemas, validate
 
     register_core_schemas()
-    import embexp.methods  # noqa: F401  (registers the method schemas)
-    import embexp.tasks  # noqa: F401  (registers the task schemas)
+    from embexp.core.plugins import discover
+
+    discover("embexp.methods")  # registers the method schemas (plugins: found by name, never a static import)
+    discover("embexp.tasks")  # registers the task schemas
 
     for arg in overrides:  # unknown group choices: one line naming the valid ones
         key, _, value = arg.partition("=")
@@ -55,9 +57,10 @@ def compose_train(overrides: list[str]):
     return cfg
 
 
-def parse(config_cls, args: list[str]):
+def parse(config_cls, args: list[str], check: bool = True):
     """Dot-list overrides (key=value) merged onto a dataclass schema (an analysis', a report's, the
-    doctor's), every field inside its domain; one-line errors naming the valid keys."""
+    doctor's), every field inside its domain (``check=False``: the caller normalises a value first, then
+    validates); one-line errors naming the valid keys."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -68,7 +71,8 @@ def parse(config_cls, args: list[str]):
     except OmegaConfBaseException as e:
         valid = ", ".join(fl.name for fl in dataclasses.fields(config_cls))
         raise EmbexpError(f"{str(e).splitlines()[0]} (valid keys: {valid})") from None
-    validate(cfg)
+    if check:
+        validate(cfg)
     return cfg
 
 

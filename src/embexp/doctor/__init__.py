@@ -89,10 +89,10 @@ class Config:
 
 def configure(argv: list[str]) -> Config:
     """The checked Config of ``key=value`` arguments: one line naming a bad key or value and the valid ones."""
-    from embexp.analyze import parse
+    from embexp.core.cli import parse
     from embexp.core.config import validate
 
-    cfg = parse(Config, argv)
+    cfg = parse(Config, argv, check=False)
     cfg.reduced = str(cfg.reduced).lower()  # reduced=true reads as a bool, then as 'True', in a str field
     validate(cfg)
     return cfg
@@ -133,7 +133,7 @@ def settings(cfg: Config, device: torch.device) -> object:
 
 
 def usage() -> str:
-    from embexp.analyze import usage as fields
+    from embexp.core.cli import usage as fields
 
     return __doc__.strip().replace("``", "") + "\n\n" + fields("", Config).split("\n", 2)[2]
 

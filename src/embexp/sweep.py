@@ -256,8 +256,7 @@ def resolve(cmd: dict, extra: list[str], dry: bool = False) -> None:
 
 def chosen(step: dict, scope: Scope, extra: list[str], dry: bool) -> str:
     """The value of step["choose"]["var"] whose candidate cell scored best on its held-out rows."""
-    from embexp.report.curves import best_held_out
-    from embexp.core.records import METRICS, is_complete
+    from embexp.core.records import METRICS, best_held_out, is_complete
 
     var, cands = step["choose"]["var"], list(combinations(step["choose"]["over"], scope))
     values = [str(s.value(var)) for s in cands]

@@ -18,7 +18,9 @@ from pathlib import Path
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.core.records import collect_runs, debug_output_root, write_table
+from embexp.core.records import collect_runs, debug_output_root
+from embexp.core.tables import write_table
+from embexp.report.base import ReportConfig
 
 PAPER = {"pete": ("8.9M", "77.40"), "full_ft": ("24.3M", "77.54")}
 TABLES = ("table2",)
@@ -26,9 +28,8 @@ COLUMNS = ["Method", "Tag", "Seeds", "Parameters", "STS-B Spearman", "STS-B Pear
 
 
 @dataclass
-class Config:
+class Config(ReportConfig):
     table: str = f("table2", "table2 (pete.md Table 2: PETE vs the standard encoder), written as comparison.md/.csv.", choices=TABLES)
-    runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
     task: str = f("nli_pairs", "Task of the runs compared.")
     model: str = f("scratch_encoder", "Model config of the runs compared.")
     methods: list = f(["pete", "full_ft"], "Methods, in row order.")

@@ -62,7 +62,8 @@ from torch import nn
 from embexp import EmbexpError
 from embexp.studies import compose_train
 from embexp.core.config import JudgeConfig, f
-from embexp.core.records import atomic_write, write_json, write_table
+from embexp.core.records import atomic_write, write_json
+from embexp.core.tables import write_table
 
 log = logging.getLogger("embexp")
 

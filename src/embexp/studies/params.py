@@ -27,7 +27,7 @@ from embexp.core import cli
 from embexp.studies import compose_train
 from embexp.studies.model_specs import SPECS
 from embexp.core.config import f
-from embexp.core.records import markdown, write_table
+from embexp.core.tables import markdown, write_table
 
 
 # The paper's #TP (tinyte.md Tables 1, 2, 11) as printed, for the comparison columns only.

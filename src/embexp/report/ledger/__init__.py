@@ -27,24 +27,8 @@ from typing import Optional
 
 from embexp.core.config import f
 from embexp.report.ledger.core import LABELS, Row
+from embexp.report.ledger.papers import COMMAND, MODULES, PAPERS, TABLES  # noqa: F401  (COMMAND: the ledger's API)
 
-PAPERS = {
-    "tinyte": "TinyTE (papers/tinyte.md)",
-    "pema": "PEMA (papers/pema.md)",
-    "pete": "PETE (papers/pete.md)",
-    "tinyattn": "Tiny-Attention (papers/tiny-attention.md)",
-    "ktoken": "K-Token Merging (papers/k-token-merging.md)",
-}
-# each paper's rows modules (every one has rows()), gathered here so none imports another's rows
-MODULES = {
-    "tinyte": ("tinyte", "tinyte_scores", "tinyte_studies"),
-    "pema": ("pema", "pema_tables", "pema_gpu"),
-    "pete": ("pete",),
-    "tinyattn": ("tinyattn", "tinyattn_hp", "tinyattn_gpu"),
-    "ktoken": ("ktoken", "ktoken_gpu"),
-}
-TABLES = tuple(PAPERS)
-COMMAND = "python -m embexp.report paper=ledger"
 
 
 @dataclass

@@ -12,14 +12,15 @@ majority class as a dashed line). A curve is read, never selected on: the table 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.report.compare import quality_metric
-from embexp.core.records import atomic_write, collect_runs, debug_output_root, emit, pyplot, save_png
+from embexp.core.records import atomic_write, collect_runs, debug_output_root, quality_metric
+from embexp.core.tables import emit, pyplot, save_png
+from embexp.report.cells import majority
+from embexp.report.base import ReportConfig
 
 TABLES = ("curve",)
 NOTE = ("Each line is one run evaluated on the eval split at the listed steps (trainer.curve_at) and at its end; "
@@ -27,24 +28,12 @@ NOTE = ("Each line is one run evaluated on the eval split at the listed steps (t
 
 
 @dataclass
-class Config:
+class Config(ReportConfig):
     table: str = f("curve", "curve (this table).", choices=TABLES)
-    runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
     out: str = f("", "Folder for curve_<task>_<model>.md/.csv/.png ('' = <runs>/tables).")
     task: str = f("", "Only runs of this task (its display name, e.g. glue_sst2); '' = every task found.")
     model: str = f("", "Only runs of this model config name (e.g. smollm2); '' = every model found.")
     metric: str = f("", "The curve's metric: a key of the runs' metrics (e.g. ll_accuracy); '' = the task's headline metric.")
-    debug: str = f("", "A conf/debug preset: read its output_root (smoke: outputs/smoke).")
-
-
-def majority(run_dir: str) -> float | None:
-    """The eval split's majority-class share (%), from the run's predictions.jsonl labels."""
-    path = Path(run_dir) / "predictions.jsonl"
-    if not path.is_file():
-        return None
-    labels = [json.loads(line).get("label") for line in path.read_text().splitlines() if line.strip()]
-    labels = [x for x in labels if isinstance(x, int) and x >= 0]
-    return 100.0 * max(labels.count(c) for c in set(labels)) / len(labels) if labels else None
 
 
 def plot(lines: dict[str, list[tuple[int, float]]], base: float | None, path: Path, title: str, ylabel: str) -> None:

@@ -21,15 +21,14 @@ Every table has a row for the eval split's majority class (its accuracy; MCC 0) 
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.report.compare import LOWER, quality_metric, row
-from embexp.report.curve import majority
-from embexp.core.records import SE, atomic_write, collect_runs, emit, pyplot, save_png, table_dirs
+from embexp.core.records import LOWER, atomic_write, collect_runs, quality_metric
+from embexp.core.tables import emit, pyplot, save_png, table_dirs
+from embexp.report.cells import SE, majority, method_row, sem
 
 COLS = ["Method", "metric", "held-out", "lr", "step", "lrs tried", "#TP", "% of backbone", "train state MB",
         "train tok/s", "exports", "seeds"]
@@ -50,18 +49,6 @@ def candidates(runs: list[dict], metric: str) -> dict[tuple[float, int], dict[in
     return out
 
 
-def best_held_out(run: dict) -> tuple:
-    """A run's best held-out point as a sortable score (higher is better): the task's headline metric on
-    the selection rows at any point of its curve (negated for perplexity-like metrics); the earliest
-    step wins a tie."""
-    points = [p for p in run.get("curve") or [] if p.get("select")]
-    if not points:
-        raise EmbexpError(f"run {run.get('run_dir', '?')} has no held-out curve points (trainer.curve_select)")
-    metric = quality_metric([{"metrics": p["select"]} for p in points], "")
-    sign = -1.0 if metric in LOWER else 1.0
-    return max((sign * p["select"][metric], -int(p["step"])) for p in points if p["select"].get(metric) is not None)
-
-
 def choose(cands: dict, lower: bool) -> tuple[float, int] | None:
     """Among the (lr, step) pairs run with the most seeds (the sweep runs every seed at one lr: the lr its
     first seed chose), the one with the best mean held-out value over the seeds; ties: smaller step,
@@ -74,26 +61,22 @@ def choose(cands: dict, lower: bool) -> tuple[float, int] | None:
     return min(full, key=lambda k: (sign * float(np.mean([h for h, _ in cands[k].values()])), k[1], k[0]))
 
 
-def se(values: list[float]) -> float | None:
-    return float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) >= 2 else None
-
-
-def method_row(runs: list[dict], metric: str, lower: bool, se_policy: SE) -> tuple[dict, list[tuple[int, float, float]]]:
+def chosen_row(runs: list[dict], metric: str, lower: bool, se_policy: SE) -> tuple[dict, list[tuple[int, float, float]]]:
     """The table row of one method and its curve at the chosen lr: (step, held-out, eval), means over seeds."""
     cands = candidates(runs, metric)
     pick = choose(cands, lower)
     if pick is None:  # trains nothing (or recorded no curve): its evaluation, nothing chosen
-        base = row(runs, metric, se_policy)
+        base = method_row(runs, metric, se_policy)
         return {**base, "held-out": None, "lr": None, "step": None, "lrs tried": None}, []
     lr, step = pick
     at = list(cands[pick].values())
     chosen = [r for r in runs if lr_of(r) == lr]
-    base = row(chosen, metric, se_policy)
+    base = method_row(chosen, metric, se_policy)
     vals = [v for _, v in at]
     lrs = sorted({k[0] for k in cands})
     curve = sorted((s, float(np.mean([h for h, _ in v.values()])), float(np.mean([e for _, e in v.values()])))
                    for (l_, s), v in cands.items() if l_ == lr)
-    return {**base, "metric": float(np.mean(vals)), "metric se": se(vals), "held-out": float(np.mean([h for h, _ in at])),
+    return {**base, "metric": float(np.mean(vals)), "metric se": sem(vals), "held-out": float(np.mean([h for h, _ in at])),
             "lr": f"{lr:g}", "step": step, "lrs tried": " ".join(f"{x:g}" for x in lrs), "seeds": len(at)}, curve
 
 
@@ -161,7 +144,7 @@ def render(cfg) -> dict[str, str]:
         rows, curves = [], {}
         for method, tag in sorted({(r["method"], r["tag"].split("lr")[0].rstrip("_")) for r in group}):
             mine = [r for r in group if r["method"] == method and r["tag"].split("lr")[0].rstrip("_") == tag]
-            r_, curve = method_row(mine, metric, lower, se_policy)
+            r_, curve = chosen_row(mine, metric, lower, se_policy)
             r_["Method"] = method_label(method, tag)
             rows.append(r_)
             curves[r_["Method"]] = curve

@@ -49,15 +49,16 @@ judge's reference scoring already recorded are skipped (``--force`` reruns them)
 gets the extra's ``debug=`` and, with ``output_root=X``, ``runs=X out=X/tables/<paper>``. A failed
 command does not stop the sweep: the report is rendered from what finished and the runner exits 1
 listing the failures. ``--dry-run`` prints every command and runs nothing.
+
+The package: this file is the runner; ``language.py`` the template language above; ``train.py``,
+``analyze.py``, ``judge.py`` and ``report.py`` each command kind's additions and its "done" probe.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -67,14 +68,16 @@ from pathlib import Path
 import yaml
 
 from embexp import EmbexpError
-
 from embexp.core import cli
-from embexp.sweep_spec import (GRID, FIELD, Scope, _filter, args_of, bind, combinations, holds,  # noqa: F401  (re-exported)
-                               render)
 from embexp.core.config import MODEL_KINDS
+from embexp.sweep import analyze, judge, report, train
+from embexp.sweep.language import Scope, args_of, combinations, holds
 
-COMMANDS = ("train", "analyze", "judge", "report", "note")
+KINDS = {"train": train, "analyze": analyze, "judge": judge, "report": report}  # each: args(), done()
+COMMANDS = (*KINDS, "note")
 STEP_KEYS = set(COMMANDS) | {"for", "let", "if", "do", "run_dir_of", "when_complete", "extra", "choose"}
+
+
 def spec_dir() -> Path:
     return cli.conf_dir() / "sweep"
 
@@ -166,23 +169,11 @@ def commands(name: str, assignments: list[str] = (), extra: list[str] = (), py: 
 
 
 def with_extra(cmd: dict, extra: list[str], paper: str) -> list[str]:
-    """The arguments the runner adds (module doc)."""
-    args = list(cmd["args"])
+    """The arguments the runner adds (module doc): its kind's ``args`` (a note's text as it is)."""
+    if cmd["kind"] not in KINDS:
+        return list(cmd["args"])
     extra = list(extra) if cmd["step"].get("extra", True) else []
-    if cmd["kind"] == "train":
-        if not any(a.startswith("trainer.resume=") for a in args):
-            args.append("trainer.resume=true")
-        return args + extra
-    if cmd["kind"] == "analyze":
-        return args + extra
-    if cmd["kind"] == "report":
-        root = [e.split("=", 1)[1] for e in extra if e.startswith("output_root=")]
-        args += [e for e in extra if e.startswith("debug=")]
-        if root and not any(a.startswith("runs=") for a in args):
-            args.append(f"runs={root[-1]}")
-        if root and not any(a.startswith("out=") for a in args):
-            args.append(f"out={root[-1]}/tables/{paper}")
-    return args
+    return KINDS[cmd["kind"]].args(cmd["args"], extra, paper)
 
 
 def command_lines(name: str, assignments: list[str] = (), extra: list[str] = ()) -> list[list[str]]:
@@ -198,47 +189,9 @@ def command_lines(name: str, assignments: list[str] = (), extra: list[str] = ())
     return out
 
 
-def overrides(args: list[str]) -> list[str]:
-    """The config overrides of a train command (no -m, no hydra launcher keys)."""
-    return [a for a in args if "=" in a and not a.lstrip("+~").startswith(("hydra/", "hydra."))]
-
-
-def run_dir(train_args: list[str]) -> Path:
-    from embexp.core.config import run_name
-    from embexp.studies import compose_train
-
-    c = compose_train(overrides(train_args))
-    return Path(run_name(c.output_root, c.task.name, c.task.subset, c.model.name, c.method.name, c.tag, c.seed))
-
-
 def done(kind: str, args: list[str]) -> str:
-    """The folder of a command that already finished, else ''."""
-    from embexp.core.records import is_complete
-
-    if kind == "train" and "-m" not in args:
-        try:
-            d = run_dir(args)
-        except EmbexpError:  # e.g. a method this checkout lacks: run it, and let the run say why
-            return ""
-        return str(d) if is_complete(d) else ""
-    kv = dict(a.split("=", 1) for a in args if "=" in a)
-    if kind == "judge" and kv.get("what") == "reference":  # done once metrics.json holds asr_reference
-        m = Path(kv["run_dir"]) / "metrics.json"
-        return kv["run_dir"] if m.is_file() and "asr_reference" in json.loads(m.read_text()).get("metrics", {}) else ""
-    if kind == "analyze" and args[:1] == ["ablation"]:
-        from embexp.analyze import parse
-        from embexp.studies import ablation
-
-        d = ablation.output_dir(parse(ablation.Config, args[1:]))
-        try:
-            s = json.loads((d / "summary.json").read_text())
-        except (OSError, ValueError):
-            return ""
-        need = {"bleu": ["bleu"], "nli": ["nli"], "both": ["bleu", "nli"]}.get(kv.get("metric", "bleu"), ["bleu"])
-        if any(k not in s for k in need) or ("nli" in need and s.get("nli_judge") != kv.get("judge.model")):
-            return ""  # the folder lacks this command's metric (or another judge's): run it (generations are reused)
-        return str(d)
-    return ""
+    """The folder of a command that already finished, else '' (its kind's probe)."""
+    return KINDS[kind].done(args)
 
 
 def resolve(cmd: dict, extra: list[str], dry: bool = False) -> None:
@@ -247,29 +200,11 @@ def resolve(cmd: dict, extra: list[str], dry: bool = False) -> None:
     step, scope = cmd["step"], cmd["scope"]
     if "choose" in step:
         var = step["choose"]["var"]
-        scope = scope.child({var: chosen(step, scope, extra, dry)})
+        scope = scope.child({var: train.chosen(step, scope, extra, dry)})
     if "run_dir_of" in step:
-        scope = scope.child({"run_dir": str(run_dir(args_of(step["run_dir_of"], scope) + list(extra)))})
+        scope = scope.child({"run_dir": str(train.run_dir(args_of(step["run_dir_of"], scope) + list(extra)))})
     if "choose" in step or "run_dir_of" in step:
         cmd["args"] = args_of(step[cmd["kind"]], scope)
-
-
-def chosen(step: dict, scope: Scope, extra: list[str], dry: bool) -> str:
-    """The value of step["choose"]["var"] whose candidate cell scored best on its held-out rows."""
-    from embexp.core.records import METRICS, best_held_out, is_complete
-
-    var, cands = step["choose"]["var"], list(combinations(step["choose"]["over"], scope))
-    values = [str(s.value(var)) for s in cands]
-    placeholder = f"<{var} chosen on held-out rows among {' '.join(values)}>"
-    if dry:
-        return placeholder
-    scored = []
-    for value, s in zip(values, cands):
-        d = run_dir(args_of(step["train"], s) + list(extra))
-        if not is_complete(d):
-            raise EmbexpError(f"sweep: cannot choose {var}: the candidate run {d} is not complete")
-        scored.append((best_held_out(json.loads((d / METRICS).read_text())), value))
-    return max(scored, key=lambda sv: sv[0])[1]  # max of (score, ...): ties keep the first candidate's order
 
 
 def execute(cmd: list[str]) -> int:
@@ -320,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             print(shlex.join(line(cmd, args)), flush=True)
             continue
         i += 1
-        prev = "" if a.force or cmd["kind"] == "report" else done(cmd["kind"], args)
+        prev = "" if a.force else done(cmd["kind"], args)
         if prev and "when_complete" in cmd["step"]:  # judge the finished run instead of training it again
             run = [a.py, "-m", "embexp.judge", f"run_dir={prev}", *args_of(cmd["step"]["when_complete"], cmd["scope"])]
             run += [e for e in extra if e.startswith("judge.")]

@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import re
 
-
 from embexp import EmbexpError
-
-
 from embexp.core import cli
 
 GRID = (0.3, 1.0, 3.0)  # {method:compare_grid}: the learning rates tried around a method's comparison lr

@@ -88,7 +88,8 @@ class RunRecord:
 
     def write_jsonl(self, name: str, rows: list[dict]) -> None:
         if self.is_main:
-            atomic_write(self.dir / name, "".join(json.dumps(r, ensure_ascii=False, default=_default) + "\n" for r in rows))
+            text = "".join(json.dumps(r, ensure_ascii=False, default=_default) + "\n" for r in rows)
+            atomic_write(self.dir / name, text)
 
     def finish(self, metrics: dict) -> None:
         if not self.is_main:
@@ -110,7 +111,8 @@ class RunRecord:
 # ---- find and load -------------------------------------------------------------------------------------
 def is_complete(run_dir: Path) -> bool:
     try:
-        return json.loads((Path(run_dir) / STATUS).read_text())["status"] == "complete" and (Path(run_dir) / METRICS).is_file()
+        status = json.loads((Path(run_dir) / STATUS).read_text())["status"]
+        return status == "complete" and (Path(run_dir) / METRICS).is_file()
     except (OSError, ValueError, KeyError):
         return False
 
@@ -182,7 +184,8 @@ class Runs:
         hold the same key and seed (an output root nested in another, e.g. outputs/smoke in outputs),
         the one nearest the root wins."""
         by_seed: dict = {}
-        for r in sorted(self.by_key.get((task, subset, model, method, tag), []), key=lambda r: len(Path(r["run_dir"]).parts)):
+        held = self.by_key.get((task, subset, model, method, tag), [])
+        for r in sorted(held, key=lambda r: len(Path(r["run_dir"]).parts)):
             by_seed.setdefault(r.get("seed"), r)
         return [by_seed[s] for s in (list(seeds) or sorted(by_seed)) if s in by_seed]
 

@@ -25,7 +25,8 @@ def table_dirs(runs: str, out: str, debug: str, name: str) -> tuple[str, Path]:
 def markdown(rows: list[dict], columns: list[str], title: str = "") -> str:
     """A Markdown table (floats with two decimals, None empty), under `title` as a ### heading."""
     fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else ("" if v is None else str(v))  # noqa: E731
-    lines = ([f"### {title}", ""] if title else []) + ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    head = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    lines = ([f"### {title}", ""] if title else []) + head
     return "\n".join(lines + ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]) + "\n"
 
 

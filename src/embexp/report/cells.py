@@ -50,7 +50,8 @@ class SE:
 
     def __init__(self, mode: str, iters: int, cache: Path):
         if mode not in SE_MODES:
-            raise EmbexpError(f"unknown se '{mode}' (choose from: {', '.join(SE_MODES)}, or empty for each table's default)")
+            raise EmbexpError(f"unknown se '{mode}' (choose from: {', '.join(SE_MODES)}, "
+                              "or empty for each table's default)")
         self.mode, self.iters, self.path = mode, iters, cache
         self.cache = json.loads(cache.read_text()) if cache.is_file() else {}
 
@@ -86,10 +87,12 @@ def bootstrap_se(run_dir: Path, metric: str, iters: int, seed: int = 0) -> float
     if len(recs) < 2:
         return None
     scorer = BLEU() if metric == "bleu" else TER()
-    stats = np.array(scorer._extract_corpus_statistics([r["generation"].strip() for r in recs], [[r["target"].strip() for r in recs]]))
+    hyps, refs = [r["generation"].strip() for r in recs], [[r["target"].strip() for r in recs]]
+    stats = np.array(scorer._extract_corpus_statistics(hyps, refs))
     rng = np.random.default_rng(seed)
     n = len(recs)
-    scores = [scorer._compute_score_from_stats(stats[rng.integers(0, n, n)].sum(0).tolist()).score for _ in range(iters)]
+    scores = [scorer._compute_score_from_stats(stats[rng.integers(0, n, n)].sum(0).tolist()).score
+              for _ in range(iters)]
     return float(np.std(scores, ddof=1))
 
 

@@ -3,7 +3,7 @@
     python -m embexp.report table=compare                          # every finished run under outputs/
     python -m embexp.report table=compare runs=outputs/compare task=glue_sst2 model=smollm2
     python -m embexp.report table=compare debug=smoke              # read outputs/smoke
-    python -m embexp.report paper=compare table=curves runs=outputs/compare/curves   # the curves (report/compare_curves.py)
+    python -m embexp.report paper=compare table=curves runs=outputs/compare/curves   # report/compare_curves.py
 
 One table per (task, model) found, one row per method (and tag), whatever methods exist: the
 quality metric ± s.e. (``metric``, or the task's headline metric: ``PREFERRED``), the trainable parameters as
@@ -29,22 +29,27 @@ from embexp import EmbexpError
 from embexp.core.config import f
 from embexp.core.records import LOWER, Runs, atomic_write, collect_runs, quality_metric
 from embexp.core.tables import emit, pyplot, save_png, table_dirs
-from embexp.report.cells import SE, method_row
 from embexp.report.base import ReportConfig
+from embexp.report.cells import SE, method_row
 
 TABLES = ("compare", "curves")  # curves: report/compare_curves.py (the lr and budget chosen on held-out rows)
-COLS = ["Method", "metric", "#TP", "% of backbone", "train state MB", "peak MB", "train tok/s", "eval ex/s", "exports", "seeds"]
+COLS = ["Method", "metric", "#TP", "% of backbone", "train state MB", "peak MB", "train tok/s", "eval ex/s", "exports",
+        "seeds"]
 NOTE = ("Empty cells: a method that trains nothing has no #TP, training memory or tokens/s; peak MB is the "
         "process's resident peak on CPU (the GPU's allocated peak with CUDA).")
 
 
 @dataclass
 class Config(ReportConfig):
-    table: str = f("compare", "compare (every run as it ended: one snapshot) or curves (per method the learning rate and budget chosen on held-out rows, the eval split at that choice: report/compare_curves.py).", choices=TABLES)
-    out: str = f("", "Folder for compare_<task>_<model>.md/.csv/.png ('' = tables/compare, or <output_root>/tables/compare with debug=...).")
+    table: str = f("compare", "compare (every run as it ended: one snapshot) or curves (per method the learning rate "
+                   "and budget chosen on held-out rows, the eval split at that choice: report/compare_curves.py).",
+                   choices=TABLES)
+    out: str = f("", "Folder for compare_<task>_<model>.md/.csv/.png ('' = tables/compare, "
+                 "or <output_root>/tables/compare with debug=...).")
     task: str = f("", "Only runs of this task (its display name, e.g. glue_sst2); '' = every task found.")
     model: str = f("", "Only runs of this model config name (e.g. smollm2); '' = every model found.")
-    metric: str = f("", "The quality column: a metric key of the runs (e.g. ll_accuracy); '' = the task's first metric.")
+    metric: str = f("", "The quality column: a metric key of the runs (e.g. ll_accuracy); "
+                    "'' = the task's first metric.")
     se: str = f("auto", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples) or none.")
 
 
@@ -66,7 +71,8 @@ def label_points(ax, pts: list[tuple[float, float, str]], size: float = 7) -> No
             if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in taken):
                 break
         taken.append(box)
-        lead = {} if dy == 3 else {"arrowprops": {"arrowstyle": "-", "lw": 0.5, "color": "0.55", "shrinkA": 0, "shrinkB": 3}}
+        arrow = {"arrowstyle": "-", "lw": 0.5, "color": "0.55", "shrinkA": 0, "shrinkB": 3}
+        lead = {} if dy == 3 else {"arrowprops": arrow}
         ax.annotate(label, (x, y), fontsize=size, xytext=(-3 if flip else 3, dy), textcoords="offset points",
                     ha="right" if flip else "left", **lead)
 
@@ -106,7 +112,8 @@ def render(cfg: Config) -> dict[str, str]:
 
         return compare_curves.render(cfg)
     root, out = table_dirs(cfg.runs, cfg.out, cfg.debug, "compare")
-    runs = [r for r in collect_runs(root) if (not cfg.task or r["task"] == cfg.task) and (not cfg.model or r["model"] == cfg.model)]
+    runs = [r for r in collect_runs(root)
+            if (not cfg.task or r["task"] == cfg.task) and (not cfg.model or r["model"] == cfg.model)]
     if not runs:
         raise EmbexpError(f"no finished runs under '{root}'" + (f" for task={cfg.task}" if cfg.task else "")
                           + (f" model={cfg.model}" if cfg.model else "") + " (train some first: make compare)")

@@ -13,7 +13,8 @@ chosen on the eval split. Beside it: the held-out value that chose it, the chose
 lrs tried, and the cost columns of the snapshot comparison (``table=compare``) for the runs at the
 chosen lr. Writes ``curves_<task>_<model>.md/.csv`` and ``curves_<task>_<model>.png`` (the metric
 against the budget, one line per method at its chosen lr: the held-out rows on the left, the eval
-split on the right with its majority class dashed). A method that trains nothing (zero-shot) has one point: its evaluation.
+split on the right with its majority class dashed). A method that trains nothing (zero-shot) has one
+point: its evaluation.
 Every table has a row for the eval split's majority class (its accuracy; MCC 0) beside the floor methods
 (head-only on an encoder, zero-shot on a decoder). With ``metric=`` the files are ``curves_<task>_<model>_<metric>``
 (the decoder table by ll_accuracy and by em_accuracy).
@@ -61,7 +62,8 @@ def choose(cands: dict, lower: bool) -> tuple[float, int] | None:
     return min(full, key=lambda k: (sign * float(np.mean([h for h, _ in cands[k].values()])), k[1], k[0]))
 
 
-def chosen_row(runs: list[dict], metric: str, lower: bool, se_policy: SE) -> tuple[dict, list[tuple[int, float, float]]]:
+def chosen_row(runs: list[dict], metric: str, lower: bool,
+               se_policy: SE) -> tuple[dict, list[tuple[int, float, float]]]:
     """The table row of one method and its curve at the chosen lr: (step, held-out, eval), means over seeds."""
     cands = candidates(runs, metric)
     pick = choose(cands, lower)
@@ -76,7 +78,8 @@ def chosen_row(runs: list[dict], metric: str, lower: bool, se_policy: SE) -> tup
     lrs = sorted({k[0] for k in cands})
     curve = sorted((s, float(np.mean([h for h, _ in v.values()])), float(np.mean([e for _, e in v.values()])))
                    for (l_, s), v in cands.items() if l_ == lr)
-    return {**base, "metric": float(np.mean(vals)), "metric se": sem(vals), "held-out": float(np.mean([h for h, _ in at])),
+    return {**base, "metric": float(np.mean(vals)), "metric se": sem(vals),
+            "held-out": float(np.mean([h for h, _ in at])),
             "lr": f"{lr:g}", "step": step, "lrs tried": " ".join(f"{x:g}" for x in lrs), "seeds": len(at)}, curve
 
 
@@ -90,7 +93,8 @@ def majority_row(metric: str, base: float | None) -> dict | None:
             "held-out": None, "lr": None, "step": None, "lrs tried": None, "seeds": None}
 
 
-def plot(curves: dict[str, list[tuple[int, float, float]]], base: float | None, path: Path, title: str, ylabel: str) -> None:
+def plot(curves: dict[str, list[tuple[int, float, float]]], base: float | None, path: Path, title: str,
+         ylabel: str) -> None:
     """Two panels, one line per method at its chosen lr: the held-out rows that choose (left) and the
     eval split that is reported (right, with its majority class dashed)."""
     plt = pyplot()
@@ -119,10 +123,12 @@ def note(rows: list[dict], runs: list[dict], base: float | None) -> str:
     steps = sorted({int(p["step"]) for r in runs for p in r.get("curve") or [] if "select" in p})
     seeds = sorted({r["seed"] for r in runs})
     rows_sel = {r["n_select_examples"] for r in runs if r.get("n_select_examples")}
-    return (f"\nBudgets (steps at which every run scored the held-out rows and the eval split): {', '.join(map(str, steps))}. "
-            f"Seeds: {', '.join(map(str, seeds))}. Selection: per method, the (lr, budget) with the best held-out value "
-            f"averaged over the seeds ({'/'.join(map(str, sorted(rows_sel))) or '?'} held-out rows carved from the training "
-            "split; ties: smaller budget, then smaller lr); the metric column is the eval split at that pair, mean ± s.e. "
+    return ("\nBudgets (steps at which every run scored the held-out rows and the eval split): "
+            f"{', '.join(map(str, steps))}. "
+            f"Seeds: {', '.join(map(str, seeds))}. Selection: per method, the (lr, budget) with the best held-out "
+            f"value averaged over the seeds ({'/'.join(map(str, sorted(rows_sel))) or '?'} held-out rows carved from "
+            "the training split; ties: smaller budget, then smaller lr); the metric column is the eval split at that "
+            "pair, mean ± s.e. "
             "over the seeds. Nothing was chosen on the eval split. A method without lr/step trains nothing."
             + (f" Majority class of the eval split: {base:.1f}." if base is not None else "") + "\n")
 
@@ -131,9 +137,11 @@ def render(cfg) -> dict[str, str]:
     from embexp.methods.registry import method_label  # the classes' display names (loads torch: here, not at import)
 
     root, out = table_dirs(cfg.runs, cfg.out, cfg.debug, "compare")
-    runs = [r for r in collect_runs(root) if (not cfg.task or r["task"] == cfg.task) and (not cfg.model or r["model"] == cfg.model)]
+    runs = [r for r in collect_runs(root)
+            if (not cfg.task or r["task"] == cfg.task) and (not cfg.model or r["model"] == cfg.model)]
     if not any((p.get("select") for r in runs for p in r.get("curve") or [])):
-        raise EmbexpError(f"no finished runs with held-out curve points under '{root}' (train with trainer.curve_at=[...] "
+        raise EmbexpError(f"no finished runs with held-out curve points under '{root}' "
+                          "(train with trainer.curve_at=[...] "
                           "trainer.curve_select=true task.select_split=train_holdout first: make compare)")
     se_policy = SE("seeds", 100, out / ".se_cache.json")
     done = {}
@@ -155,7 +163,8 @@ def render(cfg) -> dict[str, str]:
             r_[metric], r_[f"{metric} se"] = r_.pop("metric"), r_.pop("metric se")
         cols = [metric if c == "metric" else c for c in COLS]
         stem = out / (f"curves_{task}_{model}" + (f"_{cfg.metric}" if cfg.metric else ""))  # one table per metric asked
-        title = f"Every method on {task}, {model}: {metric} on the eval split at the (lr, budget) chosen on held-out rows"
+        title = (f"Every method on {task}, {model}: {metric} on the eval split "
+                 "at the (lr, budget) chosen on held-out rows")
         md = emit(rows, cols, stem, title, pm=True) + note(rows, group, base)
         atomic_write(stem.with_suffix(".md"), md)
         plot(curves, base, stem.with_suffix(".png"), f"{task}, {model}: {metric} by budget", metric)

@@ -27,9 +27,9 @@ from embexp import EmbexpError
 from embexp.core.config import f
 from embexp.core.records import Runs, collect_runs
 from embexp.core.tables import pyplot, save_png, table_dirs, write_text_table
+from embexp.report.base import ReportConfig
 from embexp.report.cells import sem
 from embexp.tasks.metrics import pl_from_accuracy, pl_from_perplexity
-from embexp.report.base import ReportConfig
 
 MODEL = "qwen25_05b"
 TABLES = ("table1", "table2", "table3", "ablation")

@@ -24,12 +24,14 @@ from embexp.report.base import ReportConfig
 
 PAPER = {"pete": ("8.9M", "77.40"), "full_ft": ("24.3M", "77.54")}
 TABLES = ("table2",)
-COLUMNS = ["Method", "Tag", "Seeds", "Parameters", "STS-B Spearman", "STS-B Pearson", "s/step", "s/epoch", "Paper params", "Paper Spearman"]
+COLUMNS = ["Method", "Tag", "Seeds", "Parameters", "STS-B Spearman", "STS-B Pearson", "s/step", "s/epoch",
+           "Paper params", "Paper Spearman"]
 
 
 @dataclass
 class Config(ReportConfig):
-    table: str = f("table2", "table2 (pete.md Table 2: PETE vs the standard encoder), written as comparison.md/.csv.", choices=TABLES)
+    table: str = f("table2", "table2 (pete.md Table 2: PETE vs the standard encoder), written as comparison.md/.csv.",
+                   choices=TABLES)
     task: str = f("nli_pairs", "Task of the runs compared.")
     model: str = f("scratch_encoder", "Model config of the runs compared.")
     methods: list = f(["pete", "full_ft"], "Methods, in row order.")
@@ -39,7 +41,8 @@ class Config(ReportConfig):
 
 def rows(cfg: Config) -> list[dict]:
     root = cfg.runs or debug_output_root(cfg.debug)
-    runs = [r for r in collect_runs(root) if r["task_name"] == cfg.task and r["model"] == cfg.model and r["method"] in cfg.methods]
+    runs = [r for r in collect_runs(root)
+            if r["task_name"] == cfg.task and r["model"] == cfg.model and r["method"] in cfg.methods]
     if not runs:
         raise EmbexpError(f"no finished {cfg.task} runs of model {cfg.model} under {root}")
     out = []

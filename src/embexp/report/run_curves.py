@@ -19,8 +19,8 @@ from embexp import EmbexpError
 from embexp.core.config import f
 from embexp.core.records import atomic_write, collect_runs, debug_output_root, quality_metric
 from embexp.core.tables import emit, pyplot, save_png
-from embexp.report.cells import majority
 from embexp.report.base import ReportConfig
+from embexp.report.cells import majority
 
 TABLES = ("curve",)
 NOTE = ("Each line is one run evaluated on the eval split at the listed steps (trainer.curve_at) and at its end; "
@@ -33,7 +33,8 @@ class Config(ReportConfig):
     out: str = f("", "Folder for curve_<task>_<model>.md/.csv/.png ('' = <runs>/tables).")
     task: str = f("", "Only runs of this task (its display name, e.g. glue_sst2); '' = every task found.")
     model: str = f("", "Only runs of this model config name (e.g. smollm2); '' = every model found.")
-    metric: str = f("", "The curve's metric: a key of the runs' metrics (e.g. ll_accuracy); '' = the task's headline metric.")
+    metric: str = f("", "The curve's metric: a key of the runs' metrics (e.g. ll_accuracy); "
+                    "'' = the task's headline metric.")
 
 
 def plot(lines: dict[str, list[tuple[int, float]]], base: float | None, path: Path, title: str, ylabel: str) -> None:
@@ -68,7 +69,8 @@ def render(cfg: Config) -> dict[str, str]:
         metric = quality_metric(group, cfg.metric)
         rows, lines = [], {}
         for r in group:
-            label = method_label(r["method"], r["tag"]) + (f" seed {r['seed']}" if len({x["seed"] for x in group}) > 1 else "")
+            seeded = len({x["seed"] for x in group}) > 1
+            label = method_label(r["method"], r["tag"]) + (f" seed {r['seed']}" if seeded else "")
             for p in r["curve"]:
                 share = p.get("ll_answer_share")
                 rows.append({"Method": label, "step": p["step"], metric: p.get(metric),
@@ -80,7 +82,8 @@ def render(cfg: Config) -> dict[str, str]:
         cols = ["Method", "step", metric, "balanced accuracy", "answer share"]
         stem = out / f"curve_{task}_{model}"
         title = f"Learning curves on {task}, {model}: {metric} on the eval split"
-        md = emit(rows, cols, stem, title, pm=False) + (f"\nMajority class of the eval split: {base:.1f}. " if base else "\n") + NOTE + "\n"
+        md = emit(rows, cols, stem, title, pm=False)
+        md += (f"\nMajority class of the eval split: {base:.1f}. " if base else "\n") + NOTE + "\n"
         atomic_write(stem.with_suffix(".md"), md)
         plot(lines, base, stem.with_suffix(".png"), f"{task}, {model}", metric)
         done[f"{task}/{model}"] = md

@@ -41,8 +41,8 @@ from embexp import EmbexpError
 from embexp.core.config import f
 from embexp.core.records import Runs, collect_runs
 from embexp.core.tables import emit, pyplot, save_png, table_dirs
-from embexp.report.cells import SE, binomial_se, cell, n_params, pooled
 from embexp.report.base import ReportConfig
+from embexp.report.cells import SE, binomial_se, cell, n_params, pooled
 
 DISPLAY = {"gemma2": "Gemma-2", "qwen25": "Qwen-2.5", "llama31": "Llama-3.1", "llama2": "Llama-2-7b"}  # the paper's model names
 TABLES = ("1", "2", "3", "4", "5", "6", "8", "9", "10", "11", "alpaca", "ranking", "fig3", "fig6")

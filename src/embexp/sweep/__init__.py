@@ -26,7 +26,8 @@ arguments: ``python -m embexp.<key> <args>``; a note prints ``# <its pieces join
              (trainer.curve_select; the task's headline metric); the dry run prints a placeholder
 
 Arguments and texts are templates: ``{name}`` is a variable; ``{name:csv}`` joins a list with commas,
-``{name:ssv}`` with spaces, ``{name:first}`` takes its first item (``rest`` the others), ``{name:len}`` counts them, ``{name:without=a+b}`` /
+``{name:ssv}`` with spaces, ``{name:first}`` takes its first item (``rest`` the others), ``{name:len}``
+counts them, ``{name:without=a+b}`` /
 ``{name:only=a+b}`` filter it, ``{name:hub_id}`` is the ``id`` of ``conf/model/<name>.yaml`` and
 ``{name:settings=trainer}`` the top-level settings of ``conf/trainer/<name>.yaml``, ``{name:compare_lr}`` the
 learning rate of method ``<name>`` in the comparison of every method (its class's ``comparison``; '' where
@@ -34,7 +35,8 @@ it trains nothing there) and ``{name:compare_grid}`` the three around it (× 0.3
 ``|``. ``${...}`` is Hydra's interpolation, passed through. An argument that renders empty is
 dropped; ``$name`` splices a list variable (one argument per item); an argument may be ``{if:
 <cond>, then: [...], else: [...]}``. A condition is a template, true when it renders non-empty
-(``A == B``, ``A != B``, ``A in B C`` compare; ``not C`` negates; ``C and D``, ``C or D``). A variable may declare its choices (``name: {default:
+(``A == B``, ``A != B``, ``A in B C`` compare; ``not C`` negates; ``C and D``, ``C or D``). A variable
+may declare its choices (``name: {default:
 v, choices: [...]}``). Built-in variables: ``smoke`` (``1`` when the extra overrides select
 ``debug=smoke``), ``output_root`` (the extra's ``output_root=``, else empty), ``py``, ``data``
 (``$EMBEXP_DATA``: the folder of local datasets), and
@@ -126,7 +128,8 @@ def expand(steps: list, scope: Scope) -> list[dict]:
         bad = set(step) - STEP_KEYS
         kinds = [k for k in COMMANDS if k in step]
         if bad or len(kinds) + ("do" in step) != 1:
-            raise EmbexpError(f"sweep: a step needs exactly one of {', '.join(COMMANDS)}, do (got keys: {', '.join(step)})")
+            raise EmbexpError(f"sweep: a step needs exactly one of {', '.join(COMMANDS)}, do "
+                              f"(got keys: {', '.join(step)})")
         for s in combinations(step.get("for") or {}, scope.child(step.get("let") or {})):
             if "if" in step and not holds(step["if"], s):
                 continue
@@ -151,7 +154,8 @@ def parse_vars(spec: dict, assignments: list[str]) -> dict:
             raise EmbexpError(f"unknown sweep variable '{key}' (choose from: {', '.join(sorted(values)) or 'none'})")
         if isinstance(values[key], list):
             val = val.strip()
-            values[key] = [x for x in (val[1:-1].split(",") if val.startswith("[") and val.endswith("]") else shlex.split(val)) if x]
+            items = val[1:-1].split(",") if val.startswith("[") and val.endswith("]") else shlex.split(val)
+            values[key] = [x for x in items if x]
         else:
             values[key] = val
     for k, d in decl.items():
@@ -160,7 +164,8 @@ def parse_vars(spec: dict, assignments: list[str]) -> dict:
     return values
 
 
-def commands(name: str, assignments: list[str] = (), extra: list[str] = (), py: str = sys.executable) -> tuple[dict, list[dict]]:
+def commands(name: str, assignments: list[str] = (), extra: list[str] = (),
+             py: str = sys.executable) -> tuple[dict, list[dict]]:
     """The spec and its commands (module arguments without the interpreter; extra not yet added)."""
     spec = load_spec(name)
     scope = Scope(builtins(list(extra), py))
@@ -215,11 +220,14 @@ def execute(cmd: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m embexp.sweep", description=__doc__.split("\n\n")[0])
     ap.add_argument("args", nargs="*", metavar="spec | name=value",
-                    help="a spec under conf/sweep/ (e.g. tinyte/table1; --list names them) and name=value: a variable of the spec (its vars: section)")
+                    help="a spec under conf/sweep/ (e.g. tinyte/table1; --list names them) and name=value: "
+                         "a variable of the spec (its vars: section)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
-    ap.add_argument("--extra", default="", help="overrides appended to every train and analyze command (e.g. 'debug=smoke')")
+    ap.add_argument("--extra", default="",
+                    help="overrides appended to every train and analyze command (e.g. 'debug=smoke')")
     ap.add_argument("--py", default=sys.executable, help="the Python interpreter of the commands")
-    ap.add_argument("--launch", default="", help="prefix for train commands instead of '<py> -m' (e.g. 'accelerate launch -m')")
+    ap.add_argument("--launch", default="",
+                    help="prefix for train commands instead of '<py> -m' (e.g. 'accelerate launch -m')")
     ap.add_argument("--force", action="store_true", help="rerun commands whose output is complete")
     ap.add_argument("--list", action="store_true", help="list the specs")
     a = ap.parse_intermixed_args(argv)
@@ -268,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         if execute(run) != 0 and cmd["kind"] != "report":
             failed.append(shlex.join(run))
     if not a.dry_run:
-        print(f"{a.spec}: {len(runnable) - len(failed)}/{len(runnable)} commands ok in {time.perf_counter() - t0:.0f} s")
+        ok = len(runnable) - len(failed)
+        print(f"{a.spec}: {ok}/{len(runnable)} commands ok in {time.perf_counter() - t0:.0f} s")
     for f in failed:
         print(f"FAILED: {f}", file=sys.stderr)
     return 1 if failed else 0

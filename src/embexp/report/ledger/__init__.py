@@ -30,7 +30,6 @@ from embexp.report.ledger.core import LABELS, Row
 from embexp.report.ledger.papers import COMMAND, MODULES, PAPERS, TABLES  # noqa: F401  (COMMAND: the ledger's API)
 
 
-
 @dataclass
 class Config:
     table: str = f(
@@ -44,8 +43,8 @@ class Config:
     )
     runs: Optional[str] = f(
         "outputs",
-        "Roots of finished runs, comma-separated (a folder, run directory or glob each): the GPU rows that are a metric "
-        "of one run set show the measured value (smoke runs left out); runs= (empty) reads none.",
+        "Roots of finished runs, comma-separated (a folder, run directory or glob each): the GPU rows that are a "
+        "metric of one run set show the measured value (smoke runs left out); runs= (empty) reads none.",
     )
 
 

@@ -1,4 +1,4 @@
-"""PEMA's tables from finished runs (pema.md Tables 9 and 10): ``python -m embexp.report paper=pema table=<name>``.
+"""PEMA's tables from finished runs (papers/pema.md Tables 9 and 10): ``python -m embexp.report paper=pema table=<name>``.
 
     python -m embexp.report paper=pema table=table9 runs=outputs/glue_cola model=roberta_base
     python -m embexp.report paper=pema table=table10 runs=outputs         # tables/pema/table10.md + .csv + .json

@@ -1,4 +1,5 @@
-"""PETE against the standard encoder (pete.md Table 2) from finished runs: ``python -m embexp.report paper=pete``.
+"""PETE against the standard encoder (papers/pete.md Table 2) from finished runs:
+``python -m embexp.report paper=pete``.
 
     python -m embexp.report paper=pete table=table2 runs=outputs out=tables/pete     # comparison.md + .csv
 
@@ -30,7 +31,8 @@ COLUMNS = ["Method", "Tag", "Seeds", "Parameters", "STS-B Spearman", "STS-B Pear
 
 @dataclass
 class Config(ReportConfig):
-    table: str = f("table2", "table2 (pete.md Table 2: PETE vs the standard encoder), written as comparison.md/.csv.",
+    table: str = f("table2", "table2 (papers/pete.md Table 2: PETE vs the standard encoder), "
+                   "written as comparison.md/.csv.",
                    choices=TABLES)
     task: str = f("nli_pairs", "Task of the runs compared.")
     model: str = f("scratch_encoder", "Model config of the runs compared.")

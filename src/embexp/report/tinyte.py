@@ -6,7 +6,7 @@
     python -m embexp.report table=11 se=seeds           # ± across seeds instead of the test examples
     python -m embexp.report table=4 debug=smoke         # read outputs/smoke, write outputs/smoke/tables/tinyte
 
-Tables (tinyte.md): 1 (TinyTE variants vs base), 2 (vs PEFT baselines), 3 (SuperGLUE individual vs
+Tables (papers/tinyte.md): 1 (TinyTE variants vs base), 2 (vs PEFT baselines), 3 (SuperGLUE individual vs
 multitask), 4 and 10 (embedding ablation, random / variance sorting, with Figures 5 and 7 as PNG;
 Table 10 adds the NLI rows of the ablations that scored entailment), 9 and fig6 (the random-order
 ablation scored by entailment; Figure 6 as PNG),
@@ -278,7 +278,7 @@ def table_6(cfg, idx, se):
     return rows, ["Model", "Method", "BSD", "AdvBench"], title, True
 
 
-# ---- entailment ablation: Table 9, Table 10's NLI rows, Figure 6 (tinyte.md App. F-G) ------------------
+# ---- entailment ablation: Table 9, Table 10's NLI rows, Figure 6 (papers/tinyte.md App. F-G) -----------
 def ablation_curves(cfg, root: Path, sorting: str, key: str, auc_key: str):
     """Per model and dataset: the table row of the `key` curve (bleu or nli) averaged over seeds and
     its `auc_key`, and the figure panels (a panel per model, a curve per dataset)."""

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import record_run
 from embexp import EmbexpError
-from embexp.report import configure, main
 from embexp.core.records import Runs, collect_runs
+from embexp.report import configure, main
 from embexp.tasks.metrics import pl_from_accuracy
 
 

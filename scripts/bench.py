@@ -30,12 +30,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from embexp.core.cli import one_line_errors, quiet_libraries  # noqa: E402
+from embexp.core.cli import (  # noqa: E402
+    compose_train,  # noqa: E402  (the train config exactly as the CLI composes it)
+    one_line_errors,
+    quiet_libraries,
+)
 
 # the plain-loop comparison lives in the package, shared with python -m embexp.doctor (make gpu-check)
 from embexp.doctor.speed import alternating, embexp_loop, fixed_batches, plain_loop  # noqa: E402,F401
 from embexp.models import smollm2_path  # noqa: E402
-from embexp.studies import compose_train  # noqa: E402  (the train config exactly as the CLI composes it)
 
 
 # ---- shared machinery -------------------------------------------------------------------------------

@@ -16,10 +16,12 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from embexp.core.cli import quiet_libraries  # noqa: E402
+from embexp.core.cli import (
+    compose_train,  # noqa: E402
+    quiet_libraries,  # noqa: E402
+)
 from embexp.core.config import run_name  # noqa: E402
 from embexp.methods.registry import registered, unsupported  # noqa: E402
-from embexp.studies import compose_train  # noqa: E402
 
 CELLS = [("tiny_llama", "wmt16"), ("tiny_roberta", "glue")]
 

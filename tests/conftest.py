@@ -18,8 +18,10 @@ DATA = Path(os.environ.pop("EMBEXP_DATA")) if os.environ.get("EMBEXP_DATA") else
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or min(2, os.cpu_count() or 1)))  # OMP_NUM_THREADS=1 beside another job
 
 import embexp.train  # noqa: E402,F401  (registers every schema)
-from embexp.core.cli import conf_dir  # noqa: E402
-from embexp.studies import compose_train  # noqa: E402
+from embexp.core.cli import (
+    compose_train,  # noqa: E402
+    conf_dir,  # noqa: E402
+)
 
 CONF = conf_dir()
 

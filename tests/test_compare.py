@@ -132,9 +132,8 @@ def test_every_method_runs_in_the_comparison_and_gets_one_row(tmp_path):
 
 def test_the_other_seeds_run_at_the_lr_the_first_seed_chose_and_the_table_reports_it(tmp_path, monkeypatch, capsys):
     """The curve sweep through the runner, in this process: LoRA on both kinds, two seeds."""
+    from embexp.core.records import best_held_out
     from test_sweep import in_process
-
-    from embexp.report.curves import best_held_out
 
     monkeypatch.setattr(sweep, "execute", in_process)
     monkeypatch.chdir(tmp_path)
@@ -155,7 +154,7 @@ def test_the_other_seeds_run_at_the_lr_the_first_seed_chose_and_the_table_report
 
 
 def test_an_unknown_metric_is_one_clear_line(tmp_path):
-    from embexp.report.compare import quality_metric
+    from embexp.core.records import quality_metric
 
     with pytest.raises(EmbexpError, match=r"metric 'bleu' is in none of these runs \(choose from: accuracy\)"):
         quality_metric([{"metrics": {"accuracy": 50.0, "eval_seconds": 1.0}}], "bleu")
@@ -165,9 +164,8 @@ def test_an_unknown_metric_is_one_clear_line(tmp_path):
 def test_rte_and_the_second_sentiment_set_run_at_the_lr_sst2_s_first_seed_chose(tmp_path, monkeypatch, capsys):
     """Issue #37's decoder chain through the runner (debug=smoke): K-Token's grid on SST-2 seed 0, then
     every other cell (SST-2 seed 1, RTE, the second set tagged second) at the lr that seed chose."""
+    from embexp.core.records import best_held_out
     from test_sweep import in_process
-
-    from embexp.report.curves import best_held_out
 
     monkeypatch.setattr(sweep, "execute", in_process)
     monkeypatch.chdir(tmp_path)

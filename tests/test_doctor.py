@@ -98,7 +98,6 @@ def test_a_pretrained_encoder_gets_the_attention_implementation_it_asks_for():
     """The SDPA-vs-eager check found model.attn_implementation reaching causal LMs only: MiniLM asked for
     eager ran SDPA, so the comparison compared SDPA with itself."""
     from conftest import compose
-
     from embexp.models import load_backbone
 
     cfg = compose("method=full_ft", "model=minilm", "task=glue", "model.attn_implementation=eager")  # default: sdpa

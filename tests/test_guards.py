@@ -110,8 +110,8 @@ def test_numeric_error_from_the_cli_is_one_line_and_writes_nothing(tmp_path):
 
 def test_a_non_finite_loss_stops_the_run_marks_it_failed_and_keeps_the_checkpoint(tmp_path, monkeypatch):
     from conftest import run_train
-    from embexp.methods.tinyte import TinyTE
     from embexp.core.records import is_complete
+    from embexp.methods.tinyte import TinyTE
 
     real, calls = TinyTE.forward, []
 
@@ -141,9 +141,8 @@ def test_a_non_finite_loss_stops_the_run_marks_it_failed_and_keeps_the_checkpoin
 def test_a_wrapped_method_of_the_wrong_model_kind_is_refused_before_any_weights_load(monkeypatch):
     """K-Token's inner method is checked against the model as the outer one is: head-only is an encoder
     method, so on a decoder the command stops in one line, at composition (no backbone is loaded)."""
-    from conftest import run_cli
-
     import embexp.run.build
+    from conftest import run_cli
 
     def no_model(*a, **kw):
         raise AssertionError("a backbone was loaded")

@@ -11,9 +11,9 @@ import torch
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
 from conftest import smoke
-from embexp.run.evaluate import evaluate
 from embexp.methods import base
 from embexp.run.build import build
+from embexp.run.evaluate import evaluate
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from omegaconf import OmegaConf
 from conftest import DATA, compose, run_cli, run_train, smoke
 from embexp import EmbexpError
 from embexp.core.config import JudgeConfig
-from embexp.judge import (HARMBENCH_PROMPT, INSTRUCT_CHOICES, aggregate, build_judge, check, parse, rescore)
+from embexp.judge import HARMBENCH_PROMPT, INSTRUCT_CHOICES, aggregate, build_judge, check, parse, rescore
+
 
 def jcfg(**kw):
     c = OmegaConf.structured(JudgeConfig)

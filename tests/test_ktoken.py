@@ -11,13 +11,12 @@ import torch
 
 from conftest import run_cli, run_train, smoke
 from embexp.data import Featurizer, collate
-from embexp.run.evaluate import compression_metrics
 from embexp.methods import build_method
 from embexp.methods.ktoken import block_layout
 from embexp.models import load_backbone
+from embexp.run.evaluate import compression_metrics
 from embexp.tasks.base import Example
 from embexp.tasks.metrics import pl_from_accuracy, pl_from_perplexity, pl_score
-
 
 
 def ktoken(*overrides, model="tiny_llama"):

@@ -18,10 +18,10 @@ import torch
 from conftest import compose, record_run, run_cli, run_train, smoke
 from embexp import EmbexpError, sweep
 from embexp.data import Featurizer, collate
-from embexp.run.evaluate import compression_metrics, continuation_ids
 from embexp.methods import build_method
 from embexp.methods.prompt_compress import drop_lowest
 from embexp.models import load_backbone
+from embexp.run.evaluate import compression_metrics, continuation_ids
 from embexp.tasks import build_task
 from embexp.tasks.amazon import authors_split
 from embexp.tasks.base import Example
@@ -301,6 +301,7 @@ def tree_rows_per_tree(task_cfg, trees: int = 40, held: int = 4, test: int = 8) 
     own generator, ``trees`` training trees (``held`` of them held out) and ``test`` test trees. Checks that
     every generated tree lands in exactly one of the three and that the held-out ones are not trained on."""
     from collections import Counter
+
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.merge(task_cfg, {"num_train_trees": trees, "num_eval_trees": test, "select_size": held,

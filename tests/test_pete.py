@@ -164,7 +164,7 @@ def test_pete_and_full_ft_start_from_the_same_body(model):
     from embexp.run.build import build as build_run
 
     cfgs = {m: smoke(f"method={m}", f"model={model}", "task=glue", "model.source=scratch", "model.tokenizer=byte",
-                     f"++model.scratch={{hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 64}}",
+                     "++model.scratch={hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 64}",
                      "seed=3") for m in ("pete", "full_ft")}
     built = {}
     for m, cfg in cfgs.items():
@@ -225,8 +225,8 @@ def test_export_gives_the_trained_sentence_embeddings_without_embexp(tmp_path):
     from accelerate import Accelerator
 
     from embexp.run.build import build as build_run
-    from embexp.sentence import embed_texts
     from embexp.run.loop import Trainer, TrainInputs
+    from embexp.sentence import embed_texts
 
     cfg = smoke("method=pete", "model=scratch_encoder", "task=nli_pairs", "trainer.max_steps=3", "trainer.lr=1e-2")
     torch.manual_seed(cfg.seed)
@@ -346,9 +346,10 @@ def test_make_pete_table_runs_offline_with_debug_smoke(tmp_path):
 
 def test_scratch_encoder_rope_is_the_authors():
     """The authors' RotaryPositionEncoding: inv_freq = 1 / 10000^(2i/head_dim), head_dim = 512 / 2 heads."""
+    from transformers import ModernBertModel
+
     from conftest import compose
     from embexp.models import scratch_config, scratch_tokenizer
-    from transformers import ModernBertModel
 
     cfg = compose("model=scratch_encoder", "method=pete", "task=nli_pairs").model
     model = ModernBertModel(scratch_config(cfg, scratch_tokenizer(cfg)))

@@ -16,8 +16,8 @@ import pytest
 from conftest import CONF, compose
 from embexp import EmbexpError
 from embexp.studies import correlation
-from embexp.sweep import command_lines
 from embexp.studies.ablation import auc
+from embexp.sweep import command_lines
 
 ROOT = CONF.parent
 

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import record_run
 from embexp import EmbexpError
-from embexp.report import configure, main
 from embexp.core.records import Runs, collect_runs
+from embexp.report import configure, main
 from embexp.tasks.metrics import pl_from_accuracy
 
 
@@ -133,7 +133,7 @@ def test_runs_find_one_run_per_seed_in_order_nearest_the_root(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["paper=nope"], "unknown paper 'nope' (choose from: tinyte, pema, pete, tinyattn, ktoken, compare, ledger)"),
+    (["paper=nope"], "unknown paper 'nope' (choose from: compare, ktoken, ledger, pema, pete, run_curves, tinyattn, tinyte)"),
     (["paper=ktoken", "table=table9"], "unknown table 'table9' (choose from: table1, table2, table3, ablation, all)"),
     (["paper=tinyattn", "select_on=maybe"], "unknown select_on 'maybe' (choose from: heldout, reported, both)"),
     (["paper=pema", "table=table2"], "unknown table 'table2' (choose from: table9, table10, all)"),
@@ -147,9 +147,9 @@ def test_a_bad_paper_or_table_is_one_line_naming_the_choices(tmp_path, capsys, a
 
 
 def test_table_alone_keeps_meaning_tinyte_compare_or_curve_and_help_lists_every_paper(capsys):
-    from embexp.report import compare, curve, pete, select, tinyte
+    from embexp.report import compare, pete, run_curves, select, tinyte
 
-    assert select(["table=1"])[0] is tinyte and select(["table=compare"])[0] is compare and select(["table=curve"])[0] is curve
+    assert select(["table=1"])[0] is tinyte and select(["table=compare"])[0] is compare and select(["table=curve"])[0] is run_curves
     assert select(["paper=pete", "runs=x"]) == (pete, ["runs=x"])
     main(["--help"])
     out = capsys.readouterr().out

@@ -16,11 +16,11 @@ from embexp import EmbexpError
 from embexp.data import IGNORE, PROMPT_LENGTHS, Featurizer, collate
 from embexp.methods import build_method
 from embexp.models import load_backbone
+from embexp.run.checks import check_selection
+from embexp.run.loop import Trainer, TrainInputs
 from embexp.tasks import build_task
 from embexp.tasks.alpaca import AlpacaConfig, AlpacaTask
 from embexp.tasks.superglue import SuperGlueConfig, SuperGlueTask
-from embexp.run.loop import Trainer, TrainInputs
-from embexp.run.checks import check_selection
 
 REPO = Path(__file__).resolve().parents[1]
 TINYTE_EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("tinyte_*.yaml"))
@@ -411,8 +411,8 @@ def test_select_metric_scores_the_selection_rows_and_keeps_the_best_metric_end_t
     point on its selection rows (select_on=reported: the reported split, the Tiny-Attention paper's
     protocol; heldout: the held-out rows, never the reported ones), keeps the step with the best metric
     where the lowest loss is the last step, and says so in metrics.json."""
-    import embexp.run.loop as loop
     import embexp.run.build as pipeline
+    import embexp.run.loop as loop
 
     rows = (["trainer.select_on=reported"] if protocol == "reported" else
             ["task.select_split=train_holdout", "task.select_size=8"])

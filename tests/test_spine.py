@@ -13,8 +13,8 @@ import torch
 
 from conftest import run_cli, run_train, smoke
 from embexp import EmbexpError
-from embexp.eval import reevaluate
 from embexp.core.records import is_complete
+from embexp.eval import reevaluate
 from embexp.run.loop import Trainer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -278,7 +278,7 @@ def test_table11_of_a_one_seed_sweep_has_no_empty_plus_minus(tmp_path):
 
 
 def test_bootstrap_se_of_corpus_bleu(tmp_path):
-    from embexp.core.records import bootstrap_se
+    from embexp.report.cells import bootstrap_se
 
     recs = [{"target": f"the cat number {i} sat on the mat", "generation": f"the cat number {i} sat on a mat" if i % 2 else "a dog"} for i in range(40)]
     d = fake_run(tmp_path, "wmt16", "gemma2", "tinyte_full", 0, {"bleu": 1.0}, recs)

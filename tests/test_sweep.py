@@ -18,6 +18,7 @@ import pytest
 
 from conftest import compose, run_cli
 from embexp import EmbexpError, sweep
+from embexp.sweep import language
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "sweep"
@@ -108,7 +109,7 @@ def train_commands(every: bool):
 
 def check_composes(spec: str, args: list[str]) -> None:
     assert "trainer.resume=true" in args
-    cfg = compose(*sweep.overrides(args))
+    cfg = compose(*sweep.train.overrides(args))
     assert cfg.model.source == "tiny" or cfg.model.name == "minilm", (spec, args)
     assert any(a.startswith("trainer.max_steps=") for a in args) or cfg.trainer.max_steps == 4, (spec, args)
 
@@ -131,20 +132,20 @@ def test_every_train_command_composes_with_debug_smoke():
 
 # ---- the template language ---------------------------------------------------------------------
 def scope(**kw):
-    return sweep.Scope(kw)
+    return language.Scope(kw)
 
 
 def test_templates_filters_and_conditions():
     s = scope(models=["a", "xlmr", "b"], seeds=["0", "1"], x="{y}", y="deep", empty="")
-    assert sweep.render("m={models:csv} s={seeds:ssv} f={seeds:first}", s) == "m=a,xlmr,b s=0 1 f=0"
-    assert sweep.render("{models:without=xlmr|csv};{models:only=xlmr|csv}", s) == "a,b;xlmr"
-    assert sweep.render("{x} ${output_root}/{x}", s) == "deep ${output_root}/deep"  # Hydra's ${...} passes through
-    assert sweep.render("conf/model/{m:hub_id}", scope(m="bert")) == "conf/model/google-bert/bert-base-uncased"
-    assert sweep.holds("{x} == deep", s) and sweep.holds("b in {models:ssv}", s) and not sweep.holds("{empty}", s)
-    assert sweep.holds("not {empty}", s) and sweep.holds("{x} != other", s)
-    assert sweep.args_of(["a={x}", "{empty}", "$seeds", {"if": "{empty}", "then": ["no"], "else": ["yes={y}"]}], s) == \
+    assert language.render("m={models:csv} s={seeds:ssv} f={seeds:first}", s) == "m=a,xlmr,b s=0 1 f=0"
+    assert language.render("{models:without=xlmr|csv};{models:only=xlmr|csv}", s) == "a,b;xlmr"
+    assert language.render("{x} ${output_root}/{x}", s) == "deep ${output_root}/deep"  # Hydra's ${...} passes through
+    assert language.render("conf/model/{m:hub_id}", scope(m="bert")) == "conf/model/google-bert/bert-base-uncased"
+    assert language.holds("{x} == deep", s) and language.holds("b in {models:ssv}", s) and not language.holds("{empty}", s)
+    assert language.holds("not {empty}", s) and language.holds("{x} != other", s)
+    assert language.args_of(["a={x}", "{empty}", "$seeds", {"if": "{empty}", "then": ["no"], "else": ["yes={y}"]}], s) == \
         ["a=deep", "0", "1", "yes=deep"]
-    rows = [dict(b) for b in sweep.combinations({"c": [{"c": "base", "seeds": "{seeds:first}"}, "full"], "seed": "$seeds"}, s)]
+    rows = [dict(b) for b in language.combinations({"c": [{"c": "base", "seeds": "{seeds:first}"}, "full"], "seed": "$seeds"}, s)]
     assert [(r["c"], r["seed"]) for r in rows] == [("base", "0"), ("full", "0"), ("full", "1")]
 
 
@@ -155,7 +156,7 @@ def test_templates_filters_and_conditions():
 ])
 def test_bad_templates_are_one_line(bad, message):
     with pytest.raises(EmbexpError, match=None) as e:
-        sweep.render(bad, scope(models=["a"], seeds=["0"]))
+        language.render(bad, scope(models=["a"], seeds=["0"]))
     assert message in str(e.value) and "\n" not in str(e.value)
 
 

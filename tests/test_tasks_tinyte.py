@@ -12,9 +12,9 @@ from omegaconf import OmegaConf
 from conftest import run_train, smoke
 from embexp import EmbexpError
 from embexp.data import Featurizer
-from embexp.run.evaluate import choice_logliks
 from embexp.methods import build_method
 from embexp.models import load_backbone
+from embexp.run.evaluate import choice_logliks
 from embexp.tasks import TASKS, build_task
 from embexp.tasks.alpaca import AlpacaConfig, AlpacaTask
 from embexp.tasks.cnndm import CnnDmConfig, CnnDmTask, rouge_scores, split_sentences

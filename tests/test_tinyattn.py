@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -496,8 +495,8 @@ def test_paper_protocol_cells_keep_the_best_dev_metric_evaluated_twice_per_epoch
     """Every Table 8 cell of the paper's protocol selects on the reported dev split by the task's validation
     metric (not the loss), every half epoch of the whole training split; the held-out cells (ours) select
     on the lowest loss of held-out training rows. Fails if a cell selects on the loss or on other rows."""
-    from embexp.run import selection
     from embexp.report.tinyattn import METRIC
+    from embexp.run import selection
     from embexp.tasks import build_task
 
     cmds = sweep_commands("table8")

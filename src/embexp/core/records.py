@@ -1,5 +1,4 @@
-"""Run records, and the one API every table reads them through: write, find and load runs,
-standard errors, Markdown + CSV + PNG output.
+"""Run records: write, find and load runs; the one API every table and study reads them through.
 
 *Write.* One directory per run (``core.config.run_name``), written atomically, with an explicit status.
 A directory is complete only when ``status.json`` says so; ``metrics.json`` is written (by rename)
@@ -11,30 +10,21 @@ one. Statuses: running, failed, interrupted (a preemption notice; resumable), co
 and ``tag`` read from it) and ``Runs``, the index by (task, subset, model, method, tag) and seed:
 tables name the runs they want by those keys, never by rebuilding directory names.
 
-*Standard errors* (``SE``): seeds = the standard error of the mean across seeds (needs >= 2
-seeds); examples = the uncertainty from the test examples of each run: the task's recorded
-``<metric>_stderr`` (ROUGE), a bootstrap over sentences for corpus BLEU/TER (sacreBLEU's sentence
-statistics, ``bootstrap_iters`` resamples, cached in ``<out>/.se_cache.json``), the binomial s.e.
-for accuracies; with several seeds, their mean / sqrt(n). auto = seeds where a cell has >= 2
-seeds, else examples.
-
-*Output.* ``markdown`` (the text of a table), ``emit`` / ``write_table`` / ``write_text_table``
-(<stem>.md + <stem>.csv), ``pyplot`` / ``save_png`` (figures). The display names of methods are
-their classes' (``embexp.methods.registry.method_label``).
+*Read.* ``quality_metric`` (a task's headline metric among those a run recorded) and
+``best_held_out`` (a run's best point on its held-out rows): what the comparison table reports and
+what the sweep chooses a learning rate on, one function for both. Tables are written by
+``embexp.core.tables``; standard errors are ``embexp.report.cells``.
 """
 
 from __future__ import annotations
 
-import csv
 import glob
 import json
-import math
 import os
 import subprocess
 import time
 from pathlib import Path
 
-import numpy as np
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
@@ -98,8 +88,8 @@ class RunRecord:
 
     def write_jsonl(self, name: str, rows: list[dict]) -> None:
         if self.is_main:
-            atomic_write(self.dir / name,
-                         "".join(json.dumps(r, ensure_ascii=False, default=_default) + "\n" for r in rows))
+            text = "".join(json.dumps(r, ensure_ascii=False, default=_default) + "\n" for r in rows)
+            atomic_write(self.dir / name, text)
 
     def finish(self, metrics: dict) -> None:
         if not self.is_main:
@@ -121,8 +111,8 @@ class RunRecord:
 # ---- find and load -------------------------------------------------------------------------------------
 def is_complete(run_dir: Path) -> bool:
     try:
-        return (json.loads((Path(run_dir) / STATUS).read_text())["status"] == "complete"
-                and (Path(run_dir) / METRICS).is_file())
+        status = json.loads((Path(run_dir) / STATUS).read_text())["status"]
+        return status == "complete" and (Path(run_dir) / METRICS).is_file()
     except (OSError, ValueError, KeyError):
         return False
 
@@ -175,13 +165,6 @@ def debug_output_root(debug: str, default: str = "outputs") -> str:
     return str(OmegaConf.load(path).get("output_root", default))
 
 
-def table_dirs(runs: str, out: str, debug: str, name: str) -> tuple[str, Path]:
-    """A table's (run root, output folder): `runs` or the debug preset's output_root (else outputs),
-    `out` or tables/<name> (<output_root>/tables/<name> with a debug preset)."""
-    root = runs or debug_output_root(debug)
-    return root, Path(out or (Path(debug_output_root(debug)) / "tables" / name if debug else Path("tables") / name))
-
-
 class Runs:
     """Finished runs indexed by (task family, subset, model, method, tag)."""
 
@@ -201,153 +184,38 @@ class Runs:
         hold the same key and seed (an output root nested in another, e.g. outputs/smoke in outputs),
         the one nearest the root wins."""
         by_seed: dict = {}
-        for r in sorted(self.by_key.get((task, subset, model, method, tag), []),
-                        key=lambda r: len(Path(r["run_dir"]).parts)):
+        held = self.by_key.get((task, subset, model, method, tag), [])
+        for r in sorted(held, key=lambda r: len(Path(r["run_dir"]).parts)):
             by_seed.setdefault(r.get("seed"), r)
         return [by_seed[s] for s in (list(seeds) or sorted(by_seed)) if s in by_seed]
 
 
-# ---- standard errors -----------------------------------------------------------------------------------
-SE_MODES = ("seeds", "examples", "auto", "none")
+# ---- a run's headline metric ---------------------------------------------------------------------------
+SKIP = ("_stderr", "_seconds")  # metric keys that are not a quality figure
+SIDE = ("length_reduction", "pl_score", "n_choices")  # figures reported beside the quality metric
+LOWER = ("perplexity", "ter")  # lower is better
+# The headline metric where a task records several (each paper's main column), else the first one.
+PREFERRED = ("rougeLsum", "bleu", "spearman", "mcc", "em_accuracy", "accuracy", "ll_accuracy", "perplexity")
 
 
-class SE:
-    """Standard-error policy (see the module doc), with a cache for the bootstraps."""
-
-    def __init__(self, mode: str, iters: int, cache: Path):
-        if mode not in SE_MODES:
-            raise EmbexpError(f"unknown se '{mode}' (choose from: {', '.join(SE_MODES)}, or empty for each table's "
-                              "default)")
-        self.mode, self.iters, self.path = mode, iters, cache
-        self.cache = json.loads(cache.read_text()) if cache.is_file() else {}
-
-    def __call__(self, runs: list[dict], metric: str, values: list[float]) -> float | None:
-        if self.mode == "none" or not values:
-            return None
-        if self.mode == "seeds" or (self.mode == "auto" and len(values) >= 2):
-            return float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) >= 2 else None
-        per = [self.example_se(r, metric) for r in runs]
-        per = [s for s in per if s is not None]
-        return float(np.mean(per) / math.sqrt(len(per))) if per else None
-
-    def example_se(self, run: dict, metric: str) -> float | None:
-        m = run["metrics"]
-        if f"{metric}_stderr" in m:
-            return m[f"{metric}_stderr"]
-        if metric.endswith("accuracy") and m.get(metric) is not None:
-            n = max(1, run.get("n_eval_examples", 0))
-            p = m[metric] / 100.0
-            return 100.0 * math.sqrt(p * (1 - p) / n)
-        if metric in ("bleu", "ter"):
-            key = f"{run['run_dir']}|{metric}|{self.iters}|{Path(run['run_dir'], METRICS).stat().st_mtime}"
-            if key not in self.cache:
-                self.cache[key] = bootstrap_se(Path(run["run_dir"]), metric, self.iters)
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(self.path, json.dumps(self.cache, indent=1))
-            return self.cache[key]
-        return None
+def quality_metric(runs: list[dict], wanted: str) -> str:
+    """`wanted` (an error naming the runs' metrics where none holds it), else the runs' headline metric."""
+    if wanted:
+        if not any(wanted in r["metrics"] for r in runs):
+            have = sorted({k for r in runs for k in r["metrics"] if not k.endswith(SKIP)})
+            raise EmbexpError(f"metric '{wanted}' is in none of these runs (choose from: {', '.join(have)})")
+        return wanted
+    keys = [k for r in runs for k in r["metrics"] if not k.endswith(SKIP) and k not in SIDE]
+    return next((k for k in PREFERRED if k in keys), keys[0] if keys else "")
 
 
-def bootstrap_se(run_dir: Path, metric: str, iters: int, seed: int = 0) -> float | None:
-    """Bootstrap s.e. of corpus BLEU/TER over the sentences of predictions.jsonl (stripped, as the
-    wmt16 task scores them): sentence statistics are extracted once and resampled."""
-    from sacrebleu.metrics import BLEU, TER
-
-    recs = [r for r in read_predictions(run_dir) if "generation" in r]
-    if len(recs) < 2:
-        return None
-    scorer = BLEU() if metric == "bleu" else TER()
-    stats = np.array(scorer._extract_corpus_statistics([r["generation"].strip() for r in recs],
-                                                       [[r["target"].strip() for r in recs]]))
-    rng = np.random.default_rng(seed)
-    n = len(recs)
-    scores = [scorer._compute_score_from_stats(stats[rng.integers(0, n, n)].sum(0).tolist()).score
-              for _ in range(iters)]
-    return float(np.std(scores, ddof=1))
-
-
-def cell(runs: list[dict], metric: str, se: SE) -> tuple[float | None, float | None]:
-    """The mean of `metric` over the runs that hold it, and its standard error under `se`."""
-    values = [r["metrics"][metric] for r in runs if r["metrics"].get(metric) is not None]
-    if not values:
-        return None, None
-    return float(np.mean(values)), se([r for r in runs if r["metrics"].get(metric) is not None], metric, values)
-
-
-def n_params(*groups: list[dict]):
-    """The first run's ``n_method_params`` among the groups (None without runs)."""
-    for runs in groups:
-        for r in runs:
-            return r.get("n_method_params")
-    return None
-
-
-# ---- output --------------------------------------------------------------------------------------------
-def markdown(rows: list[dict], columns: list[str], title: str = "") -> str:
-    """A Markdown table (floats with two decimals, None empty), under `title` as a ### heading."""
-    fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else ("" if v is None else str(v))  # noqa: E731
-    lines = (([f"### {title}", ""] if title else [])
-             + ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"])
-    return "\n".join(lines + ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]) + "\n"
-
-
-def write_csv(rows: list[dict], fields: list[str], path: Path) -> None:
-    """`rows` as CSV with these columns (others left out), written by rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, path)
-
-
-def write_table(rows: list[dict], columns: list[str], stem: Path, title: str = "") -> str:
-    """Write `rows` as <stem>.md (Markdown) and <stem>.csv (these columns); returns the Markdown text."""
-    stem = Path(stem)
-    md = markdown(rows, columns, title)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(stem.with_suffix(".md"), md)
-    write_csv(rows, columns, stem.with_suffix(".csv"))
-    return md
-
-
-def write_text_table(text: str, rows: list[dict], fields: list[str], stem: Path) -> None:
-    """A table whose Markdown is composed cell by cell (e.g. ours beside the paper's figure in
-    brackets): <stem>.md holds `text`, <stem>.csv the rows' plain values."""
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(stem.with_suffix(".md"), text + "\n")
-    write_csv(rows, fields, stem.with_suffix(".csv"))
-
-
-def emit(rows: list[dict], cols: list[str], stem: Path, title: str, pm: bool) -> str:
-    """<stem>.md (cols; value ± se where pm) and <stem>.csv (cols + every other key of the rows,
-    e.g. '<col> se' and '<col> seeds')."""
-    def show(r, c):
-        v, s = r.get(c), r.get(f"{c} se")
-        if pm and isinstance(v, float) and isinstance(s, float):
-            return f"{v:.2f} ± {s:.2f}"
-        return v
-    md = markdown([{c: show(r, c) for c in cols} for r in rows], cols, title)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(stem.with_suffix(".md"), md)
-    extra = [k for r in rows for k in r if k not in cols]
-    write_csv(rows, cols + list(dict.fromkeys(extra)), stem.with_suffix(".csv"))
-    return md
-
-
-def pyplot():
-    """matplotlib.pyplot on the file-only Agg backend (no display needed)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def save_png(fig, path: Path, dpi: int = 120) -> None:
-    """Write a figure as PNG (its folder made) and close it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
-    pyplot().close(fig)
+def best_held_out(run: dict) -> tuple:
+    """A run's best held-out point as a sortable score (higher is better): the task's headline metric on
+    the selection rows at any point of its curve (negated for perplexity-like metrics); the earliest
+    step wins a tie. The sweep's ``choose`` picks a learning rate by it."""
+    points = [p for p in run.get("curve") or [] if p.get("select")]
+    if not points:
+        raise EmbexpError(f"run {run.get('run_dir', '?')} has no held-out curve points (trainer.curve_select)")
+    metric = quality_metric([{"metrics": p["select"]} for p in points], "")
+    sign = -1.0 if metric in LOWER else 1.0
+    return max((sign * p["select"][metric], -int(p["step"])) for p in points if p["select"].get(metric) is not None)

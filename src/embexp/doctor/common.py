@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from omegaconf import OmegaConf
 
-from embexp.studies import compose_train
+from embexp.core.cli import compose_train
 
 # The task each model kind trains on (its generated fixture, in the hub's schema: no network).
 TASK = {"decoder": "wmt16", "encoder": "glue"}

@@ -1,17 +1,19 @@
 """Tables from run records: ``python -m embexp.report paper=<paper> table=<name> [key=value ...]``.
 
-One module per paper. Each has a ``Config`` dataclass (help text on every field) and ``render(cfg)``,
-which writes Markdown + CSV (+ PNG where the table has a figure) under ``out`` and prints the
-Markdown. Every module reads the runs through ``embexp.core.records`` (the run index by task, subset,
-model, method, tag and seed; standard errors; Markdown, CSV and PNG output):
+One report module per paper, found by ``embexp.core.plugins.discover`` (a new module of this package
+is a new ``paper=``). Each has a ``Config`` dataclass (``base.ReportConfig``'s fields and its own,
+help text on every field) and ``render(cfg)``, which writes Markdown + CSV (+ PNG where the table has
+a figure) under ``out`` and prints the Markdown. Runs are read through ``embexp.core.records``, cells
+computed by ``report/cells.py`` (means, the one standard error), files written by ``embexp.core.tables``:
 
 - ``tinyte``: the TinyTE paper's Tables 1-6, 8-11, alpaca, ranking and Figures 3 and 6 (``table=all``);
 - ``pema``: PEMA's Tables 9 and 10 (Tables 2-4 need tokenizers: ``python -m embexp.analyze vocab``);
-- ``pete``: PETE against the standard encoder (pete.md Table 2);
+- ``pete``: PETE against the standard encoder (papers/pete.md Table 2);
 - ``tinyattn``: Tiny-Attention's Tables 1, 2, 8, 10, 11 and 12;
 - ``ktoken``: K-Token Merging's Tables 1-3 and the Fig. 6 ablation;
-- ``compare``: every method side by side: quality, parameters, memory, speed, export;
-- ``curve`` (``table=curve``): learning curves of the runs that recorded one (``trainer.curve_at``);
+- ``compare``: every method side by side: quality, parameters, memory, speed, export (``table=compare``),
+  or at the learning rate and budget chosen on held-out rows (``table=curves``, report/compare_curves.py);
+- ``run_curves`` (``table=curve``): learning curves of the runs that recorded one (``trainer.curve_at``);
 - ``ledger``: the reproduction ledger, docs/reproduction.md: every table cell of the five papers, computed
   where one CPU can, else what it needs (a GPU, with an estimate; data; the hub) (``make reproduction``).
 
@@ -25,18 +27,21 @@ import dataclasses
 import sys
 
 from embexp import EmbexpError
-
 from embexp.core import cli
 
-PAPERS = ("tinyte", "pema", "pete", "tinyattn", "ktoken", "compare", "ledger")
+# Modules of this package that are not report modules: the shared config and cells, and the curve
+# comparison (``paper=compare table=curves``).
+HELPERS = ("base", "cells", "compare_curves")
+# Without paper=: these table= values name a report module, any other is TinyTE's.
+WITHOUT_PAPER = {"compare": "compare", "curve": "run_curves"}
+DEFAULT = "tinyte"
 
 
-def modules() -> dict:
-    """Every report module by name (the papers, and curve)."""
-    from embexp.report import compare, curve, ktoken, ledger, pema, pete, tinyattn, tinyte
+def reports() -> dict:
+    """Every report module by name (a ``paper=`` value), discovered."""
+    from embexp.core.plugins import discover
 
-    return {"tinyte": tinyte, "pema": pema, "pete": pete, "tinyattn": tinyattn, "ktoken": ktoken, "compare": compare,
-            "curve": curve, "ledger": ledger}
+    return discover("embexp.report", skip=HELPERS)
 
 
 def table_names(module) -> tuple[str, ...]:
@@ -45,24 +50,28 @@ def table_names(module) -> tuple[str, ...]:
     return field.metadata.get("choices") or tuple(module.TABLES) + ("all",)
 
 
+def check_paper(paper: str, mods: dict) -> None:
+    if paper not in mods:
+        raise EmbexpError(f"unknown paper '{paper}' (choose from: {', '.join(mods)})")
+
+
 def select(argv: list[str]):
     """The module an argument list names (paper=, else table=compare|curve, else TinyTE) and the
     arguments left for its Config."""
-    mods = modules()
+    mods = reports()
     papers = [a.split("=", 1)[1] for a in argv if a.startswith("paper=")]
     rest = [a for a in argv if not a.startswith("paper=")]
     if papers:
-        if papers[-1] not in PAPERS:
-            raise EmbexpError(f"unknown paper '{papers[-1]}' (choose from: {', '.join(PAPERS)})")
+        check_paper(papers[-1], mods)
         return mods[papers[-1]], rest
     table = next((a.split("=", 1)[1] for a in reversed(rest) if a.startswith("table=")), "")
-    return mods[table if table in ("compare", "curve") else "tinyte"], rest
+    return mods[WITHOUT_PAPER.get(table, DEFAULT)], rest
 
 
 def configure(argv: list[str]):
     """(module, its checked Config) for ``python -m embexp.report`` arguments: an unknown paper, key
     or table (or another value outside a field's choices) is one line naming it and the valid ones."""
-    from embexp.analyze import parse
+    from embexp.core.cli import parse
     from embexp.core.config import validate
 
     module, rest = select(argv)
@@ -72,18 +81,17 @@ def configure(argv: list[str]):
 
 
 def usage(paper: str | None) -> str:
-    from embexp.analyze import usage as fields
+    from embexp.core.cli import usage as fields
 
-    mods = modules()
-    names = [paper] if paper else list(PAPERS) + ["curve"]
+    mods = reports()
+    names = [paper] if paper else list(mods)
     head = ["python -m embexp.report paper=<paper> table=<name> [key=value ...]", "", "papers and their tables:"]
-    head += [f"  {'paper=' + n if n != 'curve' else '(no paper)':<16} table=" + "|".join(table_names(mods[n])) for n in names]
+    head += [f"  {'paper=' + n:<16} table=" + "|".join(table_names(mods[n])) for n in names]
+    head += [f"  {'(no paper)':<16} table={t}" for t, n in WITHOUT_PAPER.items() if n in names and n != t]
     body = []
     for n in names:
-        mod = mods[n]
-        example = mod.__doc__.split("\n\n")[1]
-        call = f"paper={n}" if n != "curve" else "table=curve"
-        body.append(f"== {call} ==\n{example}\n\n" + fields("", mod.Config).split("\n", 2)[2])
+        example = mods[n].__doc__.split("\n\n")[1]
+        body.append(f"== paper={n} ==\n{example}\n\n" + fields("", mods[n].Config).split("\n", 2)[2])
     return "\n".join(head) + "\n\n" + "\n\n".join(body)
 
 
@@ -92,8 +100,8 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if any(a in ("-h", "--help") for a in argv):
         paper = next((a.split("=", 1)[1] for a in argv if a.startswith("paper=")), None)
-        if paper is not None and paper not in PAPERS:
-            raise EmbexpError(f"unknown paper '{paper}' (choose from: {', '.join(PAPERS)})")
+        if paper is not None:
+            check_paper(paper, reports())
         print(usage(paper))
         return
     module, cfg = configure(argv)

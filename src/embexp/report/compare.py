@@ -3,7 +3,7 @@
     python -m embexp.report table=compare                          # every finished run under outputs/
     python -m embexp.report table=compare runs=outputs/compare task=glue_sst2 model=smollm2
     python -m embexp.report table=compare debug=smoke              # read outputs/smoke
-    python -m embexp.report paper=compare table=curves runs=outputs/compare/curves   # the curves (report/curves.py)
+    python -m embexp.report paper=compare table=curves runs=outputs/compare/curves   # report/compare_curves.py
 
 One table per (task, model) found, one row per method (and tag), whatever methods exist: the
 quality metric ± s.e. (``metric``, or the task's headline metric: ``PREFERRED``), the trainable parameters as
@@ -27,77 +27,30 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.core.records import SE, Runs, atomic_write, cell, collect_runs, emit, pyplot, save_png, table_dirs
+from embexp.core.records import LOWER, Runs, atomic_write, collect_runs, quality_metric
+from embexp.core.tables import emit, pyplot, save_png, table_dirs
+from embexp.report.base import ReportConfig
+from embexp.report.cells import SE, method_row
 
-TABLES = ("compare", "curves")  # curves: report/curves.py (the lr and budget chosen on held-out rows)
-SKIP = ("_stderr", "_seconds")  # metric keys that are not a quality figure
-SIDE = ("length_reduction", "pl_score", "n_choices")  # figures reported beside the quality metric
-# The headline metric where a task records several (each paper's main column), else the first one.
-LOWER = ("perplexity", "ter")  # lower is better
-PREFERRED = ("rougeLsum", "bleu", "spearman", "mcc", "em_accuracy", "accuracy", "ll_accuracy", "perplexity")
-COLS = ["Method", "metric", "#TP", "% of backbone", "train state MB", "peak MB", "train tok/s", "eval ex/s", "exports", "seeds"]
+TABLES = ("compare", "curves")  # curves: report/compare_curves.py (the lr and budget chosen on held-out rows)
+COLS = ["Method", "metric", "#TP", "% of backbone", "train state MB", "peak MB", "train tok/s", "eval ex/s", "exports",
+        "seeds"]
 NOTE = ("Empty cells: a method that trains nothing has no #TP, training memory or tokens/s; peak MB is the "
         "process's resident peak on CPU (the GPU's allocated peak with CUDA).")
 
 
 @dataclass
-class Config:
-    table: str = f("compare", "compare (every run as it ended: one snapshot) or curves (per method the learning rate and budget chosen on held-out rows, the eval split at that choice: report/curves.py).", choices=TABLES)
-    runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
-    out: str = f("", "Folder for compare_<task>_<model>.md/.csv/.png ('' = tables/compare, or <output_root>/tables/compare with debug=...).")
+class Config(ReportConfig):
+    table: str = f("compare", "compare (every run as it ended: one snapshot) or curves (per method the learning rate "
+                   "and budget chosen on held-out rows, the eval split at that choice: report/compare_curves.py).",
+                   choices=TABLES)
+    out: str = f("", "Folder for compare_<task>_<model>.md/.csv/.png ('' = tables/compare, "
+                 "or <output_root>/tables/compare with debug=...).")
     task: str = f("", "Only runs of this task (its display name, e.g. glue_sst2); '' = every task found.")
     model: str = f("", "Only runs of this model config name (e.g. smollm2); '' = every model found.")
-    metric: str = f("", "The quality column: a metric key of the runs (e.g. ll_accuracy); '' = the task's first metric.")
+    metric: str = f("", "The quality column: a metric key of the runs (e.g. ll_accuracy); "
+                    "'' = the task's first metric.")
     se: str = f("auto", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples) or none.")
-    debug: str = f("", "A conf/debug preset: read its output_root (smoke: outputs/smoke) and write tables under it.")
-
-
-def quality_metric(runs: list[dict], wanted: str) -> str:
-    if wanted:
-        if not any(wanted in r["metrics"] for r in runs):
-            have = sorted({k for r in runs for k in r["metrics"] if not k.endswith(SKIP)})
-            raise EmbexpError(f"metric '{wanted}' is in none of these runs (choose from: {', '.join(have)})")
-        return wanted
-    keys = [k for r in runs for k in r["metrics"] if not k.endswith(SKIP) and k not in SIDE]
-    return next((k for k in PREFERRED if k in keys), keys[0] if keys else "")
-
-
-def exports(method: str) -> str:
-    from embexp.methods import METHODS
-
-    if method not in METHODS:
-        return ""
-    cls = METHODS.get_class(method)
-    return "no" if cls.export_blocker else "yes"
-
-
-def _mean(values: list) -> float | None:
-    values = [v for v in values if v is not None]
-    return float(np.mean(values)) if values else None
-
-
-def row(runs: list[dict], metric: str, se: SE) -> dict:
-    from embexp.methods.registry import method_label
-
-    r0 = runs[0]
-    value, err = cell(runs, metric, se)
-    tp = r0.get("n_trainable_params") if r0["method"] != "zero_shot" else None
-    total = r0.get("n_total_params")
-    train = [r.get("train", {}) for r in runs]
-    state = [t.get("state_memory", {}).get("total_bytes") for t in train]
-    peak = [(r.get("memory") or {}).get("peak_cuda_allocated_bytes") or (r.get("memory") or {}).get("peak_rss_bytes") for r in runs]
-    eval_rate = [r["n_eval_examples"] / r["metrics"]["eval_seconds"] for r in runs
-                 if r["metrics"].get("eval_seconds") and r.get("n_eval_examples")]
-    trained = any(t.get("steps") for t in train)
-    mb = lambda b: b / 2**20 if b else None  # noqa: E731
-    return {
-        "Method": method_label(r0["method"], r0.get("tag", "")), "method": r0["method"],
-        "metric": value, "metric se": err,
-        "#TP": tp or None, "% of backbone": (100.0 * tp / total) if tp and total else None,
-        "train state MB": mb(_mean(state)) if trained else None, "peak MB": mb(_mean(peak)),
-        "train tok/s": _mean([t.get("tokens_per_second") for t in train]) if trained else None,
-        "eval ex/s": _mean(eval_rate), "exports": exports(r0["method"]), "seeds": len(runs),
-    }
 
 
 def label_points(ax, pts: list[tuple[float, float, str]], size: float = 7) -> None:
@@ -118,7 +71,8 @@ def label_points(ax, pts: list[tuple[float, float, str]], size: float = 7) -> No
             if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in taken):
                 break
         taken.append(box)
-        lead = {} if dy == 3 else {"arrowprops": {"arrowstyle": "-", "lw": 0.5, "color": "0.55", "shrinkA": 0, "shrinkB": 3}}
+        arrow = {"arrowstyle": "-", "lw": 0.5, "color": "0.55", "shrinkA": 0, "shrinkB": 3}
+        lead = {} if dy == 3 else {"arrowprops": arrow}
         ax.annotate(label, (x, y), fontsize=size, xytext=(-3 if flip else 3, dy), textcoords="offset points",
                     ha="right" if flip else "left", **lead)
 
@@ -154,11 +108,12 @@ def plot(rows: list[dict], path: Path, title: str, ylabel: str) -> None:
 
 def render(cfg: Config) -> dict[str, str]:
     if cfg.table == "curves":
-        from embexp.report import curves
+        from embexp.report import compare_curves
 
-        return curves.render(cfg)
+        return compare_curves.render(cfg)
     root, out = table_dirs(cfg.runs, cfg.out, cfg.debug, "compare")
-    runs = [r for r in collect_runs(root) if (not cfg.task or r["task"] == cfg.task) and (not cfg.model or r["model"] == cfg.model)]
+    runs = [r for r in collect_runs(root)
+            if (not cfg.task or r["task"] == cfg.task) and (not cfg.model or r["model"] == cfg.model)]
     if not runs:
         raise EmbexpError(f"no finished runs under '{root}'" + (f" for task={cfg.task}" if cfg.task else "")
                           + (f" model={cfg.model}" if cfg.model else "") + " (train some first: make compare)")
@@ -169,7 +124,7 @@ def render(cfg: Config) -> dict[str, str]:
         group = [r for r in runs if r["task"] == task and r["model"] == model]
         metric = quality_metric(group, cfg.metric)
         keys = sorted({(r["task_name"], r["subset"], r["method"], r["tag"]) for r in group})
-        rows = [row(idx.get(t, model, me, tg, s), metric, se) for t, s, me, tg in keys]
+        rows = [method_row(idx.get(t, model, me, tg, s), metric, se) for t, s, me, tg in keys]
         rows.sort(key=lambda x: (x["#TP"] or 0, x["Method"]))
         cols = [metric if c == "metric" else c for c in COLS]
         for r in rows:

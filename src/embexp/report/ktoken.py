@@ -21,12 +21,14 @@ records say they selected on the reported split is marked †.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.core.records import Runs, collect_runs, pyplot, save_png, table_dirs, write_text_table
+from embexp.core.records import Runs, collect_runs
+from embexp.core.tables import pyplot, save_png, table_dirs, write_text_table
+from embexp.report.base import ReportConfig
+from embexp.report.cells import sem
 from embexp.tasks.metrics import pl_from_accuracy, pl_from_perplexity
 
 MODEL = "qwen25_05b"
@@ -62,27 +64,17 @@ CSV = ["column", "paper protocol", "best", "paper", "mean", "se", "N", "eff. bat
 
 
 @dataclass
-class Config:
+class Config(ReportConfig):
     table: str = f("all", "Which table: table1, table2, table3, ablation (Fig. 6), or all.", choices=TABLES + ("all",))
-    runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
     out: str = f("", "Folder for <table>.md/.csv (and ablation.png) ('' = tables/ktoken, or <output_root>/tables/ktoken with debug=...).")
     seeds: list = f([], "Seeds to read, e.g. [42,43,44] (the paper: the best of three runs); [] = every seed found.")
     select_on: str = f("heldout", "Tree tables (table1, ablation): the cells whose curriculum gate read held-out trees (heldout, "
                        "ours) or the stage's test split (reported, the authors'; tags <column>_paper). Tables 2 and 3 select nothing.",
                        choices=("heldout", "reported"))
-    debug: str = f("", "A conf/debug preset: read its output_root (smoke: outputs/smoke) and write tables under it.")
 
 
 def mean(vals):
     return sum(vals) / len(vals) if vals else None
-
-
-def stderr(vals):
-    """Standard error of the mean (sample s.d. / sqrt(n)); None below two runs."""
-    if len(vals) < 2:
-        return None
-    m = mean(vals)
-    return math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1) / len(vals))
 
 
 def batch_text(recs: list[dict]) -> str:
@@ -119,7 +111,7 @@ def column(table: str, tag: str, recs: list[dict], base_best: float | None) -> d
     b_red = max(best["length_reduction"], 0.0)
     pl = ((pl_from_perplexity(best[metric], base_best, b_red) if base_best is not None else None) if ppl
           else pl_from_accuracy(best[metric], b_red))
-    return row | {"best": best[metric], "mean": mean(vals), "se": stderr(vals), "eff. batch": batch_text(recs),
+    return row | {"best": best[metric], "mean": mean(vals), "se": sem(vals), "eff. batch": batch_text(recs),
                   "reduction": mean([r["metrics"]["length_reduction"] for r in recs]), "P-L": pl}
 
 

@@ -1,4 +1,4 @@
-"""PEMA's tables from finished runs (pema.md Tables 9 and 10): ``python -m embexp.report paper=pema table=<name>``.
+"""PEMA's tables from finished runs (papers/pema.md Tables 9 and 10): ``python -m embexp.report paper=pema table=<name>``.
 
     python -m embexp.report paper=pema table=table9 runs=outputs/glue_cola model=roberta_base
     python -m embexp.report paper=pema table=table10 runs=outputs         # tables/pema/table10.md + .csv + .json
@@ -29,7 +29,9 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.core.records import atomic_write, collect_runs, debug_output_root, emit
+from embexp.core.records import atomic_write, collect_runs, debug_output_root
+from embexp.core.tables import emit
+from embexp.report.base import ReportConfig
 
 GLUE = ("cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "stsb", "wnli")
 LABELS = {"cola": "CoLA", "mnli": "MNLI", "mrpc": "MRPC", "qnli": "QNLI", "qqp": "QQP", "rte": "RTE",
@@ -39,10 +41,9 @@ TABLES = ("table9", "table10")
 
 
 @dataclass
-class Config:
+class Config(ReportConfig):
     table: str = f("all", "table9 (preprocessing vs fine-tuning time, and measured memory), table10 (task metric with and without PEMA), or all.",
                    choices=TABLES + ("all",))
-    runs: str = f("", "A run directory, a folder holding runs (searched recursively) or a glob ('' = outputs, or the debug preset's output_root).")
     task: str = f("glue", "Task family of the runs to tabulate (glue or xnli).")
     model: str = f("", "Only runs of this model config name ('' = all; the paper's Table 9 is roberta_base).")
     out: str = f("tables/pema", "Folder for <table>.md/.csv/.json.")

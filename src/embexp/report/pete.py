@@ -1,4 +1,5 @@
-"""PETE against the standard encoder (pete.md Table 2) from finished runs: ``python -m embexp.report paper=pete``.
+"""PETE against the standard encoder (papers/pete.md Table 2) from finished runs:
+``python -m embexp.report paper=pete``.
 
     python -m embexp.report paper=pete table=table2 runs=outputs out=tables/pete     # comparison.md + .csv
 
@@ -18,17 +19,21 @@ from pathlib import Path
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.core.records import collect_runs, debug_output_root, write_table
+from embexp.core.records import collect_runs, debug_output_root
+from embexp.core.tables import write_table
+from embexp.report.base import ReportConfig
 
 PAPER = {"pete": ("8.9M", "77.40"), "full_ft": ("24.3M", "77.54")}
 TABLES = ("table2",)
-COLUMNS = ["Method", "Tag", "Seeds", "Parameters", "STS-B Spearman", "STS-B Pearson", "s/step", "s/epoch", "Paper params", "Paper Spearman"]
+COLUMNS = ["Method", "Tag", "Seeds", "Parameters", "STS-B Spearman", "STS-B Pearson", "s/step", "s/epoch",
+           "Paper params", "Paper Spearman"]
 
 
 @dataclass
-class Config:
-    table: str = f("table2", "table2 (pete.md Table 2: PETE vs the standard encoder), written as comparison.md/.csv.", choices=TABLES)
-    runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
+class Config(ReportConfig):
+    table: str = f("table2", "table2 (papers/pete.md Table 2: PETE vs the standard encoder), "
+                   "written as comparison.md/.csv.",
+                   choices=TABLES)
     task: str = f("nli_pairs", "Task of the runs compared.")
     model: str = f("scratch_encoder", "Model config of the runs compared.")
     methods: list = f(["pete", "full_ft"], "Methods, in row order.")
@@ -38,7 +43,8 @@ class Config:
 
 def rows(cfg: Config) -> list[dict]:
     root = cfg.runs or debug_output_root(cfg.debug)
-    runs = [r for r in collect_runs(root) if r["task_name"] == cfg.task and r["model"] == cfg.model and r["method"] in cfg.methods]
+    runs = [r for r in collect_runs(root)
+            if r["task_name"] == cfg.task and r["model"] == cfg.model and r["method"] in cfg.methods]
     if not runs:
         raise EmbexpError(f"no finished {cfg.task} runs of model {cfg.model} under {root}")
     out = []

@@ -30,7 +30,9 @@ from dataclasses import dataclass
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.core.records import Runs, collect_runs, table_dirs, write_text_table
+from embexp.core.records import Runs, collect_runs
+from embexp.core.tables import table_dirs, write_text_table
+from embexp.report.base import ReportConfig
 
 TABLES = ("table1", "table2", "table8", "table10", "table11", "table12")
 GLUE = ["sst2", "cola", "mnli", "qqp", "rte", "mrpc", "qnli", "stsb"]
@@ -57,15 +59,13 @@ PAPER = {  # tiny-attention.md, as printed
 
 
 @dataclass
-class Config:
+class Config(ReportConfig):
     table: str = f("all", "Which table: table1 (FewGLUE), table2, table8, table10, table11, table12, or all.", choices=TABLES + ("all",))
-    runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
     out: str = f("", "Folder for <table>.md/.csv ('' = tables/tinyattn, or <output_root>/tables/tinyattn with debug=...).")
     seeds: list = f([], "Seeds to read, e.g. [0] or [1,2,3,4] (Table 1: the paper's mean of 4 seeds); [] = every seed found.")
     select_on: str = f("both", "GLUE tables: rows of the held-out cells (heldout, ours), of the paper's protocol (reported: "
                        "selected on the reported dev split, tags <setting>_paper), or both. Table 1 selects nothing.",
                        choices=PROTOCOLS)
-    debug: str = f("", "A conf/debug preset: read its output_root (smoke: outputs/smoke) and write tables under it.")
 
 
 def cells(table: str) -> list[tuple[str, str, str]]:

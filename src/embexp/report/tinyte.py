@@ -6,7 +6,7 @@
     python -m embexp.report table=11 se=seeds           # ± across seeds instead of the test examples
     python -m embexp.report table=4 debug=smoke         # read outputs/smoke, write outputs/smoke/tables/tinyte
 
-Tables (tinyte.md): 1 (TinyTE variants vs base), 2 (vs PEFT baselines), 3 (SuperGLUE individual vs
+Tables (papers/tinyte.md): 1 (TinyTE variants vs base), 2 (vs PEFT baselines), 3 (SuperGLUE individual vs
 multitask), 4 and 10 (embedding ablation, random / variance sorting, with Figures 5 and 7 as PNG;
 Table 10 adds the NLI rows of the ablations that scored entailment), 9 and fig6 (the random-order
 ablation scored by entailment; Figure 6 as PNG),
@@ -24,7 +24,7 @@ evaluations report and the scale of the paper's numbers; sentence-level ``rougeL
 The Alpaca table's R-L is sentence-level ``rougeL`` (the instruction-tuning convention), with
 ``rougeLsum`` as R-Lsum.
 
-Standard errors (``se``, see ``embexp.core.records``): seeds, examples, auto or none. The default
+Standard errors (``se``, see ``embexp.report.cells``): seeds, examples, auto or none. The default
 (``se=``) is each table's own: examples for Table 11 (the paper's test-example s.e.; a one-seed
 sweep fills every ±), seeds elsewhere. Every CSV has a ``<column> se`` column.
 """
@@ -39,7 +39,10 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.core.records import SE, Runs, cell, collect_runs, emit, n_params, pyplot, save_png, table_dirs
+from embexp.core.records import Runs, collect_runs
+from embexp.core.tables import emit, pyplot, save_png, table_dirs
+from embexp.report.base import ReportConfig
+from embexp.report.cells import SE, binomial_se, cell, n_params, pooled
 
 DISPLAY = {"gemma2": "Gemma-2", "qwen25": "Qwen-2.5", "llama31": "Llama-3.1", "llama2": "Llama-2-7b"}  # the paper's model names
 TABLES = ("1", "2", "3", "4", "5", "6", "8", "9", "10", "11", "alpaca", "ranking", "fig3", "fig6")
@@ -47,15 +50,13 @@ SUPERGLUE = [("boolq", "BoolQ"), ("copa", "Copa"), ("cb", "CB"), ("rte", "RTE"),
 
 
 @dataclass
-class Config:
+class Config(ReportConfig):
     table: str = f("all", "Which table: " + ", ".join(TABLES) + " (table9 = 9), or all.")
-    runs: str = f("", "Root of the run directories ('' = outputs, or the debug preset's output_root).")
     out: str = f("", "Folder for <table>.md/.csv/.png ('' = tables/tinyte, or <output_root>/tables/tinyte with debug=...).")
     models: list = f(["gemma2", "qwen25", "llama31"], "Model config names, in row order.")
     length_model: str = f("gemma2", "Table 5: the model whose CNN/DM runs are bucketed (the paper: Gemma-2).")
     se: str = f("", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples), none, or '' = each table's default: examples for Table 11 (the paper's test-example s.e.; one run per cell), seeds elsewhere. See the module doc.")
     bootstrap_iters: int = f(100, "se=examples: bootstrap resamples for corpus BLEU/TER (lm-eval uses 100 for BLEU/TER).")
-    debug: str = f("", "A conf/debug preset: read its output_root (smoke: outputs/smoke) and write tables under it.")
     correlation: str = f("", "Table 8: the correlation.json whose fit gives Est. AUC ('' = <runs>/analysis/correlation/correlation.json, what `make tinyte_fig4` writes).")
 
 
@@ -247,9 +248,7 @@ def asr_cell(runs: list[dict], metric: str, se: SE) -> tuple[float | None, float
     have = [r for r in runs if r["metrics"].get(metric) is not None]
     v, s = cell(have, metric, se)
     if v is not None and s is None and (se.mode == "examples" or (se.mode == "auto" and len(have) < 2)):
-        per = [100.0 * float(np.sqrt(p * (1 - p) / max(1, r.get("n_eval_examples", 0))))
-               for r in have for p in [r["metrics"][metric] / 100.0]]
-        s = float(np.mean(per) / np.sqrt(len(per)))
+        s = pooled([binomial_se(r["metrics"][metric], r.get("n_eval_examples", 0)) for r in have])
     return v, s
 
 
@@ -279,7 +278,7 @@ def table_6(cfg, idx, se):
     return rows, ["Model", "Method", "BSD", "AdvBench"], title, True
 
 
-# ---- entailment ablation: Table 9, Table 10's NLI rows, Figure 6 (tinyte.md App. F-G) ------------------
+# ---- entailment ablation: Table 9, Table 10's NLI rows, Figure 6 (papers/tinyte.md App. F-G) -----------
 def ablation_curves(cfg, root: Path, sorting: str, key: str, auc_key: str):
     """Per model and dataset: the table row of the `key` curve (bleu or nli) averaged over seeds and
     its `auc_key`, and the figure panels (a panel per model, a curve per dataset)."""

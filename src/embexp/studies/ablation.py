@@ -38,9 +38,10 @@ from omegaconf import OmegaConf, open_dict
 from torch import nn
 
 from embexp import EmbexpError
+from embexp.core.cli import compose_train
 from embexp.core.config import JudgeConfig, f
-from embexp.core.records import atomic_write, write_json, write_table
-from embexp.studies import compose_train
+from embexp.core.records import atomic_write, write_json
+from embexp.core.tables import write_table
 
 log = logging.getLogger("embexp")
 

@@ -37,7 +37,8 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.core.records import atomic_write, debug_output_root, markdown, write_json
+from embexp.core.records import atomic_write, debug_output_root, write_json
+from embexp.core.tables import markdown
 
 
 @dataclass

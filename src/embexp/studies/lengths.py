@@ -30,7 +30,8 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.core.records import collect_runs, debug_output_root, markdown, read_predictions, write_table
+from embexp.core.records import collect_runs, debug_output_root, read_predictions
+from embexp.core.tables import markdown, write_table
 
 
 @dataclass

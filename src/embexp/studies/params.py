@@ -21,9 +21,9 @@ import torch
 
 from embexp import EmbexpError
 from embexp.core import cli
+from embexp.core.cli import compose_train
 from embexp.core.config import f
-from embexp.core.records import markdown, write_table
-from embexp.studies import compose_train
+from embexp.core.tables import markdown, write_table
 from embexp.studies.model_specs import SPECS
 
 # The papers' #TP as printed, for the comparison columns only: the TinyTE paper's Tables 1, 2 and 11 unless noted.

@@ -27,24 +27,7 @@ from typing import Optional
 
 from embexp.core.config import f
 from embexp.report.ledger.core import LABELS, Row
-
-PAPERS = {
-    "tinyte": "TinyTE (papers/tinyte.md)",
-    "pema": "PEMA (papers/pema.md)",
-    "pete": "PETE (papers/pete.md)",
-    "tinyattn": "Tiny-Attention (papers/tiny-attention.md)",
-    "ktoken": "K-Token Merging (papers/k-token-merging.md)",
-}
-# each paper's rows modules (every one has rows()), gathered here so none imports another's rows
-MODULES = {
-    "tinyte": ("tinyte", "tinyte_scores", "tinyte_studies"),
-    "pema": ("pema", "pema_tables", "pema_gpu"),
-    "pete": ("pete",),
-    "tinyattn": ("tinyattn", "tinyattn_hp", "tinyattn_gpu"),
-    "ktoken": ("ktoken", "ktoken_gpu"),
-}
-TABLES = tuple(PAPERS)
-COMMAND = "python -m embexp.report paper=ledger"
+from embexp.report.ledger.papers import COMMAND, MODULES, PAPERS, TABLES  # noqa: F401  (COMMAND: the ledger's API)
 
 
 @dataclass
@@ -60,8 +43,8 @@ class Config:
     )
     runs: Optional[str] = f(
         "outputs",
-        "Roots of finished runs, comma-separated (a folder, run directory or glob each): the GPU rows that are a metric "
-        "of one run set show the measured value (smoke runs left out); runs= (empty) reads none.",
+        "Roots of finished runs, comma-separated (a folder, run directory or glob each): the GPU rows that are a "
+        "metric of one run set show the measured value (smoke runs left out); runs= (empty) reads none.",
     )
 
 

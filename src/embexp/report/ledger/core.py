@@ -127,7 +127,7 @@ class Row:
     expected: str = ""
     data: tuple = ()
     gpu: object = None  # an Estimate (ledger/gpu.py)
-    # a GPU row's lookup in the finished runs: (results.Runs) -> a value per printed cell (None: no run)
+    # a GPU row's lookup in the finished runs: (records.Runs) -> a value per printed cell (None: no run)
     measure: Optional[Callable[[object], list]] = None
     hub: str = ""
     absent: str = ""

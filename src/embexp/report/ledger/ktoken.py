@@ -86,7 +86,8 @@ def stage_sample(stage: str) -> dict:
     """Questions per tree and the share of 'false' answers over the first SAMPLE trees of a stage."""
     from omegaconf import OmegaConf
 
-    from embexp.tasks import TASKS as REG, build_task
+    from embexp.tasks import TASKS as REG
+    from embexp.tasks import build_task
     from embexp.tasks.tree import STAGES, tree_rows, walk
 
     cfg = OmegaConf.merge(

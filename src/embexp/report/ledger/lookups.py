@@ -1,7 +1,7 @@
 """The lookups of the ledger's GPU rows in finished runs (``Row.measure``, ledger/measured.py): each
 computes its cells with the paper's report module's own functions (``embexp.report.<paper>``: the
 same run filters, metrics and means over seeds as ``python -m embexp.report paper=<paper>``), so the
-ledger and the report tables never disagree. Each returns a closure (results.Runs) -> a value per
+ledger and the report tables never disagree. Each returns a closure (records.Runs) -> a value per
 printed cell, None where no finished run holds it. The report modules are imported when a lookup runs.
 """
 
@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 def no_se():
     """The report's standard-error policy, off: the ledger compares means only."""
-    from embexp.core.records import SE
+    from embexp.report.cells import SE
 
     return SE("none", 0, Path(os.devnull))
 

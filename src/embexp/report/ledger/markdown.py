@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from embexp.report.ledger import gpu
-from embexp.report.ledger.gpu import hrs
 from embexp.report.ledger.core import LABELS, Outcome, Row
+from embexp.report.ledger.gpu import hrs
+from embexp.report.ledger.papers import COMMAND, PAPERS
 
 HEAD = ["| id | cell | paper | embexp | status | command |", "|---|---|---|---|---|---|"]
 
@@ -34,10 +37,8 @@ def notes_of(paper: str) -> dict:
     import importlib
     import pkgutil
 
-    from embexp.report import ledger
-
     notes = {"_intro": ""}
-    for m in sorted(pkgutil.iter_modules(ledger.__path__), key=lambda m: m.name):
+    for m in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda m: m.name):
         if m.name == paper or m.name.startswith(paper + "_"):
             mod = importlib.import_module(f"embexp.report.ledger.{m.name}")
             for table, text in getattr(mod, "NOTES", {}).items():
@@ -47,8 +48,6 @@ def notes_of(paper: str) -> dict:
 
 
 def section(paper: str, rows: list) -> str:
-    from embexp.report.ledger import PAPERS
-
     notes = notes_of(paper)
     out = [f"## {PAPERS[paper]}", ""] + ([notes["_intro"], ""] if notes["_intro"] else [])
     seen: set = set()
@@ -71,8 +70,6 @@ def gpu_hours(rows: list) -> float:
 
 
 def summary(outcomes: dict) -> list[str]:
-    from embexp.report.ledger import PAPERS
-
     used = [k for k in LABELS if any(o.status == k for rows in outcomes.values() for _, o in rows)]
     head = "| paper | rows | " + " | ".join(LABELS[k] for k in used) + " | GPU-hours (distinct runs) |"
     out = [head, "|---|---:|" + "---:|" * len(used) + "---:|"]
@@ -110,8 +107,6 @@ STATUSES = (
 
 
 def document(outcomes: dict, with_data: bool, runs: str = "") -> str:
-    from embexp.report.ledger import COMMAND
-
     data = (
         "Rows that read real data were computed (`EMBEXP_DATA` was set)."
         if with_data

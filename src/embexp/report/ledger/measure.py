@@ -56,6 +56,6 @@ def arch_of(name: str, n: int, d: int, layers: int, vocab: int, kv: int, table: 
 @lru_cache(maxsize=None)
 def composed(*overrides: str):
     """The train config ``python -m embexp.train`` composes for these overrides (cached)."""
-    from embexp.studies import compose_train
+    from embexp.core.cli import compose_train
 
     return compose_train(list(overrides))

@@ -2,8 +2,8 @@
 
 A GPU row whose cells are metrics of one run set carries a lookup (``Row.measure``, built in
 ledger/lookups.py from the paper's report module): given the index of the finished runs
-(``results.Runs``), a value per printed cell, None where no run holds it. Only complete run
-directories count (``results.run_dirs``: status.json says complete and metrics.json is there; a
+(``records.Runs``), a value per printed cell, None where no run holds it. Only complete run
+directories count (``records.run_dirs``: status.json says complete and metrics.json is there; a
 failed, interrupted or running directory is never read), and never a smoke run (``model.source:
 tiny`` or ``task.source: fixture``: a random model on a fixture measures nothing of the paper's).
 

@@ -13,7 +13,8 @@ chosen on the eval split. Beside it: the held-out value that chose it, the chose
 lrs tried, and the cost columns of the snapshot comparison (``table=compare``) for the runs at the
 chosen lr. Writes ``curves_<task>_<model>.md/.csv`` and ``curves_<task>_<model>.png`` (the metric
 against the budget, one line per method at its chosen lr: the held-out rows on the left, the eval
-split on the right with its majority class dashed). A method that trains nothing (zero-shot) has one point: its evaluation.
+split on the right with its majority class dashed). A method that trains nothing (zero-shot) has one
+point: its evaluation.
 Every table has a row for the eval split's majority class (its accuracy; MCC 0) beside the floor methods
 (head-only on an encoder, zero-shot on a decoder). With ``metric=`` the files are ``curves_<task>_<model>_<metric>``
 (the decoder table by ll_accuracy and by em_accuracy).
@@ -21,15 +22,14 @@ Every table has a row for the eval split's majority class (its accuracy; MCC 0) 
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.report.compare import LOWER, quality_metric, row
-from embexp.report.curve import majority
-from embexp.core.records import SE, atomic_write, collect_runs, emit, pyplot, save_png, table_dirs
+from embexp.core.records import LOWER, atomic_write, collect_runs, quality_metric
+from embexp.core.tables import emit, pyplot, save_png, table_dirs
+from embexp.report.cells import SE, majority, method_row, sem
 
 COLS = ["Method", "metric", "held-out", "lr", "step", "lrs tried", "#TP", "% of backbone", "train state MB",
         "train tok/s", "exports", "seeds"]
@@ -50,18 +50,6 @@ def candidates(runs: list[dict], metric: str) -> dict[tuple[float, int], dict[in
     return out
 
 
-def best_held_out(run: dict) -> tuple:
-    """A run's best held-out point as a sortable score (higher is better): the task's headline metric on
-    the selection rows at any point of its curve (negated for perplexity-like metrics); the earliest
-    step wins a tie."""
-    points = [p for p in run.get("curve") or [] if p.get("select")]
-    if not points:
-        raise EmbexpError(f"run {run.get('run_dir', '?')} has no held-out curve points (trainer.curve_select)")
-    metric = quality_metric([{"metrics": p["select"]} for p in points], "")
-    sign = -1.0 if metric in LOWER else 1.0
-    return max((sign * p["select"][metric], -int(p["step"])) for p in points if p["select"].get(metric) is not None)
-
-
 def choose(cands: dict, lower: bool) -> tuple[float, int] | None:
     """Among the (lr, step) pairs run with the most seeds (the sweep runs every seed at one lr: the lr its
     first seed chose), the one with the best mean held-out value over the seeds; ties: smaller step,
@@ -74,26 +62,24 @@ def choose(cands: dict, lower: bool) -> tuple[float, int] | None:
     return min(full, key=lambda k: (sign * float(np.mean([h for h, _ in cands[k].values()])), k[1], k[0]))
 
 
-def se(values: list[float]) -> float | None:
-    return float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) >= 2 else None
-
-
-def method_row(runs: list[dict], metric: str, lower: bool, se_policy: SE) -> tuple[dict, list[tuple[int, float, float]]]:
+def chosen_row(runs: list[dict], metric: str, lower: bool,
+               se_policy: SE) -> tuple[dict, list[tuple[int, float, float]]]:
     """The table row of one method and its curve at the chosen lr: (step, held-out, eval), means over seeds."""
     cands = candidates(runs, metric)
     pick = choose(cands, lower)
     if pick is None:  # trains nothing (or recorded no curve): its evaluation, nothing chosen
-        base = row(runs, metric, se_policy)
+        base = method_row(runs, metric, se_policy)
         return {**base, "held-out": None, "lr": None, "step": None, "lrs tried": None}, []
     lr, step = pick
     at = list(cands[pick].values())
     chosen = [r for r in runs if lr_of(r) == lr]
-    base = row(chosen, metric, se_policy)
+    base = method_row(chosen, metric, se_policy)
     vals = [v for _, v in at]
     lrs = sorted({k[0] for k in cands})
     curve = sorted((s, float(np.mean([h for h, _ in v.values()])), float(np.mean([e for _, e in v.values()])))
                    for (l_, s), v in cands.items() if l_ == lr)
-    return {**base, "metric": float(np.mean(vals)), "metric se": se(vals), "held-out": float(np.mean([h for h, _ in at])),
+    return {**base, "metric": float(np.mean(vals)), "metric se": sem(vals),
+            "held-out": float(np.mean([h for h, _ in at])),
             "lr": f"{lr:g}", "step": step, "lrs tried": " ".join(f"{x:g}" for x in lrs), "seeds": len(at)}, curve
 
 
@@ -107,7 +93,8 @@ def majority_row(metric: str, base: float | None) -> dict | None:
             "held-out": None, "lr": None, "step": None, "lrs tried": None, "seeds": None}
 
 
-def plot(curves: dict[str, list[tuple[int, float, float]]], base: float | None, path: Path, title: str, ylabel: str) -> None:
+def plot(curves: dict[str, list[tuple[int, float, float]]], base: float | None, path: Path, title: str,
+         ylabel: str) -> None:
     """Two panels, one line per method at its chosen lr: the held-out rows that choose (left) and the
     eval split that is reported (right, with its majority class dashed)."""
     plt = pyplot()
@@ -136,10 +123,12 @@ def note(rows: list[dict], runs: list[dict], base: float | None) -> str:
     steps = sorted({int(p["step"]) for r in runs for p in r.get("curve") or [] if "select" in p})
     seeds = sorted({r["seed"] for r in runs})
     rows_sel = {r["n_select_examples"] for r in runs if r.get("n_select_examples")}
-    return (f"\nBudgets (steps at which every run scored the held-out rows and the eval split): {', '.join(map(str, steps))}. "
-            f"Seeds: {', '.join(map(str, seeds))}. Selection: per method, the (lr, budget) with the best held-out value "
-            f"averaged over the seeds ({'/'.join(map(str, sorted(rows_sel))) or '?'} held-out rows carved from the training "
-            "split; ties: smaller budget, then smaller lr); the metric column is the eval split at that pair, mean ± s.e. "
+    return ("\nBudgets (steps at which every run scored the held-out rows and the eval split): "
+            f"{', '.join(map(str, steps))}. "
+            f"Seeds: {', '.join(map(str, seeds))}. Selection: per method, the (lr, budget) with the best held-out "
+            f"value averaged over the seeds ({'/'.join(map(str, sorted(rows_sel))) or '?'} held-out rows carved from "
+            "the training split; ties: smaller budget, then smaller lr); the metric column is the eval split at that "
+            "pair, mean ± s.e. "
             "over the seeds. Nothing was chosen on the eval split. A method without lr/step trains nothing."
             + (f" Majority class of the eval split: {base:.1f}." if base is not None else "") + "\n")
 
@@ -148,9 +137,11 @@ def render(cfg) -> dict[str, str]:
     from embexp.methods.registry import method_label  # the classes' display names (loads torch: here, not at import)
 
     root, out = table_dirs(cfg.runs, cfg.out, cfg.debug, "compare")
-    runs = [r for r in collect_runs(root) if (not cfg.task or r["task"] == cfg.task) and (not cfg.model or r["model"] == cfg.model)]
+    runs = [r for r in collect_runs(root)
+            if (not cfg.task or r["task"] == cfg.task) and (not cfg.model or r["model"] == cfg.model)]
     if not any((p.get("select") for r in runs for p in r.get("curve") or [])):
-        raise EmbexpError(f"no finished runs with held-out curve points under '{root}' (train with trainer.curve_at=[...] "
+        raise EmbexpError(f"no finished runs with held-out curve points under '{root}' "
+                          "(train with trainer.curve_at=[...] "
                           "trainer.curve_select=true task.select_split=train_holdout first: make compare)")
     se_policy = SE("seeds", 100, out / ".se_cache.json")
     done = {}
@@ -161,7 +152,7 @@ def render(cfg) -> dict[str, str]:
         rows, curves = [], {}
         for method, tag in sorted({(r["method"], r["tag"].split("lr")[0].rstrip("_")) for r in group}):
             mine = [r for r in group if r["method"] == method and r["tag"].split("lr")[0].rstrip("_") == tag]
-            r_, curve = method_row(mine, metric, lower, se_policy)
+            r_, curve = chosen_row(mine, metric, lower, se_policy)
             r_["Method"] = method_label(method, tag)
             rows.append(r_)
             curves[r_["Method"]] = curve
@@ -172,7 +163,8 @@ def render(cfg) -> dict[str, str]:
             r_[metric], r_[f"{metric} se"] = r_.pop("metric"), r_.pop("metric se")
         cols = [metric if c == "metric" else c for c in COLS]
         stem = out / (f"curves_{task}_{model}" + (f"_{cfg.metric}" if cfg.metric else ""))  # one table per metric asked
-        title = f"Every method on {task}, {model}: {metric} on the eval split at the (lr, budget) chosen on held-out rows"
+        title = (f"Every method on {task}, {model}: {metric} on the eval split "
+                 "at the (lr, budget) chosen on held-out rows")
         md = emit(rows, cols, stem, title, pm=True) + note(rows, group, base)
         atomic_write(stem.with_suffix(".md"), md)
         plot(curves, base, stem.with_suffix(".png"), f"{task}, {model}: {metric} by budget", metric)

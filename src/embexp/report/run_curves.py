@@ -12,14 +12,15 @@ majority class as a dashed line). A curve is read, never selected on: the table 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.report.compare import quality_metric
-from embexp.core.records import atomic_write, collect_runs, debug_output_root, emit, pyplot, save_png
+from embexp.core.records import atomic_write, collect_runs, debug_output_root, quality_metric
+from embexp.core.tables import emit, pyplot, save_png
+from embexp.report.base import ReportConfig
+from embexp.report.cells import majority
 
 TABLES = ("curve",)
 NOTE = ("Each line is one run evaluated on the eval split at the listed steps (trainer.curve_at) and at its end; "
@@ -27,24 +28,13 @@ NOTE = ("Each line is one run evaluated on the eval split at the listed steps (t
 
 
 @dataclass
-class Config:
+class Config(ReportConfig):
     table: str = f("curve", "curve (this table).", choices=TABLES)
-    runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
     out: str = f("", "Folder for curve_<task>_<model>.md/.csv/.png ('' = <runs>/tables).")
     task: str = f("", "Only runs of this task (its display name, e.g. glue_sst2); '' = every task found.")
     model: str = f("", "Only runs of this model config name (e.g. smollm2); '' = every model found.")
-    metric: str = f("", "The curve's metric: a key of the runs' metrics (e.g. ll_accuracy); '' = the task's headline metric.")
-    debug: str = f("", "A conf/debug preset: read its output_root (smoke: outputs/smoke).")
-
-
-def majority(run_dir: str) -> float | None:
-    """The eval split's majority-class share (%), from the run's predictions.jsonl labels."""
-    path = Path(run_dir) / "predictions.jsonl"
-    if not path.is_file():
-        return None
-    labels = [json.loads(line).get("label") for line in path.read_text().splitlines() if line.strip()]
-    labels = [x for x in labels if isinstance(x, int) and x >= 0]
-    return 100.0 * max(labels.count(c) for c in set(labels)) / len(labels) if labels else None
+    metric: str = f("", "The curve's metric: a key of the runs' metrics (e.g. ll_accuracy); "
+                    "'' = the task's headline metric.")
 
 
 def plot(lines: dict[str, list[tuple[int, float]]], base: float | None, path: Path, title: str, ylabel: str) -> None:
@@ -79,7 +69,8 @@ def render(cfg: Config) -> dict[str, str]:
         metric = quality_metric(group, cfg.metric)
         rows, lines = [], {}
         for r in group:
-            label = method_label(r["method"], r["tag"]) + (f" seed {r['seed']}" if len({x["seed"] for x in group}) > 1 else "")
+            seeded = len({x["seed"] for x in group}) > 1
+            label = method_label(r["method"], r["tag"]) + (f" seed {r['seed']}" if seeded else "")
             for p in r["curve"]:
                 share = p.get("ll_answer_share")
                 rows.append({"Method": label, "step": p["step"], metric: p.get(metric),
@@ -91,7 +82,8 @@ def render(cfg: Config) -> dict[str, str]:
         cols = ["Method", "step", metric, "balanced accuracy", "answer share"]
         stem = out / f"curve_{task}_{model}"
         title = f"Learning curves on {task}, {model}: {metric} on the eval split"
-        md = emit(rows, cols, stem, title, pm=False) + (f"\nMajority class of the eval split: {base:.1f}. " if base else "\n") + NOTE + "\n"
+        md = emit(rows, cols, stem, title, pm=False)
+        md += (f"\nMajority class of the eval split: {base:.1f}. " if base else "\n") + NOTE + "\n"
         atomic_write(stem.with_suffix(".md"), md)
         plot(lines, base, stem.with_suffix(".png"), f"{task}, {model}", metric)
         done[f"{task}/{model}"] = md

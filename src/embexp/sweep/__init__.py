@@ -26,7 +26,8 @@ arguments: ``python -m embexp.<key> <args>``; a note prints ``# <its pieces join
              (trainer.curve_select; the task's headline metric); the dry run prints a placeholder
 
 Arguments and texts are templates: ``{name}`` is a variable; ``{name:csv}`` joins a list with commas,
-``{name:ssv}`` with spaces, ``{name:first}`` takes its first item (``rest`` the others), ``{name:len}`` counts them, ``{name:without=a+b}`` /
+``{name:ssv}`` with spaces, ``{name:first}`` takes its first item (``rest`` the others), ``{name:len}``
+counts them, ``{name:without=a+b}`` /
 ``{name:only=a+b}`` filter it, ``{name:hub_id}`` is the ``id`` of ``conf/model/<name>.yaml`` and
 ``{name:settings=trainer}`` the top-level settings of ``conf/trainer/<name>.yaml``, ``{name:compare_lr}`` the
 learning rate of method ``<name>`` in the comparison of every method (its class's ``comparison``; '' where
@@ -34,7 +35,8 @@ it trains nothing there) and ``{name:compare_grid}`` the three around it (× 0.3
 ``|``. ``${...}`` is Hydra's interpolation, passed through. An argument that renders empty is
 dropped; ``$name`` splices a list variable (one argument per item); an argument may be ``{if:
 <cond>, then: [...], else: [...]}``. A condition is a template, true when it renders non-empty
-(``A == B``, ``A != B``, ``A in B C`` compare; ``not C`` negates; ``C and D``, ``C or D``). A variable may declare its choices (``name: {default:
+(``A == B``, ``A != B``, ``A in B C`` compare; ``not C`` negates; ``C and D``, ``C or D``). A variable
+may declare its choices (``name: {default:
 v, choices: [...]}``). Built-in variables: ``smoke`` (``1`` when the extra overrides select
 ``debug=smoke``), ``output_root`` (the extra's ``output_root=``, else empty), ``py``, ``data``
 (``$EMBEXP_DATA``: the folder of local datasets), and
@@ -49,15 +51,16 @@ judge's reference scoring already recorded are skipped (``--force`` reruns them)
 gets the extra's ``debug=`` and, with ``output_root=X``, ``runs=X out=X/tables/<paper>``. A failed
 command does not stop the sweep: the report is rendered from what finished and the runner exits 1
 listing the failures. ``--dry-run`` prints every command and runs nothing.
+
+The package: this file is the runner; ``language.py`` the template language above; ``train.py``,
+``analyze.py``, ``judge.py`` and ``report.py`` each command kind's additions and its "done" probe.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -67,14 +70,16 @@ from pathlib import Path
 import yaml
 
 from embexp import EmbexpError
-
 from embexp.core import cli
-from embexp.sweep_spec import (GRID, FIELD, Scope, _filter, args_of, bind, combinations, holds,  # noqa: F401  (re-exported)
-                               render)
 from embexp.core.config import MODEL_KINDS
+from embexp.sweep import analyze, judge, report, train
+from embexp.sweep.language import Scope, args_of, combinations, holds
 
-COMMANDS = ("train", "analyze", "judge", "report", "note")
+KINDS = {"train": train, "analyze": analyze, "judge": judge, "report": report}  # each: args(), done()
+COMMANDS = (*KINDS, "note")
 STEP_KEYS = set(COMMANDS) | {"for", "let", "if", "do", "run_dir_of", "when_complete", "extra", "choose"}
+
+
 def spec_dir() -> Path:
     return cli.conf_dir() / "sweep"
 
@@ -123,7 +128,8 @@ def expand(steps: list, scope: Scope) -> list[dict]:
         bad = set(step) - STEP_KEYS
         kinds = [k for k in COMMANDS if k in step]
         if bad or len(kinds) + ("do" in step) != 1:
-            raise EmbexpError(f"sweep: a step needs exactly one of {', '.join(COMMANDS)}, do (got keys: {', '.join(step)})")
+            raise EmbexpError(f"sweep: a step needs exactly one of {', '.join(COMMANDS)}, do "
+                              f"(got keys: {', '.join(step)})")
         for s in combinations(step.get("for") or {}, scope.child(step.get("let") or {})):
             if "if" in step and not holds(step["if"], s):
                 continue
@@ -148,7 +154,8 @@ def parse_vars(spec: dict, assignments: list[str]) -> dict:
             raise EmbexpError(f"unknown sweep variable '{key}' (choose from: {', '.join(sorted(values)) or 'none'})")
         if isinstance(values[key], list):
             val = val.strip()
-            values[key] = [x for x in (val[1:-1].split(",") if val.startswith("[") and val.endswith("]") else shlex.split(val)) if x]
+            items = val[1:-1].split(",") if val.startswith("[") and val.endswith("]") else shlex.split(val)
+            values[key] = [x for x in items if x]
         else:
             values[key] = val
     for k, d in decl.items():
@@ -157,7 +164,8 @@ def parse_vars(spec: dict, assignments: list[str]) -> dict:
     return values
 
 
-def commands(name: str, assignments: list[str] = (), extra: list[str] = (), py: str = sys.executable) -> tuple[dict, list[dict]]:
+def commands(name: str, assignments: list[str] = (), extra: list[str] = (),
+             py: str = sys.executable) -> tuple[dict, list[dict]]:
     """The spec and its commands (module arguments without the interpreter; extra not yet added)."""
     spec = load_spec(name)
     scope = Scope(builtins(list(extra), py))
@@ -166,23 +174,11 @@ def commands(name: str, assignments: list[str] = (), extra: list[str] = (), py: 
 
 
 def with_extra(cmd: dict, extra: list[str], paper: str) -> list[str]:
-    """The arguments the runner adds (module doc)."""
-    args = list(cmd["args"])
+    """The arguments the runner adds (module doc): its kind's ``args`` (a note's text as it is)."""
+    if cmd["kind"] not in KINDS:
+        return list(cmd["args"])
     extra = list(extra) if cmd["step"].get("extra", True) else []
-    if cmd["kind"] == "train":
-        if not any(a.startswith("trainer.resume=") for a in args):
-            args.append("trainer.resume=true")
-        return args + extra
-    if cmd["kind"] == "analyze":
-        return args + extra
-    if cmd["kind"] == "report":
-        root = [e.split("=", 1)[1] for e in extra if e.startswith("output_root=")]
-        args += [e for e in extra if e.startswith("debug=")]
-        if root and not any(a.startswith("runs=") for a in args):
-            args.append(f"runs={root[-1]}")
-        if root and not any(a.startswith("out=") for a in args):
-            args.append(f"out={root[-1]}/tables/{paper}")
-    return args
+    return KINDS[cmd["kind"]].args(cmd["args"], extra, paper)
 
 
 def command_lines(name: str, assignments: list[str] = (), extra: list[str] = ()) -> list[list[str]]:
@@ -198,47 +194,9 @@ def command_lines(name: str, assignments: list[str] = (), extra: list[str] = ())
     return out
 
 
-def overrides(args: list[str]) -> list[str]:
-    """The config overrides of a train command (no -m, no hydra launcher keys)."""
-    return [a for a in args if "=" in a and not a.lstrip("+~").startswith(("hydra/", "hydra."))]
-
-
-def run_dir(train_args: list[str]) -> Path:
-    from embexp.core.config import run_name
-    from embexp.studies import compose_train
-
-    c = compose_train(overrides(train_args))
-    return Path(run_name(c.output_root, c.task.name, c.task.subset, c.model.name, c.method.name, c.tag, c.seed))
-
-
 def done(kind: str, args: list[str]) -> str:
-    """The folder of a command that already finished, else ''."""
-    from embexp.core.records import is_complete
-
-    if kind == "train" and "-m" not in args:
-        try:
-            d = run_dir(args)
-        except EmbexpError:  # e.g. a method this checkout lacks: run it, and let the run say why
-            return ""
-        return str(d) if is_complete(d) else ""
-    kv = dict(a.split("=", 1) for a in args if "=" in a)
-    if kind == "judge" and kv.get("what") == "reference":  # done once metrics.json holds asr_reference
-        m = Path(kv["run_dir"]) / "metrics.json"
-        return kv["run_dir"] if m.is_file() and "asr_reference" in json.loads(m.read_text()).get("metrics", {}) else ""
-    if kind == "analyze" and args[:1] == ["ablation"]:
-        from embexp.analyze import parse
-        from embexp.studies import ablation
-
-        d = ablation.output_dir(parse(ablation.Config, args[1:]))
-        try:
-            s = json.loads((d / "summary.json").read_text())
-        except (OSError, ValueError):
-            return ""
-        need = {"bleu": ["bleu"], "nli": ["nli"], "both": ["bleu", "nli"]}.get(kv.get("metric", "bleu"), ["bleu"])
-        if any(k not in s for k in need) or ("nli" in need and s.get("nli_judge") != kv.get("judge.model")):
-            return ""  # the folder lacks this command's metric (or another judge's): run it (generations are reused)
-        return str(d)
-    return ""
+    """The folder of a command that already finished, else '' (its kind's probe)."""
+    return KINDS[kind].done(args)
 
 
 def resolve(cmd: dict, extra: list[str], dry: bool = False) -> None:
@@ -247,30 +205,11 @@ def resolve(cmd: dict, extra: list[str], dry: bool = False) -> None:
     step, scope = cmd["step"], cmd["scope"]
     if "choose" in step:
         var = step["choose"]["var"]
-        scope = scope.child({var: chosen(step, scope, extra, dry)})
+        scope = scope.child({var: train.chosen(step, scope, extra, dry)})
     if "run_dir_of" in step:
-        scope = scope.child({"run_dir": str(run_dir(args_of(step["run_dir_of"], scope) + list(extra)))})
+        scope = scope.child({"run_dir": str(train.run_dir(args_of(step["run_dir_of"], scope) + list(extra)))})
     if "choose" in step or "run_dir_of" in step:
         cmd["args"] = args_of(step[cmd["kind"]], scope)
-
-
-def chosen(step: dict, scope: Scope, extra: list[str], dry: bool) -> str:
-    """The value of step["choose"]["var"] whose candidate cell scored best on its held-out rows."""
-    from embexp.report.curves import best_held_out
-    from embexp.core.records import METRICS, is_complete
-
-    var, cands = step["choose"]["var"], list(combinations(step["choose"]["over"], scope))
-    values = [str(s.value(var)) for s in cands]
-    placeholder = f"<{var} chosen on held-out rows among {' '.join(values)}>"
-    if dry:
-        return placeholder
-    scored = []
-    for value, s in zip(values, cands):
-        d = run_dir(args_of(step["train"], s) + list(extra))
-        if not is_complete(d):
-            raise EmbexpError(f"sweep: cannot choose {var}: the candidate run {d} is not complete")
-        scored.append((best_held_out(json.loads((d / METRICS).read_text())), value))
-    return max(scored, key=lambda sv: sv[0])[1]  # max of (score, ...): ties keep the first candidate's order
 
 
 def execute(cmd: list[str]) -> int:
@@ -281,11 +220,14 @@ def execute(cmd: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m embexp.sweep", description=__doc__.split("\n\n")[0])
     ap.add_argument("args", nargs="*", metavar="spec | name=value",
-                    help="a spec under conf/sweep/ (e.g. tinyte/table1; --list names them) and name=value: a variable of the spec (its vars: section)")
+                    help="a spec under conf/sweep/ (e.g. tinyte/table1; --list names them) and name=value: "
+                         "a variable of the spec (its vars: section)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
-    ap.add_argument("--extra", default="", help="overrides appended to every train and analyze command (e.g. 'debug=smoke')")
+    ap.add_argument("--extra", default="",
+                    help="overrides appended to every train and analyze command (e.g. 'debug=smoke')")
     ap.add_argument("--py", default=sys.executable, help="the Python interpreter of the commands")
-    ap.add_argument("--launch", default="", help="prefix for train commands instead of '<py> -m' (e.g. 'accelerate launch -m')")
+    ap.add_argument("--launch", default="",
+                    help="prefix for train commands instead of '<py> -m' (e.g. 'accelerate launch -m')")
     ap.add_argument("--force", action="store_true", help="rerun commands whose output is complete")
     ap.add_argument("--list", action="store_true", help="list the specs")
     a = ap.parse_intermixed_args(argv)
@@ -321,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             print(shlex.join(line(cmd, args)), flush=True)
             continue
         i += 1
-        prev = "" if a.force or cmd["kind"] == "report" else done(cmd["kind"], args)
+        prev = "" if a.force else done(cmd["kind"], args)
         if prev and "when_complete" in cmd["step"]:  # judge the finished run instead of training it again
             run = [a.py, "-m", "embexp.judge", f"run_dir={prev}", *args_of(cmd["step"]["when_complete"], cmd["scope"])]
             run += [e for e in extra if e.startswith("judge.")]
@@ -334,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         if execute(run) != 0 and cmd["kind"] != "report":
             failed.append(shlex.join(run))
     if not a.dry_run:
-        print(f"{a.spec}: {len(runnable) - len(failed)}/{len(runnable)} commands ok in {time.perf_counter() - t0:.0f} s")
+        ok = len(runnable) - len(failed)
+        print(f"{a.spec}: {ok}/{len(runnable)} commands ok in {time.perf_counter() - t0:.0f} s")
     for f in failed:
         print(f"FAILED: {f}", file=sys.stderr)
     return 1 if failed else 0

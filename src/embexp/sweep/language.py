@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import re
 
-
 from embexp import EmbexpError
-
-
 from embexp.core import cli
 
 GRID = (0.3, 1.0, 3.0)  # {method:compare_grid}: the learning rates tried around a method's comparison lr
@@ -62,7 +59,8 @@ def _filter(v, f: str):
         if name == "hub_id":
             return next((val.strip('"') for key, val in pairs if key == "id"), "")
         return " ".join(f"{key}={val}" for key, val in pairs)
-    raise EmbexpError(f"sweep: unknown template filter '{name}' (choose from: csv, ssv, first, rest, len, without, only, hub_id, settings, compare_lr, compare_grid)")
+    raise EmbexpError(f"sweep: unknown template filter '{name}' (choose from: csv, ssv, first, rest, len, without, "
+                      "only, hub_id, settings, compare_lr, compare_grid)")
 
 
 def render(text: str, scope: Scope, depth: int = 0) -> str:
@@ -74,7 +72,8 @@ def render(text: str, scope: Scope, depth: int = 0) -> str:
         for f in (m.group(2) or "").split("|") if m.group(2) else []:
             v = _filter(v, f)
         if isinstance(v, list):
-            raise EmbexpError(f"sweep: '{{{m.group(1)}}}' is a list; write {{{m.group(1)}:csv}} or {{{m.group(1)}:ssv}}")
+            name = m.group(1)
+            raise EmbexpError(f"sweep: '{{{name}}}' is a list; write {{{name}:csv}} or {{{name}:ssv}}")
         return str(v)
 
     out = FIELD.sub(one, text)
@@ -82,7 +81,8 @@ def render(text: str, scope: Scope, depth: int = 0) -> str:
 
 
 def holds(cond, scope: Scope) -> bool:
-    """A condition: ``C or D``, ``C and D`` (and binds tighter), ``not C``, ``A == B``, ``A != B``, ``A in B C`` (space- or comma-separated), else a
+    """A condition: ``C or D``, ``C and D`` (and binds tighter), ``not C``, ``A == B``, ``A != B``, ``A in B C``
+    (space- or comma-separated), else a
     template that holds when it renders non-empty (and not 0/false/no)."""
     cond = str(cond).strip()
     if " or " in cond:
@@ -124,7 +124,8 @@ def combinations(axes: dict, scope: Scope):
         if values.startswith("$"):  # $name or $name:filter|filter: a list variable, filtered
             var, _, filters = values[1:].partition(":")
             raw = scope.get(var)
-            v = raw if isinstance(raw, list) and any(isinstance(x, dict) for x in raw) else scope.value(var)  # rows stay rows
+            rows = isinstance(raw, list) and any(isinstance(x, dict) for x in raw)
+            v = raw if rows else scope.value(var)  # rows stay rows
             for f in filters.split("|") if filters else []:
                 v = _filter(v, f)
         elif (m := FIELD.fullmatch(values)) and m.group(2):  # one filtered field: its value, a list stays a list

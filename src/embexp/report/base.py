@@ -1,0 +1,18 @@
+"""The fields every report module's ``Config`` shares: which table, where the runs are, where the
+tables go, and the debug preset that moves both. Each module's ``Config`` inherits ``ReportConfig``
+and redeclares a field where its default, help text or choices differ (its ``table`` always does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from embexp.core.config import f
+
+
+@dataclass
+class ReportConfig:
+    table: str = f("all", "Which table (the module's TABLES), or all.")
+    runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
+    out: str = f("", "Folder for the tables ('' = tables/<paper>, or <output_root>/tables/<paper> with debug=...).")
+    debug: str = f("", "A conf/debug preset: read its output_root (smoke: outputs/smoke) and write tables under it.")

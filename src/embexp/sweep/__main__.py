@@ -1,0 +1,3 @@
+from embexp.sweep import entry
+
+entry()

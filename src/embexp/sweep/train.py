@@ -1,0 +1,61 @@
+"""The sweep's train commands: the runner's additions (``trainer.resume=true``, the extra overrides),
+the run directory a cell writes, whether it is done, and ``choose``: the value whose train cell
+scored best on its held-out rows (``embexp.core.records.best_held_out``, what the comparison reports).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from embexp import EmbexpError
+from embexp.core.records import METRICS, best_held_out, is_complete
+from embexp.sweep.language import Scope, args_of, combinations
+
+
+def args(cmd_args: list[str], extra: list[str], paper: str) -> list[str]:
+    """Resumed (an interrupted cell continues from its checkpoint), the extra overrides appended."""
+    out = list(cmd_args)
+    if not any(a.startswith("trainer.resume=") for a in out):
+        out.append("trainer.resume=true")
+    return out + extra
+
+
+def overrides(cmd_args: list[str]) -> list[str]:
+    """The config overrides of a train command (no -m, no hydra launcher keys)."""
+    return [a for a in cmd_args if "=" in a and not a.lstrip("+~").startswith(("hydra/", "hydra."))]
+
+
+def run_dir(train_args: list[str]) -> Path:
+    from embexp.core.cli import compose_train
+    from embexp.core.config import run_name
+
+    c = compose_train(overrides(train_args))
+    return Path(run_name(c.output_root, c.task.name, c.task.subset, c.model.name, c.method.name, c.tag, c.seed))
+
+
+def done(cmd_args: list[str]) -> str:
+    """The run directory of a cell that already finished, else '' (a multirun, -m, is never skipped)."""
+    if "-m" in cmd_args:
+        return ""
+    try:
+        d = run_dir(cmd_args)
+    except EmbexpError:  # e.g. a method this checkout lacks: run it, and let the run say why
+        return ""
+    return str(d) if is_complete(d) else ""
+
+
+def chosen(step: dict, scope: Scope, extra: list[str], dry: bool) -> str:
+    """The value of step["choose"]["var"] whose candidate cell scored best on its held-out rows."""
+    var, cands = step["choose"]["var"], list(combinations(step["choose"]["over"], scope))
+    values = [str(s.value(var)) for s in cands]
+    placeholder = f"<{var} chosen on held-out rows among {' '.join(values)}>"
+    if dry:
+        return placeholder
+    scored = []
+    for value, s in zip(values, cands):
+        d = run_dir(args_of(step["train"], s) + list(extra))
+        if not is_complete(d):
+            raise EmbexpError(f"sweep: cannot choose {var}: the candidate run {d} is not complete")
+        scored.append((best_held_out(json.loads((d / METRICS).read_text())), value))
+    return max(scored, key=lambda sv: sv[0])[1]  # max of (score, ...): ties keep the first candidate's order

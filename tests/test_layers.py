@@ -1,4 +1,5 @@
-"""The import graph of src/embexp runs one way: no module imports a module of a higher layer.
+"""The import graph of src/embexp runs one way: no module imports a module of a higher layer, and no
+module imports one that imports it back, directly or through others (no import cycle, within a layer too).
 
 Every module is parsed with ``ast`` (nothing is imported) and every ``import`` / ``from ... import``
 in it counts, the ones inside functions (lazy imports) too. A module no layer names fails the test:
@@ -110,3 +111,52 @@ def test_layers_of_the_modules_the_issue_names():
                                   "embexp.train", "embexp.studies.ablation", "embexp.report.pema", "embexp.sweep")] == [0, 1, 2, 3, 4, 5, 6, 6]
     inference = imported("embexp.run.evaluate", sources()["embexp.run.evaluate"][0], False, set(sources()))
     assert not any(m.startswith(("embexp.studies", "embexp.report")) for m in inference)
+
+
+def import_cycles(mods: dict[str, tuple[str, bool]]) -> list[list[str]]:
+    """The import cycles among ``mods``: every strongly connected component of the import graph with more
+    than one module (a module that imports one that imports it back, directly or through others),
+    each sorted. A package's ``__init__`` that imports its own submodules counts too."""
+    graph = {m: {d for d in imported(m, src, pkg, set(mods)) if d in mods and d != m} for m, (src, pkg) in mods.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    assert import_cycles(sources()) == []
+
+
+def test_a_cycle_through_other_modules_is_reported():
+    mods = sources()
+    fake = dict(mods)
+    # run.loop -> run.checkpoint (real) -> run.sharding (real) -> run.loop (planted, inside a function)
+    fake["embexp.run.sharding"] = (mods["embexp.run.sharding"][0] + "\ndef f():\n    from embexp.run import loop\n", False)
+    assert import_cycles(fake) == [["embexp.run.checkpoint", "embexp.run.loop", "embexp.run.sharding"]]
+    fake["embexp.tasks.registry"] = (mods["embexp.tasks.registry"][0] + "\nimport embexp.tasks\n", False)  # package back
+    assert ["embexp.tasks", "embexp.tasks.registry"] in import_cycles(fake)

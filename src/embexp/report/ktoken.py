@@ -1,13 +1,13 @@
 """The K-Token Merging paper's tables from run records: ``python -m embexp.report paper=ktoken table=<name>``.
 
-    python -m embexp.report paper=ktoken table=table1 seeds=[42,43,44]       # tables/ktoken/table1.md + .csv
-    python -m embexp.report paper=ktoken table=table1 select_on=reported     # the cells gated on the test split
-    python -m embexp.report paper=ktoken table=ablation debug=smoke          # Fig. 6 from outputs/smoke (+ ablation.png)
+    python -m embexp.report paper=ktoken table=table1 seeds=[42,43,44]    # tables/ktoken/table1.md + .csv
+    python -m embexp.report paper=ktoken table=table1 select_on=reported  # the cells gated on the test split
+    python -m embexp.report paper=ktoken table=ablation debug=smoke       # Fig. 6 from outputs/smoke (+ ablation.png)
 
-Tables (k-token-merging.md): table1 (Textualized Tree, the curriculum to x3large), table2 (Amazon
-Reviews, Fashion), table3 (CommitPackFT python, perplexity), ablation (Fig. 6: average vs random
-initialisation of the K=4 encoder, the gate rows' accuracy after each epoch; also ablation.png), or
-all. The runs are qwen25_05b's, one per column and seed, tagged by column (uncompressed: LoRA;
+Tables (the K-Token Merging paper): table1 (Textualized Tree, the curriculum to x3large), table2
+(Amazon Reviews, Fashion), table3 (CommitPackFT python, perplexity), ablation (Fig. 6: average vs
+random initialisation of the K=4 encoder, the gate rows' accuracy after each epoch; also
+ablation.png), or all. The runs are qwen25_05b's, one per column and seed, tagged by column (uncompressed: LoRA;
 selective_context, llmlingua2: prompt_compress; k2, k3, k4: ktoken; init_average, init_random), found
 by (task, subset, model, method, tag, seed) in their records.
 
@@ -55,21 +55,24 @@ PAPER = {
 NOTES = ["best of N: the paper's protocol (each cell the best of three runs), i.e. the run chosen by its reported "
          "score; mean \u00b1 s.e. over the same N runs (s.e. = sample s.d./sqrt(N), '-' below two) is the figure "
          "that does not select on the reported split.",
-         "eff. batch: per-device batch x trainer.grad_accum x devices, from each record (a/b/...: per curriculum stage).",
+         "eff. batch: per-device batch x trainer.grad_accum x devices, from each record "
+         "(a/b/...: per curriculum stage).",
          "reduction: measured on the evaluated prompts (mean over the N runs; P-L uses the best run's). For "
          "selective_context and llmlingua2, method.rate is an input set to the paper's measured reduction for that "
          "baseline and task, so their reduction is near the paper's by construction, not a finding."]
-CSV = ["column", "paper protocol", "best", "paper", "mean", "se", "N", "eff. batch", "reduction", "paper reduction", "P-L",
-       "paper P-L"]
+CSV = ["column", "paper protocol", "best", "paper", "mean", "se", "N", "eff. batch", "reduction", "paper reduction",
+       "P-L", "paper P-L"]
 
 
 @dataclass
 class Config(ReportConfig):
     table: str = f("all", "Which table: table1, table2, table3, ablation (Fig. 6), or all.", choices=TABLES + ("all",))
-    out: str = f("", "Folder for <table>.md/.csv (and ablation.png) ('' = tables/ktoken, or <output_root>/tables/ktoken with debug=...).")
+    out: str = f("", "Folder for <table>.md/.csv (and ablation.png) ('' = tables/ktoken, or "
+                     "<output_root>/tables/ktoken with debug=...).")
     seeds: list = f([], "Seeds to read, e.g. [42,43,44] (the paper: the best of three runs); [] = every seed found.")
-    select_on: str = f("heldout", "Tree tables (table1, ablation): the cells whose curriculum gate read held-out trees (heldout, "
-                       "ours) or the stage's test split (reported, the authors'; tags <column>_paper). Tables 2 and 3 select nothing.",
+    select_on: str = f("heldout", "Tree tables (table1, ablation): the cells whose curriculum gate read held-out trees "
+                       "(heldout, ours) or the stage's test split (reported, the authors'; tags <column>_paper). "
+                       "Tables 2 and 3 select nothing.",
                        choices=("heldout", "reported"))
 
 
@@ -102,8 +105,10 @@ def column(table: str, tag: str, recs: list[dict], base_best: float | None) -> d
     ppl = table == "table3"
     metric, best_of = ("perplexity", min) if ppl else ("em_accuracy", max)
     p_perf, p_red = PAPER[table][tag]
-    p_pl = pl_from_perplexity(p_perf, PAPER[table]["uncompressed"][0], p_red) if ppl else pl_from_accuracy(p_perf, p_red)
-    row = {"column": tag, "paper protocol": reported(recs), "paper": p_perf, "N": len(recs), "paper reduction": p_red, "paper P-L": p_pl}
+    p_pl = (pl_from_perplexity(p_perf, PAPER[table]["uncompressed"][0], p_red) if ppl
+            else pl_from_accuracy(p_perf, p_red))
+    row = {"column": tag, "paper protocol": reported(recs), "paper": p_perf, "N": len(recs), "paper reduction": p_red,
+           "paper P-L": p_pl}
     if not recs:
         return row
     vals = [r["metrics"][metric] for r in recs]
@@ -117,12 +122,14 @@ def column(table: str, tag: str, recs: list[dict], base_best: float | None) -> d
 
 def column_line(r: dict, fmt: str) -> str:
     if not r["N"]:
-        return f"| {r['column']} | - [{r['paper']}] | - | 0 | - | - [{r['paper reduction']}] | - [{r['paper P-L']:.3f}] |"
+        return (f"| {r['column']} | - [{r['paper']}] | - | 0 | - | - [{r['paper reduction']}] | "
+                f"- [{r['paper P-L']:.3f}] |")
     mark = f" {MARK}" if r["paper protocol"] else ""
     se = "-" if r["se"] is None else fmt.format(r["se"])
     pl = "-" if r["P-L"] is None else f"{r['P-L']:.3f}"
-    return (f"| {r['column']}{mark} | {fmt.format(r['best'])} [{r['paper']}] | {fmt.format(r['mean'])} \u00b1 {se} | {r['N']} | "
-            f"{r['eff. batch']} | {r['reduction']:.1f} [{r['paper reduction']}] | {pl} [{r['paper P-L']:.3f}] |")
+    return (f"| {r['column']}{mark} | {fmt.format(r['best'])} [{r['paper']}] | {fmt.format(r['mean'])} \u00b1 {se} | "
+            f"{r['N']} | {r['eff. batch']} | {r['reduction']:.1f} [{r['paper reduction']}] | "
+            f"{pl} [{r['paper P-L']:.3f}] |")
 
 
 def compression_table(idx: Runs, table: str, seeds: list, suffix: str) -> tuple[str, list[dict], list[str]]:
@@ -130,13 +137,17 @@ def compression_table(idx: Runs, table: str, seeds: list, suffix: str) -> tuple[
     task, subset = TASKS[table]
     got = {tag: idx.find(task, subset, MODEL, method, tag + suffix, seeds) for tag, method in COLUMNS}
     ppl = table == "table3"
-    metric, best_of, name, fmt = ("perplexity", min, "perplexity", "{:.3f}") if ppl else ("em_accuracy", max, "accuracy", "{:.2f}")
+    metric, best_of, name, fmt = (("perplexity", min, "perplexity", "{:.3f}") if ppl
+                                  else ("em_accuracy", max, "accuracy", "{:.2f}"))
     base = [r["metrics"][metric] for r in got["uncompressed"]]
     rows = [column(table, tag, recs, best_of(base) if base else None) for tag, recs in got.items()]
-    out = [f"{table}: {name}, length reduction %, P-L; seeds {seeds_shown(seeds, got)}; the paper's figure in brackets", "",
-           f"| column | {name}: best of N | {name}: mean \u00b1 s.e. | N | eff. batch | reduction (measured) | P-L (best run) |",
+    out = [f"{table}: {name}, length reduction %, P-L; seeds {seeds_shown(seeds, got)}; the paper's figure in brackets",
+           "",
+           f"| column | {name}: best of N | {name}: mean \u00b1 s.e. | N | eff. batch | reduction (measured) | "
+           "P-L (best run) |",
            "|---|---:|---:|---:|---:|---:|---:|"]
-    out += [column_line(r, fmt) for r in rows] + [""] + NOTES + ([MARK_NOTE] if any(r["paper protocol"] for r in rows) else [])
+    out += ([column_line(r, fmt) for r in rows] + [""] + NOTES
+            + ([MARK_NOTE] if any(r["paper protocol"] for r in rows) else []))
     return "\n".join(out), rows, CSV
 
 
@@ -152,8 +163,8 @@ def ablation_table(idx: Runs, seeds: list, suffix: str) -> tuple[str, list[dict]
     for tag, recs in got.items():
         curves = [[h["em_accuracy"] for h in r["train"]["history"] if "round" in h] for r in recs]
         points = [mean([c[i] for c in curves if len(c) > i]) for i in range(EPOCHS)]
-        rows.append({"init": tag[5:], "paper protocol": reported(recs), "runs": len(recs), "eff. batch": batch_text(recs),
-                     **dict(zip(epochs, points))})
+        rows.append({"init": tag[5:], "paper protocol": reported(recs), "runs": len(recs),
+                     "eff. batch": batch_text(recs), **dict(zip(epochs, points))})
         out.append(f"| {tag[5:]}{f' {MARK}' if reported(recs) else ''} | {len(recs)} | {batch_text(recs)} | "
                    + " | ".join("-" if v is None else f"{v:.1f}" for v in points) + " |")
     if any(r["paper protocol"] for r in rows):
@@ -183,12 +194,14 @@ def render(cfg: Config) -> dict[str, str]:
     root, out = table_dirs(cfg.runs, cfg.out, cfg.debug, "ktoken")
     names = [cfg.table] if cfg.table != "all" else list(TREE if cfg.select_on == "reported" else TABLES)
     if cfg.select_on == "reported" and names[0] not in TREE:
-        raise EmbexpError(f"select_on=reported is the tree curriculum's gate; {names[0]} selects nothing (choose from: {', '.join(TREE)})")
+        raise EmbexpError(f"select_on=reported is the tree curriculum's gate; {names[0]} selects nothing "
+                          f"(choose from: {', '.join(TREE)})")
     suffix = PAPER_TAG if cfg.select_on == "reported" else ""
     idx = Runs(collect_runs(root))
     done = {}
     for n in names:
-        text, rows, fields = ablation_table(idx, list(cfg.seeds), suffix) if n == "ablation" else compression_table(idx, n, list(cfg.seeds), suffix)
+        text, rows, fields = (ablation_table(idx, list(cfg.seeds), suffix) if n == "ablation"
+                              else compression_table(idx, n, list(cfg.seeds), suffix))
         stem = out / n
         write_text_table(text, rows, fields, stem)
         if n == "ablation":

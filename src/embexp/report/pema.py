@@ -1,4 +1,5 @@
-"""PEMA's tables from finished runs (papers/pema.md Tables 9 and 10): ``python -m embexp.report paper=pema table=<name>``.
+"""PEMA's tables from finished runs (the PEMA paper's Tables 9 and 10):
+``python -m embexp.report paper=pema table=<name>``.
 
     python -m embexp.report paper=pema table=table9 runs=outputs/glue_cola model=roberta_base
     python -m embexp.report paper=pema table=table10 runs=outputs         # tables/pema/table10.md + .csv + .json
@@ -42,7 +43,8 @@ TABLES = ("table9", "table10")
 
 @dataclass
 class Config(ReportConfig):
-    table: str = f("all", "table9 (preprocessing vs fine-tuning time, and measured memory), table10 (task metric with and without PEMA), or all.",
+    table: str = f("all", "table9 (preprocessing vs fine-tuning time, and measured memory), table10 (task metric with "
+                          "and without PEMA), or all.",
                    choices=TABLES + ("all",))
     task: str = f("glue", "Task family of the runs to tabulate (glue or xnli).")
     model: str = f("", "Only runs of this model config name ('' = all; the paper's Table 9 is roberta_base).")
@@ -66,16 +68,20 @@ def table9(runs: list[dict]) -> tuple[list[dict], list[str]]:
         pema = [r for r in runs if r["subset"] == s and r["method"] == "pema" and r["train"].get("steps")]
         if not pema:
             continue
-        base = [r for r in runs if r["subset"] == s and r["method"] == _inner(pema[0]) and r["model"] == pema[0]["model"]]
+        base = [r for r in runs
+                if r["subset"] == s and r["method"] == _inner(pema[0]) and r["model"] == pema[0]["model"]]
         setup = [r["method_values"]["pema_setup_seconds"] for r in pema]
         train = [r["train"]["wall_seconds"] for r in pema]
-        mem = lambda rs: [r["train"]["state_memory"]["total_bytes"] / 2**20 for r in rs if r["train"].get("state_memory")]  # noqa: E731
-        cuda = lambda rs: [r["memory"]["peak_cuda_allocated_bytes"] / 2**20 for r in rs if "peak_cuda_allocated_bytes" in r["memory"]]  # noqa: E731
+        mem = lambda rs: [r["train"]["state_memory"]["total_bytes"] / 2**20  # noqa: E731
+                          for r in rs if r["train"].get("state_memory")]
+        cuda = lambda rs: [r["memory"]["peak_cuda_allocated_bytes"] / 2**20  # noqa: E731
+                           for r in rs if "peak_cuda_allocated_bytes" in r["memory"]]
         predicted = float(np.mean([4 * r["method_values"]["pema_removed_param_bytes"] / 2**20 for r in pema]))
         m_pema, m_base = mem(pema), mem(base)
         saved = float(np.mean(m_base) - np.mean(m_pema)) if m_pema and m_base else None
         rows.append({
-            "Dataset": LABELS.get(s, s), "runs": len(pema), "PEMA (s)": _ms(setup, "{:.2f}"), "Fine-tuning (s)": _ms(train),
+            "Dataset": LABELS.get(s, s), "runs": len(pema), "PEMA (s)": _ms(setup, "{:.2f}"),
+            "Fine-tuning (s)": _ms(train),
             "%": 100.0 * float(np.mean(setup)) / float(np.mean(train)),
             "state MiB (inner)": _ms(m_base), "state MiB (PEMA)": _ms(m_pema),
             "saved MiB": saved, "predicted MiB": predicted,
@@ -111,7 +117,8 @@ def table10(runs: list[dict], subsets: list[str]) -> tuple[list[dict], list[str]
     return rows, ["Model", "PEMA"] + [LABELS.get(s, s) for s in subsets] + ["Mean"]
 
 
-TITLES = {"table9": "Table 9: PEMA preprocessing vs fine-tuning, seconds (sd over seeds), and memory of parameters + gradients + optimizer state",
+TITLES = {"table9": "Table 9: PEMA preprocessing vs fine-tuning, seconds (sd over seeds), and memory of parameters + "
+                    "gradients + optimizer state",
           "table10": "Table 10: validation results without (✗) and with (✓) PEMA, mean over seeds"}
 
 
@@ -119,7 +126,8 @@ def render(cfg: Config) -> dict[str, str]:
     root = cfg.runs or debug_output_root(cfg.debug)
     runs = [r for r in collect_runs(root) if r["task_name"] == cfg.task and (not cfg.model or r["model"] == cfg.model)]
     if not runs:
-        raise EmbexpError(f"no finished {cfg.task} runs under '{root}'" + (f" for model {cfg.model}" if cfg.model else ""))
+        raise EmbexpError(f"no finished {cfg.task} runs under '{root}'"
+                          + (f" for model {cfg.model}" if cfg.model else ""))
     order = GLUE if cfg.task == "glue" else tuple(dict.fromkeys(r["subset"] for r in runs))
     subsets = [s for s in order if any(r["subset"] == s for r in runs)]
     runs.sort(key=lambda r: (r["model"], order.index(r["subset"]) if r["subset"] in order else 99, r["seed"]))
@@ -128,6 +136,7 @@ def render(cfg: Config) -> dict[str, str]:
         rows, cols = table9(runs) if name == "table9" else table10(runs, subsets)
         stem = Path(cfg.out) / name
         done[name] = emit(rows, cols, stem, TITLES[name] + (f" ({cfg.model})" if cfg.model else ""), pm=False)
-        atomic_write(stem.with_suffix(".json"), json.dumps({"rows": rows, "runs": [r["run_dir"] for r in runs]}, indent=1))
+        atomic_write(stem.with_suffix(".json"),
+                     json.dumps({"rows": rows, "runs": [r["run_dir"] for r in runs]}, indent=1))
         print(done[name] + f"(written: {stem}.md, .csv, .json)\n")
     return done

@@ -5,8 +5,8 @@
     python -m embexp.report paper=tinyattn table=table8 select_on=heldout      # only the held-out cells (ours)
     python -m embexp.report paper=tinyattn table=table1 seeds=[1,2,3,4]        # FewGLUE CB and RTE, mean of 4 seeds
 
-Tables (tiny-attention.md): table1 (FewGLUE CB and RTE, albert_xxlarge, PET cloze prompts), table2
-(1H on MNLI and SST-2, roberta-base vs roberta-large; Fig. 4), table8 (1H on the 8 GLUE tasks,
+Tables (the Tiny-Attention paper): table1 (FewGLUE CB and RTE, albert_xxlarge, PET cloze prompts),
+table2 (1H on MNLI and SST-2, roberta-base vs roberta-large; Fig. 4), table8 (1H on the 8 GLUE tasks,
 roberta-large; 4H on CoLA, RTE, MRPC, QNLI, elsewhere 4H = 1H as in the paper), table10 (sequential vs
 parallel, roberta-base), table11 (4H with and without parameter averaging), table12 (1H4D vs 1H), or
 all. Each cell is the mean over the seeds read of the paper's validation metric for the task
@@ -47,9 +47,11 @@ STALE_NOTE = ("{n} paper-protocol run(s) left out: kept by another signal than t
 # the paper's validation metric per task (Table 8; accuracy for MNLI is matched only here)
 METRIC = {"cb": "accuracy", "sst2": "accuracy", "cola": "mcc", "mnli": "accuracy", "qqp": "accuracy", "rte": "accuracy",
           "mrpc": "accuracy", "qnli": "accuracy", "stsb": "pearson"}
-PAPER = {  # tiny-attention.md, as printed
-    ("1h", "roberta"): {"sst2": 96.6, "cola": 68.8, "mnli": 89.6, "qqp": 90.1, "rte": 88.8, "mrpc": 92.4, "qnli": 94.3, "stsb": 92.3},
-    ("4h", "roberta"): {"sst2": 96.6, "cola": 69.4, "mnli": 89.6, "qqp": 90.1, "rte": 89.2, "mrpc": 92.6, "qnli": 94.5, "stsb": 92.3},
+PAPER = {  # the Tiny-Attention paper, as printed
+    ("1h", "roberta"): {"sst2": 96.6, "cola": 68.8, "mnli": 89.6, "qqp": 90.1, "rte": 88.8, "mrpc": 92.4, "qnli": 94.3,
+                        "stsb": 92.3},
+    ("4h", "roberta"): {"sst2": 96.6, "cola": 69.4, "mnli": 89.6, "qqp": 90.1, "rte": 89.2, "mrpc": 92.6, "qnli": 94.5,
+                        "stsb": 92.3},
     ("4h_noavg", "roberta"): {"cola": 68.8, "rte": 88.8},
     ("1h4d", "roberta"): {"cola": 68.0, "rte": 87.4},
     ("1h_seq", "roberta_base"): {"sst2": 94.5, "mnli": 86.1},
@@ -60,11 +62,15 @@ PAPER = {  # tiny-attention.md, as printed
 
 @dataclass
 class Config(ReportConfig):
-    table: str = f("all", "Which table: table1 (FewGLUE), table2, table8, table10, table11, table12, or all.", choices=TABLES + ("all",))
-    out: str = f("", "Folder for <table>.md/.csv ('' = tables/tinyattn, or <output_root>/tables/tinyattn with debug=...).")
-    seeds: list = f([], "Seeds to read, e.g. [0] or [1,2,3,4] (Table 1: the paper's mean of 4 seeds); [] = every seed found.")
-    select_on: str = f("both", "GLUE tables: rows of the held-out cells (heldout, ours), of the paper's protocol (reported: "
-                       "selected on the reported dev split, tags <setting>_paper), or both. Table 1 selects nothing.",
+    table: str = f("all", "Which table: table1 (FewGLUE), table2, table8, table10, table11, table12, or all.",
+                   choices=TABLES + ("all",))
+    out: str = f("", "Folder for <table>.md/.csv ('' = tables/tinyattn, or <output_root>/tables/tinyattn "
+                     "with debug=...).")
+    seeds: list = f([], "Seeds to read, e.g. [0] or [1,2,3,4] (Table 1: the paper's mean of 4 seeds); "
+                        "[] = every seed found.")
+    select_on: str = f("both", "GLUE tables: rows of the held-out cells (heldout, ours), of the paper's protocol "
+                       "(reported: selected on the reported dev split, tags <setting>_paper), or both. "
+                       "Table 1 selects nothing.",
                        choices=PROTOCOLS)
 
 
@@ -93,7 +99,9 @@ def protocols(table: str, select_on: str) -> list[str]:
     return ["heldout", "reported"] if select_on == "both" else [select_on]
 
 
-def gather(idx: Runs, table: str, seeds: list, select_on: str) -> dict[tuple[str, str], dict[str, tuple[list[float], bool, set]]]:
+def gather(
+    idx: Runs, table: str, seeds: list, select_on: str
+) -> dict[tuple[str, str], dict[str, tuple[list[float], bool, set]]]:
     """(tag, model) -> task -> (the metric of each run, whether a run selected on the reported split, its seeds);
     under the key ``STALE`` the number of paper-protocol records left out (not kept by the task's metric)."""
     family = "superglue" if table == "table1" else "glue"
@@ -106,7 +114,8 @@ def gather(idx: Runs, table: str, seeds: list, select_on: str) -> dict[tuple[str
             rows[STALE] += len(found) - len(kept)
             got = [(r["metrics"].get(METRIC[task]), r.get("select_on") == "reported", r["seed"]) for r in kept]
             have = [g for g in got if g[0] is not None]
-            rows.setdefault((tag + suffix, model), {})[task] = ([v for v, _, _ in have], any(r for _, r, _ in have), {s for *_, s in got})
+            rows.setdefault((tag + suffix, model), {})[task] = (
+                [v for v, _, _ in have], any(r for _, r, _ in have), {s for *_, s in got})
     return rows
 
 

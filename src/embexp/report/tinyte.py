@@ -6,16 +6,17 @@
     python -m embexp.report table=11 se=seeds           # ± across seeds instead of the test examples
     python -m embexp.report table=4 debug=smoke         # read outputs/smoke, write outputs/smoke/tables/tinyte
 
-Tables (papers/tinyte.md): 1 (TinyTE variants vs base), 2 (vs PEFT baselines), 3 (SuperGLUE individual vs
+Tables (the TinyTE paper): 1 (TinyTE variants vs base), 2 (vs PEFT baselines), 3 (SuperGLUE individual vs
 multitask), 4 and 10 (embedding ablation, random / variance sorting, with Figures 5 and 7 as PNG;
 Table 10 adds the NLI rows of the ablations that scored entailment), 9 and fig6 (the random-order
-ablation scored by entailment; Figure 6 as PNG),
-5 (ROUGE-L by input length, Gemma-2), 6 (attack success rate after safety tuning, HarmBench judge),
-11 (Tables 1+2 with standard errors), alpaca (our ROUGE table
-for the Alpaca runs of Fig. 3), fig3 (Figure 3: the judge's Instruct Score per method on Alpaca, a bar
-chart figure3.png + figure3.md/.csv; runs judged with ``judge.model``, docs/judge.md), ranking (§4.2 sorting heuristics, TinyTE-half on Gemma-2 CNN/DM),
-8 (App. E low-robustness models; ``table=table8`` works too; Est. AUC from ``analyze correlation``). Cells come from finished runs only; a missing cell stays empty, and
-several seeds are averaged. #TP is the run record's ``n_method_params``.
+ablation scored by entailment; Figure 6 as PNG), 5 (ROUGE-L by input length, Gemma-2), 6 (attack
+success rate after safety tuning, HarmBench judge), 11 (Tables 1+2 with standard errors), alpaca (our
+ROUGE table for the Alpaca runs of Fig. 3), fig3 (Figure 3: the judge's Instruct Score per method on
+Alpaca, a bar chart figure3.png + figure3.md/.csv; runs judged with ``judge.model``, docs/judge.md),
+ranking (§4.2 sorting heuristics, TinyTE-half on Gemma-2 CNN/DM), 8 (App. E low-robustness models;
+``table=table8`` works too; Est. AUC from ``analyze correlation``). Cells come from finished runs
+only; a missing cell stays empty, and several seeds are averaged. #TP is the run record's
+``n_method_params``.
 
 R-L (Tables 1, 2, 5, 11) is the cnndm task's ``rougeLsum``: summary-level ROUGE-L over sentences
 split the same way on both sides (``embexp.tasks.cnndm.split_sentences``), the variant CNN/DM
@@ -44,7 +45,8 @@ from embexp.core.tables import emit, pyplot, save_png, table_dirs
 from embexp.report.base import ReportConfig
 from embexp.report.cells import SE, binomial_se, cell, n_params, pooled
 
-DISPLAY = {"gemma2": "Gemma-2", "qwen25": "Qwen-2.5", "llama31": "Llama-3.1", "llama2": "Llama-2-7b"}  # the paper's model names
+# the paper's model names
+DISPLAY = {"gemma2": "Gemma-2", "qwen25": "Qwen-2.5", "llama31": "Llama-3.1", "llama2": "Llama-2-7b"}
 TABLES = ("1", "2", "3", "4", "5", "6", "8", "9", "10", "11", "alpaca", "ranking", "fig3", "fig6")
 SUPERGLUE = [("boolq", "BoolQ"), ("copa", "Copa"), ("cb", "CB"), ("rte", "RTE"), ("wic", "WIC")]
 
@@ -52,12 +54,17 @@ SUPERGLUE = [("boolq", "BoolQ"), ("copa", "Copa"), ("cb", "CB"), ("rte", "RTE"),
 @dataclass
 class Config(ReportConfig):
     table: str = f("all", "Which table: " + ", ".join(TABLES) + " (table9 = 9), or all.")
-    out: str = f("", "Folder for <table>.md/.csv/.png ('' = tables/tinyte, or <output_root>/tables/tinyte with debug=...).")
+    out: str = f("", "Folder for <table>.md/.csv/.png ('' = tables/tinyte, or <output_root>/tables/tinyte "
+                     "with debug=...).")
     models: list = f(["gemma2", "qwen25", "llama31"], "Model config names, in row order.")
     length_model: str = f("gemma2", "Table 5: the model whose CNN/DM runs are bucketed (the paper: Gemma-2).")
-    se: str = f("", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples), none, or '' = each table's default: examples for Table 11 (the paper's test-example s.e.; one run per cell), seeds elsewhere. See the module doc.")
-    bootstrap_iters: int = f(100, "se=examples: bootstrap resamples for corpus BLEU/TER (lm-eval uses 100 for BLEU/TER).")
-    correlation: str = f("", "Table 8: the correlation.json whose fit gives Est. AUC ('' = <runs>/analysis/correlation/correlation.json, what `make tinyte_fig4` writes).")
+    se: str = f("", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples), none, or '' = each "
+                    "table's default: examples for Table 11 (the paper's test-example s.e.; one run per cell), seeds "
+                    "elsewhere. See the module doc.")
+    bootstrap_iters: int = f(100, "se=examples: bootstrap resamples for corpus BLEU/TER "
+                                  "(lm-eval uses 100 for BLEU/TER).")
+    correlation: str = f("", "Table 8: the correlation.json whose fit gives Est. AUC ('' = "
+                             "<runs>/analysis/correlation/correlation.json, what `make tinyte_fig4` writes).")
 
 
 TABLE_SE = {"11": "examples", "fig3": "auto"}  # each table's default standard error; seeds for the others
@@ -69,9 +76,11 @@ RL_SENT = ("cnndm", "rougeL", "rougeL")  # sentence-level ROUGE-L, an extra colu
 GEN_COLS = [RL, BLEU, TER, RL_SENT]
 RL_NOTE = "R-L: ROUGE-Lsum on CNN/DailyMail (summary-level, sentence-split); rougeL: sentence-level"
 TABLE1 = [("zero_shot", ""), ("tinyte_full", ""), ("tinyte_half", ""), ("tinyte_gated", ""), ("tinyte_hybrid", "")]
-TABLE2 = [("lora", ""), ("emb_tuning", ""), ("prompt_tuning", "tk1"), ("prompt_tuning", "tk2"), ("tinyte_gated", ""), ("tinyte_hybrid", "")]
+TABLE2 = [("lora", ""), ("emb_tuning", ""), ("prompt_tuning", "tk1"), ("prompt_tuning", "tk2"), ("tinyte_gated", ""),
+          ("tinyte_hybrid", "")]
 TABLE11 = [("Base Models", [("zero_shot", "")]),
-           ("PEFT Baselines", [("emb_tuning", ""), ("lora", ""), ("prompt_tuning", "tk1"), ("prompt_tuning", "tk2"), ("prompt_tuning", "tk20")]),
+           ("PEFT Baselines", [("emb_tuning", ""), ("lora", ""), ("prompt_tuning", "tk1"), ("prompt_tuning", "tk2"),
+                               ("prompt_tuning", "tk20")]),
            ("TinyTE", [("tinyte_full", ""), ("tinyte_half", ""), ("tinyte_gated", ""), ("tinyte_hybrid", "")])]
 
 
@@ -90,12 +99,14 @@ def gen_row(idx: Runs, se: SE, model: str, method: str, tag: str, cols) -> dict:
 
 def table_1(cfg, idx, se):
     rows = [gen_row(idx, se, m, me, tg, GEN_COLS) for m in cfg.models for me, tg in TABLE1]
-    return rows, ["Model", "Method", "#TP", "R-L", "BLEU-4", "TER", "rougeL"], f"Table 1: TinyTE variants ({RL_NOTE}; BLEU-4, TER: WMT16 cs-en)", False
+    return (rows, ["Model", "Method", "#TP", "R-L", "BLEU-4", "TER", "rougeL"],
+            f"Table 1: TinyTE variants ({RL_NOTE}; BLEU-4, TER: WMT16 cs-en)", False)
 
 
 def table_2(cfg, idx, se):
     rows = [gen_row(idx, se, m, me, tg, [RL, BLEU, RL_SENT]) for m in cfg.models for me, tg in TABLE2]
-    return rows, ["Model", "Method", "#TP", "R-L", "BLEU-4", "rougeL"], f"Table 2: TinyTE vs PEFT baselines ({RL_NOTE}; BLEU-4: WMT16 cs-en)", False
+    return (rows, ["Model", "Method", "#TP", "R-L", "BLEU-4", "rougeL"],
+            f"Table 2: TinyTE vs PEFT baselines ({RL_NOTE}; BLEU-4: WMT16 cs-en)", False)
 
 
 def table_11(cfg, idx, se):
@@ -103,7 +114,8 @@ def table_11(cfg, idx, se):
     for section, cells in TABLE11:
         rows.append({"Model": f"**{section}**"})
         rows += [gen_row(idx, se, m, me, tg, GEN_COLS) for m in cfg.models for me, tg in cells]
-    return rows, ["Model", "Method", "#TP", "R-L", "BLEU-4", "TER", "rougeL"], f"Table 11: full results with standard errors ({se.mode}; {RL_NOTE})", True
+    return (rows, ["Model", "Method", "#TP", "R-L", "BLEU-4", "TER", "rougeL"],
+            f"Table 11: full results with standard errors ({se.mode}; {RL_NOTE})", True)
 
 
 def table_3(cfg, idx, se):
@@ -126,13 +138,15 @@ def table_3(cfg, idx, se):
             row["Avg."] = float(np.mean(vals)) if all(v is not None for v in vals) else None
             rows.append(row)
     cols = ["Model", "Method"] + [n for _, n in SUPERGLUE] + ["Avg."]
-    return rows, cols, "Table 3: SuperGLUE accuracy (zero-shot: log-likelihood of the choices; trained: exact match of the generation)", False
+    return (rows, cols, "Table 3: SuperGLUE accuracy (zero-shot: log-likelihood of the choices; trained: exact match "
+            "of the generation)", False)
 
 
 def ablation_summaries(root: Path, sorting: str, key: str = "bleu") -> list[dict]:
     """The ablation summaries of one sorting that carry the curve `key` (bleu, nli)."""
     out = []
-    for p in sorted((root / "analysis" / "ablation").rglob("summary.json")) if (root / "analysis" / "ablation").is_dir() else []:
+    for p in (sorted((root / "analysis" / "ablation").rglob("summary.json"))
+              if (root / "analysis" / "ablation").is_dir() else []):
         s = json.loads(p.read_text())
         if s.get("sorting") == sorting and key in s:
             out.append(s)
@@ -146,7 +160,8 @@ def table_ablation(cfg, root: Path, out: Path, sorting: str, number: str):
     fig = {"4": "figure5", "10": "figure7"}[number]
     plot_curves(panels, out / f"{fig}.png")
     cols = ["Model", "Dataset"] + [pct(p) for p in TABLE_PS] + ["AUC"]
-    return rows, cols, f"Table {number}: BLEU-4 of ablated vs. unablated outputs, {sorting} sorting (curves: {fig}.png)", False
+    return (rows, cols, f"Table {number}: BLEU-4 of ablated vs. unablated outputs, {sorting} sorting "
+            f"(curves: {fig}.png)", False)
 
 
 def table_5(cfg, root: Path):
@@ -156,20 +171,26 @@ def table_5(cfg, root: Path):
 
     runs = [r for r in collect_runs(str(root)) if r["task_name"] == "cnndm" and r["model"] == cfg.length_model]
     rows, labels = bucket_table(runs, LengthsConfig())
-    order = [method_label(m, t) for m, t in [("lora", ""), ("prompt_tuning", "tk1"), ("tinyte_full", ""), ("tinyte_half", ""),
-                                             ("tinyte_hybrid", ""), ("tinyte_gated", "")]]
+    order = [method_label(m, t) for m, t in [("lora", ""), ("prompt_tuning", "tk1"), ("tinyte_full", ""),
+                                             ("tinyte_half", ""), ("tinyte_hybrid", ""), ("tinyte_gated", "")]]
     have = {r["Method"]: r for r in rows}
     labels = labels or ["0-300", "301-500", "501-800", "801+"]
-    rows = [have.get(m, {"Model": cfg.length_model, "Method": m}) for m in order] + [r for r in rows if r["Method"] not in order]
-    return rows, ["Method"] + labels + ["all"], f"Table 5: R-L (ROUGE-Lsum) by input length (words) on CNN/DailyMail, {DISPLAY.get(cfg.length_model, cfg.length_model)}", False
+    rows = ([have.get(m, {"Model": cfg.length_model, "Method": m}) for m in order]
+            + [r for r in rows if r["Method"] not in order])
+    return (rows, ["Method"] + labels + ["all"],
+            f"Table 5: R-L (ROUGE-Lsum) by input length (words) on CNN/DailyMail, "
+            f"{DISPLAY.get(cfg.length_model, cfg.length_model)}", False)
 
 
 def table_alpaca(cfg, idx, se):
-    cols = [("alpaca", "rougeL", "R-L"), ("alpaca", "rougeLsum", "R-Lsum"), ("alpaca", "rouge1", "R-1"), ("alpaca", "rouge2", "R-2")]
+    cols = [("alpaca", "rougeL", "R-L"), ("alpaca", "rougeLsum", "R-Lsum"), ("alpaca", "rouge1", "R-1"),
+            ("alpaca", "rouge2", "R-2")]
     models = sorted({k[2] for k in idx.by_key if k[0] == "alpaca"}) or ["llama2"]
     cells = [("zero_shot", ""), ("tinyte_full", ""), ("tinyte_gated", ""), ("lora", ""), ("prompt_tuning", "tk1")]
     rows = [gen_row(idx, se, m, me, tg, cols) for m in models for me, tg in cells]
-    return rows, ["Model", "Method", "#TP", "R-L", "R-Lsum", "R-1", "R-2"], "Alpaca held-out set (Fig. 3 runs; R-L: sentence-level rougeL; the judge's Instruct Score: table=fig3)", False
+    return (rows, ["Model", "Method", "#TP", "R-L", "R-Lsum", "R-1", "R-2"],
+            "Alpaca held-out set (Fig. 3 runs; R-L: sentence-level rougeL; the judge's Instruct Score: "
+            "table=fig3)", False)
 
 
 def render(cfg: Config) -> dict[str, str]:
@@ -195,7 +216,8 @@ def render(cfg: Config) -> dict[str, str]:
         elif n in ("8", "ranking"):
             rows, cols, title, pm = (table_8(cfg, idx, se, root) if n == "8" else table_ranking(cfg, idx, se))
         else:
-            rows, cols, title, pm = {"1": table_1, "2": table_2, "3": table_3, "6": table_6, "11": table_11, "alpaca": table_alpaca}[n](cfg, idx, se)
+            rows, cols, title, pm = {"1": table_1, "2": table_2, "3": table_3, "6": table_6, "11": table_11,
+                                     "alpaca": table_alpaca}[n](cfg, idx, se)
         stem = out / (f"table{n}" if n[0].isdigit() else "figure3" if n == "fig3" else n)
         done[n] = emit(rows, cols, stem, title, pm)
         print(done[n] + f"(written: {stem}.md, {stem}.csv)\n")
@@ -278,7 +300,7 @@ def table_6(cfg, idx, se):
     return rows, ["Model", "Method", "BSD", "AdvBench"], title, True
 
 
-# ---- entailment ablation: Table 9, Table 10's NLI rows, Figure 6 (papers/tinyte.md App. F-G) -----------
+# ---- entailment ablation: Table 9, Table 10's NLI rows, Figure 6 (the TinyTE paper, App. F-G) ----------
 def ablation_curves(cfg, root: Path, sorting: str, key: str, auc_key: str):
     """Per model and dataset: the table row of the `key` curve (bleu or nli) averaged over seeds and
     its `auc_key`, and the figure panels (a panel per model, a curve per dataset)."""
@@ -306,7 +328,8 @@ def ablation_curves(cfg, root: Path, sorting: str, key: str, auc_key: str):
 
 def nli_judges(root: Path, sorting: str) -> str:
     """The judges behind the entailment curves of one sorting, for the title."""
-    return ", ".join(sorted({s.get("nli_judge") or "?" for s in ablation_summaries(root, sorting, "nli")})) or "none yet"
+    return (", ".join(sorted({s.get("nli_judge") or "?" for s in ablation_summaries(root, sorting, "nli")}))
+            or "none yet")
 
 
 def table_9(cfg, root: Path, out: Path):
@@ -316,7 +339,8 @@ def table_9(cfg, root: Path, out: Path):
     rows, panels = ablation_curves(cfg, root, "random", "nli", "auc_nli")
     plot_curves(panels, out / "figure6.png", ylabel="entailment vs. unablated (%)")
     cols = ["Model", "Dataset"] + [pct(p) for p in TABLE_PS] + ["AUC"]
-    return rows, cols, f"Table 9: entailment (%) of ablated by unablated outputs, random sorting (judge: {nli_judges(root, 'random')}; curves: figure6.png)", False
+    return (rows, cols, f"Table 9: entailment (%) of ablated by unablated outputs, random sorting "
+            f"(judge: {nli_judges(root, 'random')}; curves: figure6.png)", False)
 
 
 def figure_6(cfg, root: Path, out: Path):
@@ -326,8 +350,11 @@ def figure_6(cfg, root: Path, out: Path):
     _, panels = ablation_curves(cfg, root, "random", "nli", "auc_nli")
     plot_curves(panels, out / "figure6.png", ylabel="entailment vs. unablated (%)")
     ps = sorted({p for _, curves in panels for _, xs, _ in curves for p in xs})
-    rows = [{"Model": model, "Dataset": dataset, **{pct(p): v for p, v in zip(xs, ys)}} for model, curves in panels for dataset, xs, ys in curves]
-    return rows, ["Model", "Dataset"] + [pct(p) for p in ps], f"Figure 6: entailment (%) vs. ablated dimensions, random sorting (judge: {nli_judges(root, 'random')}; figure6.png)", False
+    rows = [{"Model": model, "Dataset": dataset, **{pct(p): v for p, v in zip(xs, ys)}}
+            for model, curves in panels for dataset, xs, ys in curves]
+    return (rows, ["Model", "Dataset"] + [pct(p) for p in ps],
+            f"Figure 6: entailment (%) vs. ablated dimensions, random sorting "
+            f"(judge: {nli_judges(root, 'random')}; figure6.png)", False)
 
 
 def table_10(cfg, root: Path, out: Path):
@@ -340,12 +367,15 @@ def table_10(cfg, root: Path, out: Path):
         name = DISPLAY.get(model, model)
         merged += [dict(r, Metric="BLEU-4") for r in rows if r["Model"] == name]
         merged += [dict(r, Metric="NLI") for r in nli_rows if r["Model"] == name]
-    title = title.replace("BLEU-4 of ablated", "BLEU-4 and entailment (NLI, judge: " + nli_judges(root, "variance") + ") of ablated")
+    title = title.replace("BLEU-4 of ablated",
+                          "BLEU-4 and entailment (NLI, judge: " + nli_judges(root, "variance") + ") of ablated")
     return merged, cols[:1] + ["Metric"] + cols[1:], title, pm
 # ---- §4.2 sorting heuristics and Table 8 (App. E) ---------------------------------------------------
 # (label, tag of the TinyTE-half Gemma-2 CNN/DM run, the paper's R-L); variance/lowest is Table 1's cell
-RANKING = [("variance", "lowest", "", 30.71), ("variance", "highest", "rank_var_high", 29.62), ("random", "", "rank_random", 27.70),
-           ("integrated gradients", "lowest", "rank_ig_low", 28.61), ("integrated gradients", "highest", "rank_ig_high", 27.94)]
+RANKING = [("variance", "lowest", "", 30.71), ("variance", "highest", "rank_var_high", 29.62),
+           ("random", "", "rank_random", 27.70),
+           ("integrated gradients", "lowest", "rank_ig_low", 28.61),
+           ("integrated gradients", "highest", "rank_ig_high", 27.94)]
 
 
 def table_ranking(cfg, idx, se):
@@ -357,8 +387,9 @@ def table_ranking(cfg, idx, se):
         row["R-L"], row["R-L se"] = cell(runs, "rougeLsum", se)
         row["#TP"] = n_params(runs)
         rows.append(row)
-    return rows, ["Ranking", "Dims", "#TP", "R-L", "paper R-L", "seeds"], \
-        f"§4.2 sorting heuristics: TinyTE-half (Gemma-2) on CNN/DailyMail, R-L = ROUGE-Lsum (± s.e. over {se.mode})", True
+    return (rows, ["Ranking", "Dims", "#TP", "R-L", "paper R-L", "seeds"],
+            f"§4.2 sorting heuristics: TinyTE-half (Gemma-2) on CNN/DailyMail, R-L = ROUGE-Lsum "
+            f"(± s.e. over {se.mode})", True)
 
 
 # (label, model, method, the paper's # Params, BLEU-4 at 30%, Est. AUC, R-L)
@@ -379,18 +410,22 @@ def table_8(cfg, idx, se, root: Path):
     rows = []
     for label, model, method, *paper in TABLE8:
         runs = idx.get("alpaca", model, method) if model else sorted(
-            (r for k, rs in idx.by_key.items() if k[0] == "alpaca" and k[3] == method for r in rs), key=lambda r: r["model"] != "llama2")
+            (r for k, rs in idx.by_key.items() if k[0] == "alpaca" and k[3] == method for r in rs),
+            key=lambda r: r["model"] != "llama2")
         row = {"Method": label, "# Params": n_params(runs) if runs else None, "seeds": len(runs) or None}
         row["R-L"], row["R-L se"] = cell(runs, "rougeL", se)
-        at30 = [s["bleu"][[round(p, 6) for p in s["ps"]].index(0.3)] for s in sums if s["model"] == model and 0.3 in [round(p, 6) for p in s["ps"]]]
+        at30 = [s["bleu"][[round(p, 6) for p in s["ps"]].index(0.3)] for s in sums
+                if s["model"] == model and 0.3 in [round(p, 6) for p in s["ps"]]]
         if model and at30:
             row["BLEU-4 (p=30%)"] = float(np.mean(at30))
             row["Est. AUC"] = predict_auc("bleu", 0.3, row["BLEU-4 (p=30%)"], fit) if fit else None
             full = [s["auc"] for s in sums if s["model"] == model and len(s["ps"]) >= 3]
             row["real AUC"] = float(np.mean(full)) if full else None
-        row.update({"paper # Params": paper[0], "paper BLEU-4": paper[1], "paper Est. AUC": paper[2], "paper R-L": paper[3]})
+        row.update({"paper # Params": paper[0], "paper BLEU-4": paper[1], "paper Est. AUC": paper[2],
+                    "paper R-L": paper[3]})
         rows.append(row)
     note = (f"Est. AUC: the BLEU-4 at p=30% through the least-squares fit of {corr}" if fit else
             f"Est. AUC empty: no correlation fit at {corr} (run make tinyte_fig4 first)")
     cols = ["Method", "# Params", "BLEU-4 (p=30%)", "Est. AUC", "R-L", "paper BLEU-4", "paper Est. AUC", "paper R-L"]
-    return rows, cols, f"Table 8: low-robustness models on Alpaca (R-L: sentence-level rougeL ± s.e. over {se.mode}; {note})", True
+    return (rows, cols, f"Table 8: low-robustness models on Alpaca (R-L: sentence-level rougeL ± s.e. over {se.mode}; "
+            f"{note})", True)

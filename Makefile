@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 DRY_RUN ?=
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install demo test test-slow smoke bench gpu-check tables clean
+.PHONY: help install demo test test-slow smoke bench gpu-check tables clean docs
 help:  ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
@@ -42,6 +42,9 @@ bench: install  ## training throughput of embexp against a plain PyTorch loop (d
 GPU_CHECK ?=
 gpu-check: install  ## does this machine run embexp right and fast: numerics, memory, speed, FSDP -> outputs/gpu_check/
 	$(PY) -m embexp.doctor $(GPU_CHECK)
+
+docs: install  ## rewrite the docs read from the code: docs/config.md and the method table of docs/methods.md
+	$(PY) scripts/gen_config_docs.py
 
 clean:  ## remove run outputs (keeps .venv)
 	rm -rf outputs multirun

@@ -19,22 +19,38 @@ from conftest import CONF, run_cli, smoke
 
 REPO = Path(__file__).resolve().parents[1]
 
+
+
+def of_classes(what: str) -> list[str]:
+    """The methods whose class says so, in registration order (a line that lists methods is read from
+    the classes, so that a new method's file does not change what these lines expect by hand):
+    'scratch' (in ``model_kinds``) or 'embedding' (``trains_embedding_matrix``)."""
+    from embexp.methods.registry import registered
+
+    test = {"scratch": lambda c: "scratch" in c.model_kinds, "embedding": lambda c: c.trains_embedding_matrix}[what]
+    return [n for n, c in registered().items() if test(c)]
+
+
 # (overrides, the one error line): real (non-smoke) models, so that anything that got past
 # composition would read weights (smollm2: the GGUF conversion, minilm: from_pretrained)
 BAD = [
     (("method=ktoken", "method.k=5", "model=smollm2", "task=tree"), "unknown method.k '5' (choose from: 2, 3, 4)"),
     (("method=ktoken", "model=minilm", "task=glue"), "method ktoken needs a decoder model; model minilm is an encoder"),
-    (("method=head_only", "model=smollm2", "task=glue"), "method head_only needs an encoder model; model smollm2 is a decoder"),
+    (("method=head_only", "model=smollm2", "task=glue"),
+     "method head_only needs an encoder model; model smollm2 is a decoder"),
     (("method=lora", "model=scratch_encoder", "task=nli_pairs"),
-     "method lora adapts pretrained weights; model scratch_encoder is trained from scratch (model.source=scratch; methods for it: full_ft, pete)"),
+     "method lora adapts pretrained weights; model scratch_encoder "
+     f"is trained from scratch (model.source=scratch; methods for it: {', '.join(of_classes('scratch'))})"),
     (("method=ktoken", "method.inner=tinyte_half", "+method.inner_args.p=0", "model=smollm2", "task=tree"),
      "method.inner_args.p=0.0 is out of range (valid: > 0 and <= 1)"),
     (("method=tinyattn", "method.placement=diagonal", "model=minilm", "task=glue"),
      "unknown method.placement 'diagonal' (choose from: sequential, parallel)"),
     (("method=pete", "method.activation=swish", "model=minilm", "task=glue"),
      "unknown method.activation 'swish' (choose from: gelu, relu, silu, tanh)"),
-    (("method=lora", "method.dropout=1", "model=smollm2", "task=glue"), "method.dropout=1.0 is out of range (valid: >= 0 and < 1)"),
-    (("method=pema", "method.inner=lora", "model=minilm", "task=glue"), "unknown method.inner 'lora' (choose from: emb_tuning, full_ft)"),
+    (("method=lora", "method.dropout=1", "model=smollm2", "task=glue"),
+     "method.dropout=1.0 is out of range (valid: >= 0 and < 1)"),
+    (("method=pema", "method.inner=lora", "model=minilm", "task=glue"),
+     f"unknown method.inner 'lora' (choose from: {', '.join(sorted(of_classes('embedding')))})"),
     (("method=tinyte_gated", "method.length_source=words", "model=smollm2", "task=glue"),
      "unknown method.length_source 'words' (choose from: prompt, sequence)"),
     (("method=tinyte_full", "model=smollm2", "task=glue", "task.subset=sst3"),
@@ -43,16 +59,20 @@ BAD = [
      "task.max_pairs_per_tree=0 is out of range (valid: >= 1, or -1)"),
     (("method=full_ft", "model=minilm", "task=nli_pairs", "task.datasets=[snli,xnli]"),
      "unknown task.datasets entry 'xnli' (choose from: snli, mnli)"),
-    (("method=lora", "model=smollm2", "task=amazon", "task.train_fraction=0"), "task.train_fraction=0.0 is out of range (valid: > 0 and <= 1)"),
+    (("method=lora", "model=smollm2", "task=amazon", "task.train_fraction=0"),
+     "task.train_fraction=0.0 is out of range (valid: > 0 and <= 1)"),
     (("method=lora", "model=smollm2", "task=alpaca", "task.prompt_format=chatml"),
      "unknown task.prompt_format 'chatml' (choose from: alpaca, llama2_inst)"),
     (("method=lora", "model=smollm2", "task=glue", "model.dtype=int8"),
      "unknown model.dtype 'int8' (choose from: auto, float32, bfloat16, float16)"),
-    (("method=lora", "model=minilm", "task=glue", "model.head=mlp"), "unknown model.head 'mlp' (choose from: transformers, linear)"),
-    (("method=lora", "model=smollm2", "task=glue", "trainer.betas=[0.9,1.5]"), "trainer.betas entry 1.5 is out of range (valid: >= 0 and < 1)"),
+    (("method=lora", "model=minilm", "task=glue", "model.head=mlp"),
+     "unknown model.head 'mlp' (choose from: transformers, linear)"),
+    (("method=lora", "model=smollm2", "task=glue", "trainer.betas=[0.9,1.5]"),
+     "trainer.betas entry 1.5 is out of range (valid: >= 0 and < 1)"),
     (("method=lora", "model=smollm2", "task=glue", "trainer.scheduler=step"),
      "unknown trainer.scheduler 'step' (choose from: cosine, linear, constant)"),
-    (("method=ktoken", "model=smollm2", "task=tree", "trainer.curriculum=[small,xsmall]", "trainer.curriculum_batch_size=[8,0]"),
+    (("method=ktoken", "model=smollm2", "task=tree", "trainer.curriculum=[small,xsmall]",
+      "trainer.curriculum_batch_size=[8,0]"),
      "trainer.curriculum_batch_size entry 0 is out of range (valid: >= 1)"),
 ]
 
@@ -74,7 +94,8 @@ def no_weights(monkeypatch):
         return fn
 
     monkeypatch.setattr(_BaseAutoModelClass, "from_pretrained", classmethod(refuse("AutoModel*.from_pretrained")))
-    monkeypatch.setattr(transformers.PreTrainedModel, "from_pretrained", classmethod(refuse("PreTrainedModel.from_pretrained")))
+    monkeypatch.setattr(transformers.PreTrainedModel, "from_pretrained",
+                        classmethod(refuse("PreTrainedModel.from_pretrained")))
     for name, mod in list(sys.modules.items()):  # embexp.models (a module or a package of them)
         if name == "embexp.models" or name.startswith("embexp.models."):
             for fn in ("smollm2_path", "minilm_path"):
@@ -139,7 +160,8 @@ class ToyScale(Method):
     def method_tensors(self):
         return {"scale": self.scale}
 '''
-TOY_YAML = "# python -m embexp.train method=toy_scale model=tiny_llama task=wmt16 debug=smoke\ndefaults:\n  - schema_toy_scale\n  - _self_\nname: toy_scale\n"
+TOY_YAML = ("# python -m embexp.train method=toy_scale model=tiny_llama task=wmt16 debug=smoke\n"
+            "defaults:\n  - schema_toy_scale\n  - _self_\nname: toy_scale\n")
 
 
 @pytest.fixture
@@ -193,7 +215,8 @@ def test_a_new_method_is_found_everywhere_from_its_class(toy_method):
     train = [c["args"] for c in cmds if c["kind"] == "train"]
     mine = [a for a in train if "method=toy_scale" in a]  # the grid around its lr (0.003 x 0.3, 1, 3), on both kinds
     assert sorted({a[1] for a in mine}) == ["model=minilm", "model=smollm2"]
-    assert sorted({x for a in mine for x in a if x.startswith("trainer.lr=")}) == ["trainer.lr=0.0009", "trainer.lr=0.003", "trainer.lr=0.009"]
+    assert sorted({x for a in mine for x in a if x.startswith("trainer.lr=")}) == \
+        ["trainer.lr=0.0009", "trainer.lr=0.003", "trainer.lr=0.009"]
     order = list(dict.fromkeys(a[0] for a in train if "model=smollm2" in a))
     assert order.index("method=toy_scale") == order.index("method=tinyte_hybrid") + 1  # rank 65: after TinyTE (60-63)
 

@@ -17,7 +17,7 @@ from conftest import run_train, smoke
 from embexp import EmbexpError
 from embexp.data import Featurizer, collate
 from embexp.methods import build_method
-from embexp.methods.pema import count_tokens
+from embexp.methods.pema import count_tokens, embedding_trainers
 from embexp.models import load_backbone
 from embexp.tasks import build_task
 
@@ -78,10 +78,13 @@ def test_count_splits_and_bad_inner_are_checked():
     m = build_method(cfg.method, bb)
     m.setup({"train": [f["input_ids"] for f in feats], "eval": [[200, 201]]})
     assert {200, 201} <= set(m.kept_ids.tolist())
-    for inner in ("tinyte_full", "nope", "pema"):  # the inners are the methods that train the embedding matrix
-        with pytest.raises(EmbexpError, match=rf"unknown method.inner '{inner}' \(choose from: emb_tuning, full_ft\)"):
+    able = ", ".join(embedding_trainers())  # the inners are the methods that train the embedding matrix
+    assert {"emb_tuning", "full_ft"} <= set(embedding_trainers())
+    for inner in ("tinyte_full", "nope", "pema"):
+        with pytest.raises(EmbexpError, match=rf"unknown method.inner '{inner}' \(choose from: {able}\)"):
             build("tiny_bert", "glue", f"method.inner={inner}")
-    with pytest.raises(EmbexpError, match=r"unknown method.count_splits entry 'predict' \(choose from: train, eval, test\)"):
+    bad_split = r"unknown method.count_splits entry 'predict' \(choose from: train, eval, test\)"
+    with pytest.raises(EmbexpError, match=bad_split):
         build("tiny_bert", "glue", "method.count_splits=[predict]")
 
 
@@ -213,7 +216,8 @@ def test_registry_parameter_counts_match_the_papers_tables_5_and_6():
 
     # BERT, DistilBERT: Table 5 prints the cased checkpoints (22.3M / 65.8M, 108.3M) but Table 2 counts the
     # uncased ones (test below), whose sizes the registry holds: 30,522 x 768 = 23.4M embedding parameters.
-    paper = {"distilbert": (23.4, 67.0), "distilroberta": (38.6, 82.1), "distilmbert": (91.8, 135.3), "bert": (23.4, 109.5),
+    paper = {"distilbert": (23.4, 67.0), "distilroberta": (38.6, 82.1), "distilmbert": (91.8, 135.3),
+             "bert": (23.4, 109.5),
              "roberta_base": (38.6, 124.6), "deberta": (98.4, 184.4), "mbert": (91.8, 177.9), "xlmr": (192.0, 278.0),
              "xlmv": (692.5, 778.5), "deberta_v3_xsmall": (49.2, 70.8), "deberta_v3_small": (98.4, 141.9),
              "deberta_v3_large": (131.2, 435.1)}
@@ -223,7 +227,8 @@ def test_registry_parameter_counts_match_the_papers_tables_5_and_6():
 
 
 # The paper's Table 2, BERT and DistilBERT rows (identical embedding %: the same vocabulary).
-PAPER_T2_EMB = {"cola": 80.1, "mnli": 14.8, "mrpc": 54.9, "qnli": 13.1, "qqp": 11.5, "rte": 41.5, "sst2": 57.9, "stsb": 57.2, "wnli": 94.3}
+PAPER_T2_EMB = {"cola": 80.1, "mnli": 14.8, "mrpc": 54.9, "qnli": 13.1, "qqp": 11.5, "rte": 41.5, "sst2": 57.9,
+                "stsb": 57.2, "wnli": 94.3}
 PAPER_T2_MODEL = {"bert": (17.1, 3.2, 11.8, 2.8, 2.5, 8.9, 12.4, 12.2, 20.2),
                   "distilbert": (28.0, 5.2, 19.2, 4.6, 4.0, 14.5, 20.3, 20.0, 33.0)}
 
@@ -299,14 +304,17 @@ def test_pema_tables_name_the_uncased_checkpoints():
     from embexp.studies import vocab
 
     for target in ("pema_table2", "pema_table10", "pema_tables"):
-        out = subprocess.run(["make", "-s", target, "DRY_RUN=1"], cwd=CONF.parent, capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(["make", "-s", target, "DRY_RUN=1"], cwd=CONF.parent, capture_output=True, text=True,
+                             check=True).stdout
         named = dict(line[len("# model="):].split(": ", 1) for line in out.splitlines() if line.startswith("# model="))
-        assert named["bert"] == "google-bert/bert-base-uncased" and named["distilbert"] == "distilbert/distilbert-base-uncased", target
+        assert named["bert"] == "google-bert/bert-base-uncased", target
+        assert named["distilbert"] == "distilbert/distilbert-base-uncased", target
     for name, spec in vocab.MODELS.items():
         if (CONF / "model" / f"{name}.yaml").is_file() and spec.tokenizer != "minilm":
             assert OmegaConf.load(CONF / "model" / f"{name}.yaml").id == spec.tokenizer, name
     tok = vocab.load_tokenizer("minilm")  # offline stand-in: the same uncased WordPiece
-    assert len(tok) == 30522 and tok.convert_tokens_to_ids(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the"]) == [0, 100, 101, 102, 1996]
+    assert len(tok) == 30522
+    assert tok.convert_tokens_to_ids(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the"]) == [0, 100, 101, 102, 1996]
 
 
 def test_table2_for_the_bert_wordpiece_tokenizer_on_glue_fixtures(tmp_path):
@@ -336,18 +344,22 @@ def test_heaps_curve_fit_and_plot(tmp_path):
     x = np.array([1e3, 1e4, 1e5, 1e6])
     fit = vocab.heaps_fit(x, 7.0 * x ** 0.6)
     assert fit["K"] == pytest.approx(7.0) and fit["beta"] == pytest.approx(0.6) and fit["r2"] == pytest.approx(1.0)
-    out = vocab.run(vocab.Config(what="heaps", tokenizer="minilm", subsets=["rte", "sst2"], source="fixture", out=str(tmp_path)))
+    out = vocab.run(vocab.Config(what="heaps", tokenizer="minilm", subsets=["rte", "sst2"], source="fixture",
+                                 out=str(tmp_path)))
     assert len(out["rows"]) == 2 and out["heaps_fit"] and (tmp_path / "heaps_minilm.png").stat().st_size > 1000
 
 
 def test_tables_3_and_4_code_path_offline(tmp_path):
     from embexp.studies import vocab
 
-    t3 = vocab.run(vocab.Config(what="table3", tokenizer_override="minilm", subsets=["wnli"], source="fixture", out=None))
+    t3 = vocab.run(vocab.Config(what="table3", tokenizer_override="minilm", subsets=["wnli"], source="fixture",
+                                out=None))
     by = {r["model"]: r for r in t3["records"]}
     assert by["deberta_v3_small"]["removed_params"] == by["deberta"]["removed_params"]  # same d, same vocabulary
-    assert by["deberta_v3_large"]["removed_params"] > by["deberta"]["removed_params"] > by["deberta_v3_xsmall"]["removed_params"]
-    t4 = vocab.run(vocab.Config(what="table4", models=["mbert"], tokenizer_override="minilm", source="fixture", out=None))
+    removed = {name: row["removed_params"] for name, row in by.items()}
+    assert removed["deberta_v3_large"] > removed["deberta"] > removed["deberta_v3_xsmall"]
+    t4 = vocab.run(vocab.Config(what="table4", models=["mbert"], tokenizer_override="minilm", source="fixture",
+                                out=None))
     kept = {r["subset"]: r["kept_rows"] for r in t4["records"]}
     assert kept["en"] <= kept["en-de"] <= kept["all"] and kept["en"] < kept["all"]
 
@@ -387,7 +399,8 @@ def test_count_splits_test_counts_the_hidden_label_test_split(tmp_path):
         kept[splits] = set(c.method.kept_ids.tolist())
         ids = set(c.backbone.tokenizer("quixotic jazz", add_special_tokens=False)["input_ids"])
     new = ids - kept["[train,eval]"]  # the byte tokenizer: q, x, j, z
-    assert len(new) >= 4 and ids <= kept["[train,eval,test]"] and kept["[train,eval,test]"] - kept["[train,eval]"] == new
+    assert len(new) >= 4 and ids <= kept["[train,eval,test]"]
+    assert kept["[train,eval,test]"] - kept["[train,eval]"] == new
 
 
 def test_the_vocab_study_counts_as_the_authors_pad_and_what_occurs():

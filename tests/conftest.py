@@ -15,13 +15,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # developer's setting cannot turn the hub or fixture cells into local ones; the few checks on real
 # rows read DATA and skip without it
 DATA = Path(os.environ.pop("EMBEXP_DATA")) if os.environ.get("EMBEXP_DATA") else None
-torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or min(2, os.cpu_count() or 1)))  # OMP_NUM_THREADS=1 beside another job
+# OMP_NUM_THREADS=1 beside another job
+torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or min(2, os.cpu_count() or 1)))
 
 import embexp.train  # noqa: E402,F401  (registers every schema)
-from embexp.core.cli import (
-    compose_train,  # noqa: E402
-    conf_dir,  # noqa: E402
-)
+from embexp.core.cli import compose_train, conf_dir  # noqa: E402
 
 CONF = conf_dir()
 
@@ -99,5 +97,6 @@ def record_run(root: Path, task: str, subset: str, model: str, method: str, tag:
     rec = RunRecord(Path(run_name(str(root), task, subset, model, method, tag, seed)))
     rec.start(OmegaConf.create({"task": {"name": task, "subset": subset}, "model": {"name": model},
                                 "method": {"name": method}, "tag": tag, "seed": seed}))
-    rec.finish({"method": method, "model": model, "task": f"{task}_{subset}" if subset else task, "seed": seed, **record})
+    rec.finish({"method": method, "model": model, "task": f"{task}_{subset}" if subset else task,
+                "seed": seed, **record})
     return rec.dir

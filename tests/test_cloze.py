@@ -56,7 +56,8 @@ def test_pet_patterns_encode_as_pet_does(pattern, tok_name):
     elif pattern == 0:
         a, b = ids(tok, '"') + h + ids(tok, '" ?'), [mask] + ids(tok, ', "') + p + ids(tok, '"')
     else:  # one segment: p question: h' True or False? answer: [MASK]
-        a, b = p + ids(tok, " question: ") + ids(tok, ROW["hypothesis"]) + ids(tok, " True or False? answer:") + [mask], None
+        a, b = (p + ids(tok, " question: ") + ids(tok, ROW["hypothesis"]) + ids(tok, " True or False? answer:")
+                + [mask]), None
     want = [cls] + a + [sep] + (b + [sep] if b else [])
     assert feat["input_ids"] == want
     assert feat["mask_position"] == want.index(mask) and feat["labels"] == 0
@@ -114,7 +115,8 @@ def test_class_logits_are_the_mlm_logits_of_the_verbalizers_at_the_mask():
     assert all(p.grad is None for p in bb.model.parameters())
 
 
-AUTHORS_SET = ["albert.encoder.embedding_hidden_mapping_in", "predictions.dense", "predictions.LayerNorm", "predictions.bias"]
+AUTHORS_SET = ["albert.encoder.embedding_hidden_mapping_in", "predictions.dense",
+               "predictions.LayerNorm", "predictions.bias"]
 
 
 def test_the_authors_trainable_set_and_full_vocabulary_loss():
@@ -128,11 +130,13 @@ def test_the_authors_trainable_set_and_full_vocabulary_loss():
     m.attach_objective(ClozeObjective(verb, "vocabulary"))
     names = {n for n in m.trainable_tensors() if n.startswith("backbone.")}
     assert names == {"backbone." + n for n in ("albert.encoder.embedding_hidden_mapping_in.weight",
-                                               "albert.encoder.embedding_hidden_mapping_in.bias", "predictions.dense.weight",
-                                               "predictions.dense.bias", "predictions.LayerNorm.weight",
-                                               "predictions.LayerNorm.bias", "predictions.bias")}
+                                               "albert.encoder.embedding_hidden_mapping_in.bias",
+                                               "predictions.dense.weight", "predictions.dense.bias",
+                                               "predictions.LayerNorm.weight", "predictions.LayerNorm.bias",
+                                               "predictions.bias")}
     cfg = bb.model.config
-    extra = (cfg.embedding_size + 1) * cfg.hidden_size + (cfg.hidden_size + 1) * cfg.embedding_size + 2 * cfg.embedding_size + cfg.vocab_size
+    extra = ((cfg.embedding_size + 1) * cfg.hidden_size + (cfg.hidden_size + 1) * cfg.embedding_size
+             + 2 * cfg.embedding_size + cfg.vocab_size)
     assert m.n_trainable() == m.n_trainable(include_head=False) + extra
     rows = [ROW, {**ROW, "premise": "Ben said nothing at all about it.", "label": 2}]
     batch = cloze_batch(task, enc, rows)
@@ -148,7 +152,8 @@ def test_the_authors_trainable_set_and_full_vocabulary_loss():
     out.loss.backward()
     trained = {id(p) for p in m.trainable_tensors().values()}
     assert all(p.grad is not None for p in m.trainable_tensors().values())
-    assert all(p.grad is None for p in bb.model.parameters() if id(p) not in trained)  # embeddings, the shared layer, the tied decoder
+    # embeddings, the shared layer, the tied decoder
+    assert all(p.grad is None for p in bb.model.parameters() if id(p) not in trained)
     assert bb.model.predictions.decoder.weight.grad is None
 
 
@@ -164,7 +169,8 @@ def test_table1_experiment_trains_the_authors_set_saves_it_and_reevaluates(tmp_p
     assert metrics["n_method_params"] == 2 * d + (3 * d + 3) + 2 * d  # one module set, not one per depth
     assert metrics["n_trainable_params"] - metrics["n_method_params"] == (e + 1) * d + (d + 1) * e + 2 * e + v
     new, recorded = reevaluate(tmp_path / "run", cpu=True)
-    assert {k: v for k, v in new.items() if not k.endswith("seconds")} == {k: v for k, v in recorded.items() if not k.endswith("seconds")}
+    assert {k: v for k, v in new.items() if not k.endswith("seconds")} == {k: v for k, v in recorded.items()
+                                                                           if not k.endswith("seconds")}
 
 
 def test_a_train_backbone_name_that_matches_nothing_is_one_line():
@@ -197,7 +203,8 @@ def test_cloze_run_end_to_end_trains_only_the_adapters(tmp_path):
     from embexp.eval import reevaluate
 
     new, recorded = reevaluate(tmp_path / "run", cpu=True)  # the saved adapter, the same cloze path
-    assert {k: v for k, v in new.items() if not k.endswith("seconds")} == {k: v for k, v in recorded.items() if not k.endswith("seconds")}
+    assert {k: v for k, v in new.items() if not k.endswith("seconds")} == {k: v for k, v in recorded.items()
+                                                                           if not k.endswith("seconds")}
 
 
 def test_zero_shot_scores_the_pretrained_masked_lm_head(tmp_path):
@@ -213,7 +220,8 @@ def test_zero_shot_scores_the_pretrained_masked_lm_head(tmp_path):
 ])
 def test_bad_cloze_input_is_one_clear_line(args, needle):
     with pytest.raises(EmbexpError, match=needle.replace("(", r"\(").replace(")", r"\)")) as e:
-        cfg = smoke("model=tiny_albert", "task=superglue", "task.cloze=true", *args)  # the pattern: refused when composed
+        # the pattern: refused when composed
+        cfg = smoke("model=tiny_albert", "task=superglue", "task.cloze=true", *args)
         validate(cfg)
         build_task(cfg.task)
     assert "\n" not in str(e.value)

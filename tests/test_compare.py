@@ -28,11 +28,13 @@ SMOKE = ["tasks=sst2", "seeds=0", "steps=2", "curve=[1]"]
 
 def compare_commands(*assignments: str, extra: tuple = ()) -> list[list[str]]:
     """The train commands of the comparison's spec (module arguments, the runner's additions included)."""
-    return [c[2:] for c in sweep.command_lines("compare/curves", list(assignments), list(extra)) if c[1] == "embexp.train"]
+    return [c[2:] for c in sweep.command_lines("compare/curves", list(assignments), list(extra))
+            if c[1] == "embexp.train"]
 
 
 def methods_of(model: str) -> list[str]:
-    seen = [a.split("=", 1)[1] for c in compare_commands(*BOTH) if f"model={model}" in c for a in c if a.startswith("method=")]
+    seen = [a.split("=", 1)[1] for c in compare_commands(*BOTH) if f"model={model}" in c for a in c
+            if a.startswith("method=")]
     return list(dict.fromkeys(seen))
 
 

@@ -79,7 +79,8 @@ def test_branch_sites_add_to_the_residual_stream():
     for p in layer.mlp.parameters():
         nn.init.zeros_(p)  # the FFN adds nothing: layer output = x + attn + delta
     captured = {}
-    layer.register_forward_hook(lambda m, a, out: captured.__setitem__("out", out[0] if isinstance(out, tuple) else out))
+    layer.register_forward_hook(
+        lambda m, a, out: captured.__setitem__("out", out[0] if isinstance(out, tuple) else out))
 
     def fn(h, call):
         if call.index == 0:
@@ -195,7 +196,8 @@ def test_toy_shortening_method_scores_continuations_by_hand():
     emb = method.backbone_model.get_input_embeddings()
     with torch.no_grad():
         for (ctx, cont), score in zip(requests, got):
-            x = torch.cat([emb(torch.tensor([method.kept(list(ctx))])) + method.shift, emb(torch.tensor([cont[:-1]], dtype=torch.long))], 1)
+            x = torch.cat([emb(torch.tensor([method.kept(list(ctx))])) + method.shift,
+                           emb(torch.tensor([cont[:-1]], dtype=torch.long))], 1)
             logp = torch.log_softmax(method.backbone_model(inputs_embeds=x).logits[0].float(), -1)
             n = len(cont)
             want = sum(float(logp[x.shape[1] - n + j, c]) for j, c in enumerate(cont))

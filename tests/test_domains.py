@@ -53,13 +53,17 @@ BAD = [
      ["train.jsonl:3:", "field 'label' = 7 is out of range", "0 (negative) or 1 (positive)"]),
     ("label_out_of_range_encoder", GLUE, "tiny_bert", {"train.jsonl": lines(SST2, with_(SST2[2], label=7))},
      ["train.jsonl:3:", "field 'label' = 7 is out of range", "0 (negative) or 1 (positive)"]),
-    ("label_minus_one_hidden_test_label", GLUE, "tiny_llama", {"train.jsonl": lines(SST2, with_(SST2[1], label=-1), at=1)},
-     ["train.jsonl:2:", "field 'label' = -1 is a hidden label", "split 'train' of glue_sst2", "never trained on or scored"]),
+    ("label_minus_one_hidden_test_label", GLUE, "tiny_llama",
+     {"train.jsonl": lines(SST2, with_(SST2[1], label=-1), at=1)},
+     ["train.jsonl:2:", "field 'label' = -1 is a hidden label", "split 'train' of glue_sst2",
+      "never trained on or scored"]),
     ("string_label", GLUE, "tiny_llama", {"train.jsonl": lines(SST2, with_(SST2[2], label="1"))},
      ["train.jsonl:3:", "field 'label' = \"1\" is a string", "an integer class id"]),
-    ("nan_regression_label", STSB_TASK, "tiny_llama", {"train.jsonl": lines(STSB, with_(STSB[1], label=float("nan")), at=1)},
+    ("nan_regression_label", STSB_TASK, "tiny_llama",
+     {"train.jsonl": lines(STSB, with_(STSB[1], label=float("nan")), at=1)},
      ["train.jsonl:2:", "field 'label' = NaN is not a finite number", "a finite number from 0 to 5"]),
-    ("inf_regression_label", STSB_TASK, "tiny_bert", {"train.jsonl": lines(STSB, with_(STSB[1], label=float("inf")), at=1)},
+    ("inf_regression_label", STSB_TASK, "tiny_bert",
+     {"train.jsonl": lines(STSB, with_(STSB[1], label=float("inf")), at=1)},
      ["train.jsonl:2:", "field 'label' = Infinity is not a finite number", "a finite number from 0 to 5"]),
     ("stsb_score_of_7", STSB_TASK, "tiny_llama", {"train.jsonl": lines(STSB, with_(STSB[2], label=7.0))},
      ["train.jsonl:3:", "field 'label' = 7.0 is out of range", "a finite number from 0 to 5"]),
@@ -81,17 +85,21 @@ BAD = [
      ["train.jsonl:2:", "field 'translation.en' is missing"]),
     ("binary_file", GLUE, "tiny_llama", {"train.jsonl": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00"},
      ["train.jsonl:3: binary data (a NUL byte at byte 9 of the file", "UTF-8 text, one JSON object per line"]),
-    ("not_utf8", GLUE, "tiny_llama", {"train.jsonl": lines(SST2)[:-1] + b"\n" + '{"sentence": "caf\xe9", "label": 1}'.encode("latin-1") + b"\n"},
+    ("not_utf8", GLUE, "tiny_llama",
+     {"train.jsonl": lines(SST2)[:-1] + b"\n" + '{"sentence": "caf\xe9", "label": 1}'.encode("latin-1") + b"\n"},
      ["train.jsonl:5: byte 0xe9 at column 18 is not UTF-8 text"]),
-    ("crlf_file_with_a_bad_label", GLUE, "tiny_llama", {"train.jsonl": lines(SST2, with_(SST2[3], label=2), at=3).replace(b"\n", b"\r\n")},
+    ("crlf_file_with_a_bad_label", GLUE, "tiny_llama",
+     {"train.jsonl": lines(SST2, with_(SST2[3], label=2), at=3).replace(b"\n", b"\r\n")},
      ["train.jsonl:4:", "field 'label' = 2 is out of range"]),
-    ("bad_row_in_the_eval_split", GLUE, "tiny_llama", {"train.jsonl": lines(SST2), "validation.jsonl": lines(SST2, with_(SST2[0], label=3), at=0)},
+    ("bad_row_in_the_eval_split", GLUE, "tiny_llama",
+     {"train.jsonl": lines(SST2), "validation.jsonl": lines(SST2, with_(SST2[0], label=3), at=0)},
      ["validation.jsonl:1:", "field 'label' = 3 is out of range"]),
 ]
 
 
 @pytest.mark.parametrize("name,task,model,files,needles", BAD, ids=[b[0] for b in BAD])
-def test_a_row_outside_its_domain_is_one_line_before_the_model_loads(name, task, model, files, needles, tmp_path, monkeypatch):
+def test_a_row_outside_its_domain_is_one_line_before_the_model_loads(name, task, model, files, needles,
+                                                                     tmp_path, monkeypatch):
     import embexp.run.build
 
     def no_model(*a, **kw):  # the rows are checked before any weights are read
@@ -103,8 +111,8 @@ def test_a_row_outside_its_domain_is_one_line_before_the_model_loads(name, task,
     for fname, content in {"validation.jsonl": lines(SST2), **files}.items():
         (data / fname).write_bytes(content)
     run = tmp_path / "run"
-    r = run_cli("debug=smoke", "method=tinyte_full", f"model={model}", *task, "task.source=local", f"task.data_dir={data}",
-                f"hydra.run.dir={run}")
+    r = run_cli("debug=smoke", "method=tinyte_full", f"model={model}", *task, "task.source=local",
+                f"task.data_dir={data}", f"hydra.run.dir={run}")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("embexp: error: "), r.stderr
@@ -148,8 +156,9 @@ def test_hub_rows_selected_out_of_a_whole_hub_dataset_are_checked(monkeypatch):
     task = build_task(smoke("task=amazon", "task.source=hub", "task.test_size=29", "task.max_eval_samples=-1").task)
     with pytest.raises(EmbexpError) as e:
         task.load("eval")
-    assert str(e.value) == ("hub McAuley-Lab/Amazon-Reviews-2023/raw_review_Amazon_Fashion split 'full' row 7: field 'rating' "
-                            "= 9.0 is out of range (valid for amazon_Amazon_Fashion: a finite number from 1 to 5)")
+    assert str(e.value) == ("hub McAuley-Lab/Amazon-Reviews-2023/raw_review_Amazon_Fashion split 'full' row 7: "
+                            "field 'rating' = 9.0 is out of range "
+                            "(valid for amazon_Amazon_Fashion: a finite number from 1 to 5)")
 
 
 HIDDEN_SST2 = [with_(r, label=-1) for r in SST2]
@@ -205,8 +214,8 @@ def test_unlabelled_snli_rows_stay_valid_where_the_task_drops_them(tmp_path):
     snli = [{"premise": "A man sleeps.", "hypothesis": "A man rests.", "label": 0},
             {"premise": "A man sleeps.", "hypothesis": "A man runs.", "label": -1}]
     (d / "validation.jsonl").write_bytes(lines(snli))
-    task = build_task(smoke("task=nli_pairs", "task.datasets=[snli]", "task.train_split=validation", "task.source=local",
-                            f"task.data_dir={d}").task)
+    task = build_task(smoke("task=nli_pairs", "task.datasets=[snli]", "task.train_split=validation",
+                            "task.source=local", f"task.data_dir={d}").task)
     assert task.load("train") == [snli[0]]
 
 
@@ -223,8 +232,10 @@ def test_the_shared_real_files_pass_their_domains():
         task = build_task(smoke(*c, "task.source=local", f"task.data_dir={root}", "task.max_train_samples=-1").task)
         assert task.load("train")
     for subset in ("cola", "mrpc", "rte", "sst2", "wnli"):  # the hub's test splits: hidden labels, counted only
-        glue = build_task(smoke("task=glue", f"task.subset={subset}", "task.source=local", f"task.data_dir={root}").task)
-        assert len(glue.counted_rows("test")) == {"cola": 1063, "mrpc": 1725, "rte": 3000, "sst2": 1821, "wnli": 146}[subset]
+        glue = build_task(smoke("task=glue", f"task.subset={subset}", "task.source=local",
+                                f"task.data_dir={root}").task)
+        assert len(glue.counted_rows("test")) == {"cola": 1063, "mrpc": 1725, "rte": 3000, "sst2": 1821,
+                                                  "wnli": 146}[subset]
     alexa = build_task(smoke("task=amazon", "task.source=local", f"task.data_dir={root / 'amazon_reviews/alexa'}",
                              "task.test_size=500").task)
     assert alexa.load("eval")  # 79 of its reviews have no text: the hub schema allows it
@@ -256,7 +267,8 @@ def test_data_dir_defaults_to_embexp_data_and_the_run_records_the_resolved_path(
     (root / "glue" / "cola" / "validation.jsonl").write_bytes(b"")
     cola = build_task(compose("task=glue", "task.subset=cola").task)
     assert cola.resolved_source() == "local"
-    with pytest.raises(EmbexpError, match=r"no local file for task glue_cola split 'train'.*comes from EMBEXP_DATA; task.source=hub"):
+    with pytest.raises(EmbexpError, match=r"no local file for task glue_cola split 'train'"
+                                          r".*comes from EMBEXP_DATA; task.source=hub"):
         cola.load("train")
     run = tmp_path / "run"
     r = run_cli("debug=smoke", "method=head_only", "model=tiny_bert", *GLUE, "task.source=auto", f"hydra.run.dir={run}")
@@ -273,8 +285,8 @@ def test_an_over_long_prompt_is_counted_in_metrics_json_and_said_in_one_log_line
     (d / "train.jsonl").write_bytes(lines(rows))
     (d / "validation.jsonl").write_bytes(lines(SST2))
     run = tmp_path / "run"
-    r = run_cli("debug=smoke", "method=tinyte_full", "model=tiny_llama", *GLUE, "task.source=local", f"task.data_dir={d}",
-                f"hydra.run.dir={run}")
+    r = run_cli("debug=smoke", "method=tinyte_full", "model=tiny_llama", *GLUE, "task.source=local",
+                f"task.data_dir={d}", f"hydra.run.dir={run}")
     assert r.returncode == 0, r.stderr
     data = json.loads((run / "metrics.json").read_text())["data"]
     assert data["max_source_tokens"] == 256 and data["max_target_tokens"] == 48
@@ -317,7 +329,8 @@ def test_a_metric_that_does_not_apply_is_an_empty_cell_never_0(tmp_path):
         d = root / method
         d.mkdir(parents=True)
         (d / "config.yaml").write_text(f"task:\n  name: glue\n  subset: sst2\nmethod:\n  name: {method}\ntag: ''\n")
-        (d / "metrics.json").write_text(json.dumps({"method": method, "model": "tiny_llama", "task": "glue_sst2", "seed": 0,
+        (d / "metrics.json").write_text(json.dumps({"method": method, "model": "tiny_llama",
+                                                    "task": "glue_sst2", "seed": 0,
                                                     "n_eval_examples": 6, "metrics": metrics}))
         (d / "status.json").write_text(json.dumps({"status": "complete"}))
     out = tmp_path / "tables"
@@ -325,7 +338,8 @@ def test_a_metric_that_does_not_apply_is_an_empty_cell_never_0(tmp_path):
                                    {"runs": str(root), "out": str(out), "metric": "length_reduction", "se": "none"}))
     rows = {r["method"]: r for r in csv.DictReader((out / "compare_glue_sst2_tiny_llama.csv").open())}
     assert rows["tinyte_full"]["length_reduction"] == "" and float(rows["ktoken"]["length_reduction"]) == 50.0
-    md = {ln.split("|")[1].strip(): ln.split("|")[2].strip() for ln in (out / "compare_glue_sst2_tiny_llama.md").read_text().splitlines()
+    md = {ln.split("|")[1].strip(): ln.split("|")[2].strip()
+          for ln in (out / "compare_glue_sst2_tiny_llama.md").read_text().splitlines()
           if ln.startswith("| ") and "---" not in ln}
     assert md["TinyTE-full"] == "" and md["K-Token merging"] == "50.00"
 
@@ -362,9 +376,11 @@ def test_evaluate_modules_load_offline_and_match_the_runs_metrics(tmp_path):
     run_train(smoke("method=repeat_prompt", "model=tiny_llama", "task=cnndm"), cnn)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HOME": str(tmp_path / "hf"),
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"),
+                                          os.environ.get("PYTHONPATH", "")])}
     arg = json.dumps([[str(wmt), "embexp_translation"], [str(cnn), "embexp_rouge"]])
-    r = subprocess.run([sys.executable, "-c", EVALUATE_CHECK, arg], capture_output=True, text=True, env=env, timeout=300)
+    r = subprocess.run([sys.executable, "-c", EVALUATE_CHECK, arg], capture_output=True, text=True,
+                       env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout.strip().splitlines()[-1])
     for run_dir, keys in ((wmt, ("bleu", "ter")), (cnn, ("rouge1", "rougeL", "rougeLsum"))):

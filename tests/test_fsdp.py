@@ -73,7 +73,8 @@ def assert_same_run(a: dict, b: dict, dir_a: Path, dir_b: Path, tol: float = 1e-
 def test_fsdp_equals_ddp_with_the_same_global_batch(tmp_path, method, model, extra):
     """Same losses, metrics and adapter as DDP (to 1e-5), with clipping on; full_ft also holds at
     most 0.55x of DDP's parameter + gradient + optimizer bytes per process."""
-    args = (f"method={method}", f"model={model}", "task=wmt16", "trainer.max_steps=6", "trainer.max_grad_norm=0.5", *extra)
+    args = (f"method={method}", f"model={model}", "task=wmt16", "trainer.max_steps=6",
+            "trainer.max_grad_norm=0.5", *extra)
     ddp, fsdp = (launch(tmp_path / s, *args, f"trainer.strategy={s}") for s in ("ddp", "fsdp"))
     assert (ddp["train"]["strategy"], fsdp["train"]["strategy"]) == ("ddp", "fsdp")
     assert ddp["train"]["world_size"] == fsdp["train"]["world_size"] == 2
@@ -118,7 +119,8 @@ def test_preempted_fsdp_run_resumes_to_the_same_result(tmp_path):
     step, write the gathered checkpoint (with select_best's kept state) and stop; the resumed run ends
     as an uninterrupted one."""
     args = ("method=full_ft", "model=tiny_llama", "task=wmt16", "trainer.strategy=fsdp", "trainer.max_steps=40",
-            "trainer.save_every=2", "trainer.lr=1e-3", "trainer.eval_every=2", "trainer.select_best=true", "do_eval=false")
+            "trainer.save_every=2", "trainer.lr=1e-3", "trainer.eval_every=2",
+            "trainer.select_best=true", "do_eval=false")
     part = tmp_path / "part"
     proc = launch(part, *args, wait=False)
     deadline = time.time() + 300
@@ -161,7 +163,8 @@ def test_every_method_trains_under_fsdp(tmp_path, case, model):
         r = launch(tmp_path / "run", *args, check=False)
         lines = {ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")}  # one per process
         assert r.returncode != 0 and lines == {f"embexp: error: method {case.method} cannot train under "
-                                               f"trainer.strategy=fsdp: {blocker} (use trainer.strategy=ddp)"}, r.stderr[-3000:]
+                                               f"trainer.strategy=fsdp: {blocker} "
+                                               "(use trainer.strategy=ddp)"}, r.stderr[-3000:]
         return
     m = launch(tmp_path / "run", *args)
     assert m["train"]["strategy"] == "fsdp"
@@ -172,7 +175,8 @@ def test_every_method_trains_under_fsdp(tmp_path, case, model):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (("method=tinyte_full", "trainer.strategy=fsdp"), "trainer.strategy=fsdp shards over processes, but this run has 1"),
+    (("method=tinyte_full", "trainer.strategy=fsdp"),
+     "trainer.strategy=fsdp shards over processes, but this run has 1"),
     (("method=tinyte_full", "trainer.activation_checkpointing=true"), "needs trainer.strategy=fsdp"),
     (("trainer.strategy=zero3",), "unknown trainer.strategy 'zero3' (choose from: ddp, fsdp)"),
 ])
@@ -197,8 +201,10 @@ def test_a_method_that_cannot_shard_says_why_in_one_line(tmp_path, monkeypatch):
 
 
 def test_an_fsdp_accelerate_config_without_strategy_fsdp_is_one_line(tmp_path, monkeypatch):
-    """An accelerate config of distributed_type FSDP exports ACCELERATE_USE_FSDP; embexp shards only by its own setting."""
+    """An accelerate config of distributed_type FSDP exports ACCELERATE_USE_FSDP; embexp shards only by its own
+    setting."""
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
-    r = run_cli("debug=smoke", "model=tiny_llama", "task=wmt16", "method=tinyte_full", f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli("debug=smoke", "model=tiny_llama", "task=wmt16", "method=tinyte_full",
+                f"hydra.run.dir={tmp_path / 'run'}")
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
     assert r.returncode != 0 and len(lines) == 1 and "but trainer.strategy=ddp" in lines[0], r.stderr

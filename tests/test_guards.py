@@ -28,7 +28,8 @@ def test_every_capability_is_declared_in_its_domain():
         assert cls.model_kinds and set(cls.model_kinds) <= set(MODEL_KINDS), name
         assert cls.label, f"{name}: set its display name (Method.label)"
         if cls.comparison is not None:
-            assert set(cls.comparison.kinds) <= set(MODEL_KINDS) and (cls.comparison.lr is None) == (not cls.trains), name
+            assert (set(cls.comparison.kinds) <= set(MODEL_KINDS)
+                    and (cls.comparison.lr is None) == (not cls.trains)), name
 
 
 def test_every_method_has_a_config_file():
@@ -46,14 +47,16 @@ def test_every_experiment_file_composes_and_validates(experiment):
                                       "model.dtype=int8", "model.kind=seq2seq", "model.source=s3",
                                       "task.source=web", "task.eval_mode=judge"])
 def test_choice_fields_are_checked_when_composed(override):
-    with pytest.raises(EmbexpError, match=rf"unknown {override.split('=')[0]} '{override.split('=')[1]}' \(choose from: "):
+    with pytest.raises(EmbexpError,
+                       match=rf"unknown {override.split('=')[0]} '{override.split('=')[1]}' \(choose from: "):
         validate(compose("debug=smoke", override))
 
 
 def test_choice_field_error_from_the_cli_is_one_line(tmp_path):
     r = cli("debug=smoke", "trainer.optimizer=sgd", f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0 and "Traceback" not in r.stderr
-    assert r.stderr.strip().splitlines() == ["embexp: error: unknown trainer.optimizer 'sgd' (choose from: adam, adamw)"]
+    assert r.stderr.strip().splitlines() == [
+        "embexp: error: unknown trainer.optimizer 'sgd' (choose from: adam, adamw)"]
     assert not (tmp_path / "run").exists()  # refused before anything was written
 
 

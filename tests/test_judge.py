@@ -52,7 +52,8 @@ def test_verdict_is_the_likeliest_allowed_answer(tiny_judge):
         for j, c in enumerate(INSTRUCT_CHOICES):
             ctx, cont = b.split(p, c)
             lp = torch.log_softmax(b.model(input_ids=torch.tensor([ctx + cont])).logits.float(), -1)[0]
-            assert fast[i][j] == pytest.approx(sum(float(lp[len(ctx) - 1 + k, t]) for k, t in enumerate(cont)), abs=1e-3)
+            assert fast[i][j] == pytest.approx(sum(float(lp[len(ctx) - 1 + k, t])
+                                                   for k, t in enumerate(cont)), abs=1e-3)
     verdicts = tiny_judge.score("instruct", QA[:3])
     assert verdicts == [float(max(range(10), key=s.__getitem__) + 1) for s in fast]
 
@@ -66,7 +67,8 @@ def test_prompts_are_cut_in_the_judged_text_and_keep_the_instructions(tiny_judge
     assert "What is two plus two?" in p and p.endswith("[The End of Assistant's Answer]\n\nRating: [[")
     assert "four four" in p and p.count("four") < 1000
     h = tiny_judge.prompts("harmbench", [{"behavior": "steal", "generation": "x" * 5000}])[0]
-    assert len(tok(h)["input_ids"]) + 4 <= 1000 and "\nsteal\n" in h and h.startswith(HARMBENCH_PROMPT.split("{behavior}")[0]) and h.endswith("Answer: [/INST]")
+    assert (len(tok(h)["input_ids"]) + 4 <= 1000 and "\nsteal\n" in h
+            and h.startswith(HARMBENCH_PROMPT.split("{behavior}")[0]) and h.endswith("Answer: [/INST]"))
     with pytest.raises(EmbexpError, match="max_input_tokens"):
         build_judge(jcfg(max_input_tokens=100), "cpu").prompts("instruct", [item])
 
@@ -92,14 +94,16 @@ def test_train_writes_verdicts_and_rescore_reuses_the_cache(tmp_path):
                 "judge.max_input_tokens=1000")
     run_train(cfg, tmp_path)
     m = json.loads((tmp_path / "metrics.json").read_text())["metrics"]
-    assert 1 <= m["judge_instruct"] <= 10 and m["judge_model"] == "tiny_llama" and m["judge_calls"] == m["judge_calls"] > 0
+    assert (1 <= m["judge_instruct"] <= 10 and m["judge_model"] == "tiny_llama"
+            and m["judge_calls"] == m["judge_calls"] > 0)
     recs = [json.loads(x) for x in (tmp_path / "predictions.jsonl").read_text().splitlines()]
     assert all(r["judge"] in [float(r) for r in range(1, 11)] for r in recs)
     assert sum(r["judge"] for r in recs) / len(recs) == pytest.approx(m["judge_instruct"])
     # python -m embexp.judge: the run's own judge, every verdict from the cache
     r = run_cli(f"run_dir={tmp_path}", "judge.max_input_tokens=1000", module="embexp.judge")
     assert r.returncode == 0, r.stderr
-    assert "judge_calls" in r.stdout and json.loads((tmp_path / "metrics.json").read_text())["metrics"]["judge_calls"] == 0
+    assert ("judge_calls" in r.stdout
+            and json.loads((tmp_path / "metrics.json").read_text())["metrics"]["judge_calls"] == 0)
     ref = rescore(tmp_path, jcfg(), what="reference")
     assert 1 <= ref["judge_instruct_reference"] <= 10 and ref["judge_calls_reference"] == len(recs)
     assert rescore(tmp_path, jcfg(), what="reference")["judge_calls_reference"] == 0
@@ -115,7 +119,8 @@ def test_train_writes_verdicts_and_rescore_reuses_the_cache(tmp_path):
     md = render(Config(table="fig3", runs=str(tmp_path), out=str(tmp_path / "tables")))["fig3"]
     row = next(ln for ln in md.splitlines() if "Base model" in ln)
     assert f"{merged['judge_instruct']:.2f}" in row and "tiny_llama" in row
-    assert (tmp_path / "tables" / "figure3.png").stat().st_size > 1000 and (tmp_path / "tables" / "figure3.csv").is_file()
+    assert ((tmp_path / "tables" / "figure3.png").stat().st_size > 1000
+            and (tmp_path / "tables" / "figure3.csv").is_file())
 
 
 def _tiny_dir(tmp_path: Path, family: str) -> Path:
@@ -127,13 +132,15 @@ def _tiny_dir(tmp_path: Path, family: str) -> Path:
     torch.manual_seed(0)
     if family == "bert":
         config = tf.BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                               intermediate_size=64, num_labels=3, id2label={0: "entailment", 1: "neutral", 2: "contradiction"},
+                               intermediate_size=64, num_labels=3,
+                               id2label={0: "entailment", 1: "neutral", 2: "contradiction"},
                                label2id={"entailment": 0, "neutral": 1, "contradiction": 2},
                                architectures=["BertForSequenceClassification"])
         model = tf.BertForSequenceClassification(config)
     else:
         config = tf.T5Config(vocab_size=len(tok), d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=2,
-                             decoder_start_token_id=tok.pad_token_id, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+                             decoder_start_token_id=tok.pad_token_id, pad_token_id=tok.pad_token_id,
+                             eos_token_id=tok.eos_token_id)
         model = tf.T5ForConditionalGeneration(config)
     d = tmp_path / family
     model.save_pretrained(d)
@@ -145,7 +152,8 @@ def test_sequence_classification_nli_judge(tmp_path):
     d = _tiny_dir(tmp_path, "bert")
     j = build_judge(jcfg(model=str(d), max_input_tokens=64), "cpu")
     assert j.backend.type == "seqcls" and j.backend.entail == 0
-    pairs = [{"premise": "a dog runs in the park " * 3, "hypothesis": h} for h in ("a dog runs", "the sky is green", "x" * 300)]
+    pairs = [{"premise": "a dog runs in the park " * 3, "hypothesis": h}
+             for h in ("a dog runs", "the sky is green", "x" * 300)]
     v = j.score("nli", pairs)
     assert all(x in (0.0, 1.0) for x in v)
     b = j.backend
@@ -176,7 +184,8 @@ def test_seq2seq_true_judge(tmp_path):
     j = build_judge(jcfg(model=str(_tiny_dir(tmp_path, "t5"))), "cpu")
     assert j.backend.type == "seq2seq"
     assert j.prompts("nli", [{"premise": "p", "hypothesis": "h"}]) == ["premise: p hypothesis: h"]
-    assert all(x in (0.0, 1.0) for x in j.score("nli", [{"premise": "p", "hypothesis": "h"}, {"premise": "q", "hypothesis": "r"}]))
+    assert all(x in (0.0, 1.0)
+               for x in j.score("nli", [{"premise": "p", "hypothesis": "h"}, {"premise": "q", "hypothesis": "r"}]))
 
 
 def test_bad_kind_backend_and_tasks_without_generations_are_one_line(tiny_judge):

@@ -59,7 +59,8 @@ def test_authors_init_is_the_mean_plus_the_authors_mlp():
     net = method.encoder.net
     d = method.backbone_model.config.hidden_size
     assert [type(m).__name__ for m in net] == ["Linear", "ReLU", "Linear", "ReLU", "Linear"]
-    assert (net[0].in_features, net[0].out_features, net[2].out_features, net[4].out_features) == (4 * d, 6 * d, 4 * d, d)
+    assert ((net[0].in_features, net[0].out_features, net[2].out_features, net[4].out_features)
+            == (4 * d, 6 * d, 4 * d, d))
     assert net[4].weight.abs().sum() > 0  # PyTorch's default init, not zero (the authors' code)
     _, batch = rows(method, [8])
     emb = method.backbone_model.get_input_embeddings()
@@ -99,7 +100,8 @@ def test_uncompressed_methods_report_no_reduction():
     cfg = smoke("method=lora", "model=tiny_llama", "task=tree")
     method = build_method(cfg.method, load_backbone(cfg.model))
     enc = Featurizer(method.tokenizer, True, 1024, 8)
-    out = compression_metrics(method, enc, [Example(prompt="abc", target="t")], {"em_accuracy": 99.0}, 1, torch.device("cpu"))
+    out = compression_metrics(method, enc, [Example(prompt="abc", target="t")], {"em_accuracy": 99.0}, 1,
+                              torch.device("cpu"))
     assert out == {"length_reduction": 0.0, "pl_score": 0.0}
 
 
@@ -119,7 +121,8 @@ def test_pl_score_reproduces_the_paper_accuracy_tables(table):
 
 def test_pl_score_reproduces_the_paper_perplexity_table():
     uncompressed = TABLE3[0][0]
-    assert [round(pl_from_perplexity(ppl, uncompressed, red), 3) for ppl, red, _ in TABLE3] == [pl for _, _, pl in TABLE3]
+    assert ([round(pl_from_perplexity(ppl, uncompressed, red), 3) for ppl, red, _ in TABLE3]
+            == [pl for _, _, pl in TABLE3])
     # without Eq. 4's normalisation (raw perplexity as P) the table is not reproduced
     assert round(pl_score(1.391, 0.75), 3) != 0.830
 
@@ -159,7 +162,8 @@ def test_run_record_reports_reduction_pl_and_backbone_tokens(tmp_path):
     (("method.k=1",), "unknown method.k '1' (choose from: 2, 3, 4)"),
     (("method.k=5",), "unknown method.k '5' (choose from: 2, 3, 4)"),
     (("model=tiny_roberta", "task=glue"), "method ktoken needs a decoder model; model tiny_roberta is an encoder"),
-    (("method.pad_id=100000",), "method.pad_id=100000 is outside the vocabulary (choose -1 for the space token, or 0..260)"),
+    (("method.pad_id=100000",),
+     "method.pad_id=100000 is outside the vocabulary (choose -1 for the space token, or 0..260)"),
     (("method.inner=prompt_tuning",), "unknown method.inner 'prompt_tuning' (choose from: none,"),
 ])
 def test_bad_input_is_one_clear_line(args, needle, tmp_path):
@@ -179,7 +183,8 @@ def test_curriculum_trains_each_stage_until_its_gate(tmp_path):
     assert [(h["stage"], h["round"], h["passed"]) for h in rounds] == [("small", 1, True), ("xsmall", 1, True)]
     assert passing["train"]["steps"] == 4 and passing["task"] == "tree_xsmall"
     assert {h["gate_split"] for h in rounds} == {"train_holdout"}  # the default: held-out rows, never 'test'
-    missing = run_train(smoke(*args, "trainer.curriculum_gate=0", "trainer.curriculum_final_gate=101"), tmp_path / "miss")
+    missing = run_train(smoke(*args, "trainer.curriculum_gate=0",
+                              "trainer.curriculum_final_gate=101"), tmp_path / "miss")
     rounds = [h for h in missing["train"]["history"] if "stage" in h]
     assert [(h["stage"], h["round"], h["passed"], h["gate"]) for h in rounds] == [
         ("small", 1, True, 0.0), ("xsmall", 1, False, 101.0), ("xsmall", 2, False, 101.0)]
@@ -187,8 +192,9 @@ def test_curriculum_trains_each_stage_until_its_gate(tmp_path):
 
 
 def test_curriculum_gate_reads_held_out_trees_by_default_and_the_reported_split_only_by_name(tmp_path):
+    # 5 held-out rows (the fixture), 6 reported rows: the count tells them apart
     args = ("method=ktoken", "model=tiny_llama", "task=tree", "task.subset=xsmall", "trainer.max_steps=1",
-            "trainer.curriculum=[xsmall]", "trainer.curriculum_final_gate=0", "task.select_size=5")  # 5 held-out rows (the fixture), 6 reported rows: the count tells them apart
+            "trainer.curriculum=[xsmall]", "trainer.curriculum_final_gate=0", "task.select_size=5")
     held = run_train(smoke(*args), tmp_path / "held")
     rounds = [h for h in held["train"]["history"] if "stage" in h]
     assert [(h["gate_split"], h["gate_rows"]) for h in rounds] == [("train_holdout", 5)]
@@ -213,7 +219,8 @@ def test_curriculum_gating_on_the_reported_split_is_refused_in_one_line(args, tm
 
 
 def test_curriculum_bad_stage_is_one_line(tmp_path):
-    r = run_cli("debug=smoke", "method=lora", "task=tree", "trainer.curriculum=[small,huge]", f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli("debug=smoke", "method=lora", "task=tree", "trainer.curriculum=[small,huge]",
+                f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1] == ("embexp: error: unknown trainer.curriculum stage 'huge' for task tree "
                                                  "(choose from: small, xsmall, medium, xmedium, large, x3large)")

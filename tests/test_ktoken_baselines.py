@@ -49,7 +49,8 @@ def test_amazon_prompt_label_and_local_split(tmp_path):
     assert set(rows[0]) == {"rating", "title", "text", "images", "asin", "parent_asin", "user_id", "timestamp",
                             "helpful_vote", "verified_purchase"}  # the hub schema
     ex = task.format({"rating": 3.5, "text": "Nice hat"})
-    assert (ex.prompt, ex.target, ex.label, ex.choices) == ("Review: Nice hat, Label:", "positive", 1, ("negative", "positive"))
+    assert (ex.prompt, ex.target, ex.label, ex.choices) == ("Review: Nice hat, Label:", "positive", 1,
+                                                            ("negative", "positive"))
     assert task.format({"rating": 3.0, "text": "x"}).target == "negative"
     (tmp_path / "full.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = compose("task=amazon", f"task.data_dir={tmp_path}", "task.test_size=10", "task.train_fraction=0.5").task
@@ -123,7 +124,8 @@ def test_selective_context_drops_the_lowest_self_information_by_hand():
 
 
 def test_prompt_compress_smoke_run(tmp_path):
-    m = run_train(smoke("method=prompt_compress", "model=tiny_llama", "task=tree", "method.rate=0.35"), tmp_path / "run")
+    m = run_train(smoke("method=prompt_compress", "model=tiny_llama", "task=tree",
+                        "method.rate=0.35"), tmp_path / "run")
     assert 25 < m["metrics"]["length_reduction"] < 40 and "em_accuracy" in m["metrics"]
     assert 0 < m["train"]["tokens"] < m["train"]["input_tokens"]  # the backbone read the compressed prompts
 
@@ -159,7 +161,8 @@ def test_llmlingua_glue_decodes_compresses_and_tokenises_again(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "llmlingua", types.SimpleNamespace(PromptCompressor=FakeCompressor))
     FakeCompressor.calls = []
-    cfg = smoke("method=prompt_compress", "model=tiny_llama", "task=tree", "method.compressor=llmlingua2", "method.rate=0.4")
+    cfg = smoke("method=prompt_compress", "model=tiny_llama", "task=tree",
+                "method.compressor=llmlingua2", "method.rate=0.4")
     method = build_method(cfg.method, load_backbone(cfg.model))
     assert FakeCompressor.calls[0] == ("init", "microsoft/llmlingua-2-xlm-roberta-large-meetingbank", "cpu",
                                        {"trust_remote_code": False}, {"use_llmlingua2": True})
@@ -170,7 +173,8 @@ def test_llmlingua_glue_decodes_compresses_and_tokenises_again(monkeypatch):
     method.compress_ids(ids)
     assert len(FakeCompressor.calls) == 2  # cached
     with pytest.raises(EmbexpError, match="loads its scorer from a path: model tiny_llama"):
-        build_method(smoke("method=prompt_compress", "model=tiny_llama", "task=tree", "method.compressor=llmlingua").method,
+        build_method(smoke("method=prompt_compress", "model=tiny_llama", "task=tree",
+                           "method.compressor=llmlingua").method,
                      load_backbone(cfg.model))
     cfg1 = smoke("method=prompt_compress", "model=tiny_llama", "task=tree", "method.compressor=llmlingua",
                  "method.compressor_model=/models/scorer")
@@ -210,7 +214,8 @@ def test_make_target_calls_the_sweep():
     line = next(ln for ln in r.stdout.splitlines() if "embexp.sweep" in ln)
     args = shlex.split(line)
     assert args[:3] == ["python", "-m", "embexp.sweep"] and "--dry-run" in args and args[-1] == "ktoken/table3"
-    out = subprocess.run([sys.executable, *args[1:]], cwd=REPO, capture_output=True, text=True, check=True, env=ENV).stdout
+    out = subprocess.run([sys.executable, *args[1:]], cwd=REPO, capture_output=True, text=True,
+                         check=True, env=ENV).stdout
     lines = [ln for ln in out.splitlines() if "-m embexp.train" in ln]
     assert len(lines) == 18 and all("task=commitpack" in ln for ln in lines)  # three seeds: the paper's best of three
     assert [sum(f"seed={s}" in ln.split() for ln in lines) for s in (42, 43, 44)] == [6, 6, 6]
@@ -218,7 +223,8 @@ def test_make_target_calls_the_sweep():
 
 def test_sweep_cells_run_with_debug_smoke_and_the_tables_render(tmp_path):
     out = f"output_root={tmp_path}"
-    for table, pick, extra in (("table3", "tag=k2", []), ("ablation", "tag=init_random", ["trainer.curriculum_max_rounds=2"])):
+    for table, pick, extra in (("table3", "tag=k2", []),
+                               ("ablation", "tag=init_random", ["trainer.curriculum_max_rounds=2"])):
         cmd = next(c for c in sweep_commands(table) if pick in c)
         r = run_cli(*cmd[3:], out, *extra)  # the printed command, run in this process
         assert r.returncode == 0, r.stderr[-2000:]
@@ -226,10 +232,12 @@ def test_sweep_cells_run_with_debug_smoke_and_the_tables_render(tmp_path):
     from embexp.tasks.metrics import pl_from_perplexity
 
     def render(table):
-        module, cfg = configure(["paper=ktoken", f"table={table}", f"runs={tmp_path}", f"out={tmp_path / 'tables'}", "seeds=[42]"])
+        module, cfg = configure(["paper=ktoken", f"table={table}", f"runs={tmp_path}",
+                                 f"out={tmp_path / 'tables'}", "seeds=[42]"])
         return module.render(cfg)[table]
 
-    k2 = json.loads((tmp_path / "commitpack_python" / "qwen25_05b" / "ktoken_k2" / "seed42" / "metrics.json").read_text())
+    k2 = json.loads((tmp_path / "commitpack_python" / "qwen25_05b" / "ktoken_k2" / "seed42"
+                     / "metrics.json").read_text())
     # an uncompressed record with a known perplexity: Eq. 4 against it
     record_run(tmp_path, "commitpack", "python", "qwen25_05b", "lora", "uncompressed", 42,
                {"metrics": {"perplexity": 100.0, "length_reduction": 0.0}})
@@ -346,8 +354,8 @@ def test_ktoken_tables_show_best_of_n_mean_se_runs_and_effective_batch(tmp_path)
     table = render("table2", tmp_path, [42, 43, 44])
     lines = table.splitlines()
     head = [c.strip() for c in next(ln for ln in lines if ln.startswith("| column")).split("|")[1:-1]]
-    assert head == ["column", "accuracy: best of N", "accuracy: mean \u00b1 s.e.", "N", "eff. batch", "reduction (measured)",
-                    "P-L (best run)"]
+    assert head == ["column", "accuracy: best of N", "accuracy: mean \u00b1 s.e.", "N", "eff. batch",
+                    "reduction (measured)", "P-L (best run)"]
     row = lambda tag: [c.strip() for c in next(ln for ln in lines if ln.startswith(f"| {tag} |")).split("|")[2:-1]]  # noqa: E731
     # best of 3 = 94.0 (seed 44, reduction 51.0); mean 92.0, s.e. = s.d. 2 / sqrt(3)
     assert row("k2") == ["94.00 [92.51]", f"92.00 \u00b1 {2 / math.sqrt(3):.2f}", "3", "48", "50.0 [50.0]",

@@ -21,12 +21,14 @@ LAYERS = [
      "with the API that finds and loads them (core/records.py reads files only, never a model)"),
     (1, ("embexp.tasks", "embexp.metric_modules", "embexp.data", "embexp.models", "embexp.sentence", "embexp.cloze"),
      "data: tasks (and every metric function, tasks/metrics.py, with its evaluate modules), tokenisation, "
-     "backbones (models/: loading, the family sites inside the layers, the offline models). sentence.py and cloze.py are here, not with the pipeline: they are the task kinds' pooling, "
+     "backbones (models/: loading, the family sites inside the layers, the offline models). "
+     "sentence.py and cloze.py are here, not with the pipeline: they are the task kinds' pooling, "
      "contrastive objective and verbalizer head that methods attach (methods/base.py imports sentence), and "
      "they import only data"),
     (2, ("embexp.methods",), "methods: one file per method; a method never imports a task"),
     (3, ("embexp.run", "embexp.judge"),
-     "run: the stages of one run (run/: checks, build, loop, checkpoint, sharding, curriculum, selection, evaluate, record), "
+     "run: the stages of one run (run/: checks, build, loop, checkpoint, sharding, curriculum, selection, "
+     "evaluate, record), "
      "the judges (judge/: prompts, verdict cache, backends, scoring, python -m embexp.judge)"),
     (4, ("embexp.train", "embexp.eval"), "entry points that train or evaluate one run"),
     (5, ("embexp.studies",), "studies: analyses that compute with models or data (python -m embexp.analyze)"),
@@ -52,7 +54,8 @@ def module_name(path: Path) -> str:
 
 def sources() -> dict[str, tuple[str, bool]]:
     """module name -> (source text, whether it is a package __init__)."""
-    return {module_name(p): (p.read_text(encoding="utf-8"), p.name == "__init__.py") for p in sorted((SRC / "embexp").rglob("*.py"))}
+    return {module_name(p): (p.read_text(encoding="utf-8"), p.name == "__init__.py")
+            for p in sorted((SRC / "embexp").rglob("*.py"))}
 
 
 def imported(module: str, source: str, is_package: bool, known: set[str]) -> set[str]:
@@ -96,7 +99,8 @@ def test_an_upward_import_is_reported_even_inside_a_function():
     assert upward_imports(fake) == ["embexp.run.evaluate (layer 3) imports embexp.studies.ablation (layer 5)",
                                     "embexp.tasks.fake (layer 1) imports embexp.report.tinyte (layer 6)",
                                     "embexp.tasks.rel (layer 1) imports embexp.report.ktoken (layer 6)"]
-    assert upward_imports({"embexp.newthing": ("", False)}) == ["embexp.newthing is in no layer: add it to tests/test_layers.py LAYERS"]
+    assert upward_imports({"embexp.newthing": ("", False)}) == [
+        "embexp.newthing is in no layer: add it to tests/test_layers.py LAYERS"]
 
 
 def test_the_rooms_of_the_judge_and_the_models_sit_in_their_package_s_layer():
@@ -107,8 +111,9 @@ def test_the_rooms_of_the_judge_and_the_models_sit_in_their_package_s_layer():
 
 
 def test_layers_of_the_modules_the_issue_names():
-    assert [layer_of(m) for m in ("embexp.core.records", "embexp.tasks.metrics", "embexp.methods.ktoken", "embexp.run.evaluate",
-                                  "embexp.train", "embexp.studies.ablation", "embexp.report.pema", "embexp.sweep")] == [0, 1, 2, 3, 4, 5, 6, 6]
+    assert [layer_of(m) for m in ("embexp.core.records", "embexp.tasks.metrics", "embexp.methods.ktoken",
+                                  "embexp.run.evaluate", "embexp.train", "embexp.studies.ablation",
+                                  "embexp.report.pema", "embexp.sweep")] == [0, 1, 2, 3, 4, 5, 6, 6]
     inference = imported("embexp.run.evaluate", sources()["embexp.run.evaluate"][0], False, set(sources()))
     assert not any(m.startswith(("embexp.studies", "embexp.report")) for m in inference)
 
@@ -156,7 +161,9 @@ def test_a_cycle_through_other_modules_is_reported():
     mods = sources()
     fake = dict(mods)
     # run.loop -> run.checkpoint (real) -> run.sharding (real) -> run.loop (planted, inside a function)
-    fake["embexp.run.sharding"] = (mods["embexp.run.sharding"][0] + "\ndef f():\n    from embexp.run import loop\n", False)
+    fake["embexp.run.sharding"] = (mods["embexp.run.sharding"][0]
+                                   + "\ndef f():\n    from embexp.run import loop\n", False)
     assert import_cycles(fake) == [["embexp.run.checkpoint", "embexp.run.loop", "embexp.run.sharding"]]
-    fake["embexp.tasks.registry"] = (mods["embexp.tasks.registry"][0] + "\nimport embexp.tasks\n", False)  # package back
+    # package back
+    fake["embexp.tasks.registry"] = (mods["embexp.tasks.registry"][0] + "\nimport embexp.tasks\n", False)
     assert ["embexp.tasks", "embexp.tasks.registry"] in import_cycles(fake)

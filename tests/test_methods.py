@@ -149,7 +149,8 @@ def test_only_method_tensors_change(case, model):
     assert changed_own
 
 
-@pytest.mark.parametrize("case,model", [p for p in params(lambda c: c.trains, encoders=False) if p.values[1] == "tiny_llama"])
+@pytest.mark.parametrize("case,model",
+                         [p for p in params(lambda c: c.trains, encoders=False) if p.values[1] == "tiny_llama"])
 def test_training_lowers_the_loss(case, model):
     _, method, _, batch = setup_case(case, model)
     losses = step(method, batch, lr=3e-2 if case.method.startswith("tinyte") else 1e-2, n=30)

@@ -86,7 +86,8 @@ def test_module_swap_keeps_the_other_embedding_parts_and_holds_no_table():
     for name, t in [*method.named_parameters(), *method.named_buffers()]:
         assert v not in t.shape, f"{name} {tuple(t.shape)} has a row per vocabulary entry"
     ids = torch.tensor([[1, 40, 41, 2]])
-    e = emb.LayerNorm(method.pete(ids) + emb.position_embeddings(torch.arange(4)[None]) + emb.token_type_embeddings(torch.zeros_like(ids)))
+    e = emb.LayerNorm(method.pete(ids) + emb.position_embeddings(torch.arange(4)[None])
+                      + emb.token_type_embeddings(torch.zeros_like(ids)))
     with torch.no_grad():
         torch.testing.assert_close(emb(input_ids=ids), e)
 
@@ -94,9 +95,11 @@ def test_module_swap_keeps_the_other_embedding_parts_and_holds_no_table():
 def test_train_backbone_false_trains_only_the_pete_module_and_the_head():
     method, bb = build("method.train_backbone=false")
     names = set(method.trainable_tensors())
-    assert names == {f"pete.{n}" for n, _ in method.pete.named_parameters()} | {f"head.{n}" for n, _ in bb.head_parameters()}
+    assert names == ({f"pete.{n}" for n, _ in method.pete.named_parameters()}
+                     | {f"head.{n}" for n, _ in bb.head_parameters()})
     full, _ = build()
-    assert full.n_trainable(include_head=False) == sum(p.numel() for p in full.model.parameters()) - sum(p.numel() for _, p in bb.head_parameters())
+    assert full.n_trainable(include_head=False) == (sum(p.numel() for p in full.model.parameters())
+                                                    - sum(p.numel() for _, p in bb.head_parameters()))
 
 
 def test_tied_decoder_head_is_untied_and_keeps_its_table():
@@ -139,7 +142,8 @@ def test_bad_kernel_odd_dimension_and_unswappable_embeddings():
 
 
 def test_cli_bad_kernel_is_one_line(tmp_path):
-    r = run_cli("debug=smoke", "method=pete", "model=tiny_bert", "task=glue", "method.kernel=legendre", f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli("debug=smoke", "method=pete", "model=tiny_bert", "task=glue", "method.kernel=legendre",
+                f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0
     assert r.stderr.strip().splitlines() == ["embexp: error: unknown method.kernel 'legendre' (choose from: fourier)"]
 
@@ -164,7 +168,8 @@ def test_pete_and_full_ft_start_from_the_same_body(model):
     from embexp.run.build import build as build_run
 
     cfgs = {m: smoke(f"method={m}", f"model={model}", "task=glue", "model.source=scratch", "model.tokenizer=byte",
-                     "++model.scratch={hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 64}",
+                     "++model.scratch={hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 2, "
+                     "intermediate_size: 64}",
                      "seed=3") for m in ("pete", "full_ft")}
     built = {}
     for m, cfg in cfgs.items():
@@ -232,7 +237,8 @@ def test_export_gives_the_trained_sentence_embeddings_without_embexp(tmp_path):
     torch.manual_seed(cfg.seed)
     c = build_run(cfg, torch.device("cpu"))
     feats = [c.featurizer.train_features(e) for e in c.task.examples("train")]
-    Trainer(c.method, cfg.trainer, Accelerator(cpu=True), TrainInputs(feats, c.backbone.tokenizer.pad_token_id, cfg.seed)).fit()
+    Trainer(c.method, cfg.trainer, Accelerator(cpu=True),
+            TrainInputs(feats, c.backbone.tokenizer.pad_token_id, cfg.seed)).fit()
     texts = ["The red cat chased the dog.", "A dog.", "The old horse helped the big sheep yesterday."]
     want = embed_texts(c.method, c.featurizer, texts, batch_size=8, device="cpu")
     c.method.export().save_pretrained(tmp_path / "export")
@@ -254,7 +260,8 @@ def test_export_gives_the_trained_sentence_embeddings_without_embexp(tmp_path):
 def pete_commands(extra: str, runs: str = "") -> list[list[str]]:
     import shlex
 
-    args = ["make", "-s", "-o", "install", "pete_table", "DRY_RUN=1", f"EXTRA={extra}"] + ([f"PETE_RUNS={runs}"] if runs else [])
+    args = (["make", "-s", "-o", "install", "pete_table", "DRY_RUN=1", f"EXTRA={extra}"]
+            + ([f"PETE_RUNS={runs}"] if runs else []))
     out = subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=True).stdout
     return [[sys.executable] + shlex.split(line)[1:] for line in out.splitlines() if " -m embexp." in line]
 
@@ -276,7 +283,8 @@ def test_make_pete_table_dry_run_composes_with_debug_smoke():
         assert cfg.model.name == "scratch_encoder" and cfg.task.name == "nli_pairs" and cfg.model.source == "tiny"
         assert cfg.model.scratch.mlp_dropout == cfg.model.tiny.mlp_dropout == cfg.model.tiny.attention_dropout
         # debug=smoke replaces the recipe's budget (the paper's 122,700 steps of 128 pairs would never end on a CPU)
-        assert (cfg.trainer.max_steps, cfg.trainer.batch_size, cfg.trainer.warmup_steps, cfg.trainer.mixed_precision) == (4, 4, 0, "no")
+        assert ((cfg.trainer.max_steps, cfg.trainer.batch_size, cfg.trainer.warmup_steps, cfg.trainer.mixed_precision)
+                == (4, 4, 0, "no"))
     # dropout off, then the paper's baseline dropout 0.1
     assert [cfg.model.scratch.mlp_dropout for cfg in cfgs] == [0, 0, 0.1, 0.1]
 
@@ -324,13 +332,18 @@ def test_make_pete_table_cpu_recipe_and_bad_recipe():
     import os
 
     env = {**os.environ, "PETE_RECIPE": "cpu", "PETE_STEPS": "300"}
-    out = subprocess.run(["make", "-s", "-o", "install", "pete_table", "DRY_RUN=1"], cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(["make", "-s", "-o", "install", "pete_table", "DRY_RUN=1"], cwd=REPO, env=env,
+                         capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[0].startswith("# PETE_RECIPE=cpu, trainer=pete_cpu: lr=5.0e-4 scheduler=cosine"), out
-    cmds = [[sys.executable] + __import__("shlex").split(line)[1:] for line in out.splitlines() if " -m embexp." in line]
+    cmds = [[sys.executable] + __import__("shlex").split(line)[1:] for line in out.splitlines()
+            if " -m embexp." in line]
     for cfg in pete_configs(cmds):
-        assert (cfg.trainer.lr, cfg.trainer.scheduler, cfg.trainer.batch_size, cfg.trainer.max_steps) == (5e-4, "cosine", 128, 300)
-    bad = subprocess.run(["make", "-s", "-o", "install", "pete_table", "DRY_RUN=1", "PETE_RECIPE=fast"], cwd=REPO, capture_output=True, text=True)
-    assert bad.returncode != 0 and "embexp: error: unknown recipe 'fast' (choose from: paper, cpu)" in bad.stderr, bad.stderr
+        assert ((cfg.trainer.lr, cfg.trainer.scheduler, cfg.trainer.batch_size, cfg.trainer.max_steps)
+                == (5e-4, "cosine", 128, 300))
+    bad = subprocess.run(["make", "-s", "-o", "install", "pete_table", "DRY_RUN=1", "PETE_RECIPE=fast"], cwd=REPO,
+                         capture_output=True, text=True)
+    assert (bad.returncode != 0
+            and "embexp: error: unknown recipe 'fast' (choose from: paper, cpu)" in bad.stderr), bad.stderr
     assert " -m embexp." not in bad.stdout  # refused before any command is printed
 
 

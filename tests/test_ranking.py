@@ -54,7 +54,8 @@ def test_correlation_pearson_outline_and_best_p(tmp_path):
     curves = synthetic(tmp_path)
     data = correlation.run(correlation.Config(runs=str(tmp_path / "analysis" / "ablation"), alpha=0.05))
     out = tmp_path / "analysis" / "correlation"
-    assert {p.name for p in out.iterdir()} >= {"correlation.md", "correlation.csv", "correlation.json", "figure4.png", "figure8.png"}
+    assert {p.name for p in out.iterdir()} >= {"correlation.md", "correlation.csv", "correlation.json",
+                                               "figure4.png", "figure8.png"}
     m = data["metrics"]["bleu"]
     assert m["n_curves"] == 6 and m["ps"] == [0.1, 0.3, 0.5, 0.9]
     assert data["skipped"]["bleu"] == ["m9/alpaca/variance/seed0"]
@@ -63,11 +64,13 @@ def test_correlation_pearson_outline_and_best_p(tmp_path):
         x = [c["bleu"][PS.index(p)] for c in curves]
         assert m["r"][j] == pytest.approx(np.corrcoef(x, aucs)[0, 1], abs=1e-12)
         slope, intercept = np.polyfit(x, aucs, 1)
-        assert correlation.predict_auc("bleu", p, 50.0, out / "correlation.json") == pytest.approx(slope * 50 + intercept)
+        assert (correlation.predict_auc("bleu", p, 50.0, out / "correlation.json")
+                == pytest.approx(slope * 50 + intercept))
     assert m["r"][3] is None and not m["significant"][3]  # p = 0.9: every curve scores 0
     assert m["pvalue"][1] < 0.05 < m["pvalue"][0]  # the tracking column is significant, the noise one is not
     assert m["best_p"] == 0.3 and data["metrics"]["nli"]["n_curves"] == 4
-    nli = curves[:4]  # its best p is the argmax of numpy's r over its columns (0.5 here, as the paper's nli peaks later)
+    # its best p is the argmax of numpy's r over its columns (0.5 here, as the paper's nli peaks later)
+    nli = curves[:4]
     rs = [np.corrcoef([c["nli"][PS.index(p)] for c in nli], [c["auc_nli"] for c in nli])[0, 1] for p in (0.1, 0.3, 0.5)]
     assert data["metrics"]["nli"]["best_p"] == [0.1, 0.3, 0.5][int(np.argmax(rs))] == 0.5
     # the outline is drawn on exactly the cells whose p-value < alpha (rows: bleu, nli; columns: the union of p)
@@ -76,7 +79,8 @@ def test_correlation_pearson_outline_and_best_p(tmp_path):
                   for p, pv in zip(r["ps"], r["pvalue"]) if pv is not None and pv < 0.05)
     assert data["outlined"] == want and len(want) >= 2
     # a stricter alpha outlines a subset
-    strict = correlation.run(correlation.Config(runs=str(tmp_path / "analysis" / "ablation"), alpha=1e-9, out=str(tmp_path / "c2")))
+    strict = correlation.run(correlation.Config(runs=str(tmp_path / "analysis" / "ablation"), alpha=1e-9,
+                                                out=str(tmp_path / "c2")))
     assert strict["outlined"] == [] and correlation.predict_auc("nli", 0.77, 1.0, strict) is None
 
 
@@ -125,14 +129,16 @@ def test_ranking_sweep_composes_five_rankings_per_seed():
         assert args[:4] == ["-m", "embexp.train", "experiment=tinyte_half_cnndm", "model=gemma2"]
         cfg = compose(*args[2:], "debug=smoke")
         assert cfg.method.name == "tinyte_half" and cfg.task.name == "cnndm" and cfg.method.p == 0.5
-        seen.setdefault((cfg.method.ranking, cfg.method.select if cfg.method.ranking != "random" else "", cfg.tag), []).append(
-            (cfg.seed, cfg.method.rank_seed))
-    assert set(seen) == {("variance", "lowest", ""), ("variance", "highest", "rank_var_high"), ("random", "", "rank_random"),
-                         ("integrated_gradients", "lowest", "rank_ig_low"), ("integrated_gradients", "highest", "rank_ig_high")}
+        seen.setdefault((cfg.method.ranking, cfg.method.select if cfg.method.ranking != "random" else "", cfg.tag),
+                        []).append((cfg.seed, cfg.method.rank_seed))
+    assert set(seen) == {("variance", "lowest", ""), ("variance", "highest", "rank_var_high"),
+                         ("random", "", "rank_random"), ("integrated_gradients", "lowest", "rank_ig_low"),
+                         ("integrated_gradients", "highest", "rank_ig_high")}
     assert seen[("random", "", "rank_random")] == [(0, 0), (1, 1)]  # each seed draws its own random half
     # variance/lowest is Table 1's TinyTE-half cell: the same command, so the run is shared
     assert cmds[0] in command_lines("tinyte/table1", ["models=gemma2"])
-    assert command_lines("tinyte/ranking", [], ["debug=smoke"])[-1] == ["-m", "embexp.report", "table=ranking", "debug=smoke"]
+    assert command_lines("tinyte/ranking", [], ["debug=smoke"])[-1] == ["-m", "embexp.report",
+                                                                        "table=ranking", "debug=smoke"]
 
 
 def test_table8_sweep_commands():
@@ -143,7 +149,8 @@ def test_table8_sweep_commands():
     cmds = command_lines("tinyte/table8", ["seeds=0 1"])
     trains = [a for a in cmds if a[1] == "embexp.train"]
     abl = [a for a in cmds if a[1] == "embexp.analyze"]
-    assert [a[3] for a in trains if "experiment=tinyte_full_alpaca" in a] == ["model=llama2"] * 2 + ["model=gptj"] * 2 + ["model=qwen25_05b"] * 2
+    assert ([a[3] for a in trains if "experiment=tinyte_full_alpaca" in a]
+            == ["model=llama2"] * 2 + ["model=gptj"] * 2 + ["model=qwen25_05b"] * 2)
     repeat = [a for a in trains if "method=repeat_prompt" in a]
     assert len(repeat) == 1 and "experiment=tinyte_base_alpaca" in repeat[0]  # the same Alpaca rows as the TinyTE runs
     for args in trains:
@@ -158,7 +165,8 @@ def test_table8_sweep_commands():
 
 
 # ---- the tables, rendered from hand-made run directories and summaries --------------------------------
-def hand_run(root: Path, task: str, model: str, method: str, seed: int, metrics: dict, tag: str = "", n_method: int = 0) -> Path:
+def hand_run(root: Path, task: str, model: str, method: str, seed: int, metrics: dict, tag: str = "",
+             n_method: int = 0) -> Path:
     d = root / task / model / (f"{method}_{tag}" if tag else method) / f"seed{seed}"
     d.mkdir(parents=True)
     (d / "config.yaml").write_text(f"tag: '{tag}'\ntask:\n  name: {task}\n  subset: ''\n")
@@ -195,15 +203,18 @@ def test_report_table8_with_and_without_a_correlation_fit(tmp_path):
     cfg = tinyte.Config(table="table8", runs=str(tmp_path), out=str(tmp_path / "t"))
     md = tinyte.render(cfg)["8"]
     assert "Est. AUC empty: no correlation fit" in md
-    rows = {ln.split(" | ")[0][2:]: ln.split(" | ") for ln in md.splitlines() if ln.startswith("| ") and "Method" not in ln}
+    rows = {ln.split(" | ")[0][2:]: ln.split(" | ") for ln in md.splitlines()
+            if ln.startswith("| ") and "Method" not in ln}
     assert rows["TinyTE-all (Llama-2-7b)"][1:5] == ["4096", "10.00", "", "35.00"]
-    assert rows["Repeating the question"][1:5] == ["0", "", "", "18.00"] and rows["Repeating the question"][-1] == "18.58 |"
+    assert (rows["Repeating the question"][1:5] == ["0", "", "", "18.00"]
+            and rows["Repeating the question"][-1] == "18.58 |")
     assert rows["TinyTE-all (Qwen-2.5-0.5b)"][1:5] == ["896", "", "", "15.00"]  # no ablation summary: empty
     # with the correlation of six curves, Est. AUC is the linear fit at p = 30%
     synthetic(tmp_path)
     data = correlation.run(correlation.Config(runs=str(tmp_path / "analysis" / "ablation"), tasks=["wmt16", "cnndm"]))
     md = tinyte.render(cfg)["8"]
-    rows = {ln.split(" | ")[0][2:]: ln.split(" | ") for ln in md.splitlines() if ln.startswith("| ") and "Method" not in ln}
+    rows = {ln.split(" | ")[0][2:]: ln.split(" | ") for ln in md.splitlines()
+            if ln.startswith("| ") and "Method" not in ln}
     fit = data["metrics"]["bleu"]["fit"][data["metrics"]["bleu"]["ps"].index(0.3)]
     assert rows["TinyTE-all (GPT-J-6b)"][3] == f"{fit['slope'] * 4.0 + fit['intercept']:.2f}"
     assert "least-squares fit" in md
@@ -211,8 +222,10 @@ def test_report_table8_with_and_without_a_correlation_fit(tmp_path):
 
 # ---- make DRY_RUN=1 ------------------------------------------------------------------------------------
 def make_dry(target: str, *more: str) -> list[list[str]]:
-    venv = [f"VENV={sys.prefix}"] if (Path(sys.prefix) / ".installed").is_file() else []  # a worktree without its own .venv
-    out = subprocess.run(["make", "-s", target, "DRY_RUN=1", *venv, *more], cwd=ROOT, capture_output=True, text=True, check=True)
+    # a worktree without its own .venv
+    venv = [f"VENV={sys.prefix}"] if (Path(sys.prefix) / ".installed").is_file() else []
+    out = subprocess.run(["make", "-s", target, "DRY_RUN=1", *venv, *more], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
     return [shlex.split(line) for line in out.stdout.splitlines() if " -m embexp." in line]
 
 
@@ -225,4 +238,5 @@ def test_make_targets_dry_run():
     assert make_dry("tinyte_fig4", "EXTRA=debug=smoke output_root=/tmp/x")[0][1:] == [
         "-m", "embexp.analyze", "correlation", "tasks=[wmt16,cnndm]", "debug=smoke", "runs=/tmp/x/analysis/ablation"]
     fig2 = make_dry("pema_fig2", "PEMA_FIG2_ARGS=tokenizer=smollm2 source=local")[0]
-    assert fig2[1:5] == ["-m", "embexp.analyze", "vocab", "what=heaps"] and fig2[-2:] == ["tokenizer=smollm2", "source=local"]
+    assert (fig2[1:5] == ["-m", "embexp.analyze", "vocab", "what=heaps"]
+            and fig2[-2:] == ["tokenizer=smollm2", "source=local"])

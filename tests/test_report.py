@@ -28,7 +28,8 @@ def cells(text: str, label: str) -> list[str]:
 
 def tree(root, tag, seed, acc, red, select_on="heldout", method="ktoken", eff=(256, 128)):
     record_run(root, "tree", "x3large", "qwen25_05b", method, tag, seed,
-               {"select_on": select_on, "metrics": {"em_accuracy": acc, "length_reduction": red}, "train": {"effective_batch": list(eff)}})
+               {"select_on": select_on, "metrics": {"em_accuracy": acc, "length_reduction": red},
+                "train": {"effective_batch": list(eff)}})
 
 
 # ---- K-Token Merging ---------------------------------------------------------------------------------------
@@ -40,21 +41,26 @@ def test_ktoken_table1_best_of_n_mean_se_and_the_papers_figures(tmp_path):
     tree(runs, "k4", 42, 97.0, 75.0, select_on="reported", eff=(16,))  # says it selected on the reported split
     tree(runs, "k3", 42, 10.0, 66.7, method="lora")  # another method: not K-Token's k3 column
     text = render(tmp_path, "paper=ktoken", "table=table1", "seeds=[42,43,44]")["table1"]
-    assert text.startswith("table1: accuracy, length reduction %, P-L; seeds [42, 43, 44]; the paper's figure in brackets")
+    assert text.startswith("table1: accuracy, length reduction %, P-L; seeds [42, 43, 44]; "
+                           "the paper's figure in brackets")
     k2 = cells(text, "k2")
     se = math.sqrt(((90 - 93) ** 2 + (96 - 93) ** 2 + 0) / 2 / 3)  # sample s.d. / sqrt(N)
     assert k2[1:4] == ["96.00 [99.91]", f"93.00 ± {se:.2f}", "3"]  # best of 3 (seed 43), then the mean over the same 3
-    assert k2[4:] == ["256/128", "51.0 [50.0]", f"{pl_from_accuracy(96.0, 51.0):.3f} [{pl_from_accuracy(99.91, 50.0):.3f}]"]
+    assert k2[4:] == ["256/128", "51.0 [50.0]",
+                      f"{pl_from_accuracy(96.0, 51.0):.3f} [{pl_from_accuracy(99.91, 50.0):.3f}]"]
     assert cells(text, "uncompressed")[1:4] == ["99.00 [99.97]", "99.00 ± -", "1"]  # one run: no s.e.
-    assert cells(text, "k3") == ["k3", "- [98.63]", "-", "0", "-", "- [66.7]", f"- [{pl_from_accuracy(98.63, 66.7):.3f}]"]
+    assert cells(text, "k3") == ["k3", "- [98.63]", "-", "0", "-", "- [66.7]",
+                                 f"- [{pl_from_accuracy(98.63, 66.7):.3f}]"]
     assert cells(text, "k4 †")[1] == "97.00 [98.38]" and text.splitlines()[-1].startswith("† paper protocol")
     rows = list(csv.DictReader(open(tmp_path / "tables" / "table1.csv")))
     assert [r["column"] for r in rows] == ["uncompressed", "selective_context", "llmlingua2", "k2", "k3", "k4"]
-    assert float(rows[3]["best"]) == 96.0 and float(rows[3]["se"]) == pytest.approx(se) and rows[5]["paper protocol"] == "True"
+    assert (float(rows[3]["best"]) == 96.0 and float(rows[3]["se"]) == pytest.approx(se)
+            and rows[5]["paper protocol"] == "True")
     assert (tmp_path / "tables" / "table1.md").read_text() == text + "\n"
     only = render(tmp_path, "paper=ktoken", "table=table1", "seeds=[43]")["table1"]
     assert "seeds [43]" in only and cells(only, "k2")[1:4] == ["96.00 [99.91]", "96.00 ± -", "1"]
-    assert "seeds [42, 43, 44]" in render(tmp_path, "paper=ktoken", "table=table1")["table1"]  # seeds=[]: every seed found
+    # seeds=[]: every seed found
+    assert "seeds [42, 43, 44]" in render(tmp_path, "paper=ktoken", "table=table1")["table1"]
 
 
 def test_ktoken_reported_protocol_reads_the_paper_tags_and_the_ablation_curves(tmp_path):
@@ -70,7 +76,8 @@ def test_ktoken_reported_protocol_reads_the_paper_tags_and_the_ablation_curves(t
     held = render(tmp_path, "paper=ktoken", "table=table1")["table1"]
     assert cells(held, "k2")[1] == "80.00 [99.91]" and "†" not in held
     curve = render(tmp_path, "paper=ktoken", "table=ablation")["ablation"]
-    assert cells(curve, "random") == ["random", "2", "16", "20.0", "30.0", "50.0"] + ["-"] * 7  # mean over the runs that reach each epoch
+    # mean over the runs that reach each epoch
+    assert cells(curve, "random") == ["random", "2", "16", "20.0", "30.0", "50.0"] + ["-"] * 7
     assert cells(curve, "average") == ["average", "0", "-"] + ["-"] * 10
     assert (tmp_path / "tables" / "ablation.png").read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(EmbexpError, match="select_on=reported is the tree curriculum's gate; table2 selects nothing"):
@@ -79,7 +86,8 @@ def test_ktoken_reported_protocol_reads_the_paper_tags_and_the_ablation_curves(t
 
 def test_ktoken_table3_perplexity_best_is_the_lowest_and_pl_is_against_the_uncompressed_run(tmp_path):
     runs = tmp_path / "runs"
-    for tag, method, seed, ppl, red in (("uncompressed", "lora", 42, 1.30, 0.0), ("uncompressed", "lora", 43, 1.20, 0.0),
+    for tag, method, seed, ppl, red in (("uncompressed", "lora", 42, 1.30, 0.0),
+                                        ("uncompressed", "lora", 43, 1.20, 0.0),
                                         ("k4", "ktoken", 42, 1.50, 75.0), ("k4", "ktoken", 43, 1.40, 74.0)):
         record_run(runs, "commitpack", "python", "qwen25_05b", method, tag, seed,
                    {"metrics": {"perplexity": ppl, "length_reduction": red}, "train": {"effective_batch": 48}})
@@ -88,36 +96,45 @@ def test_ktoken_table3_perplexity_best_is_the_lowest_and_pl_is_against_the_uncom
 
     k4 = cells(text, "k4")
     assert k4[1] == "1.400 [1.391]" and k4[2].startswith("1.450 ± ") and k4[5] == "74.5 [75.0]"
-    assert k4[6].startswith(f"{pl_from_perplexity(1.40, 1.20, 74.0):.3f} [")  # the best run's reduction, the best uncompressed run
+    # the best run's reduction, the best uncompressed run
+    assert k4[6].startswith(f"{pl_from_perplexity(1.40, 1.20, 74.0):.3f} [")
 
 
 # ---- Tiny-Attention ----------------------------------------------------------------------------------------
 def test_tinyattn_mean_over_seeds_paper_figures_and_the_protocol_rows(tmp_path):
     runs = tmp_path / "runs"
     for seed, value in ((0, 80.0), (1, 84.0)):
-        record_run(runs, "glue", "rte", "roberta", "tinyattn", "1h", seed, {"metrics": {"accuracy": value}, "select_on": "heldout"})
+        record_run(runs, "glue", "rte", "roberta", "tinyattn", "1h", seed,
+                   {"metrics": {"accuracy": value}, "select_on": "heldout"})
     record_run(runs, "glue", "rte", "roberta", "tinyattn", "1h_paper", 0,
                {"metrics": {"accuracy": 90.0}, "select_on": "reported", "select_metric": "accuracy"})
     record_run(runs, "glue", "cola", "roberta", "tinyattn", "4h", 0, {"metrics": {"mcc": 61.0}, "select_on": "heldout"})
-    record_run(runs, "glue", "cola", "roberta", "tinyattn", "1h", 0, {"metrics": {"mcc": 60.0, "accuracy": 99.0}, "select_on": "heldout"})
-    record_run(runs / "smoke", "glue", "rte", "roberta", "tinyattn", "1h", 0, {"metrics": {"accuracy": 1.0}})  # nested root: ignored
+    record_run(runs, "glue", "cola", "roberta", "tinyattn", "1h", 0,
+               {"metrics": {"mcc": 60.0, "accuracy": 99.0}, "select_on": "heldout"})
+    # nested root: ignored
+    record_run(runs / "smoke", "glue", "rte", "roberta", "tinyattn", "1h", 0, {"metrics": {"accuracy": 1.0}})
     text = render(tmp_path, "paper=tinyattn", "table=table11", "seeds=[0,1]")["table11"]
     assert text.startswith("table11 (mean over seeds [0, 1]; paper in brackets; cola: mcc, rte: accuracy)")
     assert cells(text, "1h")[2:] == ["60.0 [68.8]", "82.0 [88.8]"]  # CoLA's MCC, never its accuracy
-    assert cells(text, "4h")[2:] == ["61.0 [69.4]", "- [89.2]"] and cells(text, "4h_noavg")[2:] == ["- [68.8]", "- [88.8]"]
+    assert (cells(text, "4h")[2:] == ["61.0 [69.4]", "- [89.2]"]
+            and cells(text, "4h_noavg")[2:] == ["- [68.8]", "- [88.8]"])
     assert cells(text, "1h (paper protocol)")[2:] == ["- [68.8]", "90.0† [88.8]"]
     assert text.splitlines()[-1] == "† paper protocol: selected on the reported split"
     held = render(tmp_path, "paper=tinyattn", "table=table11", "seeds=[1]", "select_on=heldout")["table11"]
     assert "(paper protocol)" not in held and cells(held, "1h")[2:] == ["- [68.8]", "84.0 [88.8]"] and "†" not in held
     rows = list(csv.DictReader(open(tmp_path / "tables" / "table11.csv")))
-    assert rows[0]["setting"] == "1h" and float(rows[0]["rte"]) == 84.0 and rows[0]["rte seeds"] == "1" and rows[0]["rte paper"] == "88.8"
+    assert (rows[0]["setting"] == "1h" and float(rows[0]["rte"]) == 84.0 and rows[0]["rte seeds"] == "1"
+            and rows[0]["rte paper"] == "88.8")
 
 
 def test_tinyattn_table1_reads_fewglue_runs_and_has_one_protocol(tmp_path):
     for seed in (1, 2, 3, 4):
-        record_run(tmp_path / "runs", "superglue", "cb", "albert_xxlarge", "tinyattn", "fewglue", seed, {"metrics": {"accuracy": 80.0 + seed}})
+        record_run(tmp_path / "runs", "superglue", "cb", "albert_xxlarge", "tinyattn", "fewglue", seed,
+                   {"metrics": {"accuracy": 80.0 + seed}})
     text = render(tmp_path, "paper=tinyattn", "table=table1", "select_on=reported")["table1"]
-    assert "seeds [1, 2, 3, 4]" in text and cells(text, "fewglue")[1:] == ["albert_xxlarge", "- [68.38]", "82.5 [88.57]"]  # rte, then cb
+    # rte, then cb
+    assert ("seeds [1, 2, 3, 4]" in text
+            and cells(text, "fewglue")[1:] == ["albert_xxlarge", "- [68.38]", "82.5 [88.57]"])
 
 
 # ---- the results API and the CLI ---------------------------------------------------------------------------
@@ -127,17 +144,20 @@ def test_runs_find_one_run_per_seed_in_order_nearest_the_root(tmp_path):
     record_run(tmp_path / "smoke", "glue", "rte", "roberta", "tinyattn", "1h", 0, {"metrics": {"accuracy": 3.0}})
     (tmp_path / "glue_rte" / "roberta" / "tinyattn_1h" / "seed1" / "status.json").write_text('{"status": "running"}')
     idx = Runs(collect_runs(str(tmp_path)))
-    assert [r["metrics"]["accuracy"] for r in idx.find("glue", "rte", "roberta", "tinyattn", "1h")] == [2.0]  # seed 1 never finished
+    # seed 1 never finished
+    assert [r["metrics"]["accuracy"] for r in idx.find("glue", "rte", "roberta", "tinyattn", "1h")] == [2.0]
     assert idx.find("glue", "rte", "roberta", "tinyattn", "1h", [5, 0])[0]["seed"] == 0
     assert idx.find("glue", "rte", "roberta", "tinyattn", "4h") == []
 
 
 @pytest.mark.parametrize("args, message", [
-    (["paper=nope"], "unknown paper 'nope' (choose from: compare, ktoken, ledger, pema, pete, run_curves, tinyattn, tinyte)"),
+    (["paper=nope"],
+     "unknown paper 'nope' (choose from: compare, ktoken, ledger, pema, pete, run_curves, tinyattn, tinyte)"),
     (["paper=ktoken", "table=table9"], "unknown table 'table9' (choose from: table1, table2, table3, ablation, all)"),
     (["paper=tinyattn", "select_on=maybe"], "unknown select_on 'maybe' (choose from: heldout, reported, both)"),
     (["paper=pema", "table=table2"], "unknown table 'table2' (choose from: table9, table10, all)"),
-    (["table=99"], "unknown table '99' (choose from: 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, alpaca, ranking, fig3, fig6, all)"),
+    (["table=99"],
+     "unknown table '99' (choose from: 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, alpaca, ranking, fig3, fig6, all)"),
     (["paper=compare", "table=curve"], "unknown table 'curve' (choose from: compare, curves)"),
 ])
 def test_a_bad_paper_or_table_is_one_line_naming_the_choices(tmp_path, capsys, args, message):
@@ -149,12 +169,14 @@ def test_a_bad_paper_or_table_is_one_line_naming_the_choices(tmp_path, capsys, a
 def test_table_alone_keeps_meaning_tinyte_compare_or_curve_and_help_lists_every_paper(capsys):
     from embexp.report import compare, pete, run_curves, select, tinyte
 
-    assert select(["table=1"])[0] is tinyte and select(["table=compare"])[0] is compare and select(["table=curve"])[0] is run_curves
+    assert (select(["table=1"])[0] is tinyte and select(["table=compare"])[0] is compare
+            and select(["table=curve"])[0] is run_curves)
     assert select(["paper=pete", "runs=x"]) == (pete, ["runs=x"])
     main(["--help"])
     out = capsys.readouterr().out
     for line in ("paper=tinyattn   table=table1|table2|table8|table10|table11|table12|all",
-                 "paper=ktoken     table=table1|table2|table3|ablation|all", "paper=pema       table=table9|table10|all",
+                 "paper=ktoken     table=table1|table2|table3|ablation|all",
+                 "paper=pema       table=table9|table10|all",
                  "paper=pete       table=table2", "paper=compare    table=compare", "(no paper)       table=curve"):
         assert line in out
     main(["paper=ktoken", "--help"])

@@ -33,16 +33,20 @@ def make(cls, config_cls, **kw):
 # ---- the refusal --------------------------------------------------------------------------------
 def test_select_best_on_the_reported_split_is_refused_in_one_line_before_anything_loads(tmp_path):
     run = tmp_path / "run"
-    r = run_cli("debug=smoke", "task=wmt16", "trainer.select_best=true", "task.select_split=test", f"hydra.run.dir={run}")
+    r = run_cli("debug=smoke", "task=wmt16", "trainer.select_best=true", "task.select_split=test",
+                f"hydra.run.dir={run}")
     assert r.returncode != 0
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
-    assert len(errors) == 1 and "select on the reported split: task.select_split='test' is task.eval_split" in errors[0], r.stderr
+    assert (len(errors) == 1
+            and "select on the reported split: task.select_split='test' is task.eval_split" in errors[0]), r.stderr
     assert "Traceback" not in r.stderr
-    assert not (run / "status.json").exists() and not (run / "train.log").exists()  # before the run record and the model
+    # before the run record and the model
+    assert not (run / "status.json").exists() and not (run / "train.log").exists()
 
 
 @pytest.mark.parametrize("overrides,needle", [
-    (("task=glue", "task.select_split=validation"), "task.select_split='validation' is task.eval_split"),  # eval_split=auto resolved
+    # eval_split=auto resolved
+    (("task=glue", "task.select_split=validation"), "task.select_split='validation' is task.eval_split"),
     (("task=glue", "task.subset=mnli", "task.select_split=validation_matched"), "is task.eval_split"),
     (("task=cnndm", "task.select_split=test"), "is task.eval_split"),
     (("task=superglue", "task.select_split=validation"), "is task.eval_split"),
@@ -78,7 +82,8 @@ def test_holdout_rows_are_disjoint_from_training_rows_and_deterministic(tmp_path
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
     def task(**kw):
-        return make(SuperGlueTask, SuperGlueConfig, subset="boolq", data_dir=str(tmp_path), select_split="train_holdout", **kw)
+        return make(SuperGlueTask, SuperGlueConfig, subset="boolq", data_dir=str(tmp_path),
+                    select_split="train_holdout", **kw)
 
     ids = lambda rs: [r["idx"] for r in rs]  # noqa: E731
     t = task(select_size=7)
@@ -151,16 +156,19 @@ def test_tree_generated_rows_can_hold_out_a_selection_slice():
                          "task.subset=xmedium", "task.select_split=train_holdout", "task.select_size=4",
                          "task.max_train_samples=-1").task)
     whole = build_task(smoke("task=tree", "task.source=auto", "task.num_train_trees=20", "task.num_eval_trees=2",
-                             "task.subset=xmedium", "task.select_split=", "task.max_train_samples=-1").task).generate("train")
+                             "task.subset=xmedium", "task.select_split=",
+                             "task.max_train_samples=-1").task).generate("train")
     train, select = t.load("train"), t.load("select")
     # whole trees are held out (the gate reads unseen trees, as the authors' test split), with the very
     # questions they have without the carve; nothing is lost or shared
     key = lambda r: (r["indent_tree"], r["parent"], r["child"])  # noqa: E731
     assert sorted(map(key, train + select)) == sorted(map(key, whole))
-    assert len({r["indent_tree"] for r in select}) == 4 and not {r["indent_tree"] for r in select} & {r["indent_tree"] for r in train}
+    assert (len({r["indent_tree"] for r in select}) == 4
+            and not {r["indent_tree"] for r in select} & {r["indent_tree"] for r in train})
     assert [r for r in whole if r["indent_tree"] not in {s["indent_tree"] for s in select}] == train
     with pytest.raises(EmbexpError, match="hold out whole training trees, between 1 and 5"):
-        build_task(smoke("task=tree", "task.source=auto", "task.num_train_trees=6", "task.select_size=6").task).load("select")
+        build_task(smoke("task=tree", "task.source=auto", "task.num_train_trees=6",
+                         "task.select_size=6").task).load("select")
     with pytest.raises(EmbexpError, match="generated tree rows have only train and eval trees"):
         build_task(smoke("task=tree", "task.source=auto", "task.select_split=validation").task).load("select")
 
@@ -240,7 +248,8 @@ def test_a_checkpoint_kept_by_the_loss_is_not_resumed_by_a_metric(tmp_path):
     cfg, method, bb, feats = decoder("tinyte_full", "trainer.select_best=true", "trainer.max_steps=2")
     pad = bb.tokenizer.pad_token_id
     args = (method, cfg.trainer, Accelerator(cpu=True))
-    inputs = dict(train=feats["train"], pad_id=pad, seed=0, eval=feats["eval"], select=feats["select"], run_dir=tmp_path)
+    inputs = dict(train=feats["train"], pad_id=pad, seed=0, eval=feats["eval"],
+                  select=feats["select"], run_dir=tmp_path)
     Trainer(*args, TrainInputs(**inputs)).save(1)
     again = Trainer(*args, TrainInputs(**inputs, select_score=("mcc", lambda: 0.0)))
     with pytest.raises(EmbexpError, match="kept its best state by loss, but this run selects by mcc"):
@@ -313,7 +322,8 @@ def test_loss_on_all_trains_on_the_prompt_tokens():
     only_prompt = [{**f, "labels": f["labels"][:n] + [IGNORE] * (len(f["labels"]) - n)} for f, n in zip(every, plen)]
     _, gp = loss_and_grad(only_prompt)  # the prompt positions alone give a gradient with loss_on=all
     assert torch.isfinite(gp).all() and gp.abs().sum() > 0
-    assert all((torch.tensor(f["labels"][:n]) == IGNORE).all() for f, n in zip(target, plen))  # with target they carry none
+    # with target they carry none
+    assert all((torch.tensor(f["labels"][:n]) == IGNORE).all() for f, n in zip(target, plen))
 
 
 @pytest.mark.parametrize("method_name", ["tinyte_gated", "tinyte_full"])
@@ -355,7 +365,8 @@ def test_curve_points_are_the_final_evaluation_at_earlier_steps(tmp_path):
     """A run with curve_at=[2] records the eval split's metrics at step 2 and at the end; its last
     point is the final metrics, and a 2-step run's final metrics equal the first run's step-2 point
     (constant schedule: the same state)."""
-    common = ("method=lora", "model=tiny_llama", "task=glue", "task.subset=sst2", "trainer.scheduler=constant", "trainer.warmup_steps=0")
+    common = ("method=lora", "model=tiny_llama", "task=glue", "task.subset=sst2", "trainer.scheduler=constant",
+              "trainer.warmup_steps=0")
     long = run_train(smoke(*common, "trainer.max_steps=4", "trainer.curve_at=[2]"), tmp_path / "long")
     short = run_train(smoke(*common, "trainer.max_steps=2"), tmp_path / "short")
     curve = long["curve"]
@@ -374,16 +385,18 @@ def test_curve_points_are_the_final_evaluation_at_earlier_steps(tmp_path):
 
 @pytest.mark.parametrize("value", ["[0]", "[a]", "[1.5]"])
 def test_bad_curve_step_is_one_line(value, tmp_path):
-    r = run_cli("method=lora", "model=tiny_llama", "task=glue", "task.subset=sst2", "debug=smoke", f"trainer.curve_at={value}",
-                f"output_root={tmp_path}")
+    r = run_cli("method=lora", "model=tiny_llama", "task=glue", "task.subset=sst2", "debug=smoke",
+                f"trainer.curve_at={value}", f"output_root={tmp_path}")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "trainer.curve_at must list optimizer steps" in r.stderr.strip().splitlines()[-1]
 
 
 # ---- a paper's protocol, asked for by name: trainer.select_on=reported (issue #21, item 5) ----------
 def test_select_on_reported_is_refused_where_it_is_contradictory_or_selects_nothing():
-    check_selection(smoke("task=glue", "trainer.select_on=reported", "trainer.select_best=true"))  # select_split '' is fine
-    check_selection(smoke("task=wmt16", "trainer.select_on=reported", "task.select_split=test", "trainer.select_best=true"))
+    # select_split '' is fine
+    check_selection(smoke("task=glue", "trainer.select_on=reported", "trainer.select_best=true"))
+    check_selection(smoke("task=wmt16", "trainer.select_on=reported", "task.select_split=test",
+                          "trainer.select_best=true"))
     with pytest.raises(EmbexpError, match="task.select_split='validation' names other selection rows"):
         check_selection(smoke("task=wmt16", "trainer.select_on=reported", "trainer.select_best=true"))
     with pytest.raises(EmbexpError, match="trainer.select_on=reported but nothing is selected"):
@@ -394,7 +407,8 @@ def test_select_on_reported_is_refused_where_it_is_contradictory_or_selects_noth
 
 def test_select_on_reported_selects_on_the_reported_rows_and_says_so_in_metrics_json(tmp_path):
     held = run_train(smoke("model=tiny_bert", "method=lora", "task=glue", "task.subset=rte", "trainer.select_best=true",
-                           "task.select_split=train_holdout", "task.select_size=8", "trainer.eval_every=2"), tmp_path / "held")
+                           "task.select_split=train_holdout", "task.select_size=8",
+                           "trainer.eval_every=2"), tmp_path / "held")
     rep = run_train(smoke("model=tiny_bert", "method=lora", "task=glue", "task.subset=rte", "trainer.select_best=true",
                           "trainer.select_on=reported", "trainer.eval_every=2"), tmp_path / "rep")
     assert (held["select_on"], held["select_split"]) == ("heldout", "train_holdout")
@@ -472,7 +486,8 @@ def test_tinyattn_table8_dry_run_prints_heldout_and_paper_protocol_cells():
     rte = next(c for c in paper if "experiment=tinyattn_1h_rte" in c)
     assert "trainer.eval_every=78" in rte and "tag=1h_paper" in rte  # ceil(2490 / 16) = 156 steps per epoch: every half
     four = next(c for c in paper if "experiment=tinyattn_4h_rte" in c)
-    assert any(a.startswith("method.init_from=") and "tinyattn_1h_paper/" in a for a in four)  # warm start, same protocol
+    # warm start, same protocol
+    assert any(a.startswith("method.init_from=") and "tinyattn_1h_paper/" in a for a in four)
     assert not any("select_on" in a for c in command_lines("tinyattn/table1") for a in c)  # FewGLUE selects nothing
 
 
@@ -507,7 +522,8 @@ def test_tinyattn_table_marks_cells_selected_on_the_reported_split(tmp_path):
     assert four["sst2"] == f"95.0{sw.MARK} [96.6]" and four["rte"] == "- [89.2]"  # 4H = 1H where 4H did not run
     assert lines[-1] == f"{sw.MARK} paper protocol: selected on the reported split"
     only = render("table8", [0], "heldout")
-    assert "(paper protocol)" not in only and f"60.0{sw.MARK}" in only and only.endswith("selected on the reported split")
+    assert ("(paper protocol)" not in only and f"60.0{sw.MARK}" in only
+            and only.endswith("selected on the reported split"))
     # a paper-protocol run kept by the lowest dev loss (before issue #33) is left out, and the table says so
     rec("rte", "1h_paper", 99.0, "reported", seed=1, select_metric="loss")
     both = render("table8", [0, 1]).splitlines()

@@ -68,7 +68,8 @@ def test_fixtures_are_in_the_hub_schema_and_only_entailment_is_trained():
     snli = task.fixture_rows("train", 50, __import__("random").Random(0))
     assert set(snli[0]) == {"premise", "hypothesis", "label"} and {r["label"] for r in snli} == {-1, 0, 1, 2}
     task._dataset = "mnli"
-    assert set(task.fixture_rows("train", 3, __import__("random").Random(0))[0]) == {"premise", "hypothesis", "label", "idx"}
+    assert (set(task.fixture_rows("train", 3, __import__("random").Random(0))[0])
+            == {"premise", "hypothesis", "label", "idx"})
     cfg = smoke("task=nli_pairs", "task.max_train_samples=-1")
     task = build_task(cfg.task)
     rows = task.load("train")
@@ -78,7 +79,8 @@ def test_fixtures_are_in_the_hub_schema_and_only_entailment_is_trained():
     sts = build_task(smoke("task=stsb_similarity").task)
     row = sts.load("eval")[0]
     assert set(row) == {"sentence1", "sentence2", "label", "idx"} and 0.0 <= row["label"] <= 5.0
-    assert [e.text for e in task.examples("eval")] == [e.text for e in sts.examples("eval")]  # nli_pairs evaluates on STS-B
+    # nli_pairs evaluates on STS-B
+    assert [e.text for e in task.examples("eval")] == [e.text for e in sts.examples("eval")]
 
 
 def test_local_files_in_the_hub_schema(tmp_path):
@@ -97,12 +99,14 @@ def test_local_files_in_the_hub_schema(tmp_path):
     cfg = smoke("task=nli_pairs", "task.source=local", f"task.data_dir={tmp_path}", "task.datasets=[snli]",
                 "task.train_split=validation+test", "task.max_train_samples=-1")
     task = build_task(cfg.task)
-    assert [e.text for e in task.examples("train")] == [("A man sleeps .", "A man rests ."), ("Kids play .", "Children play ."),
+    assert [e.text for e in task.examples("train")] == [("A man sleeps .", "A man rests ."),
+                                                        ("Kids play .", "Children play ."),
                                                         ("A dog barks .", "An animal makes noise .")]
     assert [e.label for e in task.examples("eval")] == [1.0, 4.5]
     cfg = smoke("task=nli_pairs", "task.source=local", f"task.data_dir={tmp_path}", "task.datasets=[snli,mnli]",
                 "task.train_split=validation")
-    with pytest.raises(EmbexpError, match="no local file for task nli_pairs split 'validation_matched'.*glue/mnli/validation_matched.jsonl"):
+    with pytest.raises(EmbexpError, match="no local file for task nli_pairs split 'validation_matched'"
+                                          ".*glue/mnli/validation_matched.jsonl"):
         build_task(cfg.task).load("train")
 
 
@@ -135,13 +139,16 @@ def test_similarity_evaluation_by_hand(tmp_run):
     assert preds[0]["prediction"] == pytest.approx(float(F.cosine_similarity(a, b)[0]), abs=1e-5)
     from embexp.tasks.metrics import spearman_pearson
 
-    assert m["metrics"]["spearman"] == pytest.approx(spearman_pearson([p["label"] for p in preds], [p["prediction"] for p in preds])["spearman"])
+    assert m["metrics"]["spearman"] == pytest.approx(spearman_pearson([p["label"] for p in preds],
+                                                                      [p["prediction"] for p in preds])["spearman"])
 
 
 @pytest.mark.parametrize("args,needle", [
     (("method=full_ft", "model=tiny_bert", "task=stsb_similarity"), "task stsb_similarity is zero-shot"),
-    (("method=zero_shot", "model=tiny_llama", "task=stsb_similarity"), "sentence-embedding tasks need model.kind=encoder"),
-    (("method=full_ft", "model=tiny_bert", "task=nli_pairs", "task.datasets=[snli,xnli]"), "unknown task.datasets entry 'xnli'"),
+    (("method=zero_shot", "model=tiny_llama", "task=stsb_similarity"),
+     "sentence-embedding tasks need model.kind=encoder"),
+    (("method=full_ft", "model=tiny_bert", "task=nli_pairs", "task.datasets=[snli,xnli]"),
+     "unknown task.datasets entry 'xnli'"),
 ])
 def test_bad_input(args, needle, tmp_run):
     with pytest.raises(EmbexpError, match=needle):

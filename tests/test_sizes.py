@@ -63,6 +63,9 @@ def test_an_offender_is_reported(tmp_path):
     long_body = "".join(f"    x{i} = {i}\n" for i in range(80))  # with its def line: 81 lines
     (pkg / "sub" / "big.py").write_text("class A:\n    def step(self):\n" + long_body.replace("    ", "        ")
                                         + "\n" * (MAX_MODULE_LINES - 80))
-    (pkg / "fine.py").write_text("def f():\n" + "    pass\n" * 79 + "\n\ndef g():\n    def inner():\n" + long_body.replace("    ", "        "))
-    assert offenders(pkg) == ["fine.py: g (line 83) has 82 lines (limit 80)", "fine.py: g.inner (line 84) has 81 lines (limit 80)",
-                              "sub/big.py: 452 lines (limit 450)", "sub/big.py: A.step (line 2) has 81 lines (limit 80)"]
+    (pkg / "fine.py").write_text("def f():\n" + "    pass\n" * 79 + "\n\ndef g():\n    def inner():\n"
+                                 + long_body.replace("    ", "        "))
+    assert offenders(pkg) == ["fine.py: g (line 83) has 82 lines (limit 80)",
+                              "fine.py: g.inner (line 84) has 81 lines (limit 80)",
+                              "sub/big.py: 452 lines (limit 450)",
+                              "sub/big.py: A.step (line 2) has 81 lines (limit 80)"]

@@ -29,7 +29,8 @@ def cli(*args, module="embexp.train", cwd=None):
 def test_smoke_run_writes_a_complete_record(tmp_run):
     cfg = smoke("method=tinyte_full", "model=tiny_llama", "task=wmt16")
     m = run_train(cfg, tmp_run)
-    for name in ("config.yaml", "status.json", "metrics.json", "adapter.safetensors", "method.json", "predictions.jsonl", "train.log"):
+    for name in ("config.yaml", "status.json", "metrics.json", "adapter.safetensors", "method.json",
+                 "predictions.jsonl", "train.log"):
         assert (tmp_run / name).is_file(), name
     assert is_complete(tmp_run)
     saved = json.loads((tmp_run / "metrics.json").read_text())
@@ -44,13 +45,16 @@ def test_smoke_run_writes_a_complete_record(tmp_run):
 
 
 def test_eval_reproduces_the_recorded_metrics(tmp_run):
-    run_train(smoke("method=tinyte_full", "model=tiny_qwen2", "task=glue", "trainer.max_steps=6", "trainer.lr=0.05"), tmp_run)
+    run_train(smoke("method=tinyte_full", "model=tiny_qwen2", "task=glue", "trainer.max_steps=6",
+                    "trainer.lr=0.05"), tmp_run)
     new, old = reevaluate(tmp_run)
-    assert {k: v for k, v in new.items() if not k.endswith("seconds")} == {k: v for k, v in old.items() if not k.endswith("seconds")}
+    assert {k: v for k, v in new.items() if not k.endswith("seconds")} == {k: v for k, v in old.items()
+                                                                           if not k.endswith("seconds")}
 
 
-@pytest.mark.parametrize("method,model,task", [pytest.param("tinyte_full", "tiny_llama", "wmt16", marks=pytest.mark.slow),
-                                               ("tinyte_full", "tiny_bert", "glue")])  # the decoder's export: test_methods' matrix
+# the decoder's export: test_methods' matrix
+@pytest.mark.parametrize("method,model,task", [
+    pytest.param("tinyte_full", "tiny_llama", "wmt16", marks=pytest.mark.slow), ("tinyte_full", "tiny_bert", "glue")])
 def test_eval_check_export_compares_the_plain_export_with_the_trained_run(method, model, task, tmp_run):
     """python -m embexp.eval run_dir=... check_export=true: export/ loaded by plain transformers in a
     fresh process gives the trained method's outputs (decoder: next-token logits; encoder: class
@@ -61,7 +65,8 @@ def test_eval_check_export_compares_the_plain_export_with_the_trained_run(method
     r = run_cli(f"run_dir={tmp_run}", "check_export=true", module="embexp.eval")
     assert r.returncode == 0, r.stderr
     kind = "next-token logits at the last token" if model == "tiny_llama" else "class logits"
-    assert f"6 rows' {kind}, largest |export - trained| = " in r.stdout and r.stdout.strip().endswith(": same"), r.stdout
+    assert (f"6 rows' {kind}, largest |export - trained| = " in r.stdout
+            and r.stdout.strip().endswith(": same")), r.stdout
     if model != "tiny_llama":
         return
     weights = tmp_run / "export" / "model.safetensors"
@@ -73,7 +78,8 @@ def test_eval_check_export_compares_the_plain_export_with_the_trained_run(method
     assert r.returncode == 3 and "2 rows'" in r.stdout and r.stdout.strip().endswith(": differs"), (r.stdout, r.stderr)
     (tmp_run / "export" / "config.json").unlink()
     r = run_cli(f"run_dir={tmp_run}", "check_export=true", module="embexp.eval")
-    assert r.returncode != 0 and r.stderr.strip() == f"embexp: error: run_dir '{tmp_run}' has no export/ (train it with export=true)"
+    assert r.returncode != 0 and r.stderr.strip() == (f"embexp: error: run_dir '{tmp_run}' has no export/ "
+                                                      "(train it with export=true)")
 
 
 def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
@@ -109,8 +115,8 @@ def test_sigterm_checkpoints_marks_interrupted_and_resume_matches_an_uninterrupt
     import signal
     import time
 
-    args = ["debug=smoke", "method=tinyte_full", "model=tiny_llama", "task=glue", "task.subset=sst2", "trainer.max_steps=40",
-            "trainer.save_every=2", "trainer.lr=0.05", "do_eval=false"]
+    args = ["debug=smoke", "method=tinyte_full", "model=tiny_llama", "task=glue", "task.subset=sst2",
+            "trainer.max_steps=40", "trainer.save_every=2", "trainer.lr=0.05", "do_eval=false"]
     part = tmp_path / "part"
     proc = subprocess.Popen([sys.executable, "-m", "embexp.train", *args, f"hydra.run.dir={part}"], cwd=REPO, env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -121,7 +127,8 @@ def test_sigterm_checkpoints_marks_interrupted_and_resume_matches_an_uninterrupt
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0 and "Traceback" not in err
     lines = [ln for ln in err.splitlines() if ln.startswith("embexp: error:")]
-    assert len(lines) == 1 and "SIGTERM received: stopped after step" in lines[0] and "trainer.resume=true" in lines[0], err
+    assert (len(lines) == 1 and "SIGTERM received: stopped after step" in lines[0]
+            and "trainer.resume=true" in lines[0]), err
     status = json.loads((part / "status.json").read_text())
     assert status["status"] == "interrupted" and not is_complete(part)
     stopped = json.loads((part / "checkpoint" / "meta.json").read_text())["step"]
@@ -167,7 +174,8 @@ def test_missing_field_in_local_data(tmp_path):
     d = tmp_path / "data"
     d.mkdir()
     (d / "train.jsonl").write_text(json.dumps({"sentence": "ok", "idx": 0}) + "\n")  # no label
-    r = run_cli("debug=smoke", "task=glue", "task.source=local", f"task.data_dir={d}", f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli("debug=smoke", "task=glue", "task.source=local", f"task.data_dir={d}",
+                f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode == 1
     assert "train.jsonl:1: field 'label' is missing" in r.stderr.strip().splitlines()[-1]
     assert json.loads((tmp_path / "run" / "status.json").read_text())["status"] == "failed"
@@ -176,7 +184,8 @@ def test_missing_field_in_local_data(tmp_path):
 
 def test_eval_cli_errors(tmp_path):
     r = run_cli(module="embexp.eval")
-    assert r.returncode != 0 and r.stderr.strip() == "embexp: error: missing run_dir (usage: python -m embexp.eval run_dir=DIR)"
+    assert r.returncode != 0 and r.stderr.strip() == ("embexp: error: missing run_dir "
+                                                      "(usage: python -m embexp.eval run_dir=DIR)")
     r = run_cli(f"run_dir={tmp_path / 'missing'}", module="embexp.eval")
     assert r.returncode != 0 and "does not exist" in r.stderr and not (tmp_path / "missing").exists()
 
@@ -213,7 +222,8 @@ def test_submitit_local_sweep_writes_one_complete_run_per_job_and_a_resumed_reru
 def test_accelerate_cpu_data_parallel_writes_one_run_dir(tmp_path):
     accelerate = Path(sys.executable).with_name("accelerate")
     r = subprocess.run([str(accelerate), "launch", "--cpu", "--num_processes", "2", "-m", "embexp.train", "debug=smoke",
-                        "method=tinyte_full", "model=tiny_llama", "task=wmt16", f"hydra.run.dir={tmp_path / 'ddp' / 'run'}"],
+                        "method=tinyte_full", "model=tiny_llama", "task=wmt16",
+                        f"hydra.run.dir={tmp_path / 'ddp' / 'run'}"],
                        capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert [p.name for p in (tmp_path / "ddp").iterdir()] == ["run"]
@@ -266,8 +276,8 @@ def _scalars(event_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def test_tensorboard_tracker_writes_the_loss_curve_and_the_metrics(tmp_run):
-    m = run_train(smoke("method=tinyte_full", "model=tiny_llama", "task=glue", "task.subset=sst2", "trainer.log_with=tensorboard",
-                        "trainer.log_every=1"), tmp_run)
+    m = run_train(smoke("method=tinyte_full", "model=tiny_llama", "task=glue", "task.subset=sst2",
+                        "trainer.log_with=tensorboard", "trainer.log_every=1"), tmp_run)
     scalars = _scalars(tmp_run / "trackers")
     losses = scalars["train/loss"]
     assert [s for s, _ in losses] == [1, 2, 3, 4]
@@ -282,5 +292,6 @@ def test_an_unavailable_tracker_is_one_clear_line(monkeypatch):
     from embexp.train import make_accelerator
 
     monkeypatch.setattr(accelerate.tracking, "get_available_trackers", lambda: [])
-    with pytest.raises(EmbexpError, match=r"trainer.log_with=wandb needs the wandb package \(pip install wandb\), or trainer.log_with=none"):
+    with pytest.raises(EmbexpError, match=r"trainer.log_with=wandb needs the wandb package \(pip install wandb\), "
+                                          r"or trainer.log_with=none"):
         make_accelerator(smoke("trainer.log_with=wandb"))

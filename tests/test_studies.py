@@ -109,7 +109,8 @@ def test_nli_scores_direction_identical_pairs_and_shares():
 
 
 def test_ablation_nli_with_an_injected_judge_reuses_generations(tmp_path):
-    base = {"model": "tiny_llama", "task": "wmt16", "debug": "smoke", "ps": [0.0, 0.5], "out": str(tmp_path), "progress": False}
+    base = {"model": "tiny_llama", "task": "wmt16", "debug": "smoke", "ps": [0.0, 0.5],
+            "out": str(tmp_path), "progress": False}
     cfg = OmegaConf.merge(OmegaConf.structured(ablation.Config), base)
     first = ablation.run(cfg)
     assert "nli" not in first and first["metrics"] == ["bleu"]
@@ -117,7 +118,8 @@ def test_ablation_nli_with_an_injected_judge_reuses_generations(tmp_path):
     s = ablation.run(OmegaConf.merge(cfg, {"metric": "nli"}), judge=judge)
     assert s["reused_outputs"] and s["bleu"] == first["bleu"]  # the BLEU run's outputs and scores are kept
     assert s["nli"][0] == 100.0 and s["auc_nli"] == pytest.approx(ablation.auc(s["ps"], s["nli"]))
-    assert judge.calls == sum(h != r for h, r in zip(*(json.loads(x)["outputs"] for x in (tmp_path / "outputs.jsonl").read_text().splitlines()[::2])))
+    assert judge.calls == sum(h != r for h, r in zip(*(
+        json.loads(x)["outputs"] for x in (tmp_path / "outputs.jsonl").read_text().splitlines()[::2])))
     assert "NLI" in (tmp_path / "table.md").read_text() and "BLEU-4" in (tmp_path / "table.md").read_text()
     assert "nli" in (tmp_path / "curve.csv").read_text().splitlines()[0]
     with pytest.raises(EmbexpError, match="needs an NLI judge"):
@@ -135,7 +137,8 @@ def test_ablation_nli_with_a_tiny_llama_judge_and_its_cache(tmp_path):
     s = ablation.run(cfg)
     assert s["nli"][0] == 100.0 and s["bleu"][0] == 100.0 and len(s["nli"]) == 2
     assert all(0.0 <= v <= 100.0 for v in s["nli"]) and s["nli_judge"] == "tiny_llama" and s["judge_calls"] > 0
-    assert s["auc_nli"] == pytest.approx(ablation.auc(s["ps"], s["nli"])) and s["auc"] == pytest.approx(ablation.auc(s["ps"], s["bleu"]))
+    assert (s["auc_nli"] == pytest.approx(ablation.auc(s["ps"], s["nli"]))
+            and s["auc"] == pytest.approx(ablation.auc(s["ps"], s["bleu"])))
     assert (tmp_path / "judge_cache.jsonl").is_file()
     again = ablation.run(OmegaConf.merge(cfg, {"reuse": False}))
     assert not again["reused_outputs"] and again["judge_calls"] == 0 and again["nli"] == s["nli"]
@@ -177,7 +180,8 @@ def test_length_buckets_on_synthetic_predictions(tmp_path):
                dict(prompt=article(700), **bad), dict(prompt=article(2000), **good)]
     fake_run(tmp_path, "cnndm", "gemma2", "tinyte_full", 0, {"rougeL": 60.0}, records)
     fake_run(tmp_path, "cnndm", "gemma2", "tinyte_full", 1, {"rougeL": 60.0}, records)
-    fake_run(tmp_path, "wmt16", "gemma2", "tinyte_full", 0, {"bleu": 1.0}, [dict(prompt="x", **good)])  # other task: ignored
+    # other task: ignored
+    fake_run(tmp_path, "wmt16", "gemma2", "tinyte_full", 0, {"bleu": 1.0}, [dict(prompt="x", **good)])
     assert lengths.template_words("Article: {article}\nSummary:") == 2
     cfg = OmegaConf.merge(OmegaConf.structured(lengths.Config), {"runs": str(tmp_path), "out": str(tmp_path / "t5")})
     rows = lengths.run(cfg)
@@ -202,8 +206,10 @@ def test_report_tables_from_synthetic_runs(tmp_path):
     fake_run(tmp_path, "wmt16", "qwen25", "prompt_tuning", 0, {"bleu": 20.0, "ter": 70.0}, tag="tk2", n_method=7168)
     for sub, acc in (("boolq", 80.0), ("cb", 70.0), ("copa", 60.0), ("rte", 50.0), ("wic", 40.0)):
         fake_run(tmp_path, "superglue", "gemma2", "zero_shot", 0, {"ll_accuracy": acc, "em_accuracy": 0.0}, subset=sub)
-    fake_run(tmp_path, "superglue", "llama31", "tinyte_full", 0, {"em_boolq_accuracy": 88.0, "ll_boolq_accuracy": 1.0}, subset="all")
-    summary = {"model": "qwen25", "task_name": "wmt16", "sorting": "random", "ps": [0.0, 0.01, 0.5], "bleu": [100.0, 96.0, 70.0], "auc": 40.0}
+    fake_run(tmp_path, "superglue", "llama31", "tinyte_full", 0,
+             {"em_boolq_accuracy": 88.0, "ll_boolq_accuracy": 1.0}, subset="all")
+    summary = {"model": "qwen25", "task_name": "wmt16", "sorting": "random", "ps": [0.0, 0.01, 0.5],
+               "bleu": [100.0, 96.0, 70.0], "auc": 40.0}
     (tmp_path / "analysis" / "ablation" / "x").mkdir(parents=True)
     (tmp_path / "analysis" / "ablation" / "x" / "summary.json").write_text(json.dumps(summary))
     out = tmp_path / "tables"
@@ -211,21 +217,25 @@ def test_report_tables_from_synthetic_runs(tmp_path):
     t1 = md["1"].splitlines()
     assert "| Gemma-2 | TinyTE-full | 2304 | 31.00 | 24.00 | 60.00 | 21.00 |" in t1  # R-L = rougeLsum, + rougeL
     assert "| Qwen-2.5 | TinyTE-full |  |  |  |  |  |" in t1  # a missing cell stays empty
-    assert "| Gemma-2 | TinyTE-full | 2304 | 31.00 ± 0.35 |" in md["11"]  # Table 11's default: the recorded s.e. 0.5 / sqrt(2 seeds)
+    # Table 11's default: the recorded s.e. 0.5 / sqrt(2 seeds)
+    assert "| Gemma-2 | TinyTE-full | 2304 | 31.00 ± 0.35 |" in md["11"]
     assert "| Qwen-2.5 | PromptT (tk=2) | 7168 |  | 20.00 |  |" in md["2"]
     assert "| Gemma-2 | Zero-shot | 80.00 | 60.00 | 70.00 | 50.00 | 40.00 | 60.00 |" in md["3"]
     assert "| Llama-3.1 | TinyTE-all (Multitask) | 88.00 |" in md["3"]
     assert "| Qwen-2.5 | WMT'16 | 96.00 |  |  |  | 70.00 |  | 40.00 |" in md["4"]
     assert (out / "figure5.png").is_file() and (out / "table11.csv").is_file()
-    row = next(r for r in __import__("csv").DictReader(open(out / "table11.csv")) if r["Method"] == "TinyTE-full" and r["Model"] == "Gemma-2")
+    row = next(r for r in __import__("csv").DictReader(open(out / "table11.csv"))
+               if r["Method"] == "TinyTE-full" and r["Model"] == "Gemma-2")
     assert float(row["R-L se"]) == pytest.approx(0.5 / 2 ** 0.5) and row["R-L seeds"] == "2"
     assert float(row["rougeL"]) == pytest.approx(21.0) and float(row["rougeL se"]) == pytest.approx(0.4 / 2 ** 0.5)
-    ex = report.render(OmegaConf.merge(OmegaConf.structured(report.Config), {"runs": str(tmp_path), "out": str(out), "table": "11", "se": "seeds"}))
+    ex = report.render(OmegaConf.merge(OmegaConf.structured(report.Config),
+                                       {"runs": str(tmp_path), "out": str(out), "table": "11", "se": "seeds"}))
     assert "| Gemma-2 | TinyTE-full | 2304 | 31.00 ± 1.00 |" in ex["11"]  # se=seeds: across the 2 seeds
     assert "± " not in md["1"]  # Tables 1 and 2 print no ±
     for bad in ("table99", "99"):  # the error names the value as the user typed it
         with pytest.raises(EmbexpError, match=f"unknown table '{bad}'"):
-            report.render(OmegaConf.merge(OmegaConf.structured(report.Config), {"runs": str(tmp_path), "out": str(out), "table": bad}))
+            report.render(OmegaConf.merge(OmegaConf.structured(report.Config),
+                                          {"runs": str(tmp_path), "out": str(out), "table": bad}))
 
 
 def test_report_table9_table10_nli_rows_and_figure6_from_hand_made_summaries(tmp_path):
@@ -236,15 +246,20 @@ def test_report_table9_table10_nli_rows_and_figure6_from_hand_made_summaries(tmp
         d.mkdir(parents=True)
         (d / "summary.json").write_text(json.dumps({"task_name": "wmt16", "ps": [0.0, 0.01, 0.5], **s}))
 
-    put("a", model="qwen25", sorting="random", seed=0, bleu=[100.0, 96.0, 70.0], auc=40.0, nli=[100.0, 98.0, 80.0], auc_nli=45.0, nli_judge="j")
-    put("b", model="qwen25", sorting="random", seed=1, nli=[100.0, 100.0, 90.0], auc_nli=47.0, nli_judge="j")  # NLI only
-    put("c", model="gemma2", sorting="variance", seed=0, bleu=[100.0, 87.0, 20.0], auc=28.0, nli=[100.0, 93.6, 34.8], auc_nli=36.9, nli_judge="j")
+    put("a", model="qwen25", sorting="random", seed=0, bleu=[100.0, 96.0, 70.0], auc=40.0, nli=[100.0, 98.0, 80.0],
+        auc_nli=45.0, nli_judge="j")
+    # NLI only
+    put("b", model="qwen25", sorting="random", seed=1, nli=[100.0, 100.0, 90.0], auc_nli=47.0, nli_judge="j")
+    put("c", model="gemma2", sorting="variance", seed=0, bleu=[100.0, 87.0, 20.0], auc=28.0, nli=[100.0, 93.6, 34.8],
+        auc_nli=36.9, nli_judge="j")
     out = tmp_path / "tables"
-    cfg = lambda t: OmegaConf.merge(OmegaConf.structured(report.Config), {"runs": str(tmp_path), "out": str(out), "table": t})  # noqa: E731
+    cfg = lambda t: OmegaConf.merge(OmegaConf.structured(report.Config),  # noqa: E731
+                                    {"runs": str(tmp_path), "out": str(out), "table": t})
     md = report.render(cfg("table9"))["9"]  # table=table9 is table=9
     assert "| Qwen-2.5 | WMT'16 | 99.00 |  |  |  | 85.00 |  | 46.00 |" in md and "judge: j" in md  # 2 seeds averaged
     assert "| Gemma-2 | WMT'16 |" in md and (out / "figure6.png").read_bytes()[:4] == b"\x89PNG"
-    assert "| Qwen-2.5 | WMT'16 | 96.00 |  |  |  | 70.00 |  | 40.00 |" in report.render(cfg("4"))["4"]  # the NLI-only seed is not BLEU
+    # the NLI-only seed is not BLEU
+    assert "| Qwen-2.5 | WMT'16 | 96.00 |  |  |  | 70.00 |  | 40.00 |" in report.render(cfg("4"))["4"]
     t10 = report.render(cfg("10"))["10"]
     assert "| Gemma-2 | BLEU-4 | WMT'16 | 87.00 |  |  |  | 20.00 |  | 28.00 |" in t10
     assert "| Gemma-2 | NLI | WMT'16 | 93.60 |  |  |  | 34.80 |  | 36.90 |" in t10
@@ -258,14 +273,16 @@ def test_table11_of_a_one_seed_sweep_has_no_empty_plus_minus(tmp_path):
     default se must still fill every ± (ROUGE from the recorded s.e., BLEU/TER by bootstrap)."""
     from embexp.report import tinyte as report
 
-    recs = [{"prompt": "x", "target": f"the cat number {i} sat on the mat", "generation": f"the cat {i} sat on a mat"} for i in range(12)]
+    recs = [{"prompt": "x", "target": f"the cat number {i} sat on the mat",
+             "generation": f"the cat {i} sat on a mat"} for i in range(12)]
     cells = [c for _, group in report.TABLE11 for c in group]
     for method, tag in cells:
         fake_run(tmp_path, "cnndm", "gemma2", method, 0, {"rougeLsum": 33.0, "rougeLsum_stderr": 0.25, "rougeL": 23.0,
                                                           "rougeL_stderr": 0.2}, tag=tag, n_method=2304)
         fake_run(tmp_path, "wmt16", "gemma2", method, 0, {"bleu": 24.0, "ter": 60.0}, recs, tag=tag, n_method=2304)
-    cfg = OmegaConf.merge(OmegaConf.structured(report.Config), {"runs": str(tmp_path), "out": str(tmp_path / "t"), "table": "11",
-                                                                "models": ["gemma2"], "bootstrap_iters": 20})
+    cfg = OmegaConf.merge(OmegaConf.structured(report.Config),
+                          {"runs": str(tmp_path), "out": str(tmp_path / "t"), "table": "11",
+                           "models": ["gemma2"], "bootstrap_iters": 20})
     md = report.render(cfg)["11"]
     rows = [line for line in md.splitlines() if line.startswith("| Gemma-2")]
     assert len(rows) == len(cells) == 10
@@ -280,11 +297,13 @@ def test_table11_of_a_one_seed_sweep_has_no_empty_plus_minus(tmp_path):
 def test_bootstrap_se_of_corpus_bleu(tmp_path):
     from embexp.report.cells import bootstrap_se
 
-    recs = [{"target": f"the cat number {i} sat on the mat", "generation": f"the cat number {i} sat on a mat" if i % 2 else "a dog"} for i in range(40)]
+    recs = [{"target": f"the cat number {i} sat on the mat",
+             "generation": f"the cat number {i} sat on a mat" if i % 2 else "a dog"} for i in range(40)]
     d = fake_run(tmp_path, "wmt16", "gemma2", "tinyte_full", 0, {"bleu": 1.0}, recs)
     se = bootstrap_se(d, "bleu", 50)
     assert 0.5 < se < 20
-    same = fake_run(tmp_path, "wmt16", "gemma2", "lora", 0, {"bleu": 1.0}, [dict(r, generation=r["target"]) for r in recs])
+    same = fake_run(tmp_path, "wmt16", "gemma2", "lora", 0, {"bleu": 1.0},
+                    [dict(r, generation=r["target"]) for r in recs])
     assert bootstrap_se(same, "bleu", 20) == pytest.approx(0.0, abs=1e-9)
 
 
@@ -294,7 +313,8 @@ PAPER_TP = {"gemma2": (2304, 1152, 2306, 4608), "qwen25": (3584, 1792, 3586, 716
 
 @pytest.mark.parametrize("model", list(PAPER_TP))
 def test_tinyte_parameter_counts_match_the_paper(model):
-    got = tuple(params.count(model, [f"method={m}"])["tp"] for m in ("tinyte_full", "tinyte_half", "tinyte_gated", "tinyte_hybrid"))
+    got = tuple(params.count(model, [f"method={m}"])["tp"]
+                for m in ("tinyte_full", "tinyte_half", "tinyte_gated", "tinyte_hybrid"))
     assert got == PAPER_TP[model]
 
 
@@ -305,14 +325,16 @@ def test_parameter_counts_of_baselines_and_totals():
     lora = params.count("llama31", ["method=lora"])["tp"]
     assert lora == 32 * 8 * (4 * 4096 + 2 * 1024 + 2 * 4096 + 3 * (4096 + 14336))  # r=8 on q,k,v,o,gate,up,down
     paper_lora = params.count("llama31", ["method=lora", f"method.target_modules=[{params.LORA_ALL}]"])["tp"]
-    assert paper_lora == lora + 2 * 8 * (128256 + 4096) and paper_lora // 10**6 == 23  # + lm_head, embed: the paper's "23M"
+    # + lm_head, embed: the paper's "23M"
+    assert paper_lora == lora + 2 * 8 * (128256 + 4096) and paper_lora // 10**6 == 23
     enc = params.count("roberta", ["method=tinyte_full"])
     assert enc["method"] == 1024 and enc["tp"] > enc["method"]  # + the 2-class head
 
 
 # ---- sweeps and make ---------------------------------------------------------------------------------
 def printed(target: str, extra: str = "debug=smoke") -> list[list[str]]:
-    out = subprocess.run(["make", "-s", target, "DRY_RUN=1", f"EXTRA={extra}"], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run(["make", "-s", target, "DRY_RUN=1", f"EXTRA={extra}"], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
     return [shlex.split(line) for line in out.stdout.splitlines() if " -m embexp." in line]
 
 
@@ -325,7 +347,9 @@ def test_make_dry_run_commands_compose_and_name_existing_configs():
         assert cfg.model.source == "tiny" and cfg.task.source == "fixture"
         for group, name in (("method", cfg.method.name), ("model", cfg.model.name), ("task", cfg.task.name)):
             assert (CONF / group / f"{name}.yaml").is_file()
-    assert {c[3] for c in cmds[:-1]} == {f"experiment=tinyte_{c}_{t}" for c in ("base", "full", "half", "gated", "hybrid") for t in ("cnndm", "wmt16")}
+    assert {c[3] for c in cmds[:-1]} == {f"experiment=tinyte_{c}_{t}"
+                                         for c in ("base", "full", "half", "gated", "hybrid")
+                                         for t in ("cnndm", "wmt16")}
 
 
 def test_every_sweep_names_existing_experiments_that_compose():
@@ -345,9 +369,11 @@ def test_every_sweep_names_existing_experiments_that_compose():
     for e in sorted(used):
         cfg = compose(f"experiment={e}", "model=gemma2", "debug=smoke")
         assert cfg.trainer.optimizer == "adam" and cfg.trainer.grad_accum == 1  # paper trainer, then the smoke preset
-    assert ablations == 2 * (3 * 2 * 2) + 3 * 2 + 3  # random (Tables 4, 9): models x tasks x seeds; variance: first seed only; table8: p=30% per model
+    # random (Tables 4, 9): models x tasks x seeds; variance: first seed only; table8: p=30% per model
+    assert ablations == 2 * (3 * 2 * 2) + 3 * 2 + 3
     table3 = sweep.command_lines("tinyte/table3", ["models=gemma2"])
-    assert ["-m", "embexp.train", "experiment=tinyte_full_copa", "model=gemma2", "seed=0", "trainer.resume=true"] in table3
+    assert ["-m", "embexp.train", "experiment=tinyte_full_copa", "model=gemma2", "seed=0",
+            "trainer.resume=true"] in table3
     assert sum("task.subset=all" in a for a in table3) == 2  # TinyTE and prompt tuning multitask
 
 
@@ -359,7 +385,8 @@ def test_table9_dry_run_and_table10_nli_rows_only_with_a_judge():
         assert "sorting=random" in cmd and "metric=nli" in cmd and "judge.model=google/t5_xxl_true_nli_mixture" in cmd
         OmegaConf.merge(OmegaConf.structured(ablation.Config), OmegaConf.from_dotlist([a for a in cmd if "=" in a]))
     assert all("metric=" not in " ".join(c) for c in printed("table10"))
-    with_judge = [c for c in sweep.command_lines("tinyte/table10", ["models=gemma2", "nli_judge=tiny_llama"]) if "ablation" in c]
+    with_judge = [c for c in sweep.command_lines("tinyte/table10",
+                                                 ["models=gemma2", "nli_judge=tiny_llama"]) if "ablation" in c]
     assert with_judge and all(c[-2:] == ["metric=both", "judge.model=tiny_llama"] for c in with_judge)
 
 
@@ -373,7 +400,8 @@ def test_make_table9_runs_offline_with_a_tiny_judge(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     md = (tmp_path / "tables" / "tinyte" / "table9.md").read_text()
     assert "| Gemma-2 | WMT'16 |" in md and "| Gemma-2 | Summ. |" in md and "judge: tiny_llama" in md
-    summary = json.loads((tmp_path / "analysis" / "ablation" / "wmt16_cs-en" / "gemma2" / "random_seed0" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "analysis" / "ablation" / "wmt16_cs-en" / "gemma2" / "random_seed0"
+                          / "summary.json").read_text())
     assert summary["nli"][0] == 100.0 and summary["nli_judge"] == "tiny_llama" and "bleu" not in summary
     assert (tmp_path / "tables" / "tinyte" / "figure6.png").is_file()
 

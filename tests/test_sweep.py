@@ -174,9 +174,11 @@ def test_templates_filters_and_conditions():
     assert language.render("{models:without=xlmr|csv};{models:only=xlmr|csv}", s) == "a,b;xlmr"
     assert language.render("{x} ${output_root}/{x}", s) == "deep ${output_root}/deep"  # Hydra's ${...} passes through
     assert language.render("conf/model/{m:hub_id}", scope(m="bert")) == "conf/model/google-bert/bert-base-uncased"
-    assert language.holds("{x} == deep", s) and language.holds("b in {models:ssv}", s) and not language.holds("{empty}", s)
+    assert (language.holds("{x} == deep", s) and language.holds("b in {models:ssv}", s)
+            and not language.holds("{empty}", s))
     assert language.holds("not {empty}", s) and language.holds("{x} != other", s)
-    assert language.args_of(["a={x}", "{empty}", "$seeds", {"if": "{empty}", "then": ["no"], "else": ["yes={y}"]}], s) == \
+    assert language.args_of(["a={x}", "{empty}", "$seeds",
+                             {"if": "{empty}", "then": ["no"], "else": ["yes={y}"]}], s) == \
         ["a=deep", "0", "1", "yes=deep"]
     axes = {"c": [{"c": "base", "seeds": "{seeds:first}"}, "full"], "seed": "$seeds"}
     rows = [dict(b) for b in language.combinations(axes, s)]

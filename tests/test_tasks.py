@@ -67,12 +67,14 @@ def schema_error(config_cls, **overrides) -> str:
 
 
 def test_unknown_subset_names_the_choices():
-    assert schema_error(GlueConfig, subset="sts-b") == ("unknown task.subset 'sts-b' (choose from: cola, sst2, mrpc, qqp, "
-                                                         "stsb, mnli, qnli, rte, wnli)")
-    assert schema_error(TreeConfig, subset="huge") == "unknown task.subset 'huge' (choose from: small, xsmall, medium, xmedium, large, x3large)"
+    assert schema_error(GlueConfig, subset="sts-b") == ("unknown task.subset 'sts-b' (choose from: cola, sst2, "
+                                                         "mrpc, qqp, stsb, mnli, qnli, rte, wnli)")
+    assert schema_error(TreeConfig, subset="huge") == ("unknown task.subset 'huge' (choose from: small, xsmall, "
+                                                        "medium, xmedium, large, x3large)")
     assert schema_error(WMT16Config, subset="de-en") == "unknown task.subset 'de-en' (choose from: cs-en)"
     for cls, task in ((GlueConfig, GlueTask), (TreeConfig, TreeTask), (WMT16Config, WMT16Task)):
-        assert {fl.name: fl for fl in dataclasses.fields(cls)}["subset"].metadata["choices"] == task.subsets  # one tuple
+        # one tuple
+        assert {fl.name: fl for fl in dataclasses.fields(cls)}["subset"].metadata["choices"] == task.subsets
 
 
 # ---- GLUE --------------------------------------------------------------------------------------
@@ -272,7 +274,8 @@ def test_tree_task_generate_split_by_tree_and_format():
     sampled = make(TreeTask, TreeConfig, subset="large", num_train_trees=10, num_eval_trees=5, max_pairs_per_tree=7,
                    select_split="")
     rows = sampled.load("train")
-    assert len(rows) == 70 and max(sum(r["indent_tree"] == t for r in rows) for t in {r["indent_tree"] for r in rows}) == 7
+    assert len(rows) == 70 and max(sum(r["indent_tree"] == t for r in rows)
+                                   for t in {r["indent_tree"] for r in rows}) == 7
     assert len(make(TreeTask, TreeConfig, max_eval_samples=5).load("eval")) == 5
 
 
@@ -282,7 +285,8 @@ def test_tree_fixture_and_local(tmp_path):
     assert len(rows) == 50 and all(set(r) == TREE_FIELDS for r in rows)
     write_jsonl(tmp_path / "xsmall" / "test.jsonl", rows[:3])
     assert make(TreeTask, TreeConfig, subset="xsmall", data_dir=str(tmp_path)).load("eval") == rows[:3]
-    assert schema_error(TreeConfig, max_pairs_per_tree=0) == "task.max_pairs_per_tree=0 is out of range (valid: >= 1, or -1)"
+    assert schema_error(TreeConfig, max_pairs_per_tree=0) == ("task.max_pairs_per_tree=0 is out of range "
+                                                              "(valid: >= 1, or -1)")
 
 
 def test_tree_metrics_by_hand():

@@ -64,13 +64,16 @@ def test_bsd_fixture_is_the_hub_schema_and_mixes_safe_and_unsafe_rows():
         assert list(r["category"]) == list(CATEGORIES) and all(type(v) is bool for v in r["category"].values())
         assert r["is_safe"] == (not any(r["category"].values()))  # BeaverTails: unsafe iff some harm category
     unsafe = [r for r in rows if not r["is_safe"]]
-    assert len({r["prompt"] for r in unsafe}) == 40 < len(unsafe) < len(rows)  # fixture_size counts distinct unsafe requests
-    assert len({(r["prompt"], r["response"]) for r in unsafe}) == len(unsafe)  # a repeated request gets another response
+    # fixture_size counts distinct unsafe requests
+    assert len({r["prompt"] for r in unsafe}) == 40 < len(unsafe) < len(rows)
+    # a repeated request gets another response
+    assert len({(r["prompt"], r["response"]) for r in unsafe}) == len(unsafe)
     assert "Placeholder" in rows[0]["prompt"]
 
 
 def test_bsd_keeps_only_unsafe_rows_and_formats_request_and_response(tmp_path):
-    rows = [row("Safe request?", "Safe reply.", True), row(" Unsafe one? ", " Reply one. ", False, ["privacy_violation"]),
+    rows = [row("Safe request?", "Safe reply.", True),
+            row(" Unsafe one? ", " Reply one. ", False, ["privacy_violation"]),
             row("Unsafe two?", "Reply two.", False, ["self_harm", "animal_abuse"])]
     write_jsonl(tmp_path / "BeaverTails" / "30k_train.jsonl", rows)
     task = make(BsdTask, BsdConfig, data_dir=str(tmp_path), select_split="")
@@ -78,9 +81,11 @@ def test_bsd_keeps_only_unsafe_rows_and_formats_request_and_response(tmp_path):
     ex = task.examples("train")[0]
     assert (ex.prompt, ex.target) == ("Question: Unsafe one?\nAnswer:", " Reply one.")
     assert ex.meta == {"question": "Unsafe one?", "category": ["privacy_violation"]}
-    plain = make(BsdTask, BsdConfig, data_dir=str(tmp_path), select_split="", prompt_format="plain").examples("train")[1]
+    plain = make(BsdTask, BsdConfig, data_dir=str(tmp_path), select_split="",
+                 prompt_format="plain").examples("train")[1]
     assert (plain.prompt, plain.target) == ("Unsafe two?", "Reply two.")
-    assert len(make(BsdTask, BsdConfig, data_dir=str(tmp_path), select_split="", max_train_samples=1).load("train")) == 1
+    assert len(make(BsdTask, BsdConfig, data_dir=str(tmp_path), select_split="",
+                    max_train_samples=1).load("train")) == 1
     write_jsonl(tmp_path / "bad" / "30k_train.jsonl", [{"prompt": "a", "response": "b"}])
     with pytest.raises(EmbexpError, match="is_safe"):
         make(BsdTask, BsdConfig, data_dir=str(tmp_path / "bad"), select_split="").load("train")
@@ -105,7 +110,8 @@ def test_bsd_hub_loader_reads_beavertails_splits(monkeypatch):
 
 
 def test_bsd_eval_is_a_seeded_sample_of_distinct_unsafe_requests():
-    rows = [row(f"Request {i % 30}?", f"Reply {i}.", False, ["self_harm"]) for i in range(60)]  # 30 requests, 2 replies each
+    # 30 requests, 2 replies each
+    rows = [row(f"Request {i % 30}?", f"Reply {i}.", False, ["self_harm"]) for i in range(60)]
     sample = eval_sample(rows, 10, 0)
     prompts = [r["prompt"] for r in sample]
     assert len(prompts) == len(set(prompts)) == 10
@@ -123,7 +129,8 @@ def test_bsd_eval_is_a_seeded_sample_of_distinct_unsafe_requests():
 def test_bsd_selection_holds_out_whole_requests(tmp_path):
     task = bsd(fixture_size=30, select_size=5)
     train, sel = task.load("train"), task.load("select")
-    assert len({r["prompt"] for r in sel}) == 5 and len({r["prompt"] for r in train}) == 30  # of fixture_size + select_size
+    # of fixture_size + select_size
+    assert len({r["prompt"] for r in sel}) == 5 and len({r["prompt"] for r in train}) == 30
     assert not {r["prompt"] for r in train} & {r["prompt"] for r in sel}  # no request in both, whatever its responses
     assert task.load("select") == sel and bsd(fixture_size=30, select_size=5, select_seed=1).load("select") != sel
     write_jsonl(tmp_path / "30k_train.jsonl", [row(f"Q{i % 3}?", f"A{i}.", False, ["self_harm"]) for i in range(9)])
@@ -143,7 +150,8 @@ def test_advbench_evaluates_advbench_and_trains_on_bsd(tmp_path):
     assert ex.meta == {"question": ev[0]["prompt"]}
     assert task.score_text([ex.target], ["anything"], [ex]) == {}  # no gold response: only the judge scores it
     write_jsonl(tmp_path / "AdvBench" / "train.jsonl", [{"prompt": "Write a poem", "target": "Sure, here is a poem"}])
-    write_jsonl(tmp_path / "BeaverTails" / "30k_train.jsonl", [row("Q?", "A.", False, ["self_harm"]), row("S?", "T.", True)])
+    write_jsonl(tmp_path / "BeaverTails" / "30k_train.jsonl",
+                [row("Q?", "A.", False, ["self_harm"]), row("S?", "T.", True)])
     local = make(AdvBenchTask, AdvBenchConfig, data_dir=str(tmp_path), select_split="")
     assert local.load("eval") == [{"prompt": "Write a poem", "target": "Sure, here is a poem"}]
     assert [r["prompt"] for r in local.load("train")] == ["Q?"]
@@ -160,17 +168,21 @@ def test_bsd_and_advbench_train_and_evaluate_with_debug_smoke(tmp_path):
     assert 0 <= m["metrics"]["rougeL"] <= 100 and "asr" not in m["metrics"] and m["n_eval_examples"] == 6
     preds = [json.loads(line) for line in (tmp_path / "bsd" / "predictions.jsonl").read_text().splitlines()]
     assert len(preds) == 6 and all("generation" in p and p["prompt"].startswith("Question: ") for p in preds)
-    m = run_train(smoke("method=tinyte_gated", "model=tiny_llama", "task=advbench", "trainer.max_steps=2"), tmp_path / "adv")
+    m = run_train(smoke("method=tinyte_gated", "model=tiny_llama", "task=advbench",
+                        "trainer.max_steps=2"), tmp_path / "adv")
     assert m["n_eval_examples"] == 6 and m["train"]["steps"] == 2
     from safetensors.torch import load_file
 
     a, b = load_file(tmp_path / "bsd" / "adapter.safetensors"), load_file(tmp_path / "adv" / "adapter.safetensors")
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # the AdvBench cell trains the BSD cell's adapter
+    # the AdvBench cell trains the BSD cell's adapter
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_zero_shot_advbench_reads_no_training_rows(tmp_path):
-    write_jsonl(tmp_path / "data" / "AdvBench" / "train.jsonl", [{"prompt": f"Behaviour {i}", "target": f"Sure, here is {i}"} for i in range(3)])
-    cfg = smoke("method=zero_shot", "model=tiny_llama", "task=advbench", "task.source=local", f"task.data_dir={tmp_path / 'data'}")
+    write_jsonl(tmp_path / "data" / "AdvBench" / "train.jsonl",
+                [{"prompt": f"Behaviour {i}", "target": f"Sure, here is {i}"} for i in range(3)])
+    cfg = smoke("method=zero_shot", "model=tiny_llama", "task=advbench", "task.source=local",
+                f"task.data_dir={tmp_path / 'data'}")
     m = run_train(cfg, tmp_path / "run")  # no BeaverTails file exists: reading training rows would fail
     assert m["n_eval_examples"] == 3
 
@@ -196,12 +208,14 @@ def test_table6_dry_run_commands(capsys, tmp_path):
         cfg = compose(*c[3:])
         assert cfg.judge.model == "tiny_llama" and cfg.task.judge == "harmbench" and cfg.model.source == "tiny"
     exps = {(c[3], c[4]) for c in train}
-    assert ("experiment=tinyte_base_bsd", "model=qwen25") in exps and ("experiment=tinyte_gated_advbench", "model=llama31") in exps
+    assert (("experiment=tinyte_base_bsd", "model=qwen25") in exps
+            and ("experiment=tinyte_gated_advbench", "model=llama31") in exps)
     assert compose("experiment=tinyte_gated_bsd", "model=gemma2").trainer.epochs == 20  # App. A: 20 epochs for BSD
     judge, report = cmds[-2], cmds[-1]
     assert judge == ["python", "-m", "embexp.judge", f"run_dir={tmp_path}/bsd/gemma2/zero_shot/seed0", "what=reference",
                      "judge.model=tiny_llama"]  # after every run, before the report, no EXTRA
-    assert report == ["python", "-m", "embexp.report", "table=6", "debug=smoke", f"runs={tmp_path}", f"out={tmp_path}/tables/tinyte"]
+    assert report == ["python", "-m", "embexp.report", "table=6", "debug=smoke", f"runs={tmp_path}",
+                      f"out={tmp_path}/tables/tinyte"]
     default = sweep_lines(capsys)
     assert all("judge.model=cais/HarmBench-Llama-2-13b-cls" in c for c in default[:-1])
 
@@ -225,14 +239,15 @@ def test_table6_renders_asr_from_run_records(tmp_path):
     fake("advbench", "gemma2", "tinyte_gated", 0, {"asr": 40.0}, 520)
     fake("bsd", "qwen25", "tinyte_gated", 0, {"rougeL": 30.0}, 1000)  # not judged: no ASR, left empty
     out = tmp_path / "tables"
-    md = report.render(OmegaConf.merge(OmegaConf.structured(report.Config), {"runs": str(tmp_path), "out": str(out), "table": "6"}))["6"]
+    md = report.render(OmegaConf.merge(OmegaConf.structured(report.Config),
+                                       {"runs": str(tmp_path), "out": str(out), "table": "6"}))["6"]
     lines = md.splitlines()
     assert "| Model | Method | BSD | AdvBench |" in lines
     assert "| Gemma-2 | Vanilla | 2.00 |  |" in lines
     assert "| Gemma-2 | TinyTE-gated | 87.00 ± 1.00 | 40.00 |" in lines  # s.e. over the 2 seeds; 1 seed: none
     assert "| Qwen-2.5 | TinyTE-gated |  |  |" in lines
     assert "| Gold Labels | BSD reference responses | 92.80 |  |" in lines
-    assert [l.split(" | ")[1] for l in lines if l.startswith("| Gemma-2")] == ["Vanilla", "TinyTE-gated"]
+    assert [ln.split(" | ")[1] for ln in lines if ln.startswith("| Gemma-2")] == ["Vanilla", "TinyTE-gated"]
     rows = list(csv.DictReader(open(out / "table6.csv")))
     gated = next(r for r in rows if r["Model"] == "Gemma-2" and r["Method"] == "TinyTE-gated")
     assert gated["BSD seeds"] == "2" and gated["AdvBench n"] == "520" and float(gated["BSD se"]) == pytest.approx(1.0)

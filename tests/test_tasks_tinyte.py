@@ -93,11 +93,13 @@ def test_superglue_prompts_are_lm_eval_verbatim():
     }
     want = {
         "boolq": ("Sky -- The sky is blue.\nQuestion: is the sky blue?\nAnswer:", (" no", " yes")),
-        "cb": ("It rained.\nQuestion: the ground is wet. True, False, or Neither?\nAnswer:", (" True", " False", " Neither")),
-        "copa": ("The man turned on the faucet therefore", ("  the toilet filled with water.", "  water flowed from the spout.")),
+        "cb": ("It rained.\nQuestion: the ground is wet. True, False, or Neither?\nAnswer:",
+               (" True", " False", " Neither")),
+        "copa": ("The man turned on the faucet therefore",
+                 ("  the toilet filled with water.", "  water flowed from the spout.")),
         "rte": ("Cats purr.\nQuestion: Cats make sounds. True or False?\nAnswer:", (" True", " False")),
-        "wic": ("Sentence 1: We sat by the bank.\nSentence 2: The bank was closed.\nQuestion: Is the word 'bank' used in "
-                "the same way in the two sentences above?\nAnswer:", (" no", " yes")),
+        "wic": ("Sentence 1: We sat by the bank.\nSentence 2: The bank was closed.\nQuestion: Is the word 'bank' "
+                "used in the same way in the two sentences above?\nAnswer:", (" no", " yes")),
     }
     for s in SUBSETS:
         ex = sg(s).format(rows[s])
@@ -187,7 +189,8 @@ def test_loglik_scorer_matches_hand_computation_real_bpe():
         exs = [sg(subset).format(r) for r in fixture(sg(subset), n=3, seed=2)]
         scores = choice_logliks(method, encoder, exs, batch_size=4, device=torch.device("cpu"), progress=False)
         for ex, got in zip(exs, scores):
-            assert got == pytest.approx(hand_logliks(backbone.model, backbone.tokenizer, ex.prompt, ex.choices), abs=2e-3)
+            assert got == pytest.approx(hand_logliks(backbone.model, backbone.tokenizer, ex.prompt,
+                                                     ex.choices), abs=2e-3)
 
 
 def test_superglue_multitask_smoke_run(tmp_path):
@@ -244,7 +247,8 @@ def test_rouge_lsum_is_rouge_scores_own_on_newline_split_sentences():
                  "Kane, who scored twice, has 21 goals in the league this season."]
     assert split_sentences(SUMMARY_REF) == ref_sents and split_sentences(SUMMARY_HYP) == hyp_sents
     for stem in (True, False):
-        own = rouge_scorer.RougeScorer(["rougeLsum", "rougeL"], use_stemmer=stem).score("\n".join(ref_sents), "\n".join(hyp_sents))
+        own = rouge_scorer.RougeScorer(["rougeLsum", "rougeL"], use_stemmer=stem).score("\n".join(ref_sents),
+                                                                                        "\n".join(hyp_sents))
         m = rouge_scores([SUMMARY_REF], [SUMMARY_HYP], stemmer=stem)
         assert m["rougeLsum"] == pytest.approx(100 * own["rougeLsum"].fmeasure, abs=1e-9)
         assert m["rougeL"] == pytest.approx(100 * own["rougeL"].fmeasure, abs=1e-9)
@@ -257,7 +261,8 @@ def test_sentence_splitter_keeps_abbreviations_initials_and_lower_case_continuat
     text = 'The U.S. Army said so. Mr. Smith left! "Why?" he asked. J. R. Tolkien wrote it.\nLine two .\n\nEnd'
     assert split_sentences(text) == ["The U.S. Army said so.", "Mr. Smith left!", '"Why?" he asked.',
                                      "J. R. Tolkien wrote it.", "Line two .", "End"]
-    assert split_sentences("He paid $3.5 million on Jan. 5. It was St. Louis.") == ["He paid $3.5 million on Jan. 5.", "It was St. Louis."]
+    assert (split_sentences("He paid $3.5 million on Jan. 5. It was St. Louis.")
+            == ["He paid $3.5 million on Jan. 5.", "It was St. Louis."])
     assert split_sentences("  \n ") == []
 
 
@@ -270,11 +275,14 @@ def test_generation_stops_at_every_eos_id_of_the_generation_config():
     torch.manual_seed(0)
     backbone = load_backbone(cfg.model)
     method, tok = build_method(cfg.method, backbone), backbone.tokenizer
-    encoder, cpu, prompt = Featurizer(tok, True, max_source_tokens=4096), torch.device("cpu"), "Czech phrase: pes\nEnglish phrase:"
+    encoder, cpu, prompt = (Featurizer(tok, True, max_source_tokens=4096), torch.device("cpu"),
+                            "Czech phrase: pes\nEnglish phrase:")
     ids = encoder.prompt_ids(prompt)
-    free = method.generate(input_ids=torch.tensor([ids]), max_new_tokens=8, do_sample=False, eos_token_id=None)[0, len(ids):].tolist()
+    free = method.generate(input_ids=torch.tensor([ids]), max_new_tokens=8, do_sample=False,
+                           eos_token_id=None)[0, len(ids):].tolist()
     k = next(i for i in range(1, len(free)) if free[i] not in free[:i] and free[i] != tok.eos_token_id)
-    backbone.model.generation_config.eos_token_id = [tok.eos_token_id, free[k]]  # two ids, the second one generated at step k
+    # two ids, the second one generated at step k
+    backbone.model.generation_config.eos_token_id = [tok.eos_token_id, free[k]]
     assert eos_ids(method, tok) == [tok.eos_token_id, free[k]]
     assert generate(method, encoder, [prompt], 1, 8, cpu, False) == [tok.decode(free[:k + 1], skip_special_tokens=True)]
     backbone.model.generation_config.eos_token_id = tok.eos_token_id
@@ -351,7 +359,8 @@ def test_alpaca_fixture_schema_and_prompt_formats():
 def test_alpaca_heldout_carve_is_disjoint_and_deterministic(tmp_path):
     rows = [{"instruction": f"task {i}", "input": "", "output": str(i), "text": ""} for i in range(50)]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    task = make(AlpacaTask, AlpacaConfig, data_dir=str(tmp_path), heldout_size=10, select_split="")  # no selection carve
+    # no selection carve
+    task = make(AlpacaTask, AlpacaConfig, data_dir=str(tmp_path), heldout_size=10, select_split="")
     train, held = task.load("train"), task.load("eval")
     ids = lambda rs: [r["output"] for r in rs]  # noqa: E731
     assert len(held) == 10 and len(train) == 40 and not set(ids(train)) & set(ids(held))

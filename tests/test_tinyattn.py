@@ -96,7 +96,8 @@ def authors_module(m, layer: int, k: int, d: int, D: int) -> nn.Module:
         a.linear1.weight.copy_(m.qkv_weight[layer, k]), a.linear1.bias.copy_(m.qkv_bias[layer, k])
         a.attention.in_proj_weight.copy_(m.mha_in_weight[layer, k].reshape(3 * D, D))
         a.attention.in_proj_bias.copy_(m.mha_in_bias[layer, k].reshape(3 * D))
-        a.attention.out_proj.weight.copy_(m.mha_out_weight[layer, k]), a.attention.out_proj.bias.copy_(m.mha_out_bias[layer, k])
+        (a.attention.out_proj.weight.copy_(m.mha_out_weight[layer, k]),
+         a.attention.out_proj.bias.copy_(m.mha_out_bias[layer, k]))
         a.linear2.weight.copy_(m.out_weight[layer, k]), a.linear2.bias.copy_(m.out_bias[layer, k])
     return a.eval()
 
@@ -215,7 +216,8 @@ def test_averaging_changes_a_model_whose_modules_differ_and_round_trips():
                                             ("llama", "mean")])
 def test_generation_with_kv_cache_equals_without(family, combine):
     bb = backbone(family)
-    m = build_method(method_cfg(heads=2, head_dim=2, init_scale=30.0 / (2 if combine == "paper" else 1), combine=combine,
+    m = build_method(method_cfg(heads=2, head_dim=2,
+                                init_scale=30.0 / (2 if combine == "paper" else 1), combine=combine,
                                 average=False), bb)
     pad = bb.tokenizer.pad_token_id
     prompts = collate([{"input_ids": [1] + list(range(40, 52))}, {"input_ids": [1, 70, 71, 72]}], pad, left=True)
@@ -271,8 +273,8 @@ def test_warm_start_copies_the_one_module_run_plus_noise(runs, combine):
     from safetensors.torch import load_file
 
     src = load_file(runs["one"] / "adapter.safetensors")
-    cfg = smoke("method=tinyattn", "model=tiny_roberta", "task=glue", "method.heads=4", f"method.init_from={runs['one']}",
-                f"method.combine={combine}")
+    cfg = smoke("method=tinyattn", "model=tiny_roberta", "task=glue", "method.heads=4",
+                f"method.init_from={runs['one']}", f"method.combine={combine}")
     torch.manual_seed(0)
     bb = load_backbone(cfg.model, num_labels=2)
     m = build_method(cfg.method, bb)
@@ -284,7 +286,8 @@ def test_warm_start_copies_the_one_module_run_plus_noise(runs, combine):
     for n, p in m._head.items():
         assert torch.equal(p.detach(), src[f"head.{n}"])
     # the warm-started 4-module model computes what the 1-module run computes (up to the noise)
-    one = build_method(smoke("method=tinyattn", "model=tiny_roberta", "task=glue").method, load_backbone(cfg.model, num_labels=2))
+    one = build_method(smoke("method=tinyattn", "model=tiny_roberta", "task=glue").method,
+                       load_backbone(cfg.model, num_labels=2))
     one.load_trainable_state(src)
     batch = padded_batch(bb)
     m.cfg.average = False
@@ -309,7 +312,8 @@ def test_an_unknown_combine_or_layer_modules_is_one_line_naming_the_choices(arg)
     ("method.dropout=1", "method.dropout=1.0 is out of range (valid: >= 0 and < 1)"),
 ])
 def test_a_bad_value_is_one_line_when_composed(arg, line, tmp_path):
-    r = run_cli("debug=smoke", "method=tinyattn", "model=tiny_roberta", "task=glue", arg, f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli("debug=smoke", "method=tinyattn", "model=tiny_roberta", "task=glue", arg,
+                f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0 and r.stderr.strip().splitlines() == [f"embexp: error: {line}"]
     assert not (tmp_path / "run").exists()  # refused before the run started
 
@@ -322,7 +326,8 @@ def test_a_bad_value_is_one_line_when_composed(arg, line, tmp_path):
 def test_bad_input_is_one_clear_line(args, needle, runs, tmp_path):
     paths = {k: str(v) for k, v in runs.items()} | {"missing": str(tmp_path / "nope")}
     args = [a.format(**paths) for a in args]
-    r = run_cli("debug=smoke", "method=tinyattn", "model=tiny_roberta", "task=glue", *args, f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli("debug=smoke", "method=tinyattn", "model=tiny_roberta", "task=glue", *args,
+                f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
     assert len(lines) == 1 and needle in lines[0], r.stderr
@@ -341,7 +346,8 @@ def test_parameter_counts_on_roberta_large_against_the_papers_figures():
 
     d, L = 1024, 24
     per_module = 2 * d + (3 * d + 3) + (d + d)  # LayerNorm, Linear(d, 3), Linear(1, d)
-    plm = params.count("roberta", ["method=tinyattn"])["total"] - ((d * d + d) + (d * 2 + 2))  # roberta-large without a head
+    # roberta-large without a head
+    plm = params.count("roberta", ["method=tinyattn"])["total"] - ((d * d + d) + (d * 2 + 2))
     assert plm == 354_310_144  # RobertaModel without its pooler; with it (Linear(d, d) = 1,049,600) the usual 355M
     one = params.count("roberta", ["method=tinyattn", "model.head=linear"])
     assert one["method"] == L * per_module == 172_104
@@ -406,7 +412,8 @@ def test_albert_shares_one_module_set_over_its_depths_by_default():
     assert not torch.allclose(logits(per_depth, batch), got, atol=1e-4)
     # families that run each layer once: shared and per_depth are the same
     rob = backbone("roberta")
-    assert build_method(method_cfg(), rob).n_layers == build_method(method_cfg(layer_modules="per_depth"), rob).n_layers == 2
+    assert (build_method(method_cfg(), rob).n_layers
+            == build_method(method_cfg(layer_modules="per_depth"), rob).n_layers == 2)
 
 
 def test_four_module_run_saves_the_averaged_adapter_and_reevaluates(runs, tmp_path):
@@ -414,21 +421,23 @@ def test_four_module_run_saves_the_averaged_adapter_and_reevaluates(runs, tmp_pa
 
     from embexp.eval import reevaluate
 
-    cfg = smoke("method=tinyattn", "model=tiny_roberta", "task=glue", "method.heads=4", f"method.init_from={runs['one']}",
-                "trainer.lr=0.05")
+    cfg = smoke("method=tinyattn", "model=tiny_roberta", "task=glue", "method.heads=4",
+                f"method.init_from={runs['one']}", "trainer.lr=0.05")
     metrics = run_train(cfg, tmp_path / "run")
     state = load_file(tmp_path / "run" / "adapter.safetensors")
     assert state["qkv_weight"].shape[:2] == (2, 1)  # one module per layer after averaging
     assert metrics["n_method_params"] == 4 * metrics["method_values"]["params_per_module_set"]  # as trained
     new, old = reevaluate(tmp_path / "run")
-    assert {k: v for k, v in new.items() if not k.endswith("seconds")} == {k: v for k, v in old.items() if not k.endswith("seconds")}
+    assert {k: v for k, v in new.items() if not k.endswith("seconds")} == {k: v for k, v in old.items()
+                                                                           if not k.endswith("seconds")}
 
 
 # ---- the paper's sweeps (conf/sweep/tinyattn/, mk/tinyattn.mk) ---------------------------------------
 def sweep_commands(table: str) -> list[list[str]]:
     from embexp.sweep import command_lines
 
-    return [[sys.executable, *c] for c in command_lines(f"tinyattn/{table}", [], ["debug=smoke"]) if c[1] == "embexp.train"]
+    return [[sys.executable, *c] for c in command_lines(f"tinyattn/{table}", [], ["debug=smoke"])
+            if c[1] == "embexp.train"]
 
 
 @pytest.mark.slow  # make test: tests/test_sweep.py composes every step's train commands of every spec (2 s)
@@ -453,15 +462,19 @@ def test_every_sweep_command_composes_with_debug_smoke_and_every_experiment_is_u
             assert c[3].replace("_4h_noavg_", "_").replace("_4h_", "_") in firsts
     assert used == {p.stem for p in (REPO / "conf" / "experiment").glob("tinyattn_*.yaml")}
     cfg = compose_paper("tinyattn_1h_sst2")
-    assert (cfg.trainer.batch_size, cfg.trainer.epochs, cfg.trainer.optimizer, cfg.trainer.max_grad_norm) == (16, 20, "adamw", 1.0)
+    assert ((cfg.trainer.batch_size, cfg.trainer.epochs, cfg.trainer.optimizer, cfg.trainer.max_grad_norm)
+            == (16, 20, "adamw", 1.0))
     assert (cfg.trainer.lr, cfg.trainer.weight_decay, cfg.trainer.scheduler) == (8e-4, 0.01, "cosine")  # paper Table 4
     assert (cfg.task.select_split, cfg.task.select_size) == ("train_holdout", 1000)  # never the reported split
     assert cfg.trainer.warmup_steps == round(0.1 * 20 * math.ceil((67349 - 1000) / 16))
     for t, warm in (("cb", 0), ("rte", 64)):  # Table 1 (App. B.1): FewGLUE, PET pattern 3 on the masked-LM head
         cfg = compose_paper(f"tinyattn_fewglue_{t}", "albert_xxlarge")
-        assert (cfg.task.subset, cfg.task.cloze, cfg.task.pattern, cfg.task.train_split) == (t, True, 3, "train_fewglue32")
-        assert (cfg.trainer.lr, cfg.trainer.batch_size, cfg.trainer.epochs, cfg.trainer.weight_decay) == (1e-3, 1, 20, 0.02)
-        assert (cfg.trainer.scheduler, cfg.trainer.warmup_steps, cfg.trainer.select_best, cfg.task.select_split) == ("constant", warm, False, "")
+        assert ((cfg.task.subset, cfg.task.cloze, cfg.task.pattern, cfg.task.train_split)
+                == (t, True, 3, "train_fewglue32"))
+        assert ((cfg.trainer.lr, cfg.trainer.batch_size, cfg.trainer.epochs, cfg.trainer.weight_decay)
+                == (1e-3, 1, 20, 0.02))
+        assert ((cfg.trainer.scheduler, cfg.trainer.warmup_steps, cfg.trainer.select_best, cfg.task.select_split)
+                == ("constant", warm, False, ""))
 
 
 def compose_paper(exp: str, model: str = "roberta"):

@@ -52,7 +52,8 @@ def test_trainable_counts_on_every_family(model):
                                                 "tinyte_hybrid": {"bias", "prompt"}}[name]
         assert not set(method.method_tensors()) & {n for n in method.trainable_tensors() if n.startswith("head.")}
     d = bb.hidden_size
-    assert counts == {"tinyte_full": d, "tinyte_half": math.floor(0.5 * d), "tinyte_gated": d + 2, "tinyte_hybrid": 2 * d}
+    assert counts == {"tinyte_full": d, "tinyte_half": math.floor(0.5 * d), "tinyte_gated": d + 2,
+                      "tinyte_hybrid": 2 * d}
     half, bb = build("tinyte_half", model, "method.p=0.3")
     assert half.n_trainable(include_head=False) == math.floor(0.3 * bb.hidden_size) == half.bias.numel()
 
@@ -201,12 +202,14 @@ def test_gated_generation_keeps_the_prompt_length():
     gate = method.gate
     method.gate = lambda lengths: (seen.append(lengths.tolist()), gate(lengths))[1]
     prompts = collate([{"input_ids": [1, 70, 71, 72]}, {"input_ids": [1, 80]}], bb.tokenizer.pad_token_id, left=True)
-    method.generate(**prompts, max_new_tokens=4, do_sample=False, min_new_tokens=4, pad_token_id=bb.tokenizer.pad_token_id)
+    method.generate(**prompts, max_new_tokens=4, do_sample=False, min_new_tokens=4,
+                    pad_token_id=bb.tokenizer.pad_token_id)
     assert len(seen) >= 4 and all(s == [4, 2] for s in seen)
 
 
 def test_non_exportable_variants_say_why():
-    for name, why in [("tinyte_gated", "length"), ("tinyte_hybrid", "prompt token"), ("prompt_tuning", "virtual tokens")]:
+    for name, why in [("tinyte_gated", "length"), ("tinyte_hybrid", "prompt token"),
+                      ("prompt_tuning", "virtual tokens")]:
         method, _ = build(name, "tiny_llama")
         with pytest.raises(EmbexpError, match=why):
             method.export()
@@ -244,7 +247,8 @@ def test_hybrid_shifts_generated_tokens():
 
 
 def test_prompt_tuning_text_init_and_aligned_logits():
-    method, bb = build("prompt_tuning", "tiny_qwen2", "method.num_virtual_tokens=3", "method.init=text", "method.init_text=ab")
+    method, bb = build("prompt_tuning", "tiny_qwen2", "method.num_virtual_tokens=3", "method.init=text",
+                       "method.init_text=ab")
     ids = bb.tokenizer("ab", add_special_tokens=False)["input_ids"]
     assert torch.equal(method.prompt.detach(), raw_embeddings(bb, torch.tensor((ids * 2)[:3])))
     batch = collate([{"input_ids": [1, 70, 71], "labels": [-100, 71, 72]}], bb.tokenizer.pad_token_id)
@@ -328,13 +332,14 @@ def first_layer_input(method, bb, run):
 
 
 def test_embed_scale_is_read_from_the_embedding_module():
-    for model, want in [("tiny_gemma2", math.sqrt(64)), ("tiny_llama", 1.0), ("tiny_qwen2", 1.0), ("tiny_roberta", 1.0)]:
+    for model, want in [("tiny_gemma2", math.sqrt(64)), ("tiny_llama", 1.0), ("tiny_qwen2", 1.0),
+                        ("tiny_roberta", 1.0)]:
         _, bb = build("tinyte_full", model)
         assert bb.embed_scale == want, model
         x = torch.tensor([[70, 71]])
         with torch.no_grad():
-            torch.testing.assert_close(bb.model.get_input_embeddings()(x), bb.model.get_input_embeddings().weight[x] * want,
-                                       atol=0, rtol=0)
+            torch.testing.assert_close(bb.model.get_input_embeddings()(x),
+                                       bb.model.get_input_embeddings().weight[x] * want, atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("name", ["tinyte_full", "tinyte_half", "tinyte_gated"])
@@ -379,8 +384,9 @@ def test_virtual_token_enters_the_first_layer_scaled(name, model):
     want = scale * method.prompt.detach()[0]
     batch = collate([{"input_ids": [1, 70, 71, 72]}], bb.tokenizer.pad_token_id, left=True)
     (train,) = first_layer_input(method, bb, lambda: method(**batch))
-    gen = first_layer_input(method, bb, lambda: method.generate(**batch, max_new_tokens=2, min_new_tokens=2, do_sample=False,
-                                                               pad_token_id=bb.tokenizer.pad_token_id))
+    gen = first_layer_input(method, bb,
+                            lambda: method.generate(**batch, max_new_tokens=2, min_new_tokens=2, do_sample=False,
+                                                    pad_token_id=bb.tokenizer.pad_token_id))
     for x in (train, gen[0]):  # position 0: the virtual token (no padding in a batch of one)
         torch.testing.assert_close(x[0, 0], want, atol=1e-5, rtol=0)
         torch.testing.assert_close(x[0, 1:], raw_embeddings(bb, batch["input_ids"])[0], atol=1e-6, rtol=0)

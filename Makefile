@@ -26,7 +26,8 @@ install: $(VENV)/.installed  ## create .venv and install embexp with its depende
 demo: install  ## TinyTE-full vs zero-shot and prompt tuning on SmolLM2-135M + the SST-2 fixture, offline on a CPU
 	$(PY) scripts/demo.py
 
-test: install  ## the test suite (not slow, not gpu), offline, a few minutes on 2 cores
+test: install  ## ruff (lint, import order, 120 columns), then the test suite (not slow, not gpu), offline, a few minutes on 2 cores
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q
 
 test-slow: install  ## the slow tests (real pretrained models, longer runs)

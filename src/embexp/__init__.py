@@ -10,3 +10,10 @@ class EmbexpError(Exception):
 class RunInterrupted(EmbexpError):
     """SIGTERM/SIGUSR1 (a cluster's preemption notice): the run saved a checkpoint and stopped; it
     is marked ``interrupted``, and the same command with ``trainer.resume=true`` continues it."""
+
+
+class RunBusy(EmbexpError):
+    """Another live process owns the run directory (``embexp.run.lock``): one line naming it, exit status
+    75 (EX_TEMPFAIL: try again later), which the sweep runner reads as "running elsewhere", not failed."""
+
+    exit_code = 75

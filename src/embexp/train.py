@@ -26,7 +26,7 @@ from embexp import EmbexpError, judge
 from embexp.core import cli
 from embexp.core.config import register_core_schemas
 from embexp.core.records import METRICS, RunRecord, is_complete
-from embexp.run import curriculum, sharding
+from embexp.run import curriculum, lock, sharding
 from embexp.run.build import Components, build, save_adapter
 from embexp.run.checks import Plan, preflight
 from embexp.run.evaluate import curve_point, select_score
@@ -44,12 +44,22 @@ def run(cfg, run_dir: Path) -> dict:
     """Train and evaluate ``cfg`` into ``run_dir``; returns metrics.json's content ({} on the other processes)."""
     acc = make_accelerator(cfg, run_dir)
     plan = preflight(cfg, world_size=acc.num_processes)  # what cannot run: one line, before the rows and the model
-    cli.setup_logging(run_dir, acc.is_main_process)
-    if cfg.trainer.resume and is_complete(run_dir):
-        log.info("run %s is already complete; nothing to resume", run_dir)
-        return json.loads((run_dir / METRICS).read_text())
+    with lock.owning(run_dir, acc.is_main_process) as previous:  # one owner: another live one is one line
+        cli.setup_logging(run_dir, acc.is_main_process)
+        if previous:  # its process died while running: marked interrupted, now continued or started again
+            log.warning("run %s: the previous run's process (%s) stopped without updating its status (killed?): "
+                        "marked interrupted, now %s", run_dir, lock.describe(previous["previous_owner"]),
+                        "resumed" if cfg.trainer.resume else "started again (trainer.resume=true continues it)")
+        if cfg.trainer.resume and is_complete(run_dir):
+            log.info("run %s is already complete; nothing to resume", run_dir)
+            return json.loads((run_dir / METRICS).read_text())
+        return run_owned(cfg, run_dir, acc, plan, previous)
+
+
+def run_owned(cfg, run_dir: Path, acc: Accelerator, plan: Plan, previous: dict | None = None) -> dict:
+    """Build, fit and finish under the run's record (the caller owns ``run_dir``)."""
     record = RunRecord(run_dir, acc.is_main_process)
-    with recording(cfg, record, acc):
+    with recording(cfg, record, acc, previous):
         set_seed(cfg.seed)
         c = build(cfg, acc.device, plan=plan)
         log.info("run %s: method=%s model=%s task=%s seed=%d (%d process%s on %s)", run_dir, cfg.method.name,

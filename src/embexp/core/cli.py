@@ -93,6 +93,11 @@ def die(message: str, code: int = 2) -> None:
     sys.exit(code)
 
 
+def warn(message: str) -> None:
+    """One warning line on stderr (a skipped record, a fall-back), in the format of :func:`die`."""
+    print(f"embexp: warning: {message}", file=sys.stderr)
+
+
 def check_overrides(argv: list[str]) -> None:
     """Reject unknown group choices (method=foo) with one line naming the valid ones."""
     for arg in argv:
@@ -210,13 +215,14 @@ def setup_logging(run_dir: Path | None, is_main: bool) -> None:
 
 
 def one_line_errors(fn):
-    """Turn EmbexpError (and config errors) raised by an entry point into one stderr line, exit 1."""
+    """Turn EmbexpError (and config errors) raised by an entry point into one stderr line, exit 1 (or the
+    error's ``exit_code``: 75 for a run directory in use, ``embexp.RunBusy``)."""
 
     @functools.wraps(fn)
     def wrapper(*a, **kw):
         try:
             return fn(*a, **kw)
         except EmbexpError as e:
-            die(str(e), code=1)
+            die(str(e), code=getattr(e, "exit_code", 1))
 
     return wrapper

@@ -25,6 +25,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import yaml
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
@@ -34,9 +35,17 @@ STATUS, METRICS, CONFIG = "status.json", "metrics.json", "config.yaml"
 
 # ---- write ---------------------------------------------------------------------------------------------
 def atomic_write(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (a temporary file renamed into place). A failed write (disk full,
+    quota, permissions) removes the temporary file, leaves ``path`` as it was and is one line naming the
+    path and the OS error."""
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise EmbexpError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def write_json(path: Path, obj) -> None:
@@ -76,7 +85,9 @@ class RunRecord:
         self.dir = Path(run_dir)
         self.is_main = is_main
 
-    def start(self, cfg, resume: bool = False) -> None:
+    def start(self, cfg, resume: bool = False, previous: dict | None = None) -> None:
+        """``running``; ``previous``: the status of an earlier run of this directory that died (kept in the
+        new status, ``embexp.run.lock``)."""
         if not self.is_main:
             return
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -84,7 +95,8 @@ class RunRecord:
         if not resume:
             (self.dir / "predictions.jsonl").unlink(missing_ok=True)
         atomic_write(self.dir / CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
-        write_json(self.dir / STATUS, {"status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        write_json(self.dir / STATUS, {"status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                       **({"previous": previous} if previous else {})})
 
     def write_jsonl(self, name: str, rows: list[dict]) -> None:
         if self.is_main:
@@ -99,13 +111,19 @@ class RunRecord:
 
     def interrupt(self, message: str) -> None:
         """Stopped on a preemption notice with a checkpoint: never ``complete``; resume continues it."""
-        if self.is_main and self.dir.is_dir():
-            write_json(self.dir / STATUS, {"status": "interrupted", "reason": message,
-                                           "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        self._end({"status": "interrupted", "reason": message, "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
 
     def fail(self, message: str) -> None:
+        self._end({"status": "failed", "error": message})
+
+    def _end(self, status: dict) -> None:
+        """The last status, written as well as it can be: where even that fails (a full disk) the error that
+        ended the run is the one reported, and the status left (running, no live owner) reads interrupted."""
         if self.is_main and self.dir.is_dir():
-            write_json(self.dir / STATUS, {"status": "failed", "error": message})
+            try:
+                write_json(self.dir / STATUS, status)
+            except EmbexpError:
+                pass
 
 
 # ---- find and load -------------------------------------------------------------------------------------
@@ -117,32 +135,86 @@ def is_complete(run_dir: Path) -> bool:
         return False
 
 
-def run_dirs(spec: str) -> list[Path]:
+def run_dirs(spec: str, strict: bool = False) -> list[Path]:
     """Complete run directories named by `spec`: a run directory, a folder holding runs (searched
-    recursively), or a glob of either."""
+    recursively), or a glob of either. An unreadable status.json is skipped with one warning line naming
+    it (``strict``: one error line instead)."""
     roots = [Path(p) for p in sorted(glob.glob(spec))] if any(c in spec for c in "*?[") else [Path(spec)]
     found: dict[str, Path] = {}
     for root in roots:
         if not root.exists():
             continue
         for status in ([root / STATUS] if (root / STATUS).is_file() else sorted(root.rglob(STATUS))):
-            if is_complete(status.parent):
+            try:
+                s = json.loads(status.read_text())["status"]
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                unreadable(status, e, strict)
+                continue
+            if s == "complete" and not (status.parent / METRICS).is_file():
+                unreadable(status.parent / METRICS, ValueError("missing, though status.json says complete"), strict)
+            elif s == "complete":
                 found[str(status.parent.resolve())] = status.parent
     return list(found.values())
 
 
+def unreadable(path: Path, error: Exception, strict: bool) -> None:
+    """A run record that cannot be read: one warning line naming it (the run is skipped), or under
+    ``strict`` one error line."""
+    from embexp.core.cli import warn
+
+    if strict:
+        raise EmbexpError(f"unreadable run record {path}: {_reason(error)} (strict=true; without it the run is "
+                          f"skipped)")
+    warn(f"skipped the run record {path}: {_reason(error)}")
+
+
 def load_run(run_dir: Path) -> dict:
-    """metrics.json of a finished run, plus run_dir, its resolved config (dict), tag, task_name, subset."""
-    m = json.loads((Path(run_dir) / METRICS).read_text())
-    cfg = OmegaConf.to_container(OmegaConf.load(Path(run_dir) / CONFIG)) if (Path(run_dir) / CONFIG).is_file() else {}
-    m.update(run_dir=str(run_dir), config=cfg, tag=cfg.get("tag", ""))
-    m["task_name"] = cfg.get("task", {}).get("name", m.get("task", ""))
-    m["subset"] = cfg.get("task", {}).get("subset", "")
+    """metrics.json of a finished run, plus run_dir, its resolved config (dict), tag, task_name, subset.
+    A file that cannot be read raises :class:`UnreadableRecord` naming it."""
+    run_dir = Path(run_dir)
+    try:
+        m = json.loads((run_dir / METRICS).read_text())
+        if not isinstance(m, dict):
+            raise ValueError(f"expected a JSON object, got {type(m).__name__}")
+    except (OSError, ValueError) as e:
+        raise UnreadableRecord(run_dir / METRICS, e) from None
+    try:
+        cfg = OmegaConf.to_container(OmegaConf.load(run_dir / CONFIG)) if (run_dir / CONFIG).is_file() else {}
+        if not isinstance(cfg, dict):
+            raise ValueError(f"expected a mapping, got {type(cfg).__name__}")
+        m.update(run_dir=str(run_dir), config=cfg, tag=cfg.get("tag", ""))
+        m["task_name"] = (cfg.get("task") or {}).get("name", m.get("task", ""))
+        m["subset"] = (cfg.get("task") or {}).get("subset", "")
+    except (OSError, ValueError, AttributeError, yaml.YAMLError) as e:
+        raise UnreadableRecord(run_dir / CONFIG, e) from None
     return m
 
 
-def collect_runs(spec: str) -> list[dict]:
-    return [load_run(d) for d in run_dirs(spec)]
+class UnreadableRecord(EmbexpError):
+    """A run record's file that cannot be read or parsed (``path``, ``error``)."""
+
+    def __init__(self, path: Path, error: Exception):
+        self.path, self.error = path, error
+        super().__init__(f"unreadable run record {path}: {_reason(error)}")
+
+
+def _reason(error: Exception) -> str:
+    text = str(error).splitlines()[0] if str(error) else ""
+    if isinstance(error, OSError):
+        return error.strerror or text
+    return text if type(error) is ValueError else f"{type(error).__name__}: {text}"
+
+
+def collect_runs(spec: str, strict: bool = False) -> list[dict]:
+    """The finished runs of ``run_dirs(spec)``, loaded; a record that cannot be read (a truncated
+    metrics.json, a broken config.yaml) is skipped with one warning line naming it (``strict``: stops)."""
+    out = []
+    for d in run_dirs(spec, strict):
+        try:
+            out.append(load_run(d))
+        except UnreadableRecord as e:
+            unreadable(e.path, e.error, strict)
+    return out
 
 
 def read_predictions(run_dir: Path) -> list[dict]:

@@ -16,3 +16,5 @@ class ReportConfig:
     runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
     out: str = f("", "Folder for the tables ('' = tables/<paper>, or <output_root>/tables/<paper> with debug=...).")
     debug: str = f("", "A conf/debug preset: read its output_root (smoke: outputs/smoke) and write tables under it.")
+    strict: bool = f(False, "Stop in one line on a run record that cannot be read (a truncated metrics.json or "
+                            "status.json); false: name it in one warning line and leave the run out.")

@@ -112,7 +112,7 @@ def render(cfg: Config) -> dict[str, str]:
 
         return compare_curves.render(cfg)
     root, out = table_dirs(cfg.runs, cfg.out, cfg.debug, "compare")
-    runs = [r for r in collect_runs(root)
+    runs = [r for r in collect_runs(root, strict=cfg.strict)
             if (not cfg.task or r["task"] == cfg.task) and (not cfg.model or r["model"] == cfg.model)]
     if not runs:
         raise EmbexpError(f"no finished runs under '{root}'" + (f" for task={cfg.task}" if cfg.task else "")

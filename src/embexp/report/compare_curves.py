@@ -137,7 +137,7 @@ def render(cfg) -> dict[str, str]:
     from embexp.methods.registry import method_label  # the classes' display names (loads torch: here, not at import)
 
     root, out = table_dirs(cfg.runs, cfg.out, cfg.debug, "compare")
-    runs = [r for r in collect_runs(root)
+    runs = [r for r in collect_runs(root, strict=cfg.strict)
             if (not cfg.task or r["task"] == cfg.task) and (not cfg.model or r["model"] == cfg.model)]
     if not any((p.get("select") for r in runs for p in r.get("curve") or [])):
         raise EmbexpError(f"no finished runs with held-out curve points under '{root}' "

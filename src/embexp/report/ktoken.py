@@ -197,7 +197,7 @@ def render(cfg: Config) -> dict[str, str]:
         raise EmbexpError(f"select_on=reported is the tree curriculum's gate; {names[0]} selects nothing "
                           f"(choose from: {', '.join(TREE)})")
     suffix = PAPER_TAG if cfg.select_on == "reported" else ""
-    idx = Runs(collect_runs(root))
+    idx = Runs(collect_runs(root, strict=cfg.strict))
     done = {}
     for n in names:
         text, rows, fields = (ablation_table(idx, list(cfg.seeds), suffix) if n == "ablation"

@@ -124,7 +124,8 @@ TITLES = {"table9": "Table 9: PEMA preprocessing vs fine-tuning, seconds (sd ove
 
 def render(cfg: Config) -> dict[str, str]:
     root = cfg.runs or debug_output_root(cfg.debug)
-    runs = [r for r in collect_runs(root) if r["task_name"] == cfg.task and (not cfg.model or r["model"] == cfg.model)]
+    runs = [r for r in collect_runs(root, strict=cfg.strict)
+            if r["task_name"] == cfg.task and (not cfg.model or r["model"] == cfg.model)]
     if not runs:
         raise EmbexpError(f"no finished {cfg.task} runs under '{root}'"
                           + (f" for model {cfg.model}" if cfg.model else ""))

@@ -43,7 +43,7 @@ class Config(ReportConfig):
 
 def rows(cfg: Config) -> list[dict]:
     root = cfg.runs or debug_output_root(cfg.debug)
-    runs = [r for r in collect_runs(root)
+    runs = [r for r in collect_runs(root, strict=cfg.strict)
             if r["task_name"] == cfg.task and r["model"] == cfg.model and r["method"] in cfg.methods]
     if not runs:
         raise EmbexpError(f"no finished {cfg.task} runs of model {cfg.model} under {root}")

@@ -58,7 +58,8 @@ def render(cfg: Config) -> dict[str, str]:
 
     root = cfg.runs or debug_output_root(cfg.debug)
     out = Path(cfg.out) if cfg.out else Path(root) / "tables"
-    runs = [r for r in collect_runs(root) if r.get("curve") and (not cfg.task or r["task"] == cfg.task)
+    runs = [r for r in collect_runs(root, strict=cfg.strict)
+            if r.get("curve") and (not cfg.task or r["task"] == cfg.task)
             and (not cfg.model or r["model"] == cfg.model)]
     if not runs:
         raise EmbexpError(f"no finished runs with a curve under '{root}' (train with trainer.curve_at=[...] first)")

@@ -154,7 +154,7 @@ def table_text(table: str, seeds: list, select_on: str, idx: Runs) -> tuple[str,
 
 def render(cfg: Config) -> dict[str, str]:
     root, out = table_dirs(cfg.runs, cfg.out, cfg.debug, "tinyattn")
-    idx = Runs(collect_runs(root))
+    idx = Runs(collect_runs(root, strict=cfg.strict))
     done = {}
     for n in TABLES if cfg.table == "all" else (cfg.table,):
         text, rows, fields = table_text(n, list(cfg.seeds), cfg.select_on, idx)

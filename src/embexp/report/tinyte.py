@@ -169,7 +169,8 @@ def table_5(cfg, root: Path):
     from embexp.studies.lengths import Config as LengthsConfig
     from embexp.studies.lengths import bucket_table
 
-    runs = [r for r in collect_runs(str(root)) if r["task_name"] == "cnndm" and r["model"] == cfg.length_model]
+    runs = [r for r in collect_runs(str(root), strict=cfg.strict)
+            if r["task_name"] == "cnndm" and r["model"] == cfg.length_model]
     rows, labels = bucket_table(runs, LengthsConfig())
     order = [method_label(m, t) for m, t in [("lora", ""), ("prompt_tuning", "tk1"), ("tinyte_full", ""),
                                              ("tinyte_half", ""), ("tinyte_hybrid", ""), ("tinyte_gated", "")]]
@@ -200,7 +201,7 @@ def render(cfg: Config) -> dict[str, str]:
     for n in names:
         if n not in TABLES:
             raise EmbexpError(f"unknown table '{cfg.table}' (choose from: {', '.join(TABLES)}, all)")
-    idx = Runs(collect_runs(str(root)))
+    idx = Runs(collect_runs(str(root), strict=cfg.strict))
     se = SE(cfg.se or "seeds", cfg.bootstrap_iters, out / ".se_cache.json")
     done = {}
     for n in names:

@@ -1,30 +1,39 @@
 """Resumable checkpoints of a run (``trainer.save_every``), no pickles.
 
 ``<run_dir>/checkpoint/`` holds ``state.safetensors`` (the trainable tensors, the optimizer moments, the
-RNG states, the kept best state) and ``meta.json`` (step, strategy, parameter groups, Python and NumPy
-RNG, the result so far). A checkpoint is written whole by the main process (under FSDP every process
-first gathers the shards) into ``checkpoint.tmp`` and renamed into place, so a kill mid-write leaves
-the previous one.
+RNG states, the kept best state; its header names the step) and ``meta.json`` (step, strategy, parameter
+groups, Python and NumPy RNG, the result so far). Two are kept: ``checkpoint/`` (the latest) and
+``checkpoint.prev/`` (the one before). A checkpoint is written whole by the main process (under FSDP
+every process first gathers the shards) into ``checkpoint.tmp``, then rotated into place (latest ->
+prev, tmp -> latest, the older prev removed), so a kill at any point leaves at least one whole checkpoint.
+A write that fails (disk full, quota, file size, permissions) stops the run in one line naming the path
+and the OS error; the temporary directory is removed and the kept checkpoints are untouched. Loading
+tries the latest, then (one warning line naming what failed) the previous one; where neither can be
+read it stops in one line.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import random
+import re
 import shutil
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from embexp import EmbexpError
 from embexp.run import sharding
 
 log = logging.getLogger("embexp")
+# what an unreadable checkpoint raises (a missing or truncated file, bad JSON, a tensor of another shape)
+UNREADABLE = (OSError, ValueError, KeyError, IndexError, TypeError, RuntimeError, SafetensorError)
 
 
 class Checkpoint:
@@ -36,13 +45,17 @@ class Checkpoint:
                  optimizer):
         self.dir, self.acc, self.strategy = directory, acc, strategy
         self.names, self.params, self.shapes, self.optimizer = names, params, shapes, optimizer
+        self.prev = directory.with_name(directory.name + ".prev") if directory is not None else None
+        self.latest_bad = False  # the latest could not be read: the next save replaces it, prev stays
 
     def exists(self) -> bool:
-        return self.dir is not None and (self.dir / "meta.json").is_file()
+        return self.dir is not None and any((d / "meta.json").is_file() for d in (self.dir, self.prev))
 
     def kept(self) -> str:
         """What a failed run leaves, for its one error line."""
-        return f"the last checkpoint ({self.dir}) is kept" if self.exists() else "no checkpoint had been written"
+        if not self.exists():
+            return "no checkpoint had been written"
+        return f"the last checkpoint ({self.dir if (self.dir / 'meta.json').is_file() else self.prev}) is kept"
 
     def save(self, step: int, result, best_state: dict | None) -> None:
         """Whole tensors, written by the main process; sharded tensors are gathered first, by every
@@ -57,15 +70,11 @@ class Checkpoint:
                 tensors[f"opt/{idx}/{k}"] = whole(torch.as_tensor(v)).clone()
         if not self.acc.is_main_process:
             return
-        tmp = self.dir.with_name("checkpoint.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
         tensors["rng/torch"] = torch.get_rng_state()
         if torch.cuda.is_available():
             tensors["rng/cuda"] = torch.cuda.get_rng_state()
         if best_state is not None:
             tensors.update({f"best/{n}": t for n, t in best_state.items()})
-        save_file(tensors, tmp / "state.safetensors")
         meta = {
             "step": step,
             "strategy": self.strategy,
@@ -74,28 +83,83 @@ class Checkpoint:
             "numpy_rng": _jsonable(np.random.get_state()),
             "result": asdict(result),
         }
-        (tmp / "meta.json").write_text(json.dumps(meta))
-        old = self.dir.with_name("checkpoint.old")
+        tmp = self.dir.with_name(self.dir.name + ".tmp")
+        target = tmp
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            target = tmp / "state.safetensors"
+            save_file(tensors, target, metadata={"step": str(step)})
+            target = tmp / "meta.json"
+            target.write_text(json.dumps(meta))
+            target = self.dir
+            self._rotate(tmp)
+        except (OSError, SafetensorError) as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise EmbexpError(f"cannot write checkpoint {getattr(e, 'filename', None) or target}: {os_error(e)}; "
+                              f"run stopped and marked failed; {self.kept()} (free space or fix the permissions, "
+                              f"then rerun with trainer.resume=true)") from None
+
+    def _rotate(self, tmp: Path) -> None:
+        """latest -> prev, tmp -> latest, the older prev removed; a latest that could not be read is
+        dropped instead, so prev stays the last good one."""
+        old = self.dir.with_name(self.dir.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
         if self.dir.exists():
-            self.dir.rename(old)
+            if self.latest_bad:
+                self.dir.rename(old)
+            else:
+                if self.prev.exists():
+                    self.prev.rename(old)
+                self.dir.rename(self.prev)
         tmp.rename(self.dir)
+        self.latest_bad = False
         shutil.rmtree(old, ignore_errors=True)
 
     def load(self) -> tuple[int, dict, dict | None] | None:
-        """Restore the tensors, optimizer and RNG states; (step, the result so far as a dict, the kept best
-        state or None), or None where there is no checkpoint."""
-        if not self.exists():
+        """Restore the tensors, optimizer and RNG states from the latest checkpoint, else the previous one
+        (one warning line naming what failed); (step, the result so far as a dict, the kept best state or
+        None), or None where there is no checkpoint. None readable: one error line."""
+        if self.dir is None or not (self.dir.exists() or self.prev.exists()):
             return None
-        meta = json.loads((self.dir / "meta.json").read_text())
+        failed = []
+        for d in (self.dir, self.prev):
+            if not d.exists():
+                failed.append(f"{d}: missing")
+                continue
+            try:
+                found = self._load(d)
+            except UNREADABLE as e:
+                failed.append(f"{d}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+                continue
+            if failed:
+                log.warning("checkpoint unreadable (%s): resuming from the previous one, %s (step %d)",
+                            failed[0], d, found[0])
+            self.latest_bad = d != self.dir
+            return found
+        raise EmbexpError(f"no readable checkpoint ({'; '.join(failed)}): delete {self.dir} and {self.prev} to "
+                          f"train again from the start (or trainer.resume=false)")
+
+    def _load(self, d: Path) -> tuple[int, dict, dict | None]:
+        meta = json.loads((d / "meta.json").read_text())
         if meta.get("strategy", "ddp") != self.strategy:  # its best/ state is in that strategy's form
-            raise EmbexpError(f"checkpoint {self.dir} was written under "
+            raise EmbexpError(f"checkpoint {d} was written under "
                               f"trainer.strategy={meta.get('strategy', 'ddp')}: "
                               f"resume it with that strategy (or trainer.resume=false to start again)")
+        if "best_eval_loss" in meta["result"]:
+            raise EmbexpError(f"checkpoint {d} was written by an embexp that selected on the evaluation split; "
+                              "delete it to train again from the start (or trainer.resume=false)")
         flat = [p for g in self.optimizer.param_groups for p in g["params"]]  # the optimizer's indices
         state, best = {}, {}
         # tensor by tensor: no whole copy per process
-        with safe_open(self.dir / "state.safetensors", framework="pt") as fh:
-            with torch.no_grad():
+        with safe_open(d / "state.safetensors", framework="pt") as fh:
+            written = (fh.metadata() or {}).get("step")
+            if written is not None and int(written) != meta["step"]:
+                raise ValueError(f"state.safetensors is of step {written}, meta.json of step {meta['step']}")
+            missing = [n for n in self.names if f"param/{n}" not in fh.keys()]
+            if missing:
+                raise KeyError(f"no tensor param/{missing[0]}")
+            with torch.no_grad():  # a later failure leaves these half restored: the previous checkpoint rewrites all
                 for n, p in zip(self.names, self.params):
                     p.copy_(sharding.place(fh.get_tensor(f"param/{n}").reshape(p.shape), p))
             for key in fh.keys():
@@ -112,10 +176,16 @@ class Checkpoint:
         random.setstate(_tuplify(meta["python_rng"]))
         st = meta["numpy_rng"]
         np.random.set_state((st[0], np.array(st[1], dtype=np.uint32), *st[2:]))
-        if "best_eval_loss" in meta["result"]:
-            raise EmbexpError(f"checkpoint {self.dir} was written by an embexp that selected on the evaluation split; "
-                              "delete it to train again from the start (or trainer.resume=false)")
         return meta["step"], meta["result"], best or None
+
+
+def os_error(e: Exception) -> str:
+    """The OS error of a failed write: OSError's strerror, or the one safetensors' Rust side reports as
+    '... (os error 28)'."""
+    if isinstance(e, OSError):
+        return e.strerror or str(e)
+    code = re.search(r"os error (\d+)", str(e))
+    return os.strerror(int(code.group(1))) if code else str(e).splitlines()[0]
 
 
 def _jsonable(x):

@@ -21,11 +21,12 @@ log = logging.getLogger("embexp")
 
 
 @contextlib.contextmanager
-def recording(cfg, record: RunRecord, acc: Accelerator):
+def recording(cfg, record: RunRecord, acc: Accelerator, previous: dict | None = None):
     """The run's status follows what happens inside: ``running``, then ``interrupted`` on a preemption
     notice or ``failed`` on any other error (crashes and Ctrl-C too); ``record.finish`` writes
-    ``complete``. The trackers open here and close at the end either way."""
-    record.start(cfg, resume=cfg.trainer.resume)
+    ``complete``. The trackers open here and close at the end either way. ``previous``: the status of
+    the run before, whose process died (``run.lock``), kept in the new status."""
+    record.start(cfg, resume=cfg.trainer.resume, previous=previous)
     if acc.log_with:
         acc.init_trackers("embexp", config=tracker_config(cfg))
     try:

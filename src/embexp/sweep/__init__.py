@@ -46,7 +46,8 @@ comparison on a model of that kind, in its order (lists read from the method cla
 
 What the runner adds: ``--extra`` is appended to every train and analyze command; every train
 command gets ``trainer.resume=true`` (an interrupted cell continues from its checkpoint); a train cell
-whose run directory is complete, an ablation whose summary holds the command's metrics and a
+whose run directory is complete, or owned by another live process (one ``# ... running (host, pid)``
+line; a cell left ``running`` by a dead process is resumed), an ablation whose summary holds the command's metrics and a
 judge's reference scoring already recorded are skipped (``--force`` reruns them); the report step
 gets the extra's ``debug=`` and, with ``output_root=X``, ``runs=X out=X/tables/<paper>``. A failed
 command does not stop the sweep: the report is rendered from what finished and the runner exits 1
@@ -69,7 +70,7 @@ from pathlib import Path
 
 import yaml
 
-from embexp import EmbexpError
+from embexp import EmbexpError, RunBusy
 from embexp.core import cli
 from embexp.core.config import MODEL_KINDS
 from embexp.sweep import analyze, judge, report, train
@@ -248,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         return [a.py, "-m", f"embexp.{cmd['kind']}", *args]
 
     runnable = [c for c in cmds if c["kind"] != "note"]
-    failed, t0, i = [], time.perf_counter(), 0
+    failed, elsewhere, t0, i = [], [], time.perf_counter(), 0
     for cmd in cmds:
         if cmd["kind"] == "note":
             print(f"# {cmd['args'][0]}", flush=True)
@@ -263,6 +264,11 @@ def main(argv: list[str] | None = None) -> int:
             print(shlex.join(line(cmd, args)), flush=True)
             continue
         i += 1
+        busy = train.running(args) if cmd["kind"] == "train" else ""
+        if busy:  # another live process owns the cell's run directory (another sweep, say): never twice
+            print(f"[{i}/{len(runnable)}] # {busy}: skipped", flush=True)
+            elsewhere.append(busy)
+            continue
         prev = "" if a.force else done(cmd["kind"], args)
         if prev and "when_complete" in cmd["step"]:  # judge the finished run instead of training it again
             run = [a.py, "-m", "embexp.judge", f"run_dir={prev}", *args_of(cmd["step"]["when_complete"], cmd["scope"])]
@@ -273,11 +279,16 @@ def main(argv: list[str] | None = None) -> int:
         else:
             run = line(cmd, args)
         print(f"[{i}/{len(runnable)}] {shlex.join(run)}", flush=True)
-        if execute(run) != 0 and cmd["kind"] != "report":
+        rc = execute(run)
+        if rc == RunBusy.exit_code and cmd["kind"] == "train":  # taken by another process since the probe
+            elsewhere.append(shlex.join(run))
+        elif rc != 0 and cmd["kind"] != "report":
             failed.append(shlex.join(run))
     if not a.dry_run:
-        ok = len(runnable) - len(failed)
+        ok = len(runnable) - len(failed) - len(elsewhere)
         print(f"{a.spec}: {ok}/{len(runnable)} commands ok in {time.perf_counter() - t0:.0f} s")
+    for f in elsewhere:
+        print(f"RUNNING ELSEWHERE (rerun the sweep when it ends): {f}", file=sys.stderr)
     for f in failed:
         print(f"FAILED: {f}", file=sys.stderr)
     return 1 if failed else 0

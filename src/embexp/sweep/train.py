@@ -1,7 +1,7 @@
 """The sweep's train commands: the runner's additions (``trainer.resume=true``, the extra overrides),
-the run directory a cell writes, whether it is done, and ``choose``: the value whose train cell
-scored best on its held-out rows (``embexp.core.records.best_held_out``, what the comparison reports).
-"""
+the run directory a cell writes, whether it is done or running in another live process (``run.lock``),
+and ``choose``: the value whose train cell scored best on its held-out rows
+(``embexp.core.records.best_held_out``, what the comparison reports)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import json
 from pathlib import Path
 
 from embexp import EmbexpError
-from embexp.core.records import METRICS, best_held_out, is_complete
+from embexp.core.cli import warn
+from embexp.core.records import METRICS, STATUS, best_held_out, is_complete
+from embexp.run import lock
 from embexp.sweep.language import Scope, args_of, combinations
 
 
@@ -34,15 +36,36 @@ def run_dir(train_args: list[str]) -> Path:
     return Path(run_name(c.output_root, c.task.name, c.task.subset, c.model.name, c.method.name, c.tag, c.seed))
 
 
-def done(cmd_args: list[str]) -> str:
-    """The run directory of a cell that already finished, else '' (a multirun, -m, is never skipped)."""
+def cell_dir(cmd_args: list[str]) -> Path | None:
+    """The run directory of a cell, or None: a multirun (-m) or a config that does not compose (e.g. a method
+    this checkout lacks: run it, and let the run say why)."""
     if "-m" in cmd_args:
-        return ""
+        return None
     try:
-        d = run_dir(cmd_args)
-    except EmbexpError:  # e.g. a method this checkout lacks: run it, and let the run say why
+        return run_dir(cmd_args)
+    except EmbexpError:
+        return None
+
+
+def done(cmd_args: list[str]) -> str:
+    """The run directory of a cell that already finished, else '' (a multirun, -m, is never skipped). A
+    status.json that cannot be read is named in one warning line, and the cell runs again (resumed)."""
+    d = cell_dir(cmd_args)
+    if d is None:
         return ""
-    return str(d) if is_complete(d) else ""
+    status, _ = lock.state(d)
+    if status == "unreadable":
+        warn(f"{d / STATUS} cannot be read: the cell runs again (trainer.resume=true)")
+    return str(d) if status == "complete" and is_complete(d) else ""
+
+
+def running(cmd_args: list[str]) -> str:
+    """'<run dir> running (host h, pid p, ...)' for a cell whose directory a live process owns (another
+    sweep, a launch of the same cell), else ''. A cell left ``running`` by a dead process reads
+    ``interrupted`` (``run.lock.state``) and is resumed."""
+    d = cell_dir(cmd_args)
+    owner = lock.live_owner(d) if d is not None else None
+    return f"{d} running ({lock.describe(owner)})" if owner is not None else ""
 
 
 def chosen(step: dict, scope: Scope, extra: list[str], dry: bool) -> str:

@@ -1,0 +1,299 @@
+"""Faults a run meets, each ending in one line with nothing lost (issue 35): one owner per run directory
+(run/lock.py), a run killed with SIGKILL then resumed, a corrupt latest checkpoint, a write that fails
+halfway, unreadable records in a report, a stale lock. Every case checks the one line, the exit status,
+the status, that no traceback reaches the user and that no complete-looking record is wrong."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from safetensors import safe_open
+
+from conftest import run_cli, run_train, smoke
+from embexp import EmbexpError, RunBusy
+from embexp.core.records import is_complete
+from embexp.run import lock
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+# checkpoints at steps 2, 4, 6 (none at the last step): a finished run keeps 6 (latest) and 4 (prev)
+BASE = ("debug=smoke", "method=tinyte_full", "model=tiny_llama", "task=glue", "task.subset=sst2",
+        "trainer.max_steps=8", "trainer.save_every=2", "trainer.lr=0.05", "do_eval=false")
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory) -> tuple[Path, dict]:
+    """The uninterrupted run every resumed one is compared with."""
+    d = tmp_path_factory.mktemp("whole") / "run"
+    return d, run_train(smoke(*BASE[1:]), d)
+
+
+def errors(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if ln.startswith("embexp: error:")]
+
+
+def warnings_(stderr: str, needle: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if needle in ln]
+
+
+def status(d: Path) -> dict:
+    return json.loads((d / "status.json").read_text())
+
+
+def step_of(d: Path) -> int:
+    return json.loads((d / "meta.json").read_text())["step"]
+
+
+def start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "embexp.train", *args], cwd=REPO, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+# ---- one owner per run directory -----------------------------------------------------------------------
+@pytest.mark.serial
+def test_two_identical_runs_started_together_one_trains_the_other_stops_in_one_line(tmp_path):
+    args = (*BASE, "trainer.max_steps=24", "trainer.save_every=0", f"hydra.run.dir={tmp_path / 'run'}")
+    procs = [start(*args), start(*args)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    codes = [p.returncode for p in procs]
+    assert sorted(codes) == [0, RunBusy.exit_code], [o[1][-2000:] for o in outs]
+    win, lose = (0, 1) if codes[0] == 0 else (1, 0)
+    err = outs[lose][1]
+    assert "Traceback" not in err and len(errors(err)) == 1 and err.strip() == errors(err)[0], err
+    line = errors(err)[0]
+    assert f"run directory {tmp_path / 'run'} is in use by another run (host {socket.gethostname()}, " \
+           f"pid {procs[win].pid}, started " in line and "trainer.resume=true" in line, line
+    d = tmp_path / "run"
+    assert is_complete(d) and status(d)["status"] == "complete"
+    m = json.loads((d / "metrics.json").read_text())
+    assert m["train"]["steps"] == 24 and m["train"]["resumed_from_step"] == 0
+    log = (d / "train.log").read_text()
+    assert log.count("trainable parameters:") == 1  # only the winner built a run here
+    assert not (d / "owner.json").exists() and lock.live_owner(d) is None  # released
+
+
+def test_a_live_owner_is_seen_by_readers_refused_to_a_second_run_and_skipped_by_the_sweep(tmp_path, monkeypatch,
+                                                                                          capsys):
+    from embexp import sweep
+    from embexp.sweep import train as sweep_train
+
+    extra = f"debug=smoke output_root={tmp_path}"
+    cells = [c[2:] for c in sweep.command_lines("tinyte/table5", [], extra.split()) if c[1] == "embexp.train"]
+    d = sweep_train.run_dir(cells[0])
+    calls = []  # the first cell that runs is taken by another process between the probe and its start: exit 75
+    monkeypatch.setattr(sweep, "execute", lambda cmd: calls.append(cmd) or (75 if len(calls) == 1 else 0))
+    with lock.owning(d) as previous:
+        assert previous is None
+        owner = lock.live_owner(d)
+        assert owner["pid"] == os.getpid() and owner["host"] == socket.gethostname()
+        with pytest.raises(RunBusy, match=f"in use by another run \\(host {socket.gethostname()}, pid {os.getpid()}"):
+            with lock.owning(d, wait=0.1):
+                pass
+        assert sweep.main(["tinyte/table5", "--extra", extra]) == 0
+    out, err = capsys.readouterr()
+    skipped = [ln for ln in out.splitlines() if ln.startswith("[1/7] # ")]
+    assert skipped == [f"[1/7] # {d} running (host {socket.gethostname()}, pid {os.getpid()}, "
+                       f"started {owner['started']}): skipped"], out
+    assert len(calls) == 6 and all(c[3:] != cells[0] for c in calls)  # 5 other cells and the report
+    # the cell skipped, and the next one, taken by another process between the probe and its start (exit 75)
+    assert err.count("RUNNING ELSEWHERE") == 2 and "FAILED" not in err, err
+    assert lock.live_owner(d) is None and not (d / "owner.json").exists() and lock.state(d) == ("", None)
+
+
+@pytest.mark.serial
+def test_sigkill_mid_run_reads_interrupted_and_resume_equals_an_uninterrupted_run(whole, tmp_path):
+    from embexp.sweep import train as sweep_train
+
+    args = (*BASE, f"output_root={tmp_path}")
+    d = sweep_train.run_dir(list(args))
+    proc = start(*args)
+    deadline = time.time() + 120
+    while not (d / "checkpoint" / "meta.json").is_file() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert status(d)["status"] == "running" and json.loads((d / "owner.json").read_text())["pid"] == proc.pid
+    # to a reader and to the sweep runner: interrupted (its process is gone), not complete, not running
+    assert lock.state(d) == ("interrupted", None)
+    cell = [*args, "trainer.resume=true"]
+    assert sweep_train.done(cell) == "" and sweep_train.running(cell) == ""
+    r = run_cli(*args, "trainer.resume=true")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    said = warnings_(r.stderr, "stopped without updating its status")
+    assert len(said) == 1 and f"pid {proc.pid}" in said[0] and "marked interrupted, now resumed" in said[0], r.stderr
+    m = json.loads((d / "metrics.json").read_text())
+    assert is_complete(d) and 2 <= m["train"]["resumed_from_step"] < 8
+    assert m["train"]["final_train_loss"] == whole[1]["train"]["final_train_loss"]
+    assert not (d / "owner.json").exists() and lock.state(d) == ("complete", None)
+
+
+def test_a_stale_lock_is_taken_over_and_its_run_reported_interrupted(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (d / "run.lock").write_text("")
+    (d / "owner.json").write_text(json.dumps({"host": socket.gethostname(), "pid": dead.pid, "started": "then"}))
+    (d / "status.json").write_text(json.dumps({"status": "running", "started": "then"}))
+    assert lock.live_owner(d) is None and lock.state(d) == ("interrupted", None)
+    r = run_cli(*BASE, "trainer.max_steps=2", "trainer.save_every=0", f"hydra.run.dir={d}")
+    assert r.returncode == 0 and "Traceback" not in r.stderr and not errors(r.stderr), r.stderr
+    said = warnings_(r.stderr, "stopped without updating its status")
+    assert len(said) == 1 and f"pid {dead.pid}, started then" in said[0] and "marked interrupted" in said[0], r.stderr
+    assert "started again (trainer.resume=true continues it)" in said[0]
+    assert said[0].split("] ", 1)[1] in (d / "train.log").read_text()
+    assert is_complete(d) and json.loads((d / "metrics.json").read_text())["train"]["steps"] == 2
+    assert not (d / "owner.json").exists()
+
+
+# ---- checkpoints: the previous one is kept -------------------------------------------------------------
+def test_a_corrupt_latest_checkpoint_falls_back_to_the_previous_one_with_one_warning(whole, tmp_path):
+    src, done = whole
+    assert step_of(src / "checkpoint") == 6 and step_of(src / "checkpoint.prev") == 4
+    d = tmp_path / "run"  # as a run killed after its step-6 checkpoint leaves it
+    for name in ("checkpoint", "checkpoint.prev"):
+        shutil.copytree(src / name, d / name)
+    state = d / "checkpoint" / "state.safetensors"
+    state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
+    r = run_cli(*BASE, "trainer.resume=true", f"hydra.run.dir={d}")
+    assert r.returncode == 0 and "Traceback" not in r.stderr and not errors(r.stderr), r.stderr
+    said = warnings_(r.stderr, "checkpoint unreadable")
+    assert len(said) == 1 and f"{d / 'checkpoint'}: SafetensorError" in said[0], r.stderr
+    assert f"resuming from the previous one, {d / 'checkpoint.prev'} (step 4)" in said[0]
+    m = json.loads((d / "metrics.json").read_text())
+    assert m["train"]["resumed_from_step"] == 4 and is_complete(d)
+    assert m["train"]["final_train_loss"] == done["train"]["final_train_loss"]
+    # the corrupt one was dropped, not kept as the previous: step 6 (rewritten) and the good step 4
+    assert step_of(d / "checkpoint") == 6 and step_of(d / "checkpoint.prev") == 4
+    with safe_open(d / "checkpoint" / "state.safetensors", framework="pt") as fh:
+        assert fh.metadata()["step"] == "6"
+
+
+def test_no_readable_checkpoint_is_one_line_and_the_run_failed(whole, tmp_path):
+    src, _ = whole
+    d = tmp_path / "run"
+    shutil.copytree(src / "checkpoint", d / "checkpoint")
+    shutil.copytree(src / "checkpoint.prev", d / "checkpoint.prev")
+    (d / "checkpoint" / "meta.json").write_text('{"step": 1')
+    (d / "checkpoint.prev" / "meta.json").write_text(
+        (d / "checkpoint.prev" / "meta.json").read_text().replace('"step": 4', '"step": 2'))  # not its tensors' step
+    r = run_cli(*BASE, "trainer.resume=true", f"hydra.run.dir={d}")
+    assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
+    line = errors(r.stderr)[0]
+    assert line.startswith(f"embexp: error: no readable checkpoint ({d / 'checkpoint'}: JSONDecodeError: ")
+    assert f"{d / 'checkpoint.prev'}: ValueError: state.safetensors is of step 4, meta.json of step 2" in line
+    assert "trainer.resume=false" in line and status(d)["status"] == "failed" and not (d / "metrics.json").exists()
+
+
+def test_a_checkpoint_write_that_fails_halfway_is_one_line_and_keeps_the_previous_one(tmp_path, monkeypatch):
+    from embexp.run import checkpoint
+
+    real, calls = checkpoint.save_file, []
+
+    def disk_full_on_the_second(tensors, path, metadata=None):
+        calls.append(path)
+        if len(calls) == 1:
+            return real(tensors, path, metadata=metadata)
+        Path(path).write_bytes(b"\0" * 100)  # half a file, then the disk is full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(checkpoint, "save_file", disk_full_on_the_second)
+    d = tmp_path / "run"
+    r = run_cli(*BASE, f"hydra.run.dir={d}")
+    assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
+    line = errors(r.stderr)[0]
+    assert line.startswith(f"embexp: error: cannot write checkpoint {d / 'checkpoint.tmp' / 'state.safetensors'}: "
+                           f"No space left on device; run stopped and marked failed; the last checkpoint "
+                           f"({d / 'checkpoint'}) is kept"), line
+    assert status(d)["status"] == "failed" and "No space left on device" in status(d)["error"]
+    assert not (d / "checkpoint.tmp").exists() and not (d / "metrics.json").exists() and not is_complete(d)
+    assert step_of(d / "checkpoint") == 2 and not (d / "checkpoint.prev").exists()
+    with safe_open(d / "checkpoint" / "state.safetensors", framework="pt") as fh:
+        assert fh.metadata()["step"] == "2" and any(k.startswith("param/") for k in fh.keys())
+
+
+def test_safetensors_own_io_errors_name_the_os_error():
+    from safetensors import SafetensorError
+
+    from embexp.run.checkpoint import os_error
+
+    assert os_error(SafetensorError("Error while serializing: I/O error: File too large (os error 27)")) == \
+        os.strerror(errno.EFBIG)
+    assert os_error(OSError(errno.EDQUOT, os.strerror(errno.EDQUOT))) == "Disk quota exceeded"
+
+
+def test_a_record_write_that_fails_is_one_line_and_leaves_no_record_that_looks_complete(tmp_path, monkeypatch):
+    real = Path.write_text
+
+    def quota(self, *a, **kw):
+        if self.name.startswith(".metrics.json.tmp"):
+            real(self, "{", **kw)  # half written
+            raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT), str(self))
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "write_text", quota)
+    d = tmp_path / "run"
+    r = run_cli(*BASE, "trainer.max_steps=2", "trainer.save_every=0", f"hydra.run.dir={d}")
+    assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
+    assert errors(r.stderr)[0] == f"embexp: error: cannot write {d / 'metrics.json'}: Disk quota exceeded"
+    assert status(d)["status"] == "failed" and not (d / "metrics.json").exists() and not is_complete(d)
+    assert not list(d.glob(".metrics.json.tmp*"))
+
+
+# ---- reports -------------------------------------------------------------------------------------------
+def test_unreadable_records_are_named_and_skipped_or_stop_a_strict_report(tmp_path, capsys):
+    from conftest import record_run
+    from embexp.report import main
+
+    runs = tmp_path / "runs"
+    dirs = {seed: record_run(runs, "tree", "x3large", "qwen25_05b", "ktoken", "k2", seed,
+                             {"select_on": "heldout", "metrics": {"em_accuracy": acc, "length_reduction": 50.0},
+                              "train": {"effective_batch": [256, 128]}})
+            for seed, acc in ((42, 90.0), (43, 96.0), (44, 93.0))}
+    for seed, name in ((43, "metrics.json"), (44, "status.json")):
+        path = dirs[seed] / name
+        path.write_text(path.read_text()[:25])
+    args = ["paper=ktoken", "table=table1", f"runs={runs}", f"out={tmp_path / 'tables'}"]
+    main(args)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    skipped = [ln for ln in err.splitlines() if ln.startswith("embexp: warning: skipped the run record ")]
+    assert len(skipped) == 2 and len(err.strip().splitlines()) == 2, err
+    assert f"{dirs[44] / 'status.json'}: JSONDecodeError: " in skipped[0]
+    assert f"{dirs[43] / 'metrics.json'}: JSONDecodeError: " in skipped[1]
+    k2 = next(ln for ln in out.splitlines() if ln.startswith("| k2 "))
+    assert "90.00 ± -" in k2 and "| 1 |" in k2  # seed 42 alone: the damaged runs are left out, not guessed
+    with pytest.raises(SystemExit) as e:
+        main([*args, "strict=true"])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith(f"embexp: error: unreadable run record {dirs[44] / 'status.json'}: JSONDecodeError: ")
+    assert "(strict=true; without it the run is skipped)" in err
+
+
+def test_record_writes_are_one_line_errors_and_leave_the_old_file(tmp_path):
+    from embexp.core.records import atomic_write
+
+    d = tmp_path / "ro"
+    d.mkdir()
+    (d / "status.json").write_text("old")
+    os.chmod(d, 0o500)
+    try:
+        if os.access(d, os.W_OK):  # root ignores permissions
+            pytest.skip("running as root: the directory stays writable")
+        with pytest.raises(EmbexpError, match=f"cannot write {d / 'status.json'}: Permission denied"):
+            atomic_write(d / "status.json", "new")
+        assert (d / "status.json").read_text() == "old"
+    finally:
+        os.chmod(d, 0o700)

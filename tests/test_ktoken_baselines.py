@@ -271,7 +271,7 @@ def test_sweep_states_the_effective_batch_tree_size_and_protocol_of_each_cell():
             assert sweep.main([f"ktoken/{table}", "--dry-run", "--py", "python", "seeds=42", *assignments]) == 0
         return out.getvalue(), [shlex.split(ln) for ln in out.getvalue().splitlines() if " -m embexp.train " in ln]
 
-    from embexp.train import effective_batch
+    from embexp.run.record import effective_batch
 
     def eff(cmd):
         cfg = compose(*cmd[3:])

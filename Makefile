@@ -26,9 +26,11 @@ install: $(VENV)/.installed  ## create .venv and install embexp with its depende
 demo: install  ## TinyTE-full vs zero-shot and prompt tuning on SmolLM2-135M + the SST-2 fixture, offline on a CPU
 	$(PY) scripts/demo.py
 
-test: install  ## ruff (lint, import order, 120 columns), then the test suite (not slow, not gpu), offline, a few minutes on 2 cores
+# pytest-xdist: one worker per core (TEST_WORKERS=1: one process); @pytest.mark.serial tests run one at a time
+TEST_WORKERS ?= 2
+test: install  ## ruff (lint, import order, 120 columns), then the test suite (not slow, not gpu), offline, about 3 minutes on 2 cores
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
 
 test-slow: install  ## the slow tests (real pretrained models, longer runs)
 	$(PY) -m pytest -q -m slow

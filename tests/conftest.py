@@ -15,13 +15,46 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # developer's setting cannot turn the hub or fixture cells into local ones; the few checks on real
 # rows read DATA and skip without it
 DATA = Path(os.environ.pop("EMBEXP_DATA")) if os.environ.get("EMBEXP_DATA") else None
-# OMP_NUM_THREADS=1 beside another job
-torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or min(2, os.cpu_count() or 1)))
+# make test runs a pytest-xdist worker per core: each computes on its share of the cores (two workers of
+# two threads each on two cores spin against each other); OMP_NUM_THREADS=1 beside another job
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or max(1, min(2, os.cpu_count() or 1) // WORKERS)))
 
 import embexp.train  # noqa: E402,F401  (registers every schema)
 from embexp.core.cli import compose_train, conf_dir  # noqa: E402
 
 CONF = conf_dir()
+
+# Tests that start processes (python, make, accelerate launch, torchrun) or bind ports are marked
+# @pytest.mark.serial: under pytest-xdist they form one group that a single worker runs one at a time,
+# first (the longest unit of work; the other worker meanwhile takes the in-process tests). A test that
+# starts such a process without the mark fails at the start, so that the rule holds for new tests.
+LAUNCHERS = ("python", "make", "accelerate", "torchrun")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns xdist_group into the scheduling group
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("serial"):
+            item.add_marker(pytest.mark.xdist_group("serial"))
+
+
+@pytest.fixture(autouse=True)
+def _serial_starts_processes(request, monkeypatch):
+    if request.node.get_closest_marker("serial"):
+        return
+    import subprocess
+
+    popen = subprocess.Popen.__init__
+
+    def guarded(self, args, *a, **kw):
+        argv = [args] if isinstance(args, (str, os.PathLike)) else list(args)
+        name = Path(str(argv[0]).split()[0]).name if argv else ""
+        if name.startswith(LAUNCHERS):
+            pytest.fail(f"{request.node.nodeid} starts {name}: mark it @pytest.mark.serial", pytrace=False)
+        popen(self, args, *a, **kw)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded)
 
 
 def compose(*overrides: str):

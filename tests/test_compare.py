@@ -58,6 +58,7 @@ def make_dry(*args: str) -> list[list[str]]:
     return [shlex.split(line) for line in r.stdout.splitlines()]
 
 
+@pytest.mark.serial
 def test_make_compare_dry_run_trains_on_train_splits_and_reports_on_whole_validation_splits():
     """Issue #37: the headline methods on four tasks with every seed, the others on SST-2 with one."""
     cmds = make_dry()
@@ -79,6 +80,7 @@ def test_make_compare_dry_run_trains_on_train_splits_and_reports_on_whole_valida
         {f"method={m}" for m in HEADLINE}
 
 
+@pytest.mark.serial
 def test_make_compare_kinds_decoder_runs_the_grid_on_seed_one_and_rte_at_the_sst2_choice():
     cmds = make_dry("KINDS=decoder")
     train = [c for c in cmds if c[1:3] == ["-m", "embexp.train"]]

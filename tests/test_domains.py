@@ -367,6 +367,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.serial
 def test_evaluate_modules_load_offline_and_match_the_runs_metrics(tmp_path):
     pytest.importorskip("evaluate")
     wmt = tmp_path / "wmt"

@@ -64,6 +64,7 @@ def assert_same_run(a: dict, b: dict, dir_a: Path, dir_b: Path, tol: float = 1e-
         torch.testing.assert_close(x[k], y[k], atol=tol, rtol=0, msg=k)
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("method,model,extra", [
     ("full_ft", "tiny_llama", ("trainer.lr=1e-3",)),
     pytest.param("tinyte_full", "tiny_llama", ("trainer.lr=0.05", "trainer.grad_accum=2", "trainer.batch_size=2"),
@@ -88,6 +89,7 @@ def test_fsdp_equals_ddp_with_the_same_global_batch(tmp_path, method, model, ext
         assert mem_f["total_bytes"] <= 0.55 * mem_d["total_bytes"], (mem_f, mem_d)
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_activation_checkpointing_recomputes_the_same_numbers_and_refuses_dropout(tmp_path):
     args = ("method=full_ft", "model=tiny_llama", "task=wmt16", "trainer.strategy=fsdp", "trainer.lr=1e-3")
@@ -113,6 +115,7 @@ def _workers(run_dir: Path) -> list[int]:
     return out
 
 
+@pytest.mark.serial
 @pytest.mark.slow  # ~50 s of three 2-process launches: make test-slow
 def test_preempted_fsdp_run_resumes_to_the_same_result(tmp_path):
     """SIGTERM to the workers after the first checkpoint (as SLURM preempts every task): they finish the
@@ -152,6 +155,7 @@ def matrix():
     return out
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("case,model", matrix())
 def test_every_method_trains_under_fsdp(tmp_path, case, model):
     from embexp.methods import METHODS

@@ -52,6 +52,7 @@ def test_choice_fields_are_checked_when_composed(override):
         validate(compose("debug=smoke", override))
 
 
+@pytest.mark.serial
 def test_choice_field_error_from_the_cli_is_one_line(tmp_path):
     r = cli("debug=smoke", "trainer.optimizer=sgd", f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0 and "Traceback" not in r.stderr
@@ -104,6 +105,7 @@ def test_the_special_values_and_boundaries_stay_valid():
                      "trainer.max_grad_norm=0", "trainer.eval_every=0", "seed=0", "trainer.warmup_steps=0"))
 
 
+@pytest.mark.serial
 def test_numeric_error_from_the_cli_is_one_line_and_writes_nothing(tmp_path):
     r = cli("debug=smoke", "trainer.batch_size=0", f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0 and "Traceback" not in r.stderr

@@ -208,6 +208,7 @@ def test_every_sweep_command_composes_with_debug_smoke():
     assert "lm_head" in lora.method.target_modules
 
 
+@pytest.mark.serial
 def test_make_target_calls_the_sweep():
     r = subprocess.run(["make", "-n", "-s", "ktoken_table3", "DRY_RUN=1", "PY=python"], cwd=REPO, capture_output=True,
                        text=True, env=ENV)  # -n: prints the recipes (and never installs anything)

@@ -293,6 +293,7 @@ def test_table2_bert_percentages_need_the_uncased_vocabulary(name, cached_shapes
         assert not lo - 0.05 <= paper <= hi + 0.05, (subset, lo, hi, paper)
 
 
+@pytest.mark.serial
 def test_pema_tables_name_the_uncased_checkpoints():
     """`make pema_table2 DRY_RUN=1` (and the other PEMA targets) name the checkpoint of every model, and
     the analysis registry counts with the same checkpoints that conf/model trains."""
@@ -416,6 +417,7 @@ def test_the_vocab_study_counts_as_the_authors_pad_and_what_occurs():
     assert rows[False]["embedding_pct"] > rows[True]["embedding_pct"]
 
 
+@pytest.mark.serial
 def test_an_analysis_value_outside_its_domain_is_one_line_before_any_tokenizer_loads():
     import subprocess
     import sys

@@ -221,6 +221,7 @@ print(json.dumps({"emb": emb.tolist(), "table_rows": w.shape[0]}))
 """
 
 
+@pytest.mark.serial
 def test_export_gives_the_trained_sentence_embeddings_without_embexp(tmp_path):
     """Train PETE a few steps on nli_pairs, export, load with plain transformers in a fresh process
     (no embexp import): same sentence embeddings to 1e-5, and the table is E(p) for every id."""
@@ -273,6 +274,7 @@ def pete_configs(cmds: list[list[str]]) -> list:
             for cmd in cmds[1:3] for method in ("pete", "full_ft")]
 
 
+@pytest.mark.serial
 def test_make_pete_table_dry_run_composes_with_debug_smoke():
     cmds = pete_commands("debug=smoke")
     assert [c[2] for c in cmds] == ["embexp.analyze", "embexp.train", "embexp.train", "embexp.report"]
@@ -298,6 +300,7 @@ PAPER_RECIPE = {"batch": 128, "steps": 122_700, "lr": 2e-5, "warmup": 1_000, "op
 AUTHORS_CODE = {"decay": "linear", "precision": "fp16", "weight_decay": 0.01, "clip": 0.0}
 
 
+@pytest.mark.serial
 def test_make_pete_table_default_recipe_is_the_papers():
     """Every train command ``make pete_table`` prints (PETE and the baseline, each dropout) composes to a
     trainer that applies the paper's recipe, read through the project's own training functions: examples
@@ -328,6 +331,7 @@ def test_make_pete_table_default_recipe_is_the_papers():
         assert cfg.model.source == "scratch" and cfg.model.scratch.global_rope_theta == 10000.0
 
 
+@pytest.mark.serial
 def test_make_pete_table_cpu_recipe_and_bad_recipe():
     import os
 
@@ -347,6 +351,7 @@ def test_make_pete_table_cpu_recipe_and_bad_recipe():
     assert " -m embexp." not in bad.stdout  # refused before any command is printed
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_make_pete_table_runs_offline_with_debug_smoke(tmp_path):
     env = {**__import__("os").environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}

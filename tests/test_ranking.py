@@ -229,6 +229,7 @@ def make_dry(target: str, *more: str) -> list[list[str]]:
     return [shlex.split(line) for line in out.stdout.splitlines() if " -m embexp." in line]
 
 
+@pytest.mark.serial
 def test_make_targets_dry_run():
     cmds = make_dry("tinyte_ranking", "EXTRA=debug=smoke")
     assert len(cmds) == 6 and cmds[-1][1:] == ["-m", "embexp.report", "table=ranking", "debug=smoke"]

@@ -53,6 +53,7 @@ def test_eval_reproduces_the_recorded_metrics(tmp_run):
 
 
 # the decoder's export: test_methods' matrix
+@pytest.mark.serial
 @pytest.mark.parametrize("method,model,task", [
     pytest.param("tinyte_full", "tiny_llama", "wmt16", marks=pytest.mark.slow), ("tinyte_full", "tiny_bert", "glue")])
 def test_eval_check_export_compares_the_plain_export_with_the_trained_run(method, model, task, tmp_run):
@@ -110,6 +111,7 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.serial
 def test_sigterm_checkpoints_marks_interrupted_and_resume_matches_an_uninterrupted_run(tmp_path):
     """A cluster's preemption notice, sent to a real `python -m embexp.train` after its first checkpoint."""
     import signal
@@ -190,6 +192,7 @@ def test_eval_cli_errors(tmp_path):
     assert r.returncode != 0 and "does not exist" in r.stderr and not (tmp_path / "missing").exists()
 
 
+@pytest.mark.serial
 def test_cli_run_dir_and_multirun(tmp_path):
     r = cli("debug=smoke", "method=zero_shot", "task=glue", f"hydra.run.dir={tmp_path / 'mine'}")
     assert r.returncode == 0, r.stderr
@@ -200,6 +203,7 @@ def test_cli_run_dir_and_multirun(tmp_path):
     assert [str(p) for p in runs] == ["glue_sst2/tiny_llama/tinyte_full/seed0", "glue_sst2/tiny_llama/zero_shot/seed0"]
 
 
+@pytest.mark.serial
 @pytest.mark.slow  # 13 s; make test keeps the multirun and the sweep runner's skip of complete runs
 def test_submitit_local_sweep_writes_one_complete_run_per_job_and_a_resumed_rerun_skips_them(tmp_path):
     """The SLURM launcher's local twin (hydra-submitit-launcher): each job in its own process."""
@@ -218,6 +222,7 @@ def test_submitit_local_sweep_writes_one_complete_run_per_job_and_a_resumed_reru
     assert [(p / "metrics.json").stat().st_mtime_ns for p in runs] == stamps  # complete runs are skipped
 
 
+@pytest.mark.serial
 @pytest.mark.slow  # 9 s; make test launches DDP and FSDP through accelerate in tests/test_fsdp.py (one run dir each)
 def test_accelerate_cpu_data_parallel_writes_one_run_dir(tmp_path):
     accelerate = Path(sys.executable).with_name("accelerate")

@@ -338,6 +338,7 @@ def printed(target: str, extra: str = "debug=smoke") -> list[list[str]]:
     return [shlex.split(line) for line in out.stdout.splitlines() if " -m embexp." in line]
 
 
+@pytest.mark.serial
 def test_make_dry_run_commands_compose_and_name_existing_configs():
     cmds = printed("table1")
     assert len(cmds) == 31 and cmds[-1][1:4] == ["-m", "embexp.report", "table=1"] and "debug=smoke" in cmds[-1]
@@ -377,6 +378,7 @@ def test_every_sweep_names_existing_experiments_that_compose():
     assert sum("task.subset=all" in a for a in table3) == 2  # TinyTE and prompt tuning multitask
 
 
+@pytest.mark.serial
 def test_table9_dry_run_and_table10_nli_rows_only_with_a_judge():
     cmds = printed("table9")
     assert len(cmds) == 7 and cmds[-1][1:4] == ["-m", "embexp.report", "table=9"]
@@ -390,6 +392,7 @@ def test_table9_dry_run_and_table10_nli_rows_only_with_a_judge():
     assert with_judge and all(c[-2:] == ["metric=both", "judge.model=tiny_llama"] for c in with_judge)
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_make_table9_runs_offline_with_a_tiny_judge(tmp_path):
     """make table9 EXTRA="debug=smoke ..." NLI_JUDGE=tiny_llama, one model: ablations + report, offline."""
@@ -406,6 +409,7 @@ def test_make_table9_runs_offline_with_a_tiny_judge(tmp_path):
     assert (tmp_path / "tables" / "tinyte" / "figure6.png").is_file()
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_every_table1_command_runs_offline_with_debug_smoke(tmp_path):
     """The acceptance check: every command `make table1 DRY_RUN=1` prints, with debug=smoke, runs."""

@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 COPIED = ("src", "conf", "tests", "docs", "scripts", "mk", "Makefile", "README.md", "pyproject.toml")
 NAME = "copy_probe"
@@ -68,6 +70,7 @@ def tree(root: Path) -> dict[str, str]:
             and p.suffix != ".pyc"}
 
 
+@pytest.mark.serial
 def test_a_new_method_is_one_file_and_one_yaml(tmp_path):
     copy = tmp_path / "repo"
     for name in COPIED:

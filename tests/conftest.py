@@ -20,6 +20,36 @@ DATA = Path(os.environ.pop("EMBEXP_DATA")) if os.environ.get("EMBEXP_DATA") else
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or max(1, min(2, os.cpu_count() or 1) // WORKERS)))
 
+
+def _memoize_hydra_compose() -> None:
+    """Hydra's compose takes ~0.2 s and the suite composes ~1500 times, mostly the same overrides
+    again (each test of the method matrix composes its case): each worker keeps the composed tree
+    per (search path, config, overrides) and hands out a deep copy (~4 ms). What the tree depends
+    on is in the key (the config folder, EMBEXP_CONF's copies included) or stays an interpolation
+    resolved on access (${oc.env:EMBEXP_DATA}); the callers still check and validate every copy."""
+    import copy
+
+    import hydra
+    from hydra.core.global_hydra import GlobalHydra
+
+    compose, trees = hydra.compose, {}
+
+    def memoized(config_name=None, overrides=None, return_hydra_config=False, strict=None):
+        gh = GlobalHydra.instance()
+        if return_hydra_config or strict is not None or not gh.is_initialized():
+            return compose(config_name, overrides, return_hydra_config, strict)
+        path = tuple((e.provider, e.path) for e in gh.hydra.config_loader.get_search_path().get_path())
+        key = (path, config_name, tuple(overrides or ()))
+        if key not in trees:
+            trees[key] = compose(config_name, overrides)
+        return copy.deepcopy(trees[key])
+
+    hydra.compose = memoized
+
+
+_memoize_hydra_compose()
+
+
 import embexp.train  # noqa: E402,F401  (registers every schema)
 from embexp.core.cli import compose_train, conf_dir  # noqa: E402
 

@@ -348,6 +348,8 @@ def register_core_schemas() -> None:
     if not OmegaConf.has_resolver("embexp_run_name"):
         OmegaConf.register_new_resolver("embexp_run_name", run_name)
     cs = ConfigStore.instance()
+    if "train_schema.yaml" in cs.repo:  # once per process: compose_train calls this on every compose (~50 ms each)
+        return
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="eval_schema", node=EvalConfig)
     cs.store(name="judge_schema", node=JudgeRunConfig)

@@ -46,20 +46,21 @@ def describe(owner: dict | None) -> str:
     return f"host {owner.get('host', '?')}, pid {owner.get('pid', '?')}, started {owner.get('started', '?')}"
 
 
-def read_owner(run_dir: Path) -> dict | None:
+def _read_record(path: Path) -> dict | None:
+    """A small JSON record (owner.json, status.json) as a dict; None where it is missing or unreadable."""
     try:
-        owner = json.loads((Path(run_dir) / OWNER).read_text())
-        return owner if isinstance(owner, dict) else None
+        record = json.loads(path.read_text())
+        return record if isinstance(record, dict) else None
     except (OSError, ValueError):
         return None
+
+
+def read_owner(run_dir: Path) -> dict | None:
+    return _read_record(Path(run_dir) / OWNER)
 
 
 def read_status(run_dir: Path) -> dict | None:
-    try:
-        status = json.loads((Path(run_dir) / STATUS).read_text())
-        return status if isinstance(status, dict) else None
-    except (OSError, ValueError):
-        return None
+    return _read_record(Path(run_dir) / STATUS)
 
 
 def live_owner(run_dir: Path) -> dict | None:

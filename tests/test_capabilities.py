@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 from conftest import CONF, run_cli, smoke
+from embexp.core.config import validate
+from embexp.methods.registry import registered
+from embexp.tasks import TASKS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -113,16 +116,15 @@ def test_a_bad_value_is_one_line_before_any_weights_are_read(args, line, no_weig
     assert not (tmp_path / "run").exists()  # refused before the run directory was made
 
 
-def test_the_valid_defaults_of_every_method_and_task_pass():
-    from embexp.core.config import validate
-    from embexp.methods.registry import registered
-    from embexp.tasks import TASKS
+@pytest.mark.parametrize("name", sorted(registered()))
+def test_the_valid_defaults_of_every_method_pass(name):
+    model = "tiny_llama" if "decoder" in registered()[name].model_kinds else "tiny_roberta"
+    validate(smoke(f"method={name}", f"model={model}", "task=glue"))
 
-    for name, cls in registered().items():
-        model = "tiny_llama" if "decoder" in cls.model_kinds else "tiny_roberta"
-        validate(smoke(f"method={name}", f"model={model}", "task=glue"))
-    for task in sorted(TASKS):
-        validate(smoke("method=zero_shot", "model=tiny_roberta", f"task={task}"))
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_the_valid_defaults_of_every_task_pass(task):
+    validate(smoke("method=zero_shot", "model=tiny_roberta", f"task={task}"))
 
 
 # ---- a new method: one file + one YAML --------------------------------------------------------------

@@ -52,14 +52,14 @@ defaults:
 name: {NAME}
 """
 ADDED = {f"src/embexp/methods/{NAME}.py": METHOD, f"conf/method/{NAME}.yaml": YAML}
-# the method-dependent fast tests: its rows of the method matrix, the guards that every method has a
-# row, a YAML and declared capabilities, the error lines that list methods, the generated docs, the
-# sweep goldens (compare/curves lists every compared method) and the comparison's coverage and make target
+# the method-dependent fast tests: its rows of the method matrix and of the valid defaults, the guards
+# that every method has a row, a YAML and declared capabilities, the error lines that list methods, the
+# generated docs, the sweep goldens (compare/curves lists every compared method: `make compare` runs that
+# spec) and the comparison's coverage
 TESTS = ["tests/test_methods.py", "tests/test_guards.py", "tests/test_capabilities.py", "tests/test_pema.py",
          "tests/test_docs.py", "tests/test_sweep.py", "tests/test_compare.py"]
-SELECT = (f"{NAME} or matrix_covers or capability_is_declared or has_a_config_file or bad_value or valid_defaults"
-          " or comparison_and_the_labels or bad_inner or config_reference or readme or golden or covers_every"
-          " or make_compare")
+SELECT = (f"{NAME} or matrix_covers or capability_is_declared or has_a_config_file or bad_value"
+          " or comparison_and_the_labels or bad_inner or config_reference or readme or golden or covers_every")
 SKIP = ("__pycache__", ".pytest_cache")
 
 
@@ -80,7 +80,7 @@ def test_a_new_method_is_one_file_and_one_yaml(tmp_path):
         else:
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst)  # pyproject.toml keeps its time: make's install stamp below stays newer
-    (copy / ".venv").mkdir()  # `make compare DRY_RUN=1` (test_compare) installs nothing: the stamp is current
+    (copy / ".venv").mkdir()  # a `make` a selected test may run installs nothing: the stamp is current
     (copy / ".venv" / ".installed").touch()
     before = tree(copy)
     for rel, text in ADDED.items():

@@ -135,9 +135,10 @@ def test_sigterm_checkpoints_marks_interrupted_and_resume_matches_an_uninterrupt
     assert status["status"] == "interrupted" and not is_complete(part)
     stopped = json.loads((part / "checkpoint" / "meta.json").read_text())["step"]
     assert 2 <= stopped < 40
-    r = cli(*args, "trainer.resume=true", f"hydra.run.dir={part}")
+    # the signal needed a process; the resumed and the uninterrupted runs do not (the same entry, in this one)
+    r = run_cli(*args, "trainer.resume=true", f"hydra.run.dir={part}")
     assert r.returncode == 0, r.stderr
-    w = cli(*args, f"hydra.run.dir={tmp_path / 'whole'}")
+    w = run_cli(*args, f"hydra.run.dir={tmp_path / 'whole'}")
     assert w.returncode == 0, w.stderr
     resumed, whole = (json.loads((d / "metrics.json").read_text()) for d in (part, tmp_path / "whole"))
     assert resumed["train"]["resumed_from_step"] == stopped
@@ -192,12 +193,12 @@ def test_eval_cli_errors(tmp_path):
     assert r.returncode != 0 and "does not exist" in r.stderr and not (tmp_path / "missing").exists()
 
 
-@pytest.mark.serial
 def test_cli_run_dir_and_multirun(tmp_path):
-    r = cli("debug=smoke", "method=zero_shot", "task=glue", f"hydra.run.dir={tmp_path / 'mine'}")
+    """hydra.run.dir is the run dir; a multirun (Hydra's basic launcher) writes one run per job under output_root."""
+    r = run_cli("debug=smoke", "method=zero_shot", "task=glue", f"hydra.run.dir={tmp_path / 'mine'}")
     assert r.returncode == 0, r.stderr
     assert is_complete(tmp_path / "mine")
-    r = cli("-m", "debug=smoke", "method=zero_shot,tinyte_full", "task=glue", f"output_root={tmp_path / 'sweep'}")
+    r = run_cli("-m", "debug=smoke", "method=zero_shot,tinyte_full", "task=glue", f"output_root={tmp_path / 'sweep'}")
     assert r.returncode == 0, r.stderr
     runs = sorted(p.parent.relative_to(tmp_path / "sweep") for p in (tmp_path / "sweep").rglob("metrics.json"))
     assert [str(p) for p in runs] == ["glue_sst2/tiny_llama/tinyte_full/seed0", "glue_sst2/tiny_llama/zero_shot/seed0"]

@@ -42,6 +42,9 @@ SPLITS = ("train", "test")  # carved out of 'full'
 FULL = "full"
 
 
+_FIXTURES: dict[tuple[str, int], list[dict]] = {}  # the last fixture 'full' this process generated
+
+
 def authors_split(n: int, test_size: int, seed: int) -> tuple[list[int], list[int]]:
     """(train indices, test indices) of ``datasets.Dataset.train_test_split(test_size=int, seed=seed)``
     on n rows: ``np.random.default_rng(seed).permutation(n)``, the first ``test_size`` are the test split."""
@@ -107,8 +110,11 @@ class AmazonTask(Task):
                               f"(choose from: {', '.join(SPLITS)})")
         if self.resolved_source() == "fixture":
             n = cfg.test_size + round((cfg.fixture_size + extra) / cfg.train_fraction)
-            full = self.fixture_rows(FULL, n, random.Random(f"{cfg.fixture_seed}/{self.display_name}/{FULL}"))
-            self.checked(full, FULL, "fixture")
+            key = f"{cfg.fixture_seed}/{self.display_name}/{FULL}"
+            if (key, n) not in _FIXTURES:  # ~50,000 rows (the authors' test_size): 0.5 s, once per process
+                _FIXTURES.clear()
+                _FIXTURES[key, n] = self.checked(self.fixture_rows(FULL, n, random.Random(key)), FULL, "fixture")
+            full = _FIXTURES[key, n]
         else:
             full = super().read_split(FULL, -1)  # local rows are checked as they are read, hub rows below
         train, test = authors_split(len(full), cfg.test_size, cfg.split_seed)
@@ -119,7 +125,7 @@ class AmazonTask(Task):
         if cap is not None and cap >= 0:
             ids = ids[:cap]
         if isinstance(full, list):
-            return [full[i] for i in ids]
+            return [dict(full[i]) for i in ids]  # copies: the fixture's rows are kept for the next split
         return self.checked([dict(r) for r in full.select(ids)], FULL, "hub", index=ids)  # only the rows used
 
     @property

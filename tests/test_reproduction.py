@@ -29,6 +29,12 @@ def check(row: Row, out) -> None:
         assert out.ours == row.expected, f"{row.id}: ours is {out.ours}, the row records {row.expected}"
 
 
+# one worker renders the rows and the committed file: the ledger's lru_caches (models on the meta
+# device, tokenizers) are filled once, not once per pytest-xdist worker (~10 s of make test)
+LEDGER = pytest.mark.xdist_group("ledger")
+
+
+@LEDGER
 @pytest.mark.parametrize("row", FREE, ids=lambda r: r.id)
 def test_a_data_free_row_is_the_paper_s_number_or_its_recorded_value(row):
     check(row, decide(row, None))
@@ -54,6 +60,7 @@ def measured(row: Row, text: str) -> bool:
     )
 
 
+@LEDGER
 def test_the_committed_ledger_is_what_the_code_renders():
     """Every row is in docs/reproduction.md, and every row that reads no data (its value, status, GPU
     estimate) is there exactly as rendered now (a GPU row may instead show its finished runs' value):

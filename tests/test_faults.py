@@ -61,13 +61,27 @@ def start(*args: str) -> subprocess.Popen:
 
 # ---- one owner per run directory -----------------------------------------------------------------------
 @pytest.mark.serial
-def test_two_identical_runs_started_together_one_trains_the_other_stops_in_one_line(tmp_path):
+def test_a_second_identical_run_while_the_first_holds_the_directory_stops_in_one_line(tmp_path):
+    """Two processes of one config. The second starts while the first holds the directory: the first is
+    frozen (SIGSTOP) once owner.json names it, so the overlap does not depend on how fast either imports
+    (started together, a loaded machine let the first finish before the second reached the lock)."""
     args = (*BASE, "trainer.max_steps=24", "trainer.save_every=0", f"hydra.run.dir={tmp_path / 'run'}")
-    procs = [start(*args), start(*args)]
-    outs = [p.communicate(timeout=300) for p in procs]
+    first = start(*args)
+    deadline = time.monotonic() + 240
+    while not (tmp_path / "run" / "owner.json").exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert first.poll() is None, first.communicate()[1][-2000:]
+    first.send_signal(signal.SIGSTOP)
+    try:
+        second = start(*args)
+        out_second = second.communicate(timeout=300)
+    finally:
+        first.send_signal(signal.SIGCONT)
+    out_first = first.communicate(timeout=300)
+    procs, outs = [first, second], [out_first, out_second]
     codes = [p.returncode for p in procs]
-    assert sorted(codes) == [0, RunBusy.exit_code], [o[1][-2000:] for o in outs]
-    win, lose = (0, 1) if codes[0] == 0 else (1, 0)
+    assert codes == [0, RunBusy.exit_code], [o[1][-2000:] for o in outs]
+    win, lose = 0, 1
     err = outs[lose][1]
     assert "Traceback" not in err and len(errors(err)) == 1 and err.strip() == errors(err)[0], err
     line = errors(err)[0]

@@ -62,8 +62,8 @@ def start(*args: str) -> subprocess.Popen:
 # ---- one owner per run directory -----------------------------------------------------------------------
 @pytest.mark.serial
 def test_a_second_identical_run_while_the_first_holds_the_directory_stops_in_one_line(tmp_path):
-    """Two processes of one config. The second starts while the first holds the directory: the first is
-    frozen (SIGSTOP) once owner.json names it, so the overlap does not depend on how fast either imports
+    """Two runs of one config. The second starts while the first holds the directory: the first (a process)
+    is frozen (SIGSTOP) once owner.json names it, so the overlap does not depend on how fast either imports
     (started together, a loaded machine let the first finish before the second reached the lock)."""
     args = (*BASE, "trainer.max_steps=24", "trainer.save_every=0", f"hydra.run.dir={tmp_path / 'run'}")
     first = start(*args)
@@ -73,20 +73,16 @@ def test_a_second_identical_run_while_the_first_holds_the_directory_stops_in_one
     assert first.poll() is None, first.communicate()[1][-2000:]
     first.send_signal(signal.SIGSTOP)
     try:
-        second = start(*args)
-        out_second = second.communicate(timeout=300)
+        second = run_cli(*args)  # the entry, Hydra app and error path of the CLI, in this process (its own flock)
     finally:
         first.send_signal(signal.SIGCONT)
-    out_first = first.communicate(timeout=300)
-    procs, outs = [first, second], [out_first, out_second]
-    codes = [p.returncode for p in procs]
-    assert codes == [0, RunBusy.exit_code], [o[1][-2000:] for o in outs]
-    win, lose = 0, 1
-    err = outs[lose][1]
+    out = first.communicate(timeout=300)
+    assert (first.returncode, second.returncode) == (0, RunBusy.exit_code), (out[1][-2000:], second.stderr[-2000:])
+    err = second.stderr
     assert "Traceback" not in err and len(errors(err)) == 1 and err.strip() == errors(err)[0], err
     line = errors(err)[0]
     assert f"run directory {tmp_path / 'run'} is in use by another run (host {socket.gethostname()}, " \
-           f"pid {procs[win].pid}, started " in line and "trainer.resume=true" in line, line
+           f"pid {first.pid}, started " in line and "trainer.resume=true" in line, line
     d = tmp_path / "run"
     assert is_complete(d) and status(d)["status"] == "complete"
     m = json.loads((d / "metrics.json").read_text())

@@ -38,9 +38,20 @@ def test_every_method_has_a_config_file():
 
 @pytest.mark.parametrize("experiment", sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")))
 def test_every_experiment_file_composes_and_validates(experiment):
-    cfg = compose(f"experiment={experiment}", "debug=smoke")
-    validate(cfg)
+    cfg = compose(f"experiment={experiment}", "debug=smoke")  # compose() validates, as the CLI does
     assert cfg.method.name and cfg.task.name
+
+
+def test_sharing_the_config_store_when_hydra_copies_it_changes_no_composed_config(monkeypatch):
+    """core/config.py lets Hydra's per-compose deep copy of its repository keep the ConfigStore singleton."""
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
+    args = ("experiment=pema_glue", "debug=smoke")
+    shared = OmegaConf.to_container(compose(*args))
+    monkeypatch.delattr(ConfigStore, "__deepcopy__")
+    monkeypatch.setattr("embexp.core.config.register_core_schemas", lambda: None)  # keep the plain copy
+    assert OmegaConf.to_container(compose(*args)) == shared
 
 
 @pytest.mark.parametrize("override", ["trainer.optimizer=sgd", "trainer.scheduler=step", "trainer.mixed_precision=tf32",

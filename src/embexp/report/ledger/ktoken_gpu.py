@@ -47,7 +47,7 @@ NOTES = {
         "Not a cell of this table, but the nearest this CPU gets to it (issue #37, `make compare "
         "KINDS=decoder`, README \"Comparing every method\"): SmolLM2-135M on 2,190 rows of SST-2's train "
         "split, 300 steps, the whole validation split. K=2 scores 70.7 over 2 seeds, uncompressed LoRA 88.2 "
-        "(seed 0): a 17.5-point gap where the paper prints 1.0 (92.51 against 93.54). The runs show K=2's "
+        "(2 seeds): a 17.5-point gap where the paper prints 1.0 (92.51 against 93.54). The runs show K=2's "
         "loss leaving a coin flip's only after step 100 and still falling at 300, with the merging encoder "
         "and the merged rows at the token rows' scale: we read the gap as budget and data (the paper had "
         "245,000 reviews and Qwen2.5-0.5B), not a fault. On a second sentiment set one of K=2's two seeds did "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -155,6 +156,8 @@ def test_the_other_seeds_run_at_the_lr_the_first_seed_chose_and_the_table_report
         name = f"curves_glue_sst2_{model}" + ("_ll_accuracy" if model == "smollm2" else "")
         table = (tmp_path / "tables" / "compare" / f"{name}.csv").read_text()
         assert [r["seeds"] for r in csv.DictReader(table.splitlines()) if r["method"] == "lora"] == ["2"]
+        note = (tmp_path / "tables" / "compare" / f"{name}.md").read_text()
+        assert re.search(r"Wall: 4 runs, \d+\.\d\d h of training summed", note), note  # the table's cost
 
 
 def test_an_unknown_metric_is_one_clear_line(tmp_path):

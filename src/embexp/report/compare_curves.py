@@ -130,7 +130,14 @@ def note(rows: list[dict], runs: list[dict], base: float | None) -> str:
             "the training split; ties: smaller budget, then smaller lr); the metric column is the eval split at that "
             "pair, mean ± s.e. "
             "over the seeds. Nothing was chosen on the eval split. A method without lr/step trains nothing."
-            + (f" Majority class of the eval split: {base:.1f}." if base is not None else "") + "\n")
+            + (f" Majority class of the eval split: {base:.1f}." if base is not None else "") + wall(runs) + "\n")
+
+
+def wall(runs: list[dict]) -> str:
+    """The runs' training time summed (metrics.json train.wall_seconds, kept across resumes): the table's cost."""
+    seconds = sum((r.get("train") or {}).get("wall_seconds") or 0.0 for r in runs)
+    return (f" Wall: {len(runs)} runs, {seconds / 3600:.2f} h of training summed over them (train.wall_seconds: "
+            "the steps and the curve scorings, not start-up or the final evaluation).")
 
 
 def render(cfg) -> dict[str, str]:

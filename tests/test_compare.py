@@ -160,6 +160,15 @@ def test_the_other_seeds_run_at_the_lr_the_first_seed_chose_and_the_table_report
         assert re.search(r"Wall: 4 runs, \d+\.\d\d h of training summed", note), note  # the table's cost
 
 
+def test_the_majority_class_is_drawn_and_tabled_in_the_metric_s_own_terms():
+    """CoLA's curves plotted the majority class's accuracy (69.1) on an MCC axis: it is MCC 0 there."""
+    from embexp.report.compare_curves import majority_level, majority_row
+
+    assert majority_level("mcc", 69.1) == 0.0 and majority_row("mcc", 69.1)["metric"] == 0.0
+    assert majority_level("accuracy", 69.1) == majority_level("ll_accuracy", 69.1) == 69.1
+    assert majority_level("bleu", 69.1) is None and majority_row("bleu", 69.1) is None
+
+
 def test_an_unknown_metric_is_one_clear_line(tmp_path):
     from embexp.core.records import quality_metric
 

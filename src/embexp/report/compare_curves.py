@@ -83,10 +83,17 @@ def chosen_row(runs: list[dict], metric: str, lower: bool,
             "lr": f"{lr:g}", "step": step, "lrs tried": " ".join(f"{x:g}" for x in lrs), "seeds": len(at)}, curve
 
 
+def majority_level(metric: str, base: float | None) -> float | None:
+    """The eval split's majority class (always answering it) in ``metric``'s terms: its accuracy ``base``,
+    MCC 0; None for other metrics or where the labels are unknown."""
+    if metric in ("accuracy", "ll_accuracy", "em_accuracy"):
+        return base
+    return 0.0 if metric == "mcc" else None
+
+
 def majority_row(metric: str, base: float | None) -> dict | None:
-    """The table's row of the eval split's majority class (always answering it): its accuracy, MCC 0;
-    None for other metrics or where the labels are unknown."""
-    value = base if metric in ("accuracy", "ll_accuracy", "em_accuracy") else 0.0 if metric == "mcc" else None
+    """The table's row of the eval split's majority class (``majority_level``), or None."""
+    value = majority_level(metric, base)
     if value is None:
         return None
     return {"Method": "Majority class (answers it always)", "method": "majority", "metric": value, "metric se": None,
@@ -174,7 +181,8 @@ def render(cfg) -> dict[str, str]:
                  "at the (lr, budget) chosen on held-out rows")
         md = emit(rows, cols, stem, title, pm=True) + note(rows, group, base)
         atomic_write(stem.with_suffix(".md"), md)
-        plot(curves, base, stem.with_suffix(".png"), f"{task}, {model}: {metric} by budget", metric)
+        plot(curves, majority_level(metric, base), stem.with_suffix(".png"), f"{task}, {model}: {metric} by budget",
+             metric)
         done[f"{task}/{model}"] = md
         print(md + f"(written: {stem}.md, .csv, .png)\n")
     return done

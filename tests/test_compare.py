@@ -194,3 +194,16 @@ def test_rte_and_the_second_sentiment_set_run_at_the_lr_sst2_s_first_seed_chose(
     rest = sorted(k for k in runs if k not in grid)
     assert len(grid) == 3 and len(rest) == 5, sorted(runs)  # SST-2 seed 1, RTE seeds 0 1, second set seeds 0 1
     assert all(lr(k) == best for k in rest) and sum("ktoken_second_lr" in k for k in rest) == 2
+
+
+def test_every_method_s_curve_is_drawn_in_its_own_style(monkeypatch, tmp_path):
+    """Eleven methods on SST-2 outran the ten default colours: two lines looked alike."""
+    from embexp.report import compare_curves
+    figs = []
+    monkeypatch.setattr(compare_curves, "save_png", lambda fig, path: figs.append(fig))
+    curves = {f"m{j}": [(50, 50.0 + j, 51.0 + j), (250, 60.0 + j, 61.0 + j)] for j in range(12)}
+    compare_curves.plot(curves, 50.0, tmp_path / "c.png", "t", "accuracy")
+    for ax in figs[0].axes:
+        styles = [(ln.get_color(), ln.get_marker(), ln.get_linestyle()) for ln in ax.get_lines()
+                  if ln.get_label() in curves]
+        assert len(styles) == 12 and len(set(styles)) == 12

@@ -108,9 +108,10 @@ def plot(curves: dict[str, list[tuple[int, float, float]]], base: float | None, 
     fig, axes = plt.subplots(1, 2, figsize=(10.0, 4.2), sharex=True)
     budgets = sorted({p[0] for pts in curves.values() for p in pts})
     for i, (ax, side) in enumerate(zip(axes, ("held-out rows (they choose lr and budget)", "eval split (reported)"))):
-        for label, pts in curves.items():
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1 + i] for p in pts], marker="o", label=label)
+        for j, (label, pts) in enumerate(curves.items()):
+            if pts:  # ten colours, then the same colours dashed with another marker: no two methods alike
+                ax.plot([p[0] for p in pts], [p[1 + i] for p in pts], color=f"C{j % 10}",
+                        marker="osD^v"[j // 10 % 5], ls=("-", "--")[j // 10 % 2], label=label)
         if i == 1 and base is not None:
             ax.axhline(base, ls="--", color="0.5", lw=1, label=f"majority class ({base:.1f})")
         ax.set_xscale("log")

@@ -26,9 +26,11 @@ def cells(text: str, label: str) -> list[str]:
     return [c.strip() for c in line.strip("|").split("|")]
 
 
-def tree(root, tag, seed, acc, red, select_on="heldout", method="ktoken", eff=(256, 128)):
+def tree(root, tag, seed, acc, red, select_on="heldout", method="ktoken", eff=(256, 128), bal=None):
     record_run(root, "tree", "x3large", "qwen25_05b", method, tag, seed,
-               {"select_on": select_on, "metrics": {"em_accuracy": acc, "length_reduction": red},
+               {"select_on": select_on, "metrics": {"em_accuracy": acc, "length_reduction": red,
+                                                    "em_balanced_accuracy": acc - 1 if bal is None else bal,
+                                                    "em_majority_baseline": 50.5},
                 "train": {"effective_batch": list(eff)}})
 
 
@@ -45,20 +47,22 @@ def test_ktoken_table1_best_of_n_mean_se_and_the_papers_figures(tmp_path):
                            "the paper's figure in brackets")
     k2 = cells(text, "k2")
     se = math.sqrt(((90 - 93) ** 2 + (96 - 93) ** 2 + 0) / 2 / 3)  # sample s.d. / sqrt(N)
-    assert k2[1:4] == ["96.00 [99.91]", f"93.00 ± {se:.2f}", "3"]  # best of 3 (seed 43), then the mean over the same 3
-    assert k2[4:] == ["256/128", "51.0 [50.0]",
+    # best of 3 (seed 43), its balanced accuracy and the majority class, then the mean over the same 3
+    assert k2[1:6] == ["96.00 [99.91]", "95.00", "50.50", f"93.00 ± {se:.2f}", "3"]
+    assert k2[6:] == ["256/128", "51.0 [50.0]",
                       f"{pl_from_accuracy(96.0, 51.0):.3f} [{pl_from_accuracy(99.91, 50.0):.3f}]"]
-    assert cells(text, "uncompressed")[1:4] == ["99.00 [99.97]", "99.00 ± -", "1"]  # one run: no s.e.
-    assert cells(text, "k3") == ["k3", "- [98.63]", "-", "0", "-", "- [66.7]",
+    assert cells(text, "uncompressed")[1:6] == ["99.00 [99.97]", "98.00", "50.50", "99.00 ± -", "1"]  # no s.e.
+    assert cells(text, "k3") == ["k3", "- [98.63]", "-", "-", "-", "0", "-", "- [66.7]",
                                  f"- [{pl_from_accuracy(98.63, 66.7):.3f}]"]
+    assert "| balanced accuracy (best run) | majority class |" in text and "majority class:" in text
     assert cells(text, "k4 †")[1] == "97.00 [98.38]" and text.splitlines()[-1].startswith("† paper protocol")
     rows = list(csv.DictReader(open(tmp_path / "tables" / "table1.csv")))
     assert [r["column"] for r in rows] == ["uncompressed", "selective_context", "llmlingua2", "k2", "k3", "k4"]
     assert (float(rows[3]["best"]) == 96.0 and float(rows[3]["se"]) == pytest.approx(se)
-            and rows[5]["paper protocol"] == "True")
+            and rows[5]["paper protocol"] == "True" and float(rows[3]["balanced"]) == 95.0)
     assert (tmp_path / "tables" / "table1.md").read_text() == text + "\n"
     only = render(tmp_path, "paper=ktoken", "table=table1", "seeds=[43]")["table1"]
-    assert "seeds [43]" in only and cells(only, "k2")[1:4] == ["96.00 [99.91]", "96.00 ± -", "1"]
+    assert "seeds [43]" in only and cells(only, "k2")[1:6] == ["96.00 [99.91]", "95.00", "50.50", "96.00 ± -", "1"]
     # seeds=[]: every seed found
     assert "seeds [42, 43, 44]" in render(tmp_path, "paper=ktoken", "table=table1")["table1"]
 
@@ -71,10 +75,16 @@ def test_ktoken_reported_protocol_reads_the_paper_tags_and_the_ablation_curves(t
     for seed, accs in ((42, [10.0, 20.0]), (43, [30.0, 40.0, 50.0])):
         record_run(runs, "tree", "x3large", "qwen25_05b", "ktoken", "init_random", seed,
                    {"select_on": "heldout", "metrics": {}, "train": {"effective_batch": 16, "history": hist(accs)}})
+    tree(runs, "k2_uniform", 42, 99.5, 50.0, bal=50.0)  # the released code's pairs: the majority class, no more
+    tree(runs, "k2_uniform_paper", 42, 99.0, 50.0, select_on="reported")
     paper = render(tmp_path, "paper=ktoken", "table=table1", "select_on=reported")["table1"]
     assert cells(paper, "k2 †")[1] == "85.00 [99.91]"
     held = render(tmp_path, "paper=ktoken", "table=table1")["table1"]
     assert cells(held, "k2")[1] == "80.00 [99.91]" and "†" not in held
+    uniform = render(tmp_path, "paper=ktoken", "table=table1", "questions=random")["table1"]
+    assert cells(uniform, "k2")[1:3] == ["99.50 [99.91]", "50.00"]
+    both = render(tmp_path, "paper=ktoken", "table=table1", "questions=random", "select_on=reported")["table1"]
+    assert cells(both, "k2 †")[1] == "99.00 [99.91]"
     curve = render(tmp_path, "paper=ktoken", "table=ablation")["ablation"]
     # mean over the runs that reach each epoch
     assert cells(curve, "random") == ["random", "2", "16", "20.0", "30.0", "50.0"] + ["-"] * 7

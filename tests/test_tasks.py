@@ -302,3 +302,39 @@ def test_tree_metrics_by_hand():
     assert always_false["accuracy"] == pytest.approx(always_false["majority_baseline"]) and always_false["f1"] == 0.0
     assert always_false["balanced_accuracy"] == pytest.approx(50.0)
     assert not math.isnan(task.score_labels([0, 0], [0, 0])["balanced_accuracy"])
+
+
+@pytest.mark.parametrize("stage", ["small", "large", "x3large"])
+def test_tree_balanced_sampling_asks_as_many_true_as_false(stage):
+    """pair_sampling=balanced: per tree as many 'true' as 'false' questions up to the count (an odd
+    count's last one either way), every edge and as many 'false' pairs at -1; the uniform draw of the
+    authors' code stays the default, and with -1 it is still every ordered pair."""
+    from embexp.tasks.tree import tree_rows
+
+    rng, gen = random.Random(0), random.Random(1)
+    rows = []
+    for _ in range(200 if stage != "x3large" else 40):
+        tree = generate_tree(gen, *STAGES[stage])
+        edges = {(p, n) for n, _, p in walk(tree) if p is not None}
+        got = tree_rows(tree, rng, 5, balanced=True)
+        true = [r for r in got if r["label"] == "true"]
+        assert len(got) <= 5 and len({(r["parent"], r["child"]) for r in got}) == len(got)
+        assert {(r["parent"], r["child"]) for r in true} <= edges and len(true) == min(len(true), len(edges))
+        assert abs(2 * len(true) - len(got)) <= 1 or len(true) == len(edges)
+        every = tree_rows(tree, rng, -1, balanced=True)
+        assert {(r["parent"], r["child"]) for r in every if r["label"] == "true"} == edges
+        assert len(every) == 2 * len(edges)
+        rows += got
+    share = sum(r["label"] == "true" for r in rows) / len(rows)
+    assert 0.4 < share < 0.6 and (stage == "small" or len(rows) == 5 * (200 if stage != "x3large" else 40))
+    task = make(TreeTask, TreeConfig, subset=stage, num_train_trees=20, num_eval_trees=10, max_pairs_per_tree=5,
+                pair_sampling="balanced", select_split="")
+    test = task.load("eval")
+    assert task.cfg.pair_sampling == "balanced" and 0.3 < sum(r["label"] == "true" for r in test) / len(test) < 0.7
+    uniform = make(TreeTask, TreeConfig, subset=stage, num_train_trees=20, num_eval_trees=10, max_pairs_per_tree=5,
+                   select_split="").load("eval")
+    assert make(TreeTask, TreeConfig).cfg.pair_sampling == "random"
+    if stage == "x3large":
+        assert sum(r["label"] == "false" for r in uniform) / len(uniform) > 0.9  # the released code's set
+    assert schema_error(TreeConfig, pair_sampling="even") == ("unknown task.pair_sampling 'even' (choose from: random, "
+                                                               "balanced)")

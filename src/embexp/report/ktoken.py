@@ -16,7 +16,10 @@ with the paper's figure in brackets, the mean ± s.e. over the same N (s.e. = sa
 the effective batch of the records, the measured length reduction and the P-L score (Eq. 3; Eq. 4 for
 perplexity, against the best uncompressed run) of the best run. ``select_on=reported`` reads the tree
 tables' cells whose curriculum gate read the reported split (tags ``<column>_paper``); a cell whose
-records say they selected on the reported split is marked †.
+records say they selected on the reported split is marked †. Table 1 also gives the best run's balanced
+accuracy and the majority class (always answering the scored set's commoner answer) beside its
+accuracy; ``questions=random`` reads its cells asked the released code's uniform pairs (tags
+``<column>_uniform``) instead of the balanced questions of ``make ktoken_table1``.
 """
 
 from __future__ import annotations
@@ -60,8 +63,14 @@ NOTES = ["best of N: the paper's protocol (each cell the best of three runs), i.
          "reduction: measured on the evaluated prompts (mean over the N runs; P-L uses the best run's). For "
          "selective_context and llmlingua2, method.rate is an input set to the paper's measured reduction for that "
          "baseline and task, so their reduction is near the paper's by construction, not a finding."]
+TREE_NOTE = ("balanced accuracy: the mean of the two answers' recalls; majority class: the accuracy of always giving "
+             "the scored set's commoner answer (the paper prints neither; on the released code's uniform pairs the "
+             "majority class is ~99.5% at x3large, above every accuracy the paper reports but uncompressed's, "
+             "which is why make ktoken_table1 asks balanced questions: docs/fidelity.md).")
 CSV = ["column", "paper protocol", "best", "paper", "mean", "se", "N", "eff. batch", "reduction", "paper reduction",
        "P-L", "paper P-L"]
+TREE_CSV = CSV[:4] + ["balanced", "majority"] + CSV[4:]  # table1: the best run's balanced accuracy, the majority
+UNIFORM_TAG = "_uniform"  # table1 cells asked the released code's uniform pairs (questions=random)
 
 
 @dataclass
@@ -74,6 +83,9 @@ class Config(ReportConfig):
                        "(heldout, ours) or the stage's test split (reported, the authors'; tags <column>_paper). "
                        "Tables 2 and 3 select nothing.",
                        choices=("heldout", "reported"))
+    questions: str = f("balanced", "Table 1: the cells asked balanced questions (balanced, make ktoken_table1's "
+                       "default) or the released code's uniform pairs (random, ~99.5% 'false' at x3large; tags "
+                       "<column>_uniform).", choices=("balanced", "random"))
 
 
 def mean(vals):
@@ -116,19 +128,23 @@ def column(table: str, tag: str, recs: list[dict], base_best: float | None) -> d
     b_red = max(best["length_reduction"], 0.0)
     pl = ((pl_from_perplexity(best[metric], base_best, b_red) if base_best is not None else None) if ppl
           else pl_from_accuracy(best[metric], b_red))
+    if table == "table1":  # the best run's balanced accuracy and the scored set's majority class
+        row |= {"balanced": best.get("em_balanced_accuracy"), "majority": best.get("em_majority_baseline")}
     return row | {"best": best[metric], "mean": mean(vals), "se": sem(vals), "eff. batch": batch_text(recs),
                   "reduction": mean([r["metrics"]["length_reduction"] for r in recs]), "P-L": pl}
 
 
-def column_line(r: dict, fmt: str) -> str:
+def column_line(r: dict, fmt: str, tree: bool = False) -> str:
+    opt = lambda v: "-" if v is None else fmt.format(v)  # noqa: E731
+    extra = (f" {opt(r.get('balanced'))} | {opt(r.get('majority'))} |" if tree else "")
     if not r["N"]:
-        return (f"| {r['column']} | - [{r['paper']}] | - | 0 | - | - [{r['paper reduction']}] | "
+        return (f"| {r['column']} | - [{r['paper']}] |{extra} - | 0 | - | - [{r['paper reduction']}] | "
                 f"- [{r['paper P-L']:.3f}] |")
     mark = f" {MARK}" if r["paper protocol"] else ""
     se = "-" if r["se"] is None else fmt.format(r["se"])
     pl = "-" if r["P-L"] is None else f"{r['P-L']:.3f}"
-    return (f"| {r['column']}{mark} | {fmt.format(r['best'])} [{r['paper']}] | {fmt.format(r['mean'])} \u00b1 {se} | "
-            f"{r['N']} | {r['eff. batch']} | {r['reduction']:.1f} [{r['paper reduction']}] | "
+    return (f"| {r['column']}{mark} | {fmt.format(r['best'])} [{r['paper']}] |{extra} {fmt.format(r['mean'])} \u00b1 "
+            f"{se} | {r['N']} | {r['eff. batch']} | {r['reduction']:.1f} [{r['paper reduction']}] | "
             f"{pl} [{r['paper P-L']:.3f}] |")
 
 
@@ -141,14 +157,14 @@ def compression_table(idx: Runs, table: str, seeds: list, suffix: str) -> tuple[
                                   else ("em_accuracy", max, "accuracy", "{:.2f}"))
     base = [r["metrics"][metric] for r in got["uncompressed"]]
     rows = [column(table, tag, recs, best_of(base) if base else None) for tag, recs in got.items()]
+    tree = table == "table1"
+    head = f"| column | {name}: best of N |" + (" balanced accuracy (best run) | majority class |" if tree else "")
     out = [f"{table}: {name}, length reduction %, P-L; seeds {seeds_shown(seeds, got)}; the paper's figure in brackets",
-           "",
-           f"| column | {name}: best of N | {name}: mean \u00b1 s.e. | N | eff. batch | reduction (measured) | "
-           "P-L (best run) |",
-           "|---|---:|---:|---:|---:|---:|---:|"]
-    out += ([column_line(r, fmt) for r in rows] + [""] + NOTES
+           "", head + f" {name}: mean \u00b1 s.e. | N | eff. batch | reduction (measured) | P-L (best run) |",
+           "|---|---:|" + ("---:|---:|" if tree else "") + "---:|---:|---:|---:|---:|"]
+    out += ([column_line(r, fmt, tree) for r in rows] + [""] + NOTES + ([TREE_NOTE] if tree else [])
             + ([MARK_NOTE] if any(r["paper protocol"] for r in rows) else []))
-    return "\n".join(out), rows, CSV
+    return "\n".join(out), rows, TREE_CSV if tree else CSV
 
 
 def ablation_table(idx: Runs, seeds: list, suffix: str) -> tuple[str, list[dict], list[str]]:
@@ -197,11 +213,13 @@ def render(cfg: Config) -> dict[str, str]:
         raise EmbexpError(f"select_on=reported is the tree curriculum's gate; {names[0]} selects nothing "
                           f"(choose from: {', '.join(TREE)})")
     suffix = PAPER_TAG if cfg.select_on == "reported" else ""
+    uniform = UNIFORM_TAG if cfg.questions == "random" else ""
     idx = Runs(collect_runs(root, strict=cfg.strict))
     done = {}
     for n in names:
         text, rows, fields = (ablation_table(idx, list(cfg.seeds), suffix) if n == "ablation"
-                              else compression_table(idx, n, list(cfg.seeds), suffix))
+                              else compression_table(idx, n, list(cfg.seeds), (uniform if n == "table1" else "")
+                                                     + suffix))
         stem = out / n
         write_text_table(text, rows, fields, stem)
         if n == "ablation":

@@ -7,6 +7,8 @@ AA..ZZ, each node gets ``randint(min_c, min(max_c, nodes remaining))`` children 
 ``seed + i``; trees (never pairs) are split by a ``Random(seed + i)`` shuffle of the tree indices,
 as the authors split tree files. Every ordered pair of distinct nodes is a question: real edges are
 ``true``, everything else (reversed edges, ancestors, siblings) ``false``, so 1/N are positive.
+``pair_sampling=balanced`` (ours, ``make ktoken_table1``'s default) asks as many ``true`` as ``false``
+questions per tree instead (:func:`balanced_pairs`).
 
 Rows use the authors' per-example schema: ``{"indent_tree", "parent", "child", "label": "true"|"false",
 "task_type": "parent_child"}``. There is no hub dataset: ``source`` auto/hub generate the rows,
@@ -58,8 +60,12 @@ class TreeConfig(TaskConfig):
     num_eval_trees: int = f(100, "Trees generated for evaluation, the reported 'test' split (the authors: 10k "
                                  "per stage = 2% of 500k; the paper: 50k questions = 10k trees x 5).", ge=1)
     max_pairs_per_tree: int = f(-1, "Questions per tree: -1 = every ordered pair of distinct nodes "
-                                    "(the authors' generator); else a random sample of that many (5: "
+                                    "(the authors' generator); else a sample of that many (5: "
                                     "the paper's 2.45M questions from 490k trees).", ge=1, also=(-1,))
+    pair_sampling: str = f("random", "How a tree's questions are drawn: random = uniformly over the ordered pairs "
+                                     "(the authors' released code: at x3large ~99.5% 'false'); balanced = as many "
+                                     "'true' as 'false' per tree (ours; make ktoken_table1's default, "
+                                     "docs/fidelity.md).", choices=("random", "balanced"))
     select_split: str = f("train_holdout", "Rows that a trainer.curriculum's gate (and select_best) reads: "
                                            "train_holdout (default, ours) = select_size training trees held out with "
                                            "all their questions, never trained on; '' = none (a curriculum then "
@@ -125,13 +131,16 @@ def parse_tree(text: str) -> list[tuple[str, str]]:
     return edges
 
 
-def tree_rows(tree, rng: random.Random, max_pairs: int) -> list[dict]:
-    """All question rows of one tree (or a random sample of ``max_pairs``), in random order."""
+def tree_rows(tree, rng: random.Random, max_pairs: int, balanced: bool = False) -> list[dict]:
+    """All question rows of one tree (or a random sample of ``max_pairs``), in random order; with
+    `balanced`, :func:`balanced_pairs` instead."""
     t = render(tree)
     nodes = [(name, parent) for name, _, parent in walk(tree)]
     edges = {(p, c) for c, p in nodes if p is not None}
     n = len(nodes)
-    if 0 <= max_pairs < n * (n - 1):
+    if balanced:
+        pairs = balanced_pairs(nodes, edges, rng, max_pairs)
+    elif 0 <= max_pairs < n * (n - 1):
         # the same draw as rng.sample(all_pairs, max_pairs) (sample picks by position), without building
         # the n*(n-1) pairs: an x3large tree has ~22k, and the paper-sized stage 500k trees
         def pair(i):
@@ -142,6 +151,26 @@ def tree_rows(tree, rng: random.Random, max_pairs: int) -> list[dict]:
         pairs = rng.sample([(p, c) for p, _ in nodes for c, _ in nodes if p != c], n * (n - 1))
     return [{"indent_tree": t, "parent": p, "child": c, "label": "true" if (p, c) in edges else "false",
              "task_type": "parent_child"} for p, c in pairs]
+
+
+def balanced_pairs(nodes: list, edges: set, rng: random.Random, max_pairs: int) -> list[tuple[str, str]]:
+    """As many 'true' (parent, child) questions as 'false' ones, up to `max_pairs` per tree (ours; the
+    paper's counts imply a sampled set its released code does not contain): of an odd count the last
+    question is 'true' or 'false' at random; a tree with fewer edges than half the count gives every
+    edge and as many 'false' pairs; -1: every edge and as many 'false' pairs. In random order."""
+    n, true = len(nodes), sorted(edges)
+    half = len(true) if max_pairs < 0 else max_pairs // 2 + (max_pairs % 2 and rng.random() < 0.5)
+    k_true = min(len(true), half)
+    k_false = min((n - 1) ** 2, max_pairs - half if (max_pairs >= 0 and k_true == half) else k_true)
+    picked = rng.sample(true, k_true)
+    false: set = set()
+    while len(false) < k_false:  # rejection: 'false' pairs are (n-1)^2 of the n(n-1), so few draws
+        a, b = rng.sample(range(n), 2)
+        if (nodes[a][0], nodes[b][0]) not in edges:
+            false.add((nodes[a][0], nodes[b][0]))
+    pairs = picked + sorted(false)
+    rng.shuffle(pairs)
+    return pairs
 
 
 @register_task("tree")
@@ -214,7 +243,8 @@ class TreeTask(Task):
         for pos, i in enumerate(ids):
             if 0 <= cap <= len(rows):
                 break
-            r = tree_rows(trees[i], pair_rng, cfg.max_pairs_per_tree)  # drawn for every tree: the same stream
+            r = tree_rows(trees[i], pair_rng, cfg.max_pairs_per_tree,  # drawn for every tree: the same stream
+                          cfg.pair_sampling == "balanced")
             if keep is None or keep[pos]:
                 rows += r
         return rows[:cap] if cap >= 0 else rows
@@ -222,7 +252,8 @@ class TreeTask(Task):
     def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:
         rows = []
         while len(rows) < n:
-            rows += tree_rows(generate_tree(rng, *STAGES[self.cfg.subset]), rng, self.cfg.max_pairs_per_tree)
+            rows += tree_rows(generate_tree(rng, *STAGES[self.cfg.subset]), rng, self.cfg.max_pairs_per_tree,
+                              self.cfg.pair_sampling == "balanced")
         return rows[:n]
 
     def local_path(self, split: str) -> Path:

@@ -54,7 +54,7 @@ def build(cfg, device: torch.device) -> Built:
     """One method on its backbone, set up on the fixture's first rows, as the shared matrix builds it."""
     task = build_task(cfg.task)
     torch.manual_seed(cfg.seed)
-    bb = load_backbone(cfg.model, num_labels=task.num_labels)
+    bb = load_backbone(cfg.model, num_labels=task.num_labels, device=device)
     loaded = {id(p) for p in bb.model.parameters()}
     names = {n for n, _ in bb.model.named_parameters(remove_duplicate=False)}
     head = {id(p) for _, p in bb.head_parameters()}

@@ -24,7 +24,7 @@ from embexp.core import cli
 from embexp.core.cli import compose_train
 from embexp.core.config import f
 from embexp.core.tables import markdown, write_table
-from embexp.studies.model_specs import SPECS
+from embexp.models.specs import SPECS
 
 # The papers' #TP as printed, for the comparison columns only: the TinyTE paper's Tables 1, 2 and 11 unless noted.
 PAPER = {

@@ -77,7 +77,7 @@ def test_a_failed_or_crashed_check_exits_3_and_the_others_are_still_reported(tmp
     (["models=[tiny_llama,nope]"], "unknown models entry 'nope' (choose from: "),
     (["speed_methods=[lorra]"], "unknown speed_methods entry 'lorra' (choose from: "),
     (["steps=-1"], "steps"),
-    (["devcie=cpu"], "(valid keys: device, reduced, models, methods, memory_models, speed_model"),
+    (["devcie=cpu"], "(valid keys: device, reduced, weights, models, methods, memory_models, speed_model"),
 ])
 def test_bad_input_is_one_line(args, line, capsys):
     with pytest.raises(SystemExit) as e:

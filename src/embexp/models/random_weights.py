@@ -26,7 +26,8 @@ ENCODER_SPECIALS = {"pad_token": "[PAD]", "cls_token": "[CLS]", "sep_token": "[S
 
 
 class HashTokenizer(PreTrainedTokenizer):
-    """Synthetic token ids over a real vocabulary size: every whitespace-separated word is one token,
+    """Synthetic token ids over a real vocabulary size: every whitespace-separated word is one token (and a
+    text of whitespace alone one token),
     ``t<k>`` (what :meth:`decode` writes) is id k, any other word the CRC-32 of its bytes modulo the ids
     after the special tokens. Deterministic, nothing to download, any vocabulary size; the ids carry
     no meaning, which is all a random-weight model can use. Specials come first: decoders ``<pad>
@@ -54,7 +55,7 @@ class HashTokenizer(PreTrainedTokenizer):
         return {t: i for i, t in enumerate(self._specials)}
 
     def _tokenize(self, text: str, **kw) -> list[str]:
-        return text.split()
+        return text.split() or ([" "] if text else [])  # whitespace alone is one token (K-Token pads with ' ')
 
     def _convert_token_to_id(self, token: str) -> int:
         n = len(self._specials)

@@ -4,7 +4,7 @@
     python -m embexp.analyze params models=[gemma2,qwen25,llama31] out=tables/params
 
 The hub is unreachable here, so the architectures come from the config fields in
-``model_specs.py``: each model is instantiated with its real transformers class on the ``meta``
+``models/specs.py``: each model is instantiated with its real transformers class on the ``meta``
 device (shapes only; :func:`meta_backbone`), the method is built on it as ``python -m embexp.train``
 builds it, and its trainable tensors are counted. A byte-level tokenizer stands in for the real one
 (only its special ids are read). Encoders get a 2-class head (ours: GLUE/SuperGLUE binary tasks),
@@ -49,7 +49,7 @@ MODELS = ["gemma2", "qwen25", "llama31", "llama2", "smollm2", "roberta", "debert
 
 @dataclass
 class Config:
-    models: list = f(MODELS, "Model config names with a stored architecture (model_specs.py): " + ", ".join(SPECS))
+    models: list = f(MODELS, "Model config names with a stored architecture (models/specs.py): " + ", ".join(SPECS))
     methods: list = f([], "Method config names (conf/method); [] = every one.")
     variants: dict = f({"prompt_tuning (tk=2)": ["method=prompt_tuning", "method.num_virtual_tokens=2"],
                         "prompt_tuning (tk=20)": ["method=prompt_tuning", "method.num_virtual_tokens=20"],

@@ -32,7 +32,7 @@ def spec_config(model: str):
 
 @lru_cache(maxsize=None)
 def arch(model: str) -> Arch:
-    """The shape of a stored architecture (studies/model_specs.py) for an estimate."""
+    """The shape of a stored architecture (models/specs.py) for an estimate."""
     from embexp.models.specs import SPECS
 
     c = spec_config(model)

@@ -102,3 +102,10 @@ def test_bad_random_weight_runs_are_one_line(tmp_path, args, line):
     res = run_cli(*args, "method=tinyte_full", "task=synthetic", f"output_root={tmp_path}")
     assert res.returncode != 0 and line in res.stderr and "Traceback" not in res.stderr
     assert not list(tmp_path.rglob("metrics.json"))
+
+
+def test_the_ledger_never_reads_a_random_weight_run_as_a_measurement():
+    from embexp.report.ledger.measured import smoke
+
+    assert smoke({"config": {"model": {"name": "llama31", "init": "random"}, "task": {"source": "auto"}}})
+    assert not smoke({"config": {"model": {"name": "llama31", "init": "pretrained"}, "task": {"source": "auto"}}})

@@ -20,6 +20,7 @@ two give the same texts.
 
 from __future__ import annotations
 
+import gc
 import statistics
 
 import torch
@@ -105,10 +106,29 @@ def flops_per_token(c) -> float:
     return 2 * n * (1 + flows + min(1.0, trained / n))
 
 
-def train_speed(model: str, method: str, s, device: torch.device, acc) -> dict:
+def fitting_speed(model: str, method: str, s, device: torch.device, acc) -> dict:
+    """:func:`train_speed` at the check's batch, halved after each out-of-memory until it fits (the row
+    says which batches did not); a method that does not fit at batch 1 is a row saying so."""
+    batch, too_big = s.batch_size, []
+    while True:
+        try:
+            return {**train_speed(model, method, s, device, acc, batch), "out of memory at": too_big}
+        except torch.cuda.OutOfMemoryError:
+            acc.free_memory()
+            too_big.append(batch)
+        gc.collect()
+        torch.cuda.empty_cache()
+        if batch == 1:
+            return {"model": model, "method": method, "out of memory at": too_big}
+        batch //= 2
+
+
+def train_speed(model: str, method: str, s, device: torch.device, acc, batch: int = 0) -> dict:
     """Median tokens/s of embexp's loop and the plain loop (``s.repeats`` alternating repeats of ``s.steps``
-    steps each, after one warm-up), their ratio and the model FLOP/s of embexp's."""
-    cfg = compose(model, method, s.seq_len, s.batch_size, device, f"trainer.max_steps={s.steps}",
+    steps each, after one warm-up) at ``batch`` rows (0: the check's), their ratio and the model FLOP/s of
+    embexp's."""
+    batch = batch or s.batch_size
+    cfg = compose(model, method, s.seq_len, batch, device, f"trainer.max_steps={s.steps}",
                   "trainer.max_grad_norm=1.0", "trainer.weight_decay=0.0", "trainer.scheduler=cosine", f"seed={s.seed}",
                   *s.model_extra)
     c = build(cfg, device)
@@ -122,9 +142,9 @@ def train_speed(model: str, method: str, s, device: torch.device, acc) -> dict:
             fn = plain_loop if which == "plain" else None
             runs[which].append(fn(cfg, c, feats, device, dtype) if fn else embexp_loop(cfg, c, feats, acc))
     p, e = statistics.median(runs["plain"]), statistics.median(runs["embexp"])
-    batches = fixed_batches(feats, s.steps, s.batch_size, c.backbone.tokenizer.pad_token_id, cfg.seed)
+    batches = fixed_batches(feats, s.steps, batch, c.backbone.tokenizer.pad_token_id, cfg.seed)
     fpt = flops_per_token(c)
-    shape = [s.batch_size, max(b["input_ids"].shape[1] for b in batches)]
+    shape = [batch, max(b["input_ids"].shape[1] for b in batches)]
     weights = str(next(c.method.backbone_model.parameters()).dtype).replace("torch.", "")
     c = None
     return {"model": model, "method": method, "precision": acc.mixed_precision, "weights": weights, "batch": shape,
@@ -187,33 +207,42 @@ def check(s, device: torch.device, acc, progress) -> Section:
     rows = []
     for method in s.speed_methods:
         progress(f"speed: {method} on {model_label(s.speed_model)}")
-        rows.append(train_speed(s.speed_model, method, s, device, acc))
-        rows[-1]["mfu"] = rows[-1]["model flop/s"] / peak
+        rows.append(fitting_speed(s.speed_model, method, s, device, acc))
+        if "model flop/s" in rows[-1]:
+            rows[-1]["mfu"] = rows[-1]["model flop/s"] / peak
     progress(f"speed: generation on {model_label(s.speed_model)}")
     gen = generation_speed(s.speed_model, s, device)
     return render(s, rows, gen, peak, str(dtype).replace("torch.", ""))
 
 
+def _oom(r: dict) -> str:
+    sizes = ", ".join(map(str, r.get("out of memory at") or []))
+    return f" (out of GPU memory at batch {sizes})" if sizes else ""
+
+
 def render(s, rows: list[dict], gen: dict | None, peak: float, prec: str) -> Section:
     """Speed is reported, never failed: the goal's line says met or not (a shared machine is noisy)."""
     goal = "reduced form: too few steps to judge the goal" if s.reduced else f"goal <= {GOAL}: " + "{}"
+    done = [r for r in rows if "embexp tok/s" in r]
     screen = [f"{r['method']}: embexp {r['embexp tok/s']:,.0f} tok/s, plain {r['plain tok/s']:,.0f} tok/s, time ratio "
-              f"{r['time ratio']:.3f} ({goal.format('met' if r['goal met'] else 'NOT met')}), MFU {100 * r['mfu']:.1f}%"
-              for r in rows]
+              f"{r['time ratio']:.3f} ({goal.format('met' if r['goal met'] else 'NOT met')}), "
+              f"MFU {100 * r['mfu']:.1f}%, batch {r['batch'][0]}{_oom(r)}" for r in done]
+    screen += [f"{r['method']}: out of GPU memory at every batch ({', '.join(map(str, r['out of memory at']))})"
+               for r in rows if r not in done]
     if gen:
         screen.append(f"generation: embexp {gen['embexp tok/s']:,.1f} tok/s, plain generate {gen['plain tok/s']:,.1f} "
                       f"tok/s, time ratio {gen['time ratio']:.3f}, same outputs {gen['same outputs']}")
-    md = [f"Model `{model_label(s.speed_model)}`, batch {s.batch_size}, prompts cut at {s.seq_len} tokens (longest "
-          f"row {rows[0]['batch'][1] if rows else '?'} tokens), weights {rows[0]['weights'] if rows else '?'}, "
-          f"{s.steps} steps x {s.repeats} repeats per side (medians), training precision "
-          f"{rows[0]['precision'] if rows else '?'}; MFU "
-          f"against this device's measured {prec} matmul rate, {peak / 1e12:.3f} TFLOP/s (not the datasheet's peak).",
-          ""]
-    md += table(["method", "plain tok/s", "embexp tok/s", "time ratio embexp/plain", f"goal <= {GOAL}",
+    first = done[0] if done else {}
+    md = [f"Model `{model_label(s.speed_model)}`, prompts cut at {s.seq_len} tokens (longest row "
+          f"{first['batch'][1] if first else '?'} tokens), weights {first.get('weights', '?')}, {s.steps} steps x "
+          f"{s.repeats} repeats per side (medians), training precision {first.get('precision', '?')}; MFU against "
+          f"this device's measured {prec} matmul rate, {peak / 1e12:.3f} TFLOP/s (not the datasheet's peak).", ""]
+    md += table(["method", "batch", "plain tok/s", "embexp tok/s", "time ratio embexp/plain", f"goal <= {GOAL}",
                  "model FLOPs/token", "MFU"],
-                [[r["method"], f"{r['plain tok/s']:,.1f}", f"{r['embexp tok/s']:,.1f}", f"{r['time ratio']:.3f}",
-                  "met" if r["goal met"] else "not met", f"{r['flops per token']:.3g}", f"{100 * r['mfu']:.2f}%"]
-                 for r in rows])
+                [[r["method"], f"{r['batch'][0]}{_oom(r)}", f"{r['plain tok/s']:,.1f}", f"{r['embexp tok/s']:,.1f}",
+                  f"{r['time ratio']:.3f}", "met" if r["goal met"] else "not met", f"{r['flops per token']:.3g}",
+                  f"{100 * r['mfu']:.2f}%"] for r in done]
+                + [[r["method"], f"none fits{_oom(r)}", "", "", "", "", "", ""] for r in rows if r not in done])
     if gen:
         md += ["", f"Batched greedy generation, zero_shot, {gen['prompts']} prompts, up to {s.gen_tokens} new tokens "
                    f"({gen['new tokens']} generated), weights {gen['weights']} (evaluation does not autocast):", ""]

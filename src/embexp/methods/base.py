@@ -32,6 +32,7 @@ from torch import nn
 
 from embexp import EmbexpError
 from embexp.core.config import f
+from embexp.methods.onepass import OnePass
 from embexp.methods.prefix import (  # noqa: F401 (re-exported)
     METHOD_KEYS,
     PrefixPath,
@@ -64,7 +65,7 @@ class Comparison:
     kinds: tuple[str, ...] = ("decoder", "encoder")
 
 
-class Method(PrefixPath, nn.Module):
+class Method(PrefixPath, OnePass, nn.Module):
     Config: ClassVar[type] = MethodConfig
     # ---- capabilities: what the test matrix, the comparison sweep, the smoke run, the tables and
     # the config checks read from the class (no list elsewhere names methods) ----
@@ -204,9 +205,18 @@ class Method(PrefixPath, nn.Module):
 
     @torch.no_grad()
     def generate(self, **kw):
-        if self.prefix_mode and self.is_decoder:
-            return self._prefix_generate(**kw)
-        return self.model.generate(**kw)
+        with self.generating(kw):
+            if self.prefix_mode and self.is_decoder:
+                return self._prefix_generate(**kw)
+            return self.model.generate(**kw)
+
+    @contextmanager
+    def generating(self, kw: dict):
+        """What the method holds while it generates from the prompts of `kw` (``generate``'s keyword
+        arguments: ``input_ids`` and ``attention_mask`` of the prompts, the generation options), around
+        ``generate`` and the one pass of ``methods/onepass.py`` alike (TinyTE-gated: each prompt's
+        length; Tiny-Attention: its own KV cache, cleared after). Nothing by default."""
+        yield
 
     @contextmanager
     def counting_backbone_tokens(self):

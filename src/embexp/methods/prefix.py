@@ -78,28 +78,11 @@ class PrefixPath:
     def _score_batch(self, chunk: list[tuple], wanted: list[list[tuple[int, list[int]]]]) -> dict[int, float]:
         """{request: summed log-probability} for one batch of scoring keys (context, tokens read) and
         the requests of each; the LM head runs on the union of the positions that predict them."""
-        pad_id, device = self.tokenizer.pad_token_id, next(self.parameters()).device
-        tokens = pad([list(k[1]) for k in chunk], pad_id).to(device)
-        tmask = pad([[1] * len(k[1]) for k in chunk], 0).to(device)
-        prefixed, width = self.prefix_mode and self.is_decoder, 0
-        if prefixed:
-            prompts = pad([list(k[0]) for k in chunk], pad_id, left=True).to(device)
-            pmask = pad([[1] * len(k[0]) for k in chunk], 0, left=True).to(device)
-            x, mask, width = self._assemble(prompts, pmask, tokens, tmask)
-        ends = [width + len(k[1]) - 1 for k in chunk]  # the last real position of each row
+        call, kw, ends = self._key_inputs(chunk)
         spans = [range(end - max(len(c) for _, c in reqs) + 1, end + 1) for end, reqs in zip(ends, wanted)]
         if min(sp.start for sp in spans) < 0:
             raise EmbexpError("a continuation to score has no context before it (an empty prompt without a BOS token)")
-        keep = sorted({p for sp in spans for p in sp})
-        column = {p: i for i, p in enumerate(keep)}
-        kw = {"logits_to_keep": torch.tensor(keep, device=device)} if keeps_logits(self.backbone_model) else {}
-        if prefixed:
-            logits = self.backbone_model(inputs_embeds=x, attention_mask=mask, position_ids=positions(mask),
-                                         **kw).logits
-        else:
-            logits = self(input_ids=tokens, attention_mask=tmask, **kw).logits
-        if not kw:
-            logits = logits[:, keep]
+        logits, column, _ = kept_logits(call, kw, self.backbone_model, sorted({p for sp in spans for p in sp}))
         out = {}
         for row, (end, reqs) in enumerate(zip(ends, wanted)):
             for r, cont in reqs:
@@ -107,6 +90,21 @@ class PrefixPath:
                 lp = torch.log_softmax(logits[row, cols].float(), dim=-1)
                 out[r] = float(lp[torch.arange(len(cont)), torch.tensor(cont, device=lp.device)].sum())
         return out
+
+    def _key_inputs(self, chunk: list[tuple]) -> tuple:
+        """(the module to call, its inputs, each row's last real position) for a batch of scoring keys
+        (context, tokens read): ``[prefix | tokens]`` embedded for the backbone with a prefix, else the
+        tokens, right-padded, through the method's own forward."""
+        pad_id, device = self.tokenizer.pad_token_id, next(self.parameters()).device
+        tokens = pad([list(k[1]) for k in chunk], pad_id).to(device)
+        tmask = pad([[1] * len(k[1]) for k in chunk], 0).to(device)
+        if self.prefix_mode and self.is_decoder:
+            prompts = pad([list(k[0]) for k in chunk], pad_id, left=True).to(device)
+            pmask = pad([[1] * len(k[0]) for k in chunk], 0, left=True).to(device)
+            x, mask, width = self._assemble(prompts, pmask, tokens, tmask)
+            return (self.backbone_model, {"inputs_embeds": x, "attention_mask": mask, "position_ids": positions(mask)},
+                    [width + len(k[1]) - 1 for k in chunk])
+        return self, {"input_ids": tokens, "attention_mask": tmask}, [len(k[1]) - 1 for k in chunk]
 
     # ---- the shared path of extension point 3 -------------------------------------------------
     def _assemble(self, prompt_ids, prompt_mask, token_ids, token_mask):
@@ -161,6 +159,17 @@ class PrefixPath:
         out.sequences = torch.cat([input_ids, out.sequences], 1)  # return_dict_in_generate=True
         return out
 
+
+
+def kept_logits(call, kw: dict, model, keep: list[int]) -> tuple[torch.Tensor, dict[int, int], object]:
+    """``call(**kw)``'s logits at the positions `keep` only ([B, len(keep), V]; through the LM head
+    alone where the model takes ``logits_to_keep``: the same numbers, bit for bit), the column of
+    each position, and the output (its KV cache where ``kw`` asks for one)."""
+    device = next(iter(v for v in kw.values() if isinstance(v, torch.Tensor))).device
+    extra = {"logits_to_keep": torch.tensor(keep, device=device)} if keeps_logits(model) else {}
+    out = call(**kw, **extra)
+    logits = out.logits if extra else out.logits[:, keep]
+    return logits, {p: i for i, p in enumerate(keep)}, out
 
 
 def keeps_logits(model) -> bool:

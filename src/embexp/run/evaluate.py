@@ -14,6 +14,8 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 
 from embexp import EmbexpError
 from embexp.data import Featurizer, collate
+from embexp.methods.base import Method
+from embexp.methods.onepass import Greedy, WindowExceeded
 from embexp.run import selection
 from embexp.sentence import SENTENCE_KINDS, evaluate_similarity
 from embexp.tasks.base import Example
@@ -128,6 +130,57 @@ def choice_logliks(method, featurizer: Featurizer, examples: Sequence[Example], 
     return scores
 
 
+# generation options that make generate() process the logits even when greedy (its logits processors)
+PLAIN = {"num_beams": (None, 1), "repetition_penalty": (None, 1.0), "encoder_repetition_penalty": (None, 1.0),
+         "no_repeat_ngram_size": (None, 0), "bad_words_ids": (None,), "suppress_tokens": (None,),
+         "begin_suppress_tokens": (None,), "min_length": (None, 0), "min_new_tokens": (None, 0),
+         "forced_bos_token_id": (None,), "forced_eos_token_id": (None,), "sequence_bias": (None,),
+         "exponential_decay_length_penalty": (None,), "renormalize_logits": (None, False),
+         "guidance_scale": (None, 1.0), "penalty_alpha": (None,), "watermarking_config": (None,)}
+
+
+def one_pass_blocker(method, featurizer: Featurizer, examples: Sequence[Example], pairs: list, generating: bool) -> str:
+    """Why the choices and the greedy generation of `examples` cannot come from one forward per prompt
+    (``Method.score_and_generate``), "" where they can. `pairs`: each example's (context,
+    continuation) ids per choice (:func:`continuation_ids`)."""
+    if type(method).generate is not Method.generate:
+        return f"method {method.cfg.name} generates its own way"
+    config = getattr(method.backbone_model, "generation_config", None)
+    if generating and (bad := [k for k, ok in PLAIN.items() if getattr(config, k, None) not in ok]):
+        return f"the model's generation config sets {', '.join(bad)}"
+    if any(ctx != featurizer.prompt_ids(ex.prompt) for ex, p in zip(examples, pairs) for ctx, _ in p):
+        return ("a prompt's trailing whitespace moves to its choices (lm-eval's split): the prompt scored is not the "
+                "one generated from")
+    if not method.shares_prompt_cache and any(len(c) > 1 for p in pairs for _, c in p):
+        return f"method {method.cfg.name} reads the whole input's length: a choice of several tokens keeps its own pass"
+    return ""
+
+
+def one_pass(method, featurizer: Featurizer, examples: Sequence[Example], batch_size: int, max_new_tokens: int,
+             stop_at_newline: bool, progress: bool = True) -> tuple[list[str] | None, list[list[float]] | None]:
+    """(greedy generations, or None with `max_new_tokens` 0; each choice's log-likelihood) from one
+    forward per prompt, the same as :func:`generate` and :func:`choice_logliks` give; (None, None)
+    where :func:`one_pass_blocker` names a reason or a batch would cross the model's sliding window."""
+    pairs = [[continuation_ids(featurizer, ex.prompt, c) for c in ex.choices] for ex in examples]
+    for i, (ex, p) in enumerate(zip(examples, pairs)):
+        if empty := [c for c, (_, cont) in zip(ex.choices, p) if not cont]:
+            raise EmbexpError(f"choice {empty[0]!r} of example {i} encodes to no tokens after its prompt")
+    if one_pass_blocker(method, featurizer, examples, pairs, max_new_tokens > 0):
+        return None, None
+    tok = featurizer.tokenizer
+    greedy = Greedy(max_new_tokens, tuple(eos_ids(method, tok)), tok.pad_token_id,
+                    tuple(sorted(newline_ids(tok))) if stop_at_newline else ()) if max_new_tokens else None
+    try:
+        scores, ids = method.score_and_generate([featurizer.prompt_ids(ex.prompt) for ex in examples],
+                                                [[c for _, c in p] for p in pairs], batch_size, greedy, progress)
+    except WindowExceeded:
+        return None, None
+    if ids is None:
+        return None, scores
+    texts = [tok.decode(x, skip_special_tokens=True) for x in ids]
+    return [t.split("\n", 1)[0] for t in texts] if stop_at_newline else texts, scores
+
+
 @torch.no_grad()
 def head_predictions(method, featurizer: Featurizer, examples: Sequence[Example], batch_size: int, device,
                      regression: bool, progress: bool = True) -> list:
@@ -179,10 +232,16 @@ def evaluate(method, task, examples: list[Example], featurizer: Featurizer, batc
     mode = task.cfg.eval_mode if task.cfg.eval_mode != "auto" else "both"
     if task.kind != "classification":
         mode = "generate"
+    stop_at_newline = bool(getattr(task.cfg, "stop_at_newline", False))
+    hyps = scores = None
+    if mode in ("both", "loglik"):  # one forward per prompt where it can (Method.score_and_generate)
+        hyps, scores = one_pass(method, featurizer, examples, batch_size, task.cfg.max_new_tokens if mode == "both"
+                                else 0, stop_at_newline, progress)
     if mode in ("generate", "both"):
-        hyps = given if given is not None else generate(
-            method, featurizer, [ex.prompt for ex in examples], batch_size, task.cfg.max_new_tokens, device, progress,
-            stop_at_newline=bool(getattr(task.cfg, "stop_at_newline", False)))
+        if hyps is None:
+            hyps = given if given is not None else generate(
+                method, featurizer, [ex.prompt for ex in examples], batch_size, task.cfg.max_new_tokens, device,
+                progress, stop_at_newline=stop_at_newline)
         for r, h in zip(records, hyps):
             r["generation"] = h
         if task.kind == "generation":
@@ -195,7 +254,8 @@ def evaluate(method, task, examples: list[Example], featurizer: Featurizer, batc
             for r, p in zip(records, pred):
                 r["em_pred"] = p
     if mode in ("loglik", "both"):
-        scores = choice_logliks(method, featurizer, examples, batch_size, device, progress)
+        if scores is None:
+            scores = choice_logliks(method, featurizer, examples, batch_size, device, progress)
         pred = [max(range(len(s)), key=s.__getitem__) for s in scores]
         metrics.update({f"ll_{k}": v for k, v in task.score_labels([ex.label for ex in examples], pred).items()})
         for r, p, s in zip(records, pred, scores):

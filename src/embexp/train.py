@@ -25,10 +25,11 @@ from hydra.core.hydra_config import HydraConfig
 from embexp import EmbexpError, judge
 from embexp.core import cli
 from embexp.core.config import register_core_schemas
-from embexp.core.records import METRICS, RunRecord, is_complete
+from embexp.core.records import METRICS, RunRecord
 from embexp.run import curriculum, lock, sharding
 from embexp.run.build import Components, build, save_adapter
 from embexp.run.checks import Plan, preflight
+from embexp.run.claim import DONE, claim
 from embexp.run.evaluate import curve_point, select_score
 from embexp.run.loop import Trainer, TrainInputs, TrainResult
 from embexp.run.record import metrics_record, numeric, parameter_counts, recording
@@ -50,7 +51,7 @@ def run(cfg, run_dir: Path) -> dict:
             log.warning("run %s: the previous run's process (%s) stopped without updating its status (killed?): "
                         "marked interrupted, now %s", run_dir, lock.describe(previous["previous_owner"]),
                         "resumed" if cfg.trainer.resume else "started again (trainer.resume=true continues it)")
-        if cfg.trainer.resume and is_complete(run_dir):
+        if claim(cfg, run_dir, acc.is_main_process) == DONE:  # another config's run there: one line
             log.info("run %s is already complete; nothing to resume", run_dir)
             return json.loads((run_dir / METRICS).read_text())
         return run_owned(cfg, run_dir, acc, plan, previous)

@@ -221,7 +221,13 @@ class TrainerConfig:
                         choices=("heldout", "reported"))
     save_every: int = f(0, "Write a resumable checkpoint every N optimizer steps (0: never; the final state is always "
                            "saved).", ge=0)
-    resume: bool = f(False, "Continue from the run directory's checkpoint if one exists.")
+    resume: bool = f(False, "Continue from the run directory's checkpoint if one exists. Only a run of the same "
+                            "config (its fingerprint.json) is continued; the fields safe to change on resume are "
+                            "the presentation ones (progress, log_every, log_with, save_every, notes, output_root, "
+                            "judge.cache).")
+    overwrite: bool = f(False, "Replace a run directory that holds a run already (complete, resumable, or of another "
+                               "config): its records and checkpoints are removed first. Without it such a run "
+                               "directory is refused in one line (the Hugging Face Trainer's overwrite_output_dir).")
     max_eval_loss_batches: int = f(-1, "Cap on batches per loss evaluation: the selection rows, and the eval split's "
                                        "loss recorded once at the end (-1: all rows).", ge=1, also=(-1,))
     progress: bool = f(True, "Show a progress bar.")

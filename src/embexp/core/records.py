@@ -29,6 +29,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
+from embexp.core.fingerprint import config_key, differences, result_fields
 
 STATUS, METRICS, CONFIG = "status.json", "metrics.json", "config.yaml"
 
@@ -182,7 +183,7 @@ def load_run(run_dir: Path) -> dict:
         cfg = OmegaConf.to_container(OmegaConf.load(run_dir / CONFIG)) if (run_dir / CONFIG).is_file() else {}
         if not isinstance(cfg, dict):
             raise ValueError(f"expected a mapping, got {type(cfg).__name__}")
-        m.update(run_dir=str(run_dir), config=cfg, tag=cfg.get("tag", ""))
+        m.update(run_dir=str(run_dir), config=cfg, tag=cfg.get("tag", ""), config_key=config_key(cfg))
         m["task_name"] = (cfg.get("task") or {}).get("name", m.get("task", ""))
         m["subset"] = (cfg.get("task") or {}).get("subset", "")
     except (OSError, ValueError, AttributeError, yaml.YAMLError) as e:
@@ -246,10 +247,13 @@ class Runs:
             self.by_key.setdefault((r["task_name"], r["subset"], r["model"], r["method"], r["tag"]), []).append(r)
 
     def get(self, task: str, model: str, method: str, tag: str = "", subset: str | None = None) -> list[dict]:
-        """Every run of the key (any subset unless given), by seed."""
-        return sorted((r for (t, s, mo, me, tg), rs in self.by_key.items() for r in rs
-                       if t == task and mo == model and me == method and tg == tag and (subset is None or s == subset)),
-                      key=lambda r: r.get("seed", 0))
+        """Every run of the key (any subset unless given), by seed: runs of one config (an error line where
+        they are of several, :func:`one_config`)."""
+        found = sorted((r for (t, s, mo, me, tg), rs in self.by_key.items() for r in rs
+                        if t == task and mo == model and me == method and tg == tag and (subset is None or s == subset)),
+                       key=lambda r: r.get("seed", 0))
+        one_config(found)
+        return found
 
     def find(self, task: str, subset: str, model: str, method: str, tag: str, seeds=()) -> list[dict]:
         """One run per seed, in the order of `seeds` (every seed found when empty). Where several runs
@@ -259,7 +263,42 @@ class Runs:
         held = self.by_key.get((task, subset, model, method, tag), [])
         for r in sorted(held, key=lambda r: len(Path(r["run_dir"]).parts)):
             by_seed.setdefault(r.get("seed"), r)
-        return [by_seed[s] for s in (list(seeds) or sorted(by_seed)) if s in by_seed]
+        found = [by_seed[s] for s in (list(seeds) or sorted(by_seed)) if s in by_seed]
+        one_config(found)
+        return found
+
+
+def one_config(runs: list[dict]) -> None:
+    """Runs a table cell averages must differ in their seed alone (their ``config_key``, core.fingerprint):
+    one line naming two runs that differ and the fields where they do."""
+    keys = {r.get("config_key", ""): r for r in runs}
+    if len(keys) <= 1:
+        return
+    a, b = list(keys.values())[:2]
+    diff = differences(result_fields(a.get("config") or {}, ("seed",)), result_fields(b.get("config") or {}, ("seed",)))
+    raise EmbexpError(f"runs of {len(keys)} different configs would be averaged in one cell: {a['run_dir']} and "
+                      f"{b['run_dir']} differ in {'; '.join(diff[:4])}{' ...' if len(diff) > 4 else ''} (keep one "
+                      f"config per task, model, method and tag under runs=, or give them different tags)")
+
+
+def config_groups(runs: list[dict]) -> list[list[dict]]:
+    """``runs`` split by config (``config_key``: the fingerprint without the seed), each group one run per seed
+    (where a seed repeats, the run nearest the root), in the order each config is first met."""
+    groups: dict[str, dict] = {}
+    for r in sorted(runs, key=lambda r: len(Path(r["run_dir"]).parts)):
+        groups.setdefault(r.get("config_key", ""), {}).setdefault(r.get("seed"), r)
+    return [sorted(g.values(), key=lambda r: r.get("seed", 0)) for g in groups.values()]
+
+
+def config_labels(groups: list[list[dict]], most: int = 3) -> list[str]:
+    """Per group of :func:`config_groups`, 'key=value, ...' of the fields in which the groups' configs differ
+    ('' for a single group): what tells their table rows apart."""
+    if len(groups) <= 1:
+        return [""] * len(groups)
+    fields = [result_fields(g[0].get("config") or {}, ("seed",)) for g in groups]
+    keys = sorted(k for k in set().union(*fields) if len({str(f.get(k)) for f in fields}) > 1)
+    return [", ".join(f"{k}={f.get(k, '(absent)')}" for k in keys[:most]) + (" ..." if len(keys) > most else "")
+            for f in fields]
 
 
 # ---- a run's headline metric ---------------------------------------------------------------------------

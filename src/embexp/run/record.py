@@ -11,7 +11,8 @@ from accelerate import Accelerator
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError, RunInterrupted, __version__
-from embexp.core.records import RunRecord, git_commit
+from embexp.core import fingerprint as fp
+from embexp.core.records import RunRecord, git_commit, write_json
 from embexp.run import curriculum, selection
 from embexp.run.build import Components
 from embexp.run.evaluate import curve_record, select_point
@@ -26,6 +27,9 @@ def recording(cfg, record: RunRecord, acc: Accelerator, previous: dict | None = 
     notice or ``failed`` on any other error (crashes and Ctrl-C too); ``record.finish`` writes
     ``complete``. The trackers open here and close at the end either way. ``previous``: the status of
     the run before, whose process died (``run.lock``), kept in the new status."""
+    if record.is_main:  # what defines the result, before the status says running (core.fingerprint)
+        record.dir.mkdir(parents=True, exist_ok=True)
+        write_json(record.dir / fp.FINGERPRINT, fp.record(record.dir, cfg))
     record.start(cfg, resume=cfg.trainer.resume, previous=previous)
     if acc.log_with:
         acc.init_trackers("embexp", config=tracker_config(cfg))
@@ -60,7 +64,7 @@ def metrics_record(cfg, c: Components, acc: Accelerator, res: TrainResult | None
     task, staged = c.task, bool(cfg.do_train and c.method.trains and cfg.trainer.curriculum)
     return {
         "method": cfg.method.name, "model": cfg.model.name, "task": task.display_name, "seed": cfg.seed,
-        "git_commit": git_commit(), "embexp_version": __version__,
+        "fingerprint": fp.fingerprint(cfg), "git_commit": git_commit(), "embexp_version": __version__,
         **sizes,
         "n_train_examples": len(c.train_examples), "n_eval_examples": len(c.eval_examples),
         "n_select_examples": len(c.select_examples),

@@ -249,8 +249,8 @@ class Runs:
     def get(self, task: str, model: str, method: str, tag: str = "", subset: str | None = None) -> list[dict]:
         """Every run of the key (any subset unless given), by seed: runs of one config (an error line where
         they are of several, :func:`one_config`)."""
-        found = sorted((r for (t, s, mo, me, tg), rs in self.by_key.items() for r in rs
-                        if t == task and mo == model and me == method and tg == tag and (subset is None or s == subset)),
+        found = sorted((r for (t, s, mo, me, tg), rs in self.by_key.items() for r in rs if t == task and mo == model
+                        and me == method and tg == tag and (subset is None or s == subset)),
                        key=lambda r: r.get("seed", 0))
         one_config(found)
         return found

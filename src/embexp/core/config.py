@@ -317,10 +317,13 @@ class TrainConfig:
 @dataclass
 class EvalConfig:
     run_dir: str = f(MISSING, "A finished run directory to re-evaluate.")
-    max_eval_samples: Optional[int] = f(None, "Override task.max_eval_samples.")
-    batch_size: Optional[int] = f(None, "Override trainer.eval_batch_size.")
+    max_eval_samples: Optional[int] = f(None, "Override task.max_eval_samples (-1: all rows).", ge=1, also=(-1,))
+    batch_size: Optional[int] = f(None, "Override trainer.eval_batch_size.", ge=1)
     cpu: bool = f(False, "Force the CPU.")
-    tolerance: float = f(1e-6, "Largest absolute metric difference still reported as reproduced.")
+    tolerance: float = f(1e-6, "Largest absolute metric difference still reported as reproduced.", ge=0)
+    trust_remote_code: bool = f(False, "Let the run's model run its own Python code (a hub repository's or a "
+                                       "folder's auto_map, a hub attention kernel). Never taken from the run's "
+                                       "config.yaml: only from this command line, with a warning line.")
     check_export: bool = f(False, "Instead of re-evaluating: compare run_dir/export, loaded by plain transformers in a "
                                   "fresh process, with the trained method on the first export_rows evaluation rows "
                                   "(sentence embeddings, class logits, or next-token logits); exit 3 above "

@@ -191,6 +191,22 @@ def load_run(run_dir: Path) -> dict:
     return m
 
 
+def load_config(run_dir: Path):
+    """A run directory's config.yaml as a DictConfig, checked to be a run's; an unreadable or unparseable one
+    raises :class:`UnreadableRecord` naming it. Read as data: nothing in it is resolved or run here."""
+    path = Path(run_dir) / CONFIG
+    try:
+        cfg = OmegaConf.load(path)
+        if not OmegaConf.is_dict(cfg) or not OmegaConf.is_dict(cfg.get("model")):
+            raise ValueError("not the config of a run (no model section)")
+    except (OSError, ValueError) as e:
+        raise UnreadableRecord(path, e) from None
+    except Exception as e:  # yaml's and omegaconf's parse errors
+        text = str(e).splitlines()[0] if str(e) else ""
+        raise UnreadableRecord(path, ValueError(f"{type(e).__name__}: {text}")) from None
+    return cfg
+
+
 class UnreadableRecord(EmbexpError):
     """A run record's file that cannot be read or parsed (``path``, ``error``)."""
 

@@ -1,6 +1,7 @@
 """Faults a run meets, each ending in one line with nothing lost (issue 35): one owner per run directory
 (run/lock.py), a run killed with SIGKILL then resumed, a corrupt latest checkpoint, a write that fails
-halfway, unreadable records in a report, a stale lock. Every case checks the one line, the exit status,
+halfway, unreadable records in a report, a stale lock, a full disk during any record write (issue 46: adapter,
+method.json, predictions, export, metrics). Every case checks the one line, the exit status,
 the status, that no traceback reaches the user and that no complete-looking record is wrong."""
 
 from __future__ import annotations
@@ -307,3 +308,50 @@ def test_record_writes_are_one_line_errors_and_leave_the_old_file(tmp_path):
         assert (d / "status.json").read_text() == "old"
     finally:
         os.chmod(d, 0o700)
+
+
+# ---- every record is written whole or not at all (issue 46) -------------------------------------------
+def disk_full(monkeypatch, target: str) -> None:
+    """From the write of ``target`` on the disk is full: that write leaves half a file, and every later new file
+    (the temporary file of any atomic write) fails too; a file rewritten in place still fits (its block)."""
+    import transformers
+    from safetensors import torch as st
+
+    from embexp.run import build
+
+    full = []
+
+    def enospc(path):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    def hit(path: Path) -> bool:
+        path = Path(path)
+        if full and path.name.startswith(".") and ".tmp" in path.name:
+            enospc(path)
+        if path.name.startswith(f".{target}.tmp") or path.parent.name.startswith(f".{target}.tmp"):
+            full.append(path)
+            path.write_bytes(b"\0" * 10) if path.parent.exists() else None
+            enospc(path)
+        return False
+
+    real_text = Path.write_text
+    monkeypatch.setattr(Path, "write_text", lambda self, *a, **kw: hit(self) or real_text(self, *a, **kw))
+    monkeypatch.setattr(build, "save_file", lambda t, path, *a, **kw: hit(path) or st.save_file(t, path, *a, **kw))
+    real_save = transformers.PreTrainedModel.save_pretrained
+    monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained",
+                        lambda self, d, *a, **kw: hit(Path(d) / "model.safetensors") or real_save(self, d, *a, **kw))
+
+
+@pytest.mark.parametrize("target", ["adapter.safetensors", "method.json", "predictions.jsonl", "export",
+                                    "metrics.json"])
+def test_a_full_disk_during_any_record_write_is_one_line_status_failed_and_no_partial_record(tmp_path, monkeypatch,
+                                                                                          target):
+    disk_full(monkeypatch, target)
+    d = tmp_path / "run"
+    r = run_cli(*BASE[:-1], "trainer.max_steps=2", "trainer.save_every=0", "export=true", f"hydra.run.dir={d}")
+    assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
+    assert errors(r.stderr)[0] == f"embexp: error: cannot write {d / target}: No space left on device"
+    assert status(d)["status"] == "failed" and "No space left on device" in status(d)["error"]  # rewritten in place
+    assert not (d / target).exists() and not is_complete(d) and not (d / "metrics.json").exists()
+    assert not [p.name for p in d.iterdir() if ".tmp" in p.name]  # no temporary file left behind
+    assert all(p.stat().st_size > 0 for p in d.rglob("*") if p.is_file() and p.name not in ("train.log", "run.lock"))

@@ -25,7 +25,7 @@ from hydra.core.hydra_config import HydraConfig
 from embexp import EmbexpError, judge
 from embexp.core import cli
 from embexp.core.config import register_core_schemas
-from embexp.core.records import METRICS, RunRecord
+from embexp.core.records import METRICS, RunRecord, atomic_path
 from embexp.run import curriculum, lock, sharding
 from embexp.run.build import Components, build, save_adapter
 from embexp.run.checks import Plan, preflight
@@ -103,9 +103,10 @@ def finish(cfg, c: Components, acc: Accelerator, record: RunRecord, res: TrainRe
     if cfg.save_adapter and c.method.trains:
         save_adapter(cfg, c, record.dir)
     metrics, preds = evaluate(cfg, c, acc.device, record) if cfg.do_eval else ({}, [])
-    if cfg.export:
-        c.method.export().save_pretrained(record.dir / "export")
-        c.backbone.tokenizer.save_pretrained(record.dir / "export")
+    if cfg.export:  # the folder whole or not at all: written beside it, then renamed
+        with atomic_path(record.dir / "export") as tmp:
+            c.method.export().save_pretrained(tmp)
+            c.backbone.tokenizer.save_pretrained(tmp)
     out = metrics_record(cfg, c, acc, res, metrics, preds, sizes)
     acc.log(numeric(metrics, "eval/"), step=res.steps if res is not None else 0)
     record.finish(out)

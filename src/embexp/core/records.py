@@ -18,9 +18,12 @@ what the sweep chooses a learning rate on, one function for both. Tables are wri
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
+import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -47,6 +50,36 @@ def atomic_write(path: Path, text: str) -> None:
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise EmbexpError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path):
+    """A temporary path beside ``path`` (a file or a folder) for a writer that cannot take text (safetensors,
+    ``save_pretrained``): renamed into place when the block ends, an older ``path`` replaced. Where the
+    writing fails the temporary path is removed, ``path`` stays as it was, and an OS error (disk full, quota,
+    permissions, also as safetensors reports one) is one line naming the path."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        yield tmp
+        if tmp.is_dir() and path.is_dir():  # a folder cannot be renamed over another: the old one goes first
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True) if tmp.is_dir() else tmp.unlink(missing_ok=True)
+        reason = os_error(e)
+        if reason is None:
+            raise
+        raise EmbexpError(f"cannot write {path}: {reason}") from None
+
+
+def os_error(e: BaseException) -> str | None:
+    """The OS error of a failed write (OSError's strerror, or what safetensors' Rust side reports as
+    '... (os error 28)'); None for any other error."""
+    if isinstance(e, OSError):
+        return e.strerror or str(e)
+    code = re.search(r"os error (\d+)", str(e)) if type(e).__name__ == "SafetensorError" else None
+    return os.strerror(int(code.group(1))) if code else None
 
 
 def write_json(path: Path, obj) -> None:
@@ -118,13 +151,16 @@ class RunRecord:
         self._end({"status": "failed", "error": message})
 
     def _end(self, status: dict) -> None:
-        """The last status, written as well as it can be: where even that fails (a full disk) the error that
-        ended the run is the one reported, and the status left (running, no live owner) reads interrupted."""
+        """The last status, written as well as it can be: atomically, else (a full disk: no block for the
+        temporary file) over the old status.json in place, whose block it reuses; where even that fails the
+        error that ended the run is the one reported, and the status left (running, no live owner) reads
+        interrupted."""
         if self.is_main and self.dir.is_dir():
             try:
                 write_json(self.dir / STATUS, status)
-            except EmbexpError:
-                pass
+            except EmbexpError:  # a full disk has no block for a new file: rewrite the old one's in place
+                with contextlib.suppress(OSError):
+                    (self.dir / STATUS).write_text(json.dumps(_finite(status), default=_default) + "\n")
 
 
 # ---- find and load -------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from safetensors.torch import load_file, save_file
 
 from embexp import EmbexpError, __version__
 from embexp.cloze import ClozeObjective
+from embexp.core.records import atomic_path, atomic_write
 from embexp.data import Featurizer, token_lists
 from embexp.methods import METHODS, build_method
 from embexp.models import load_backbone
@@ -159,8 +160,10 @@ def count_params(module: torch.nn.Module) -> int:
 
 
 def save_adapter(cfg, c: Components, run_dir: Path) -> None:
-    """The trained tensors (``adapter.safetensors``) and what they belong to (``method.json``)."""
-    save_file(c.method.trainable_state(), run_dir / ADAPTER)
+    """The trained tensors (``adapter.safetensors``) and what they belong to (``method.json``), each written
+    whole or not at all (a failed write: one line naming it, no partial file)."""
+    with atomic_path(run_dir / ADAPTER) as tmp:
+        save_file(c.method.trainable_state(), tmp)
     meta = {
         "method": OmegaConf.to_container(cfg.method, resolve=True),
         "base_model": cfg.model.id or cfg.model.source,
@@ -169,7 +172,7 @@ def save_adapter(cfg, c: Components, run_dir: Path) -> None:
         "hidden_size": c.backbone.hidden_size,
         "embexp_version": __version__,
     }
-    (run_dir / "method.json").write_text(json.dumps(meta, indent=2))
+    atomic_write(run_dir / "method.json", json.dumps(meta, indent=2))
 
 
 def load_adapter(c: Components, run_dir: Path) -> None:

@@ -161,8 +161,13 @@ def main(cfg) -> None:
 
 
 def entry() -> None:
+    if any(a.split("=", 1)[0].lstrip("+") == "hydra.run.dir" and not a.split("=", 1)[1].strip()
+           for a in sys.argv[1:] if "=" in a):
+        cli.die("hydra.run.dir is empty: name the run directory (without it: <output_root>/<task>/<model>/<method>/"
+                "seed<seed>)")
     cli.check_overrides(sys.argv[1:])
     cli.check_compose("train", sys.argv[1:])
+    cli.check_run_dir(sys.argv[1:])
     cli.relaunch_cpu_data_parallel("embexp.train", sys.argv[1:])
     sys.argv.insert(1, f"--config-dir={cli.conf_dir()}")
     main()

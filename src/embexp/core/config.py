@@ -119,6 +119,23 @@ def validate(cfg) -> None:
         check(cfg)
 
 
+def check_names(cfg) -> None:
+    """The parts of a run directory's name (``run_name``) stay names: a tag or model name with a path separator,
+    or one that starts with a dot ('..'), would put the run outside output_root; one line."""
+    if not (hasattr(cfg, "get") and "output_root" in cfg):
+        return  # not a train config
+    model = cfg.get("model")
+    for key, value in (("tag", cfg.get("tag")), ("model.name", model.get("name") if model is not None else None)):
+        if isinstance(value, str) and ("/" in value or "\\" in value or value.startswith(".")):
+            from embexp import EmbexpError
+
+            raise EmbexpError(f"{key}={value!r} is not a name (no '/', no leading '.'): it names a part of the run "
+                              f"directory, which stays inside output_root (a run elsewhere: hydra.run.dir=DIR)")
+
+
+CHECKS.append(check_names)
+
+
 # What a model can be, in the terms of Method.model_kinds: a decoder or an encoder (model.kind), and
 # scratch for one built with random weights to be trained from scratch (model.source=scratch)
 MODEL_KINDS = ("decoder", "encoder", "scratch")
@@ -167,7 +184,7 @@ class ModelConfig:
 @dataclass
 class TrainerConfig:
     optimizer: str = f("adamw", "adam or adamw (torch.optim).", choices=("adam", "adamw"))
-    lr: float = f(5e-4, "Peak learning rate.", gt=0)
+    lr: float = f(5e-4, "Peak learning rate (above 1e4 the optimizer's float32 arithmetic overflows).", gt=0, le=1e4)
     weight_decay: float = f(0.0, "Decoupled weight decay (adamw) or L2 (adam).", ge=0)
     betas: list = f([0.9, 0.999], "Adam betas.", ge=0, lt=1)
     eps: float = f(1e-8, "Adam epsilon.", gt=0)
@@ -298,7 +315,7 @@ class JudgeConfig:
 
 @dataclass
 class TrainConfig:
-    seed: int = f(0, "Seed for weights, data order and dropout.", ge=0)
+    seed: int = f(0, "Seed for weights, data order and dropout (NumPy's seeds are 32-bit).", ge=0, le=2**32 - 1)
     method: Any = f(MISSING, "Method group (conf/method).")
     model: ModelConfig = f(MISSING, "Model group (conf/model).")
     task: Any = f(MISSING, "Task group (conf/task).")

@@ -16,7 +16,6 @@ import logging
 import math
 import resource
 import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from embexp import EmbexpError, RunInterrupted
 from embexp.data import IGNORE, collate, n_tokens
 from embexp.run import sharding
 from embexp.run.checkpoint import Checkpoint
+from embexp.run.stops import stop_signals
 
 log = logging.getLogger("embexp")
 
@@ -184,7 +184,7 @@ class Trainer:
         bar = tqdm(total=self.total, initial=start, desc="train", disable=not (cfg.progress and acc.is_main_process),
                    dynamic_ncols=True, leave=False)
         window = Window()
-        with _stop_signals() as stop:
+        with stop_signals() as stop:
             for step in range(start, self.total):
                 factor = lr_factor(step, self.total, cfg.warmup_steps, cfg.scheduler)
                 for g in self.optimizer.param_groups:
@@ -427,24 +427,3 @@ def peak_memory() -> dict:
     if torch.cuda.is_available():
         out["peak_cuda_allocated_bytes"] = torch.cuda.max_memory_allocated()
     return out
-
-
-class _stop_signals:
-    """While training, SIGTERM and SIGUSR1 (SLURM's and submitit's preemption notices) only set a flag,
-    read after each optimizer step, so the step finishes and its checkpoint is consistent. The previous
-    handlers come back afterwards; off the main thread (no signals there) it does nothing."""
-
-    SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGUSR1", None)) if s is not None)
-
-    def __enter__(self) -> list[int]:
-        self.flag: list[int] = []
-        self.previous = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.SIGNALS:
-                self.previous[sig] = signal.signal(sig, lambda signum, frame: self.flag.append(signum))
-        return self.flag
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
-

@@ -24,7 +24,7 @@ log = logging.getLogger("embexp")
 @contextlib.contextmanager
 def recording(cfg, record: RunRecord, acc: Accelerator, previous: dict | None = None):
     """The run's status follows what happens inside: ``running``, then ``interrupted`` on a preemption
-    notice or ``failed`` on any other error (crashes and Ctrl-C too); ``record.finish`` writes
+    notice or Ctrl-C (one line) or ``failed`` on any other error (crashes too); ``record.finish`` writes
     ``complete``. The trackers open here and close at the end either way. ``previous``: the status of
     the run before, whose process died (``run.lock``), kept in the new status."""
     if record.is_main:  # what defines the result, before the status says running (core.fingerprint)
@@ -38,10 +38,15 @@ def recording(cfg, record: RunRecord, acc: Accelerator, previous: dict | None = 
     except RunInterrupted as e:
         record.interrupt(str(e))
         raise
+    except KeyboardInterrupt:  # Ctrl-C outside the training steps (or twice): as a preemption notice, one line
+        message = ("SIGINT (Ctrl-C) received: stopped; rerun the same command with trainer.resume=true to continue"
+                   " (from the last checkpoint, if one was written)")
+        record.interrupt(message)
+        raise RunInterrupted(message) from None
     except EmbexpError as e:
         record.fail(str(e))
         raise
-    except BaseException as e:  # keep the status honest for crashes and Ctrl-C too
+    except BaseException as e:  # keep the status honest for crashes too
         record.fail(f"{type(e).__name__}: {e}")
         raise
     finally:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 from omegaconf import OmegaConf
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from embexp import EmbexpError, __version__
@@ -180,4 +181,16 @@ def load_adapter(c: Components, run_dir: Path) -> None:
     path = Path(run_dir) / ADAPTER
     if not path.is_file():
         raise EmbexpError(f"run_dir '{run_dir}' has no {ADAPTER} (was it trained with save_adapter=false?)")
-    c.method.load_trainable_state(load_file(path))
+    try:
+        state = load_file(path)
+    except (OSError, ValueError, SafetensorError) as e:  # random bytes, a truncated file
+        raise EmbexpError(f"unreadable {path}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+                          f"(the run's trained tensors; train it again with trainer.overwrite=true)") from None
+    bad = [k for k, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        raise EmbexpError(f"{path}: tensor {bad[0]} holds non-finite values (NaN or inf)")
+    try:
+        c.method.load_trainable_state(state)
+    except (KeyError, RuntimeError, ValueError) as e:  # another method's or shape's tensors
+        raise EmbexpError(f"{path} does not fit the run's method: {type(e).__name__}: "
+                          f"{str(e).splitlines()[0] if str(e) else ''}") from None

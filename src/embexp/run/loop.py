@@ -96,6 +96,21 @@ def total_steps(n: int, cfg, world: int) -> int:
     return max(1, math.ceil(cfg.epochs * per_epoch / cfg.grad_accum))
 
 
+MANY_EPOCHS = 10  # trainer.max_steps past this many epochs of the training rows is said (accepted: a choice)
+
+
+def schedule_warnings(cfg, total: int, n: int, world: int) -> None:
+    """One warning line for each schedule that does not do what it seems to: a warm-up as long as training
+    (the learning rate never reaches trainer.lr) and a max_steps far past the training rows."""
+    if cfg.warmup_steps >= total:
+        log.warning("trainer.warmup_steps=%d is not shorter than the %d steps trained: the learning rate never "
+                    "reaches trainer.lr=%g", cfg.warmup_steps, total, cfg.lr)
+    epochs = total * cfg.batch_size * cfg.grad_accum * world / max(n, 1)
+    if cfg.max_steps > 0 and n and epochs > MANY_EPOCHS:
+        log.warning("trainer.max_steps=%d is %.0f epochs over the %d training rows (each row seen ~%.0f times)",
+                    cfg.max_steps, epochs, n, epochs)
+
+
 @torch.no_grad()
 def evaluation_loss(model, features: list[dict], pad_id: int, batch_size: int, device, accelerator,
                     max_batches: int = -1) -> float:
@@ -167,6 +182,8 @@ class Trainer:
         else:
             self.model, self.optimizer = accelerator.prepare(method, self.optimizer)
         self.total = total_steps(len(inputs.train), cfg, accelerator.num_processes)
+        if accelerator.is_main_process:
+            schedule_warnings(cfg, self.total, len(inputs.train), accelerator.num_processes)
         self.result = TrainResult(select_metric=self.select_name)
         self.best_state = None
         where = Path(inputs.run_dir) / "checkpoint" if inputs.run_dir else None

@@ -160,9 +160,46 @@ def parse_vars(spec: dict, assignments: list[str]) -> dict:
         else:
             values[key] = val
     for k, d in decl.items():
-        if "choices" in d and str(values[k]) not in map(str, d["choices"]):
-            raise EmbexpError(f"unknown {k} '{values[k]}' (choose from: {', '.join(map(str, d['choices']))})")
+        check_var(k, d, values[k])
     return values
+
+
+def check_var(name: str, decl: dict, value) -> None:
+    """A variable's value inside its domain: ``choices`` (a list, or the name of a config group such as
+    ``method``: its config names), for a list variable item by item; a variable whose default is whole
+    numbers (seeds) takes whole numbers. One line naming the value and what is valid."""
+    valid = decl.get("choices")
+    if isinstance(valid, str):
+        valid = cli.choices(valid)
+    default = decl["default"]
+    ints = all(isinstance(x, int) and not isinstance(x, bool) for x in (default if isinstance(default, list)
+                                                                        else [default])) and default != []
+    for item in value if isinstance(value, list) else [value]:
+        if valid is not None and str(item) not in map(str, valid):
+            raise EmbexpError(f"unknown {name}{' entry' if isinstance(value, list) else ''} '{item}' (choose from: "
+                              f"{', '.join(map(str, valid))})")
+        if ints and not str(item).lstrip("-").isdigit():
+            raise EmbexpError(f"{name}: '{item}' is not a whole number (the spec's default: {default})")
+
+
+def check_cells(name: str, cmds: list[dict], extra: list[str], paper: str) -> None:
+    """Before anything runs (a dry run too): a spec with train steps whose variables leave it no train
+    cell is an error, and the first train cell's config composes and lies inside its domains (what the
+    variables and --extra put into every cell: seeds, steps, a learning rate). One line."""
+    spec = load_spec(name)
+    cells = [c for c in cmds if c["kind"] == "train"]
+    if not cells and any("train" in step or "do" in step for step in spec["steps"]):
+        raise EmbexpError(f"sweep {name}: no train cell for these variables (check them against the spec's vars: "
+                          f"{', '.join(sorted(spec['vars']))})")
+    for cmd in cells:
+        args = with_extra(cmd, extra, paper)
+        if "-m" in args or not args or any("<" in a for a in args):  # a multirun, or a value chosen later
+            continue
+        try:
+            train.run_dir(args)  # composes and validates, as the cell's own command will
+        except EmbexpError as e:
+            raise EmbexpError(f"sweep {name}: its train cell does not compose: {e}") from None
+        return
 
 
 def commands(name: str, assignments: list[str] = (), extra: list[str] = (),
@@ -248,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             return shlex.split(a.launch) + ["embexp.train", *args]
         return [a.py, "-m", f"embexp.{cmd['kind']}", *args]
 
+    check_cells(a.spec, cmds, extra, paper)
     runnable = [c for c in cmds if c["kind"] != "note"]
     failed, elsewhere, t0, i = [], [], time.perf_counter(), 0
     for cmd in cmds:
@@ -282,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         rc = execute(run)
         if rc == RunBusy.exit_code and cmd["kind"] == "train":  # taken by another process since the probe
             elsewhere.append(shlex.join(run))
-        elif rc != 0 and cmd["kind"] != "report":
+        elif rc != 0:  # a report that fails fails the sweep too
             failed.append(shlex.join(run))
     if not a.dry_run:
         ok = len(runnable) - len(failed) - len(elsewhere)

@@ -4,7 +4,8 @@ A spec is a YAML file under ``conf/sweep/`` (``tinyte/table1`` is ``conf/sweep/t
 data, never code. It names the commands behind one table, in order:
 
     vars:              the spec's variables and their defaults (seeds, models, judges, ...);
-                       ``name=value`` on the command line replaces one (a list: ``seeds="0 1 2"`` or ``seeds=[0,1,2]``)
+                       ``name=value`` on the command line replaces one (a list: ``seeds="0 1 2"`` or ``seeds=[0,1,2]``);
+                       ``name: {default: v, choices: [...]}`` (or ``choices: method``, a config group) is its domain
     steps:             a list of steps; each step is one command per combination of its ``for`` axes
 
 A step has one command key, ``train`` / ``analyze`` / ``judge`` / ``report`` / ``note`` (its

@@ -214,3 +214,15 @@ def test_bad_input_is_one_line_a_nonzero_exit_no_traceback_and_no_complete_looki
 def test_the_table_covers_every_entry_point():
     assert {c[0].split()[0] for c in CASES} == {"train", "eval", "judge", "report", "analyze", "sweep"}
     assert len(CASES) >= 45 and len({c[0] for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("extra, says", [
+    (("trainer.warmup_steps=5",), "trainer.warmup_steps=5 is not shorter than the 2 steps trained: the learning rate "
+                                  "never reaches trainer.lr=0.05"),
+    (("trainer.max_steps=70",), "trainer.max_steps=70 is 12 epochs over the 24 training rows"),
+])
+def test_a_schedule_that_does_not_do_what_it_seems_runs_with_one_warning_line(tmp_path, extra, says):
+    """Deliberately accepted (a choice someone may make), and said."""
+    r = run_cli(*TRAIN, "do_eval=false", *extra, f"hydra.run.dir={tmp_path / 'run'}")
+    said = [ln for ln in r.stderr.splitlines() if says in ln]
+    assert r.returncode == 0 and len(said) == 1 and is_complete(tmp_path / "run"), r.stderr

@@ -256,7 +256,8 @@ def execute(cmd: list[str]) -> int:
     return subprocess.run(cmd).returncode
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The runner's command line."""
     ap = argparse.ArgumentParser(prog="python -m embexp.sweep", description=__doc__.split("\n\n")[0])
     ap.add_argument("args", nargs="*", metavar="spec | name=value",
                     help="a spec under conf/sweep/ (e.g. tinyte/table1; --list names them) and name=value: "
@@ -267,9 +268,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--py", default=sys.executable, help="the Python interpreter of the commands")
     ap.add_argument("--launch", default="",
                     help="prefix for train commands instead of '<py> -m' (e.g. 'accelerate launch -m')")
-    ap.add_argument("--force", action="store_true", help="rerun commands whose output is complete")
+    ap.add_argument("--force", action="store_true",
+                    help="rerun commands whose output is complete (train cells with trainer.overwrite=true)")
     ap.add_argument("--list", action="store_true", help="list the specs")
-    a = ap.parse_intermixed_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_intermixed_args(argv)
     names = [x for x in a.args if "=" not in x]
     if a.list or not names:
         print("\n".join(spec_names()))
@@ -299,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(str(e))
             continue
         args = with_extra(cmd, extra, paper)
+        if a.force and cmd["kind"] == "train":  # rerun a complete cell: replace its run, never resume it
+            args = [x for x in args if not x.startswith("trainer.resume=")] + ["trainer.overwrite=true"]
         if a.dry_run:
             print(shlex.join(line(cmd, args)), flush=True)
             continue

@@ -47,9 +47,21 @@ LORA_ALL = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,lm_head,embe
 MODELS = ["gemma2", "qwen25", "llama31", "llama2", "smollm2", "roberta", "deberta", "minilm"]
 
 
+def known_models() -> tuple[str, ...]:
+    """What params can count: the stored architectures and the source=scratch models of conf/model."""
+    from omegaconf import OmegaConf
+
+    from embexp.core.cli import choices, conf_dir
+
+    scratch = [m for m in choices("model") if OmegaConf.load(conf_dir() / "model" / f"{m}.yaml").get("source") ==
+               "scratch"]
+    return tuple(SPECS) + tuple(m for m in scratch if m not in SPECS)
+
+
 @dataclass
 class Config:
-    models: list = f(MODELS, "Model config names with a stored architecture (models/specs.py): " + ", ".join(SPECS))
+    models: list = f(MODELS, "Model config names with a stored architecture (models/specs.py): " + ", ".join(SPECS),
+                     choices=known_models)
     methods: list = f([], "Method config names (conf/method); [] = every one.")
     variants: dict = f({"prompt_tuning (tk=2)": ["method=prompt_tuning", "method.num_virtual_tokens=2"],
                         "prompt_tuning (tk=20)": ["method=prompt_tuning", "method.num_virtual_tokens=20"],

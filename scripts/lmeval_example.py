@@ -49,7 +49,8 @@ def train(method: str, extra: list[str], o: dict) -> Path:
            f"trainer.lr={registered()[method].comparison.lr}", "trainer.resume=true", f"hydra.run.dir={run_dir}",
            *extra]
     print("#", " ".join(cmd[1:]), flush=True)
-    subprocess.run(cmd, check=True)
+    if subprocess.run(cmd).returncode:
+        sys.exit(f"embexp: error: training {method} failed (its error is above); nothing evaluated")
     return run_dir
 
 

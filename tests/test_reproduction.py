@@ -167,3 +167,39 @@ def test_an_estimate_is_arithmetic_that_adds_up():
         and est.summary().startswith("≈ ")
         and Estimate("d", lambda: [], "derived").summary() == "derived [d]"
     )
+
+
+def test_an_equal_row_says_what_it_rests_on_and_the_summary_counts_each_kind_apart():
+    from embexp.report.ledger.core import KINDS, Outcome
+    from embexp.report.ledger.markdown import summary
+
+    kinds = {r.id: r.kind for r in ROWS}
+    assert all(kinds[r.id] == "formula" for r in ROWS if r.id.startswith("ktoken.t") and r.id.endswith(".pl"))
+    assert kinds["ktoken.tree.x3large.train"] == kinds["tinyte.t2.llama31.lorar8.tp"] == "construction"
+    assert kinds["tinyattn.t4.tinyattn_1h_sst2"] == kinds["pema.t8.adam_ε.pema_glue"] == "config"
+    assert kinds["tinyte.t1.gemma2.tinyte-full.tp"] == "reproduced"
+    assert set(kinds.values()) == set(KINDS)
+    rows = [Row(f"r{k}", "T", "c", "1", "", lambda _d: 1, kind=k) for k in KINDS]
+    assert [decide(r).text for r in rows] == [f"equal at the paper's precision ({v})" for v in KINDS.values()]
+    lines = summary({"ktoken": [(r, decide(r)) for r in rows] + [(rows[0], Outcome("gpu", "", ""))]})
+    assert all(f"equal: {v}" in lines[0] for v in KINDS.values()) and "needs a GPU" in lines[0]
+    assert lines[2].startswith("| K-Token Merging | 5 | 1 | 1 | 1 | 1 | 1 |")
+    with pytest.raises(ValueError, match="kind 'echo' is not one of"):
+        Row("bad", "T", "c", "1", "", kind="echo")
+
+
+def test_the_ledger_s_four_honesty_points():
+    """XNLI's blank lr cell is inferred (no printed value), Tiny-Attention Table 1 runs the spec's seeds,
+    each calibrated LoRA count has PEFT's default-target count beside it."""
+    import yaml
+
+    by_id = {r.id: r for r in ROWS}
+    xnli = by_id["pema.t8.learning_rate_peak.pema_xnli"]
+    assert decide(xnli).status == "unprinted" and "inferred" in xnli.cell
+    seeds = yaml.safe_load((REPO / "conf" / "sweep" / "tinyattn" / "table1.yaml").read_text())["vars"]["seeds"]
+    t1 = by_id["tinyattn.t1.1h"]
+    assert f"({len(seeds)} seeds" in t1.cell and all(run.copies == len(seeds) for run in t1.gpu.runs)
+    assert all("calibrated" in by_id[f"tinyte.t2.{m}.lorar8.tp"].reason for m in ("gemma2", "qwen25"))
+    assert "LoRA targets calibrated" in markdown.STATUSES  # llama31's row is equal: its kind says it
+    for model in ("gemma2", "qwen25", "llama31"):
+        assert decide(by_id[f"tinyte.t2.{model}.lorar8.peft_default"]).status == "unprinted"

@@ -70,6 +70,9 @@ def rebuild_run(run_dir: Path, max_eval_samples=None, cpu=False, trust_remote_co
                           "trainer.resume=true")
     cfg = load_config(run_dir)
     no_code(cfg, trust_remote_code)
+    if cfg.model.get("init", "pretrained") == "random":
+        raise EmbexpError(f"run_dir '{run_dir}' trained a model with random weights (model.init=random): it has no "
+                          "quality to evaluate (its metrics.json records memory, speed and losses)")
     if max_eval_samples is not None:
         cfg.task.max_eval_samples = max_eval_samples
     device = torch.device("cuda" if torch.cuda.is_available() and not cpu else "cpu")

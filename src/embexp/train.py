@@ -102,7 +102,11 @@ def finish(cfg, c: Components, acc: Accelerator, record: RunRecord, res: TrainRe
     """The main process's end of a run: the adapter, the evaluation (judged), the export, metrics.json."""
     if cfg.save_adapter and c.method.trains:
         save_adapter(cfg, c, record.dir)
-    metrics, preds = evaluate(cfg, c, acc.device, record) if cfg.do_eval else ({}, [])
+    random_weights = cfg.model.get("init", "pretrained") == "random"
+    if random_weights and cfg.do_eval:
+        log.warning("model.init=random: no evaluation (random weights have no quality to measure; the run "
+                    "records memory, speed and losses)")
+    metrics, preds = evaluate(cfg, c, acc.device, record) if cfg.do_eval and not random_weights else ({}, [])
     if cfg.export:  # the folder whole or not at all: written beside it, then renamed
         with atomic_path(record.dir / "export") as tmp:
             c.method.export().save_pretrained(tmp)

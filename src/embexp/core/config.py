@@ -149,6 +149,14 @@ class ModelConfig:
                            "from `scratch`, trained from scratch).",
                     choices=("hub", "minilm", "smollm2", "tiny", "scratch"))
     id: str = f("", "Hub id or local folder, for source=hub (e.g. meta-llama/Llama-3.1-8B-Instruct).")
+    init: str = f("pretrained", "pretrained (the weights of `source`) or random: the model's real architecture, "
+                                "stored in models/specs.py, with random weights and a synthetic tokenizer (each word "
+                                "one id over the real vocabulary), built without the hub on the run's device; for "
+                                "memory, speed and numerics (make gpu-check). A random run records weights: random "
+                                "in metrics.json and computes no quality metric.",
+                  choices=("pretrained", "random"))
+    spec: dict = f({}, "init=random: fields of the stored architecture to replace (e.g. {num_hidden_layers: 2} "
+                       "shrinks it; the parameter count is then no longer the real model's).")
     kind: str = f("decoder", "decoder (causal LM, generation) or encoder (sequence classification/regression head).",
                   choices=MODEL_KINDS[:2])
     family: str = f("", "Architecture family (llama, qwen2, gemma2, bert, roberta, deberta-v2, ...); informative, and "

@@ -32,6 +32,7 @@ from torch import nn
 
 from embexp import EmbexpError
 from embexp.core.config import f
+from embexp.methods.onepass import OnePass
 from embexp.methods.prefix import (  # noqa: F401 (re-exported)
     METHOD_KEYS,
     PrefixPath,
@@ -64,7 +65,7 @@ class Comparison:
     kinds: tuple[str, ...] = ("decoder", "encoder")
 
 
-class Method(PrefixPath, nn.Module):
+class Method(PrefixPath, OnePass, nn.Module):
     Config: ClassVar[type] = MethodConfig
     # ---- capabilities: what the test matrix, the comparison sweep, the smoke run, the tables and
     # the config checks read from the class (no list elsewhere names methods) ----
@@ -95,8 +96,10 @@ class Method(PrefixPath, nn.Module):
     def composable(cls) -> bool:
         """Can another method run this one inside its own forward (K-Token merging's ``method.inner``)?
         Yes when it works through the backbone's modules alone (hooks, adapters, rows): no prefix,
-        forward or generate of its own, which the outer method's shared path would bypass."""
-        return not cls.prefix_mode and cls.forward is Method.forward and cls.generate is Method.generate
+        forward, generate or generation state (``generating``) of its own, which the outer method's shared path
+        would bypass."""
+        return (not cls.prefix_mode and cls.forward is Method.forward and cls.generate is Method.generate
+                and cls.generating is Method.generating)
 
     def __init__(self, cfg, backbone):
         super().__init__()
@@ -204,9 +207,18 @@ class Method(PrefixPath, nn.Module):
 
     @torch.no_grad()
     def generate(self, **kw):
-        if self.prefix_mode and self.is_decoder:
-            return self._prefix_generate(**kw)
-        return self.model.generate(**kw)
+        with self.generating(kw):
+            if self.prefix_mode and self.is_decoder:
+                return self._prefix_generate(**kw)
+            return self.model.generate(**kw)
+
+    @contextmanager
+    def generating(self, kw: dict):
+        """What the method holds while it generates from the prompts of `kw` (``generate``'s keyword
+        arguments: ``input_ids`` and ``attention_mask`` of the prompts, the generation options), around
+        ``generate`` and the one pass of ``methods/onepass.py`` alike (TinyTE-gated: each prompt's
+        length; Tiny-Attention: its own KV cache, cleared after). Nothing by default."""
+        yield
 
     @contextmanager
     def counting_backbone_tokens(self):

@@ -46,7 +46,7 @@ class PrefixPath:
 
     @torch.no_grad()
     def score_continuations(self, requests: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int,
-                            progress: bool = False) -> list[float]:
+                            progress: bool = False, greedy: bool = False) -> list:
         """Summed log-probability of each continuation given its context, for (context ids,
         continuation ids) pairs; what log-likelihood scoring calls.
 
@@ -56,6 +56,8 @@ class PrefixPath:
         context goes through ``prefix()`` and the continuation follows it as tokens; in every
         layout the last ``len(continuation)`` positions of a row predict the continuation, and only
         those positions go through the LM head (``logits_to_keep``: the same numbers, bit for bit).
+        ``greedy=True`` (lm-eval's loglikelihood): (log-probability, whether every continuation token is
+        the most likely one at its position) per request instead.
         """
         needed: dict[tuple, list[tuple[int, list[int]]]] = {}
         for r, (ctx, cont) in enumerate(requests):
@@ -66,47 +68,46 @@ class PrefixPath:
                    else ((), tuple(ctx) + tuple(cont[:-1])))
             needed.setdefault(key, []).append((r, cont))
         keys = sorted(needed, key=lambda k: len(k[0]) + len(k[1]), reverse=True)
-        out = [0.0] * len(requests)
+        out: list = [0.0] * len(requests)
         self.eval()
         for s in tqdm(range(0, len(keys), batch_size), desc="loglik", disable=not progress, leave=False,
                       dynamic_ncols=True):
             chunk = keys[s:s + batch_size]
             for r, v in self._score_batch(chunk, [needed[k] for k in chunk]).items():
-                out[r] = v
+                out[r] = v if greedy else v[0]
         return out
 
-    def _score_batch(self, chunk: list[tuple], wanted: list[list[tuple[int, list[int]]]]) -> dict[int, float]:
-        """{request: summed log-probability} for one batch of scoring keys (context, tokens read) and
+    def _score_batch(self, chunk: list[tuple], wanted: list[list[tuple[int, list[int]]]]) -> dict[int, tuple]:
+        """{request: (summed log-probability, greedy)} for one batch of scoring keys (context, tokens read) and
         the requests of each; the LM head runs on the union of the positions that predict them."""
-        pad_id, device = self.tokenizer.pad_token_id, next(self.parameters()).device
-        tokens = pad([list(k[1]) for k in chunk], pad_id).to(device)
-        tmask = pad([[1] * len(k[1]) for k in chunk], 0).to(device)
-        prefixed, width = self.prefix_mode and self.is_decoder, 0
-        if prefixed:
-            prompts = pad([list(k[0]) for k in chunk], pad_id, left=True).to(device)
-            pmask = pad([[1] * len(k[0]) for k in chunk], 0, left=True).to(device)
-            x, mask, width = self._assemble(prompts, pmask, tokens, tmask)
-        ends = [width + len(k[1]) - 1 for k in chunk]  # the last real position of each row
+        call, kw, ends = self._key_inputs(chunk)
         spans = [range(end - max(len(c) for _, c in reqs) + 1, end + 1) for end, reqs in zip(ends, wanted)]
         if min(sp.start for sp in spans) < 0:
             raise EmbexpError("a continuation to score has no context before it (an empty prompt without a BOS token)")
-        keep = sorted({p for sp in spans for p in sp})
-        column = {p: i for i, p in enumerate(keep)}
-        kw = {"logits_to_keep": torch.tensor(keep, device=device)} if keeps_logits(self.backbone_model) else {}
-        if prefixed:
-            logits = self.backbone_model(inputs_embeds=x, attention_mask=mask, position_ids=positions(mask),
-                                         **kw).logits
-        else:
-            logits = self(input_ids=tokens, attention_mask=tmask, **kw).logits
-        if not kw:
-            logits = logits[:, keep]
+        logits, column, _ = kept_logits(call, kw, self.backbone_model, sorted({p for sp in spans for p in sp}))
         out = {}
         for row, (end, reqs) in enumerate(zip(ends, wanted)):
             for r, cont in reqs:
                 cols = [column[p] for p in range(end - len(cont) + 1, end + 1)]
                 lp = torch.log_softmax(logits[row, cols].float(), dim=-1)
-                out[r] = float(lp[torch.arange(len(cont)), torch.tensor(cont, device=lp.device)].sum())
+                ids = torch.tensor(cont, device=lp.device)
+                out[r] = (float(lp[torch.arange(len(cont)), ids].sum()), bool((lp.argmax(-1) == ids).all()))
         return out
+
+    def _key_inputs(self, chunk: list[tuple]) -> tuple:
+        """(the module to call, its inputs, each row's last real position) for a batch of scoring keys
+        (context, tokens read): ``[prefix | tokens]`` embedded for the backbone with a prefix, else the
+        tokens, right-padded, through the method's own forward."""
+        pad_id, device = self.tokenizer.pad_token_id, next(self.parameters()).device
+        tokens = pad([list(k[1]) for k in chunk], pad_id).to(device)
+        tmask = pad([[1] * len(k[1]) for k in chunk], 0).to(device)
+        if self.prefix_mode and self.is_decoder:
+            prompts = pad([list(k[0]) for k in chunk], pad_id, left=True).to(device)
+            pmask = pad([[1] * len(k[0]) for k in chunk], 0, left=True).to(device)
+            x, mask, width = self._assemble(prompts, pmask, tokens, tmask)
+            return (self.backbone_model, {"inputs_embeds": x, "attention_mask": mask, "position_ids": positions(mask)},
+                    [width + len(k[1]) - 1 for k in chunk])
+        return self, {"input_ids": tokens, "attention_mask": tmask}, [len(k[1]) - 1 for k in chunk]
 
     # ---- the shared path of extension point 3 -------------------------------------------------
     def _assemble(self, prompt_ids, prompt_mask, token_ids, token_mask):
@@ -161,6 +162,17 @@ class PrefixPath:
         out.sequences = torch.cat([input_ids, out.sequences], 1)  # return_dict_in_generate=True
         return out
 
+
+
+def kept_logits(call, kw: dict, model, keep: list[int]) -> tuple[torch.Tensor, dict[int, int], object]:
+    """``call(**kw)``'s logits at the positions `keep` only ([B, len(keep), V]; through the LM head
+    alone where the model takes ``logits_to_keep``: the same numbers, bit for bit), the column of
+    each position, and the output (its KV cache where ``kw`` asks for one)."""
+    device = next(iter(v for v in kw.values() if isinstance(v, torch.Tensor))).device
+    extra = {"logits_to_keep": torch.tensor(keep, device=device)} if keeps_logits(model) else {}
+    out = call(**kw, **extra)
+    logits = out.logits if extra else out.logits[:, keep]
+    return logits, {p: i for i, p in enumerate(keep)}, out
 
 
 def keeps_logits(model) -> bool:

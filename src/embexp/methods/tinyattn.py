@@ -30,6 +30,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -346,6 +347,8 @@ class TinyAttention(Method):
         past, cached = ctx["past"], None
         if past:
             cached = self._kv.get(call_i)
+            if cached is not None and cached[0].shape[2] > past and cached[0].shape[0] == b:
+                cached = (cached[0][:, :, :past], cached[1][:, :, :past])  # the backbone's cache was cropped back
             if cached is None or cached[0].shape[2] != past or cached[0].shape[0] != b:
                 have = None if cached is None else tuple(cached[0].shape)
                 raise EmbexpError(f"method {self.cfg.name}: the backbone continues a KV cache of {past} positions that "
@@ -400,13 +403,13 @@ class TinyAttention(Method):
                  + w["mha_out_bias"][i, sel][None, :, None, :])
         return o, k, v
 
-    @torch.no_grad()
-    def generate(self, **kw):
+    @contextmanager
+    def generating(self, kw: dict):
         beams = kw.get("num_beams") or getattr(self.backbone_model.generation_config, "num_beams", 1) or 1
         if beams > 1:
             raise EmbexpError(f"method {self.cfg.name} generates greedily or by sampling; num_beams={beams} is not "
                               "supported (the adapter's KV cache does not follow beam reordering)")
         try:
-            return super().generate(**kw)
+            yield
         finally:
             self._kv = {}

@@ -182,10 +182,14 @@ class TinyTE(Method):
         with self._input_lengths(batch):
             return super().forward(**batch)  # hybrid: the contract's shared prefix path
 
-    @torch.no_grad()
-    def generate(self, **kw):
+    @contextmanager
+    def generating(self, kw: dict):
         with self._input_lengths({k: kw.get(k) for k in ("input_ids", "attention_mask")}):
-            return super().generate(**kw)
+            yield
+
+    @property
+    def shares_prompt_cache(self) -> bool:  # the gate reads the whole input's length (methods/onepass.py)
+        return self.variant.mask != "gate"
 
     def prefix(self, input_ids, attention_mask):
         """Hybrid (``prefix_mode='prepend'``): the learned prompt token(s), before the whole input."""
@@ -348,12 +352,12 @@ class TinyTE(Method):
         if self.variant.mask != "gate":
             yield
             return
-        lengths = self.lengths(batch)
+        lengths, held = self.lengths(batch), self._lengths
         self._lengths, self._last_lengths = lengths, lengths.detach()
         try:
             yield
         finally:
-            self._lengths = None
+            self._lengths = held  # a forward inside generation's hold gives the held lengths back
 
     def log_values(self):
         if self.variant.mask != "gate":

@@ -70,7 +70,7 @@ def build(cfg, device: torch.device, training: bool = True, plan: Plan | None = 
     sentence = task.kind in SENTENCE_KINDS  # sentence embeddings: the encoder without a head (embexp/sentence.py)
     cloze = bool(getattr(task, "cloze", False))  # PET cloze: the masked-LM head scores verbalizers (embexp/cloze.py)
     examples = read_rows(cfg, plan, training)
-    backbone = load_backbone(cfg.model, num_labels=task.num_labels, sentence=sentence, mlm=cloze)
+    backbone = load_backbone(cfg.model, num_labels=task.num_labels, sentence=sentence, mlm=cloze, device=device)
     n_backbone = count_params(backbone.model)  # before LoRA injects its layers or PEMA swaps the matrix
     method = build_method(cfg.method, backbone)
     if cfg.export:

@@ -14,6 +14,8 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 
 from embexp import EmbexpError
 from embexp.data import Featurizer, collate
+from embexp.methods.base import Method
+from embexp.methods.onepass import Greedy, WindowExceeded
 from embexp.run import selection
 from embexp.sentence import SENTENCE_KINDS, evaluate_similarity
 from embexp.tasks.base import Example
@@ -53,6 +55,27 @@ class _StopAtNewline(StoppingCriteria):
         return torch.isin(new, self.ids.to(new.device)).any(dim=1)
 
 
+class _StopAtStrings(StoppingCriteria):
+    """Per-row stop once the generated text contains one of `strings` (lm-eval's ``until``; the text is cut
+    there after)."""
+
+    def __init__(self, tokenizer, strings: Sequence[str]):
+        self.tokenizer, self.strings = tokenizer, [s for s in strings if s]
+        self.start: int | None = None
+
+    def __call__(self, input_ids, scores, **kw):
+        if self.start is None:
+            self.start = input_ids.shape[1] - 1
+        texts = self.tokenizer.batch_decode(input_ids[:, self.start:], skip_special_tokens=True)
+        return torch.tensor([any(s in t for s in self.strings) for t in texts], device=input_ids.device)
+
+
+def cut_at(text: str, strings: Sequence[str]) -> str:
+    """`text` before the first occurrence of any of `strings`."""
+    ends = [text.find(s) for s in strings if s and s in text]
+    return text[:min(ends)] if ends else text
+
+
 def newline_ids(tokenizer) -> set[int]:
     """Ids whose decoded text contains a newline (cached on the tokenizer)."""
     cached = getattr(tokenizer, "_embexp_newline_ids", None)
@@ -67,12 +90,12 @@ def newline_ids(tokenizer) -> set[int]:
 
 @torch.no_grad()
 def generate(method, featurizer: Featurizer, prompts: Sequence[str], batch_size: int, max_new_tokens: int,
-             device, progress: bool = True, stop_at_newline: bool = False) -> list[str]:
+             device, progress: bool = True, stop_at_newline: bool = False, until: Sequence[str] = ()) -> list[str]:
     """Greedy continuations of `prompts` (left-padded batches, KV cache), special tokens dropped.
 
     Generation stops at every id of :func:`eos_ids` or after `max_new_tokens`; with
     `stop_at_newline` (lm-eval's ``until: ["\\n"]``) also at the first newline, and the text is cut
-    before it."""
+    before it; likewise at the first of the `until` strings (lm-eval's ``until``)."""
     tok = featurizer.tokenizer
     ids = [featurizer.prompt_ids(p) for p in prompts]
     order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # similar lengths share a batch
@@ -84,13 +107,14 @@ def generate(method, featurizer: Featurizer, prompts: Sequence[str], batch_size:
         batch = {k: v.to(device)
                  for k, v in collate([{"input_ids": ids[i]} for i in chunk], tok.pad_token_id, left=True).items()}
         prompt_len = batch["input_ids"].shape[1]
-        extra = {"stopping_criteria": StoppingCriteriaList([_StopAtNewline(tok)])} if stop_at_newline else {}
+        criteria = ([_StopAtNewline(tok)] if stop_at_newline else []) + ([_StopAtStrings(tok, until)] if until else [])
+        extra = {"stopping_criteria": StoppingCriteriaList(criteria)} if criteria else {}
         gen = method.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False, use_cache=True,
                               pad_token_id=tok.pad_token_id, eos_token_id=stop, **extra)
         new = gen[:, prompt_len:]
         for i, row in zip(chunk, new):
             text = tok.decode(row, skip_special_tokens=True)
-            out[i] = text.split("\n", 1)[0] if stop_at_newline else text
+            out[i] = cut_at(text.split("\n", 1)[0] if stop_at_newline else text, until)
     return out
 
 
@@ -126,6 +150,57 @@ def choice_logliks(method, featurizer: Featurizer, examples: Sequence[Example], 
     for (i, j), v in zip(where, flat):
         scores[i][j] = v
     return scores
+
+
+# generation options that make generate() process the logits even when greedy (its logits processors)
+PLAIN = {"num_beams": (None, 1), "repetition_penalty": (None, 1.0), "encoder_repetition_penalty": (None, 1.0),
+         "no_repeat_ngram_size": (None, 0), "bad_words_ids": (None,), "suppress_tokens": (None,),
+         "begin_suppress_tokens": (None,), "min_length": (None, 0), "min_new_tokens": (None, 0),
+         "forced_bos_token_id": (None,), "forced_eos_token_id": (None,), "sequence_bias": (None,),
+         "exponential_decay_length_penalty": (None,), "renormalize_logits": (None, False),
+         "guidance_scale": (None, 1.0), "penalty_alpha": (None,), "watermarking_config": (None,)}
+
+
+def one_pass_blocker(method, featurizer: Featurizer, examples: Sequence[Example], pairs: list, generating: bool) -> str:
+    """Why the choices and the greedy generation of `examples` cannot come from one forward per prompt
+    (``Method.score_and_generate``), "" where they can. `pairs`: each example's (context,
+    continuation) ids per choice (:func:`continuation_ids`)."""
+    if type(method).generate is not Method.generate:
+        return f"method {method.cfg.name} generates its own way"
+    config = getattr(method.backbone_model, "generation_config", None)
+    if generating and (bad := [k for k, ok in PLAIN.items() if getattr(config, k, None) not in ok]):
+        return f"the model's generation config sets {', '.join(bad)}"
+    if any(ctx != featurizer.prompt_ids(ex.prompt) for ex, p in zip(examples, pairs) for ctx, _ in p):
+        return ("a prompt's trailing whitespace moves to its choices (lm-eval's split): the prompt scored is not the "
+                "one generated from")
+    if not method.shares_prompt_cache and any(len(c) > 1 for p in pairs for _, c in p):
+        return f"method {method.cfg.name} reads the whole input's length: a choice of several tokens keeps its own pass"
+    return ""
+
+
+def one_pass(method, featurizer: Featurizer, examples: Sequence[Example], batch_size: int, max_new_tokens: int,
+             stop_at_newline: bool, progress: bool = True) -> tuple[list[str] | None, list[list[float]] | None]:
+    """(greedy generations, or None with `max_new_tokens` 0; each choice's log-likelihood) from one
+    forward per prompt, the same as :func:`generate` and :func:`choice_logliks` give; (None, None)
+    where :func:`one_pass_blocker` names a reason or a batch would cross the model's sliding window."""
+    pairs = [[continuation_ids(featurizer, ex.prompt, c) for c in ex.choices] for ex in examples]
+    for i, (ex, p) in enumerate(zip(examples, pairs)):
+        if empty := [c for c, (_, cont) in zip(ex.choices, p) if not cont]:
+            raise EmbexpError(f"choice {empty[0]!r} of example {i} encodes to no tokens after its prompt")
+    if one_pass_blocker(method, featurizer, examples, pairs, max_new_tokens > 0):
+        return None, None
+    tok = featurizer.tokenizer
+    greedy = Greedy(max_new_tokens, tuple(eos_ids(method, tok)), tok.pad_token_id,
+                    tuple(sorted(newline_ids(tok))) if stop_at_newline else ()) if max_new_tokens else None
+    try:
+        scores, ids = method.score_and_generate([featurizer.prompt_ids(ex.prompt) for ex in examples],
+                                                [[c for _, c in p] for p in pairs], batch_size, greedy, progress)
+    except WindowExceeded:
+        return None, None
+    if ids is None:
+        return None, scores
+    texts = [tok.decode(x, skip_special_tokens=True) for x in ids]
+    return [t.split("\n", 1)[0] for t in texts] if stop_at_newline else texts, scores
 
 
 @torch.no_grad()
@@ -179,10 +254,16 @@ def evaluate(method, task, examples: list[Example], featurizer: Featurizer, batc
     mode = task.cfg.eval_mode if task.cfg.eval_mode != "auto" else "both"
     if task.kind != "classification":
         mode = "generate"
+    stop_at_newline = bool(getattr(task.cfg, "stop_at_newline", False))
+    hyps = scores = None
+    if mode in ("both", "loglik"):  # one forward per prompt where it can (Method.score_and_generate)
+        hyps, scores = one_pass(method, featurizer, examples, batch_size, task.cfg.max_new_tokens if mode == "both"
+                                else 0, stop_at_newline, progress)
     if mode in ("generate", "both"):
-        hyps = given if given is not None else generate(
-            method, featurizer, [ex.prompt for ex in examples], batch_size, task.cfg.max_new_tokens, device, progress,
-            stop_at_newline=bool(getattr(task.cfg, "stop_at_newline", False)))
+        if hyps is None:
+            hyps = given if given is not None else generate(
+                method, featurizer, [ex.prompt for ex in examples], batch_size, task.cfg.max_new_tokens, device,
+                progress, stop_at_newline=stop_at_newline)
         for r, h in zip(records, hyps):
             r["generation"] = h
         if task.kind == "generation":
@@ -195,7 +276,8 @@ def evaluate(method, task, examples: list[Example], featurizer: Featurizer, batc
             for r, p in zip(records, pred):
                 r["em_pred"] = p
     if mode in ("loglik", "both"):
-        scores = choice_logliks(method, featurizer, examples, batch_size, device, progress)
+        if scores is None:
+            scores = choice_logliks(method, featurizer, examples, batch_size, device, progress)
         pred = [max(range(len(s)), key=s.__getitem__) for s in scores]
         metrics.update({f"ll_{k}": v for k, v in task.score_labels([ex.label for ex in examples], pred).items()})
         for r, p, s in zip(records, pred, scores):

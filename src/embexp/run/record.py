@@ -69,6 +69,7 @@ def metrics_record(cfg, c: Components, acc: Accelerator, res: TrainResult | None
     task, staged = c.task, bool(cfg.do_train and c.method.trains and cfg.trainer.curriculum)
     return {
         "method": cfg.method.name, "model": cfg.model.name, "task": task.display_name, "seed": cfg.seed,
+        **({"weights": "random"} if cfg.model.get("init", "pretrained") == "random" else {}),
         "fingerprint": fp.fingerprint(cfg), "git_commit": git_commit(), "embexp_version": __version__,
         **sizes,
         "n_train_examples": len(c.train_examples), "n_eval_examples": len(c.eval_examples),

@@ -4,7 +4,7 @@
     python -m embexp.analyze params models=[gemma2,qwen25,llama31] out=tables/params
 
 The hub is unreachable here, so the architectures come from the config fields in
-``model_specs.py``: each model is instantiated with its real transformers class on the ``meta``
+``models/specs.py``: each model is instantiated with its real transformers class on the ``meta``
 device (shapes only; :func:`meta_backbone`), the method is built on it as ``python -m embexp.train``
 builds it, and its trainable tensors are counted. A byte-level tokenizer stands in for the real one
 (only its special ids are read). Encoders get a 2-class head (ours: GLUE/SuperGLUE binary tasks),
@@ -24,7 +24,7 @@ from embexp.core import cli
 from embexp.core.cli import compose_train
 from embexp.core.config import f
 from embexp.core.tables import markdown, write_table
-from embexp.studies.model_specs import SPECS
+from embexp.models.specs import SPECS
 
 # The papers' #TP as printed, for the comparison columns only: the TinyTE paper's Tables 1, 2 and 11 unless noted.
 PAPER = {
@@ -60,7 +60,7 @@ def known_models() -> tuple[str, ...]:
 
 @dataclass
 class Config:
-    models: list = f(MODELS, "Model config names with a stored architecture (model_specs.py): " + ", ".join(SPECS),
+    models: list = f(MODELS, "Model config names with a stored architecture (models/specs.py): " + ", ".join(SPECS),
                      choices=known_models)
     methods: list = f([], "Method config names (conf/method); [] = every one.")
     variants: dict = f({"prompt_tuning (tk=2)": ["method=prompt_tuning", "method.num_virtual_tokens=2"],

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 from embexp.core.config import f
-from embexp.report.ledger.core import LABELS, Row
+from embexp.report.ledger.core import Row, bucket, bucket_labels
 from embexp.report.ledger.papers import COMMAND, MODULES, PAPERS, TABLES  # noqa: F401  (COMMAND: the ledger's API)
 
 
@@ -93,8 +93,9 @@ def render(cfg: Config) -> str:
     if cfg.out and cfg.table == "all":
         Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
         Path(cfg.out).write_text(text, encoding="utf-8")
-        counts = {k: sum(o.status == k for rows in outcomes.values() for _, o in rows) for k in LABELS}
-        print(f"wrote {cfg.out}: " + ", ".join(f"{n} {LABELS[k]}" for k, n in counts.items() if n))
+        labels = bucket_labels()
+        counts = {k: sum(bucket(r, o) == k for rows in outcomes.values() for r, o in rows) for k in labels}
+        print(f"wrote {cfg.out}: " + ", ".join(f"{n} {labels[k]}" for k, n in counts.items() if n))
     else:
         print(text)
     return text

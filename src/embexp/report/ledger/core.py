@@ -41,6 +41,13 @@ LABELS = {
     "absent": "not in embexp",
     "error": "error",
 }
+# what an equal row's agreement rests on (Row.kind); the summary counts each apart
+KINDS = {
+    "reproduced": "reproduced",  # computed from the real architectures, data files, generator or finished runs
+    "formula": "formula on the paper's numbers",  # the paper's own formula applied to its own printed inputs
+    "config": "config echo",  # embexp's config holds the paper's printed setting, read back
+    "construction": "by construction",  # embexp's setting was chosen so that it gives the paper's number
+}
 COMPUTED = ("equal", "differs", "unexplained", "unprinted")
 NOT_PRINTED = ("—", "-", "")
 
@@ -131,6 +138,11 @@ class Row:
     measure: Optional[Callable[[object], list]] = None
     hub: str = ""
     absent: str = ""
+    kind: str = "reproduced"  # what an equal status rests on (KINDS)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"ledger row {self.id}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
 
     @property
     def data_free(self) -> bool:
@@ -176,6 +188,21 @@ def decide(row: Row, data_dir: Optional[Path] = None) -> Outcome:
     return compare(row, value)
 
 
+def equal_text(row: Row) -> str:
+    return f"{LABELS['equal']} ({KINDS[row.kind]})"
+
+
+def bucket(row: Row, out: Outcome) -> str:
+    """The summary's column of a row: its status, an equal row's split by kind (``equal:<kind>``)."""
+    return f"equal:{row.kind}" if out.status == "equal" else out.status
+
+
+def bucket_labels() -> dict[str, str]:
+    """Every summary column and its heading, in order."""
+    return {**{f"equal:{k}": f"equal: {v}" for k, v in KINDS.items()},
+            **{k: v for k, v in LABELS.items() if k != "equal"}}
+
+
 def compare(row: Row, value) -> Outcome:
     if row.paper in NOT_PRINTED:
         fmt = printed(row.expected)
@@ -185,7 +212,7 @@ def compare(row: Row, value) -> Outcome:
     if p is None or isinstance(value, str):
         ours = str(value)
         if ours.lower() == row.paper.lower():
-            return Outcome("equal", ours, LABELS["equal"])
+            return Outcome("equal", ours, equal_text(row))
         return Outcome(
             "differs" if row.reason else "unexplained",
             ours,
@@ -193,7 +220,7 @@ def compare(row: Row, value) -> Outcome:
         )
     ours = p.render(value)
     if p.same(value):
-        return Outcome("equal", ours, LABELS["equal"])
+        return Outcome("equal", ours, equal_text(row))
     if row.reason:
         return Outcome("differs", ours, f"differs by {p.delta(value)} because {row.reason}")
     return Outcome("unexplained", ours, f"differs by {p.delta(value)} (unexplained)")

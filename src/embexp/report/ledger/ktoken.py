@@ -76,6 +76,7 @@ def pl_rows() -> list[Row]:
                     printed[i],
                     cmd,
                     lambda _d, t=table, i=i: pl(t, i),
+                    kind="formula",
                 )
             )
     return out
@@ -140,6 +141,7 @@ def tree_rows_() -> list[Row]:
             "2.45 million",
             cmd,
             lambda _d: questions("x3large", TREES - GATE),
+            kind="construction",
         ),
         Row(
             "ktoken.tree.x3large.test",
@@ -148,6 +150,7 @@ def tree_rows_() -> list[Row]:
             "50 thousand",
             cmd,
             lambda _d: questions("x3large", TEST),
+            kind="construction",
         ),
     ]
     expected = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from embexp.report.ledger import gpu
-from embexp.report.ledger.core import LABELS, Outcome, Row
+from embexp.report.ledger.core import Outcome, Row, bucket, bucket_labels
 from embexp.report.ledger.gpu import hrs
 from embexp.report.ledger.papers import COMMAND, PAPERS
 
@@ -70,12 +70,14 @@ def gpu_hours(rows: list) -> float:
 
 
 def summary(outcomes: dict) -> list[str]:
-    used = [k for k in LABELS if any(o.status == k for rows in outcomes.values() for _, o in rows)]
-    head = "| paper | rows | " + " | ".join(LABELS[k] for k in used) + " | GPU-hours (distinct runs) |"
+    """Rows per paper in each status, the equal rows split by what they rest on (``core.KINDS``)."""
+    labels = bucket_labels()
+    used = [k for k in labels if any(bucket(r, o) == k for rows in outcomes.values() for r, o in rows)]
+    head = "| paper | rows | " + " | ".join(labels[k] for k in used) + " | GPU-hours (distinct runs) |"
     out = [head, "|---|---:|" + "---:|" * len(used) + "---:|"]
     total = {k: 0 for k in used}
     for p, rows in outcomes.items():
-        counts = {k: sum(o.status == k for _, o in rows) for k in used}
+        counts = {k: sum(bucket(r, o) == k for r, o in rows) for k in used}
         total = {k: total[k] + counts[k] for k in used}
         out.append(
             f"| {PAPERS[p].split(' (')[0]} | {len(rows)} | "
@@ -97,12 +99,17 @@ INTRO = (
     "(`python -m embexp.report paper=<paper>`), with the estimate beside it."
 )
 STATUSES = (
-    "Statuses: *equal at the paper's precision*; *differs by X because Y* (the row records our value, so a test fails "
-    "if it moves); *differs (unexplained)* (a test fails); *no printed value*; *measured: differs by X* (read from "
-    "finished runs: no reason is recorded and no test fails); *measured in part* (some of the set's runs are "
-    "missing); *needs a GPU*; *needs data*; *needs the hub*; *not in embexp*. The data-free rows are tests in "
-    "`make test` (tests/test_reproduction.py); the rows that "
-    "read `EMBEXP_DATA` are tests that skip without it."
+    "Statuses: *equal at the paper's precision*, with what the agreement rests on: *reproduced* (computed from the "
+    "real architectures, data files, the tree generator or finished runs), *formula on the paper's numbers* (the "
+    "paper's own formula applied to its own printed inputs: a check of embexp's formula, not a re-run), *config "
+    "echo* (embexp's config holds the paper's printed setting and the row reads it back), *by construction* "
+    "(embexp's setting was chosen so that it gives the paper's number: the x3large tree counts, the TinyTE LoRA "
+    "targets calibrated to the paper's counts); the summary counts each kind apart; *differs by X because Y* (the "
+    "row records our value, so a test fails if it moves); *differs (unexplained)* (a test fails); *no printed "
+    "value*; *measured: differs by X* (read from finished runs: no reason is recorded and no test fails); "
+    "*measured in part* (some of the set's runs are missing); *needs a GPU*; *needs data*; *needs the hub*; *not "
+    "in embexp*. The data-free rows are tests in `make test` (tests/test_reproduction.py); the rows that read "
+    "`EMBEXP_DATA` are tests that skip without it."
 )
 
 

@@ -65,6 +65,7 @@ def rows() -> list[Row]:
                     printed,
                     f"python -m embexp.train experiment={exp} model={model} --cfg job",
                     lambda _d, e=exp, w="Table 6" not in table: hp(e, w),
+                    kind="config",
                 )
             )
     return out

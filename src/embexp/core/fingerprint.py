@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 FINGERPRINT = "fingerprint.json"
 # fields that change what a run shows or where it writes, never what it computes
@@ -68,7 +67,7 @@ def differences(old: dict, new: dict) -> list[str]:
     return out
 
 
-def record(run_dir: Path, cfg) -> dict:
+def record(cfg) -> dict:
     """fingerprint.json's content for ``cfg``."""
     fields = result_fields(cfg)
     return {"fingerprint": digest(fields), "presentation": list(PRESENTATION), "fields": fields}

@@ -169,7 +169,10 @@ def check_run_dir(argv: list[str]) -> None:
     else:
         from embexp.core.config import run_name
 
-        cfg = compose_train([a for a in argv if "=" in a and not a.lstrip("+~").startswith("hydra.")])
+        try:
+            cfg = compose_train([a for a in argv if "=" in a and not a.lstrip("+~").startswith("hydra.")])
+        except EmbexpError as e:
+            die(str(e))
         target = Path(run_name(cfg.output_root, cfg.task.name, cfg.task.get("subset", ""), cfg.model.name,
                                cfg.method.name, cfg.tag, cfg.seed))
     probe = target.absolute()

@@ -140,8 +140,8 @@ def test_an_unreadable_record_in_the_run_directory_is_one_line(complete, tmp_pat
 
 
 # ---- reports never average runs of different configs --------------------------------------------------
-def seed0(root: Path, lr: float, acc: float, sub: str) -> Path:
-    d = record_run(root / sub, "glue", "sst2", "tiny_llama", "lora", "", 0,
+def seed0(root: Path, lr: float, acc: float, sub: str, seed: int = 0) -> Path:
+    d = record_run(root / sub, "glue", "sst2", "tiny_llama", "lora", "", seed,
                    {"metrics": {"accuracy": acc}, "n_eval_examples": 100, "n_trainable_params": 10,
                     "n_total_params": 1000})
     cfg = OmegaConf.load(d / "config.yaml")
@@ -164,11 +164,39 @@ def test_compare_gives_each_config_its_row_and_cells_refuse_to_mix_configs(tmp_p
                                                                    "trainer.lr=0.1"]
     assert all(r.rstrip(" |").endswith("1") for r in rows), rows
     idx = Runs(collect_runs(str(runs)))
-    with pytest.raises(EmbexpError, match=r"runs of 3 different configs would be averaged in one cell: .* differ in "
-                                          r"trainer\.lr"):
+    with pytest.raises(EmbexpError, match=r"runs of different configs would be averaged in one cell: .* differ in "
+                                          r"trainer\.lr \(0\.1 -> 0\.01\)"):
         idx.get("glue", "tiny_llama", "lora")
     seed0(tmp_path / "one", 0.1, 50.0, "a")
-    record_run(tmp_path / "one" / "a", "glue", "sst2", "tiny_llama", "lora", "", 1, {"metrics": {"accuracy": 60.0}})
+    seed0(tmp_path / "one", 0.01, 60.0, "a", seed=1)
     runs1 = Runs(collect_runs(str(tmp_path / "one")))
-    with pytest.raises(EmbexpError, match="differ in trainer.lr"):
-        runs1.find("glue", "sst2", "tiny_llama", "lora", "", (0, 1))  # seed 1 has no trainer.lr: another config
+    with pytest.raises(EmbexpError, match=r"differ in trainer\.lr \(0\.1 -> 0\.01\)"):
+        runs1.find("glue", "sst2", "tiny_llama", "lora", "", (0, 1))  # seed 1 at another lr: another config
+    seed0(tmp_path / "two", 0.1, 50.0, "a")
+    record_run(tmp_path / "two" / "a", "glue", "sst2", "tiny_llama", "lora", "", 1, {"metrics": {"accuracy": 60.0}})
+    # seed 1 recorded no trainer.lr (as a run from before a field existed): not a difference, averaged
+    assert len(Runs(collect_runs(str(tmp_path / "two"))).find("glue", "sst2", "tiny_llama", "lora", "", (0, 1))) == 2
+
+
+def test_a_field_added_since_a_run_was_recorded_is_not_a_difference(complete, tmp_path):
+    d = copy(complete, tmp_path)
+    (d / fp.FINGERPRINT).unlink()  # a run from before fingerprints, and before a field (model.init) existed
+    cfg = OmegaConf.load(d / "config.yaml")
+    del cfg.model["init"]
+    (d / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+    r = run_cli(*BASE, "trainer.max_steps=4", "trainer.save_every=2", "trainer.resume=true", f"hydra.run.dir={d}")
+    assert r.returncode == 0 and "already complete; nothing to resume" in r.stderr, r.stderr
+    line = one_line(run_cli(*BASE, "trainer.max_steps=4", "trainer.lr=0.1", "trainer.resume=true",
+                            f"hydra.run.dir={d}"))
+    assert "differs in 1 field: trainer.lr (0.05 -> 0.1)" in line
+
+
+def test_the_sweep_skips_a_complete_cell_only_when_it_is_of_the_cells_config(complete, tmp_path):
+    from embexp.sweep import train as sweep_train
+
+    cell = [*BASE, "trainer.max_steps=4", "trainer.save_every=2", f"output_root={tmp_path}"]
+    d = sweep_train.run_dir(cell)
+    shutil.copytree(complete, d)
+    assert sweep_train.done(cell) == str(d)
+    assert sweep_train.done([*cell, "trainer.progress=true"]) == str(d)  # a presentation field: the same run
+    assert sweep_train.done([*cell, "trainer.lr=0.1"]) == ""  # runs, and stops in one line naming trainer.lr

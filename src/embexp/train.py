@@ -51,7 +51,8 @@ def run(cfg, run_dir: Path) -> dict:
             log.warning("run %s: the previous run's process (%s) stopped without updating its status (killed?): "
                         "marked interrupted, now %s", run_dir, lock.describe(previous["previous_owner"]),
                         "resumed" if cfg.trainer.resume else "started again (trainer.resume=true continues it)")
-        if claim(cfg, run_dir, acc.is_main_process) == DONE:  # another config's run there: one line
+        # another config's run there, or this complete run without trainer.resume=true: one line (run/claim.py)
+        if claim(cfg, run_dir, acc.is_main_process) == DONE:
             log.info("run %s is already complete; nothing to resume", run_dir)
             return json.loads((run_dir / METRICS).read_text())
         return run_owned(cfg, run_dir, acc, plan, previous)

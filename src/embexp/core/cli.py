@@ -159,8 +159,9 @@ def check_compose(config_name: str, argv: list[str]) -> None:
 
 def check_run_dir(argv: list[str]) -> None:
     """The run directory (hydra.run.dir, else the one the config names) can be made and written, checked
-    before Hydra creates it: a path through a file, or a read-only parent, is one line. Skipped for sweeps."""
-    if any(a in ("-m", "--multirun") for a in argv):
+    before Hydra creates it: a path through a file, or a read-only parent, is one line. Skipped for sweeps
+    and Hydra's own flags (--help, --cfg), as :func:`check_compose` is."""
+    if any(a in ("-m", "--multirun") or a.startswith("--") for a in argv):
         return
     given = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+") == "hydra.run.dir"]
     if given:
@@ -168,7 +169,10 @@ def check_run_dir(argv: list[str]) -> None:
     else:
         from embexp.core.config import run_name
 
-        cfg = compose_train([a for a in argv if "=" in a and not a.lstrip("+~").startswith("hydra.")])
+        try:
+            cfg = compose_train([a for a in argv if "=" in a and not a.lstrip("+~").startswith("hydra.")])
+        except EmbexpError as e:
+            die(str(e))
         target = Path(run_name(cfg.output_root, cfg.task.name, cfg.task.get("subset", ""), cfg.model.name,
                                cfg.method.name, cfg.tag, cfg.seed))
     probe = target.absolute()

@@ -6,14 +6,13 @@ checkpoint is written): two runs with the same fingerprint are the same experime
 records its fingerprint and those fields in ``fingerprint.json`` (``run.claim`` refuses to write a run
 of another fingerprint into it, and ``trainer.resume=true`` accepts changes only to the presentation
 fields, :data:`SAFE_TO_CHANGE`); reports group runs by the fingerprint without ``seed``
-(:func:`config_key`), so runs of different configs are never averaged.
+(:func:`config_key`; compared by :func:`differences`), so runs of different configs are never averaged.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 FINGERPRINT = "fingerprint.json"
 # fields that change what a run shows or where it writes, never what it computes
@@ -59,16 +58,19 @@ def config_key(cfg) -> str:
 
 
 def differences(old: dict, new: dict) -> list[str]:
-    """'key (old -> new)' for each result field that differs (a field only one side has: '(absent)')."""
-    out = []
-    for k in sorted(set(old) | set(new)):
-        a, b = old.get(k, "(absent)"), new.get(k, "(absent)")
-        if a != b:
-            out.append(f"{k} ({a} -> {b})")
-    return out
+    """'key (old -> new)' for each result field both sides have whose values differ. A field only one side has
+    is a field embexp added (or removed) between the two runs' versions, not a choice either run made: not
+    compared, so a run recorded before a new field existed still resumes, is skipped when complete, and is
+    averaged with its other seeds."""
+    return [f"{k} ({old[k]} -> {new[k]})" for k in sorted(set(old) & set(new)) if old[k] != new[k]]
 
 
-def record(run_dir: Path, cfg) -> dict:
+def seedless(run: dict) -> dict:
+    """The result fields of a loaded run (``core.records.load_run``: its ``config``) without its seed."""
+    return result_fields(run.get("config") or {}, ("seed",))
+
+
+def record(cfg) -> dict:
     """fingerprint.json's content for ``cfg``."""
     fields = result_fields(cfg)
     return {"fingerprint": digest(fields), "presentation": list(PRESENTATION), "fields": fields}

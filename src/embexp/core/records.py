@@ -32,7 +32,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
-from embexp.core.fingerprint import config_key, differences, result_fields
+from embexp.core.fingerprint import config_key, differences, seedless
 
 STATUS, METRICS, CONFIG = "status.json", "metrics.json", "config.yaml"
 
@@ -321,25 +321,27 @@ class Runs:
 
 
 def one_config(runs: list[dict]) -> None:
-    """Runs a table cell averages must differ in their seed alone (their ``config_key``, core.fingerprint):
-    one line naming two runs that differ and the fields where they do."""
-    keys = {r.get("config_key", ""): r for r in runs}
-    if len(keys) <= 1:
-        return
-    a, b = list(keys.values())[:2]
-    diff = differences(result_fields(a.get("config") or {}, ("seed",)), result_fields(b.get("config") or {}, ("seed",)))
-    raise EmbexpError(f"runs of {len(keys)} different configs would be averaged in one cell: {a['run_dir']} and "
-                      f"{b['run_dir']} differ in {'; '.join(diff[:4])}{' ...' if len(diff) > 4 else ''} (keep one "
-                      f"config per task, model, method and tag under runs=, or give them different tags)")
+    """Runs a table cell averages must differ in their seed alone (``core.fingerprint.differences`` of their
+    result fields): one line naming two runs that differ and the fields where they do."""
+    for r in runs[1:]:
+        diff = differences(seedless(runs[0]), seedless(r))
+        if diff:
+            raise EmbexpError(f"runs of different configs would be averaged in one cell: {runs[0]['run_dir']} and "
+                              f"{r['run_dir']} differ in {'; '.join(diff[:4])}{' ...' if len(diff) > 4 else ''} "
+                              f"(keep one config per task, model, method and tag under runs=, or give them "
+                              f"different tags)")
 
 
 def config_groups(runs: list[dict]) -> list[list[dict]]:
-    """``runs`` split by config (``config_key``: the fingerprint without the seed), each group one run per seed
-    (where a seed repeats, the run nearest the root), in the order each config is first met."""
-    groups: dict[str, dict] = {}
+    """``runs`` split by config (result fields without the seed, ``core.fingerprint``), each group one run per
+    seed (where a seed repeats, the run nearest the root), in the order each config is first met."""
+    groups: list[dict] = []
     for r in sorted(runs, key=lambda r: len(Path(r["run_dir"]).parts)):
-        groups.setdefault(r.get("config_key", ""), {}).setdefault(r.get("seed"), r)
-    return [sorted(g.values(), key=lambda r: r.get("seed", 0)) for g in groups.values()]
+        group = next((g for g in groups if not differences(seedless(next(iter(g.values()))), seedless(r))), None)
+        if group is None:
+            groups.append(group := {})
+        group.setdefault(r.get("seed"), r)
+    return [sorted(g.values(), key=lambda r: r.get("seed", 0)) for g in groups]
 
 
 def config_labels(groups: list[list[dict]], most: int = 3) -> list[str]:
@@ -347,10 +349,9 @@ def config_labels(groups: list[list[dict]], most: int = 3) -> list[str]:
     ('' for a single group): what tells their table rows apart."""
     if len(groups) <= 1:
         return [""] * len(groups)
-    fields = [result_fields(g[0].get("config") or {}, ("seed",)) for g in groups]
-    keys = sorted(k for k in set().union(*fields) if len({str(f.get(k)) for f in fields}) > 1)
-    return [", ".join(f"{k}={f.get(k, '(absent)')}" for k in keys[:most]) + (" ..." if len(keys) > most else "")
-            for f in fields]
+    fields = [seedless(g[0]) for g in groups]
+    keys = sorted(k for k in set.intersection(*(set(f) for f in fields)) if len({str(f[k]) for f in fields}) > 1)
+    return [", ".join(f"{k}={f[k]}" for k in keys[:most]) + (" ..." if len(keys) > most else "") for f in fields]
 
 
 # ---- a run's headline metric ---------------------------------------------------------------------------

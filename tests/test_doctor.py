@@ -77,7 +77,7 @@ def test_a_failed_or_crashed_check_exits_3_and_the_others_are_still_reported(tmp
     (["models=[tiny_llama,nope]"], "unknown models entry 'nope' (choose from: "),
     (["speed_methods=[lorra]"], "unknown speed_methods entry 'lorra' (choose from: "),
     (["steps=-1"], "steps"),
-    (["devcie=cpu"], "(valid keys: device, reduced, models, methods, memory_models, speed_model"),
+    (["devcie=cpu"], "(valid keys: device, reduced, weights, models, methods, memory_models, speed_model"),
 ])
 def test_bad_input_is_one_line(args, line, capsys):
     with pytest.raises(SystemExit) as e:
@@ -102,3 +102,27 @@ def test_a_pretrained_encoder_gets_the_attention_implementation_it_asks_for():
 
     cfg = compose("method=full_ft", "model=minilm", "task=glue", "model.attn_implementation=eager")  # default: sdpa
     assert load_backbone(cfg.model, num_labels=2).model.config._attn_implementation == "eager"
+
+
+def test_a_speed_run_out_of_gpu_memory_halves_its_batch_until_it_fits(monkeypatch):
+    import types
+
+    tried = []
+
+    def fake(model, method, s, device, acc, batch=0):
+        tried.append(batch)
+        if batch > 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return {"model": model, "method": method, "batch": [batch, 16]}
+
+    monkeypatch.setattr(speed, "train_speed", fake)
+    acc = types.SimpleNamespace(free_memory=lambda: None)
+    s = types.SimpleNamespace(batch_size=8)
+    row = speed.fitting_speed("m", "lora", s, torch.device("cpu"), acc)
+    assert tried == [8, 4, 2] and row["batch"] == [2, 16] and row["out of memory at"] == [8, 4]
+    monkeypatch.setattr(speed, "train_speed", lambda *a, **k: (_ for _ in ()).throw(torch.cuda.OutOfMemoryError()))
+    assert speed.fitting_speed("m", "lora", s, torch.device("cpu"), acc) == {
+        "model": "m", "method": "lora", "out of memory at": [8, 4, 2, 1]}
+    assert "none fits (out of GPU memory at batch 8, 4, 2, 1)" in "\n".join(
+        speed.render(types.SimpleNamespace(reduced=False, speed_model="m", seq_len=16, steps=2, repeats=1),
+                     [{"model": "m", "method": "lora", "out of memory at": [8, 4, 2, 1]}], None, 1e12, "bf16").markdown)

@@ -16,6 +16,7 @@ import pytest
 from conftest import run_cli, run_train, smoke
 from embexp import EmbexpError
 from embexp.core.records import is_complete
+from embexp.data import CHARS_PER_TOKEN
 from embexp.tasks import build_task
 
 SST2 = [{"sentence": "a charming film", "label": 1, "idx": 0}, {"sentence": "a dull story", "label": 0, "idx": 1},
@@ -291,7 +292,10 @@ def test_an_over_long_prompt_is_counted_in_metrics_json_and_said_in_one_log_line
     data = json.loads((run / "metrics.json").read_text())["data"]
     assert data["max_source_tokens"] == 256 and data["max_target_tokens"] == 48
     train, ev = data["truncated_train"], data["truncated_eval"]
-    assert train["examples"] == 4 and train["source"] == 1 and train["target"] == 0 and train["longest_source"] > 99_000
+    # a text of more than CHARS_PER_TOKEN characters per kept token is cut to that before it is tokenised (memory
+    # stays bounded): its length before the cut counts that part, 256 x 64 byte tokens and the BOS
+    assert train["examples"] == 4 and train["source"] == 1 and train["target"] == 0
+    assert train["longest_source"] == 256 * CHARS_PER_TOKEN + 1
     assert ev["source"] == 0 and ev["longest_source"] <= 256
     said = [ln for ln in (run / "train.log").read_text().splitlines() if "truncated" in ln]
     assert len(said) == 1 and "train 1/4 prompts (longest" in said[0] and "task.max_source_tokens=256" in said[0], said

@@ -1,6 +1,7 @@
 """Faults a run meets, each ending in one line with nothing lost (issue 35): one owner per run directory
 (run/lock.py), a run killed with SIGKILL then resumed, a corrupt latest checkpoint, a write that fails
-halfway, unreadable records in a report, a stale lock. Every case checks the one line, the exit status,
+halfway, unreadable records in a report, a stale lock, a full disk during any record write (issue 46: adapter,
+method.json, predictions, export, metrics). Every case checks the one line, the exit status,
 the status, that no traceback reaches the user and that no complete-looking record is wrong."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from safetensors import safe_open
 
 from conftest import run_cli, run_train, smoke
@@ -307,3 +309,148 @@ def test_record_writes_are_one_line_errors_and_leave_the_old_file(tmp_path):
         assert (d / "status.json").read_text() == "old"
     finally:
         os.chmod(d, 0o700)
+
+
+# ---- every record is written whole or not at all (issue 46) -------------------------------------------
+def disk_full(monkeypatch, target: str) -> None:
+    """From the write of ``target`` on the disk is full: that write leaves half a file, and every later new file
+    (the temporary file of any atomic write) fails too; a file rewritten in place still fits (its block)."""
+    import transformers
+    from safetensors import torch as st
+
+    from embexp.run import build
+
+    full = []
+
+    def enospc(path):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    def hit(path: Path) -> bool:
+        path = Path(path)
+        if full and path.name.startswith(".") and ".tmp" in path.name:
+            enospc(path)
+        if path.name.startswith(f".{target}.tmp") or path.parent.name.startswith(f".{target}.tmp"):
+            full.append(path)
+            path.write_bytes(b"\0" * 10) if path.parent.exists() else None
+            enospc(path)
+        return False
+
+    real_text = Path.write_text
+    monkeypatch.setattr(Path, "write_text", lambda self, *a, **kw: hit(self) or real_text(self, *a, **kw))
+    monkeypatch.setattr(build, "save_file", lambda t, path, *a, **kw: hit(path) or st.save_file(t, path, *a, **kw))
+    real_save = transformers.PreTrainedModel.save_pretrained
+    monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained",
+                        lambda self, d, *a, **kw: hit(Path(d) / "model.safetensors") or real_save(self, d, *a, **kw))
+
+
+@pytest.mark.parametrize("target", ["adapter.safetensors", "method.json", "predictions.jsonl", "export",
+                                    "metrics.json"])
+def test_a_full_disk_during_any_record_write_is_one_line_status_failed_and_no_partial_record(tmp_path, monkeypatch,
+                                                                                          target):
+    disk_full(monkeypatch, target)
+    d = tmp_path / "run"
+    r = run_cli(*BASE[:-1], "trainer.max_steps=2", "trainer.save_every=0", "export=true", f"hydra.run.dir={d}")
+    assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
+    assert errors(r.stderr)[0] == f"embexp: error: cannot write {d / target}: No space left on device"
+    assert status(d)["status"] == "failed" and "No space left on device" in status(d)["error"]  # rewritten in place
+    assert not (d / target).exists() and not is_complete(d) and not (d / "metrics.json").exists()
+    assert not [p.name for p in d.iterdir() if ".tmp" in p.name]  # no temporary file left behind
+    assert all(p.stat().st_size > 0 for p in d.rglob("*") if p.is_file() and p.name not in ("train.log", "run.lock"))
+
+
+# ---- Ctrl-C, a non-finite checkpoint, a huge row (issue 46) ---------------------------------------------
+def test_ctrl_c_during_training_checkpoints_its_step_and_marks_interrupted_in_one_line(tmp_path):
+    import threading
+
+    d = tmp_path / "run"
+    args = (*BASE, "trainer.max_steps=400", f"hydra.run.dir={d}")
+
+    def press_ctrl_c():  # once the first checkpoint is there, as a person at the terminal would
+        deadline = time.time() + 120
+        while not (d / "checkpoint" / "meta.json").is_file() and time.time() < deadline:
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGINT)  # handled on the main thread, inside the training loop
+
+    presser = threading.Thread(target=press_ctrl_c)
+    presser.start()
+    r = run_cli(*args)
+    presser.join()
+    assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
+    assert "SIGINT received: stopped after step" in errors(r.stderr)[0] and "trainer.resume=true" in r.stderr
+    assert status(d)["status"] == "interrupted" and not is_complete(d)
+    stopped = step_of(d / "checkpoint")  # the step it stopped at, as a preemption notice checkpoints it
+    assert 2 <= stopped < 400 and f"stopped after step {stopped}/400" in errors(r.stderr)[0]
+
+
+def test_ctrl_c_outside_the_training_steps_is_one_line_and_interrupted(tmp_path, monkeypatch):
+    from embexp.run import build
+
+    def interrupted_build(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("embexp.train.build", interrupted_build)
+    d = tmp_path / "run"
+    r = run_cli(*BASE, f"hydra.run.dir={d}")
+    assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
+    assert errors(r.stderr)[0].startswith("embexp: error: SIGINT (Ctrl-C) received: stopped; rerun the same command "
+                                          "with trainer.resume=true")
+    assert status(d)["status"] == "interrupted" and build.build is not interrupted_build
+
+
+@pytest.mark.parametrize("poisoned", [("checkpoint",), ("checkpoint", "checkpoint.prev")])
+def test_a_non_finite_checkpoint_is_refused_when_it_loads(whole, tmp_path, poisoned):
+    from safetensors.torch import load_file, save_file
+
+    src, done = whole
+    d = tmp_path / "run"
+    for name in ("checkpoint", "checkpoint.prev"):
+        shutil.copytree(src / name, d / name)
+    for name in poisoned:  # the trained tensors turned NaN, as a diverged run would leave them
+        path = d / name / "state.safetensors"
+        with safe_open(path, framework="pt") as fh:
+            meta = fh.metadata()
+        state = load_file(path)
+        key = next(k for k in state if k.startswith("param/"))
+        state[key] = torch.full_like(state[key], float("nan"))
+        save_file(state, path, metadata=meta)
+    r = run_cli(*BASE, "trainer.resume=true", f"hydra.run.dir={d}")
+    assert "Traceback" not in r.stderr, r.stderr
+    if len(poisoned) == 1:  # the previous one is taken, with one warning line naming the latest's NaN
+        said = warnings_(r.stderr, "checkpoint unreadable")
+        assert r.returncode == 0 and len(said) == 1 and "holds non-finite values (NaN or inf)" in said[0], r.stderr
+        m = json.loads((d / "metrics.json").read_text())
+        assert m["train"]["resumed_from_step"] == 4 and m["train"]["final_train_loss"] == \
+            done["train"]["final_train_loss"]
+    else:
+        assert r.returncode == 1 and len(errors(r.stderr)) == 1 and "no readable checkpoint" in errors(r.stderr)[0]
+        assert "holds non-finite values" in errors(r.stderr)[0] and status(d)["status"] == "failed"
+        assert not (d / "metrics.json").exists()
+
+
+def test_a_huge_row_is_cut_before_it_is_tokenised():
+    from embexp.data import CHARS_PER_TOKEN, Featurizer
+    from embexp.models import byte_tokenizer
+
+    seen = []
+
+    class Counting:  # the tokenizer, noting the length of every text it is given
+        def __init__(self, tok):
+            self.tok = tok
+
+        def __call__(self, *text, **kw):
+            seen.append(max(len(t) for t in text))
+            return self.tok(*text, **kw)
+
+        def __getattr__(self, name):
+            return getattr(self.tok, name)
+
+    tok = byte_tokenizer(False)
+    huge = "word " * 2_000_000 + "the question?"  # 10 MB
+    f = Featurizer(Counting(tok), True, max_source_tokens=64, max_target_tokens=8)
+    ids = f.prompt_ids(huge)
+    assert max(seen) <= 64 * CHARS_PER_TOKEN and len(ids) == 64
+    assert ids[-13:] == tok("the question?", add_special_tokens=False)["input_ids"]  # the end is kept, as before
+    assert ids == Featurizer(tok, True, max_source_tokens=64).prompt_ids(huge[-64 * CHARS_PER_TOKEN:])
+    seen.clear()
+    enc = Featurizer(Counting(byte_tokenizer(True)), False, max_source_tokens=32)._cut(huge, huge)[0]
+    assert max(seen) <= 32 * CHARS_PER_TOKEN and len(enc["input_ids"]) == 32

@@ -77,9 +77,10 @@ BAD_NUMBERS = [
     ("trainer.batch_size=0", "trainer.batch_size=0 is out of range (valid: >= 1)"),
     ("trainer.eval_batch_size=-2", "trainer.eval_batch_size=-2 is out of range (valid: >= 1)"),
     ("trainer.grad_accum=0", "trainer.grad_accum=0 is out of range (valid: >= 1)"),
-    ("trainer.lr=-1", "trainer.lr=-1.0 is out of range (valid: > 0)"),
-    ("trainer.lr=0", "trainer.lr=0.0 is out of range (valid: > 0)"),
-    ("trainer.lr=nan", "trainer.lr=nan is not a finite number (valid: > 0)"),
+    ("trainer.lr=-1", "trainer.lr=-1.0 is out of range (valid: > 0 and <= 10000.0)"),
+    ("trainer.lr=0", "trainer.lr=0.0 is out of range (valid: > 0 and <= 10000.0)"),
+    ("trainer.lr=nan", "trainer.lr=nan is not a finite number (valid: > 0 and <= 10000.0)"),
+    ("trainer.lr=1e38", "trainer.lr=1e+38 is out of range (valid: > 0 and <= 10000.0)"),  # float32 overflow
     ("trainer.weight_decay=-0.1", "trainer.weight_decay=-0.1 is out of range (valid: >= 0)"),
     ("trainer.eps=0", "trainer.eps=0.0 is out of range (valid: > 0)"),
     ("trainer.warmup_steps=-5", "trainer.warmup_steps=-5 is out of range (valid: >= 0)"),
@@ -93,7 +94,8 @@ BAD_NUMBERS = [
     ("trainer.log_every=-1", "trainer.log_every=-1 is out of range (valid: >= 0)"),
     ("trainer.max_eval_loss_batches=0", "trainer.max_eval_loss_batches=0 is out of range (valid: >= 1, or -1)"),
     ("trainer.curriculum_max_rounds=0", "trainer.curriculum_max_rounds=0 is out of range (valid: >= 1)"),
-    ("seed=-3", "seed=-3 is out of range (valid: >= 0)"),
+    ("seed=-3", "seed=-3 is out of range (valid: >= 0 and <= 4294967295)"),
+    ("seed=4294967296", "seed=4294967296 is out of range (valid: >= 0 and <= 4294967295)"),  # NumPy's seeds: 32 bits
     ("task.max_train_samples=0", "task.max_train_samples=0 is out of range (valid: >= 1, or -1)"),
     ("task.max_eval_samples=-5", "task.max_eval_samples=-5 is out of range (valid: >= 1, or -1)"),
     ("task.max_source_tokens=0", "task.max_source_tokens=0 is out of range (valid: >= 1)"),

@@ -30,7 +30,8 @@ LAYERS = [
      "run: the stages of one run (run/: checks, build, loop, checkpoint, sharding, curriculum, selection, "
      "evaluate, record), "
      "the judges (judge/: prompts, verdict cache, backends, scoring, python -m embexp.judge)"),
-    (4, ("embexp.train", "embexp.eval"), "entry points that train or evaluate one run"),
+    (4, ("embexp.train", "embexp.eval", "embexp.lmeval"),
+     "entry points that train or evaluate one run (lmeval: a run as lm-evaluation-harness's model)"),
     (5, ("embexp.studies",), "studies: analyses that compute with models or data (python -m embexp.analyze)"),
     (6, ("embexp.report", "embexp.analyze", "embexp.sweep", "embexp.doctor", "embexp.__main__"),
      "top: tables from run records (one module per paper), the analyze CLI, the sweep runner (sweep/: the runner, "

@@ -96,10 +96,12 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
             raise KeyboardInterrupt  # as if the job were killed right here
 
     monkeypatch.setattr(Trainer, "save", killed_after_step_4)
-    with pytest.raises(KeyboardInterrupt):
+    from embexp import RunInterrupted
+
+    with pytest.raises(RunInterrupted, match=r"SIGINT \(Ctrl-C\) received"):  # Ctrl-C: as a preemption notice
         run_train(smoke(*args), tmp_path / "part")
     assert not is_complete(tmp_path / "part")
-    assert json.loads((tmp_path / "part" / "status.json").read_text())["status"] == "failed"
+    assert json.loads((tmp_path / "part" / "status.json").read_text())["status"] == "interrupted"
     monkeypatch.setattr(Trainer, "save", original)
     resumed = run_train(smoke(*args, "trainer.resume=true"), tmp_path / "part")
     assert resumed["train"]["resumed_from_step"] == 4

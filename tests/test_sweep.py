@@ -277,6 +277,13 @@ def test_a_failed_cell_does_not_stop_the_sweep_and_exits_1(tmp_path, monkeypatch
     assert "FAILED: " in capsys.readouterr().err
 
 
+def test_a_failed_report_step_fails_the_sweep(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sweep, "execute", lambda cmd: 1 if "embexp.report" in cmd else 0)
+    assert sweep.main(["tinyte/table5", "--extra", f"debug=smoke output_root={tmp_path}"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("FAILED: ") == 1 and "-m embexp.report " in err
+
+
 def test_the_launch_prefix_replaces_the_interpreter_for_training_only(capsys):
     sweep.main(["tinyte/table5", "--dry-run", "--launch", "accelerate launch -m"])
     lines = capsys.readouterr().out.splitlines()

@@ -42,6 +42,11 @@ class Lengths:
         return self.target_kept < self.target
 
 
+# a token spans at most this many characters in practice (whitespace runs, long words): a text longer than this
+# many characters per token kept is cut to that before it is tokenised (Featurizer.bounded)
+CHARS_PER_TOKEN = 64
+
+
 @dataclass
 class Featurizer:
     """Tokenises examples for one backbone; decoders get prompt/target ids, encoders text pairs."""
@@ -56,6 +61,15 @@ class Featurizer:
     # every encoding made so far, keyed by its kind and text: one tokenisation per text per featurizer (per run).
     # Costs a reference per token of each featurised text (~8 bytes), beside the features themselves.
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def bounded(self, text: str, tokens: int, keep_end: bool = False) -> str:
+        """``text`` cut to ``CHARS_PER_TOKEN`` characters per token kept (its start, or its end where the cut
+        keeps the end) before it is tokenised, so one huge row costs memory in proportion to what is kept, not to
+        its size; a row that long is cut anyway, and its length before the cut then counts the kept part."""
+        most = tokens * CHARS_PER_TOKEN
+        if not isinstance(text, str) or len(text) <= most:
+            return text
+        return text[-most:] if keep_end else text[:most]
 
     def encode(self, text: str, special: bool = True) -> list[int]:
         """The tokenizer's ids of `text`, with its special tokens unless `special` is false; each
@@ -78,6 +92,7 @@ class Featurizer:
     def _prompt(self, prompt: str) -> tuple[list[int], int]:
         """The prompt's ids, cut to ``max_source_tokens``, and its length before the cut."""
         tok = self.tokenizer
+        prompt = self.bounded(prompt, self.max_source_tokens, keep_end=True)
         ids = self._chat_ids(prompt) if self.chat_template else self.encode(prompt)
         n, full = self.max_source_tokens, len(ids)
         if len(ids) > n:  # keep the leading BOS and the end of the prompt (where the question is)
@@ -98,7 +113,7 @@ class Featurizer:
 
     def _target(self, target: str) -> tuple[list[int], int]:
         """The target's ids cut to ``max_target_tokens``, then EOS; and its length before the cut."""
-        ids = self.encode(target, special=False)
+        ids = self.encode(self.bounded(target, self.max_target_tokens), special=False)
         return ids[: self.max_target_tokens] + [self.tokenizer.eos_token_id], len(ids)
 
     def features(self, ex: Example) -> tuple[dict, Lengths]:
@@ -117,6 +132,7 @@ class Featurizer:
     def _cut(self, *text: str):
         """The tokenizer's encoding of one text or a pair, truncated to ``max_source_tokens`` (its
         longest_first strategy for a pair), and the length before the cut (once per text or pair)."""
+        text = tuple(self.bounded(t, self.max_source_tokens) for t in text)
         key = ("cut", self.max_source_tokens, text)
         if key not in self._memo:
             enc = whole = self.tokenizer(*text)

@@ -21,13 +21,12 @@ from pathlib import Path
 
 import hydra
 import torch
-from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
 from embexp import EmbexpError
 from embexp.core import cli
-from embexp.core.config import register_core_schemas
-from embexp.core.records import CONFIG, METRICS, is_complete
+from embexp.core.config import register_core_schemas, validate
+from embexp.core.records import CONFIG, METRICS, is_complete, load_config
 from embexp.run.build import build, load_adapter
 
 register_core_schemas()
@@ -35,8 +34,32 @@ import embexp.methods  # noqa: E402,F401
 import embexp.tasks  # noqa: E402,F401
 
 
-def rebuild_run(run_dir: Path, max_eval_samples=None, cpu=False):
-    """(config, ``run.build`` components with the trained tensors loaded, device) of a finished run."""
+def no_code(cfg, trust_remote_code: bool = False) -> None:
+    """A run directory never makes this machine run code (issue 46): its config's model.trust_remote_code and an
+    attention kernel from the hub (model.attn_implementation=<org>/<repo>) are honoured only where the command
+    line says ``trust_remote_code=true``, and then with a warning line."""
+    from embexp.core.cli import warn
+
+    wants = [k for k, on in (("model.trust_remote_code=true", bool(cfg.model.get("trust_remote_code", False))),
+                             (f"model.attn_implementation={cfg.model.get('attn_implementation', '')}",
+                              "/" in str(cfg.model.get("attn_implementation", "") or ""))) if on]
+    if trust_remote_code:
+        cfg.model.trust_remote_code = True
+        warn("trust_remote_code=true: the model's own Python code (a hub repository's or the folder's auto_map, "
+             f"{cfg.model.get('id') or cfg.model.get('source')}) may run on this machine")
+        return
+    cfg.model.trust_remote_code = False
+    if any("attn_implementation" in w for w in wants):
+        raise EmbexpError(f"the run's config asks for {wants[-1]}, a kernel from the hub (code): not run from a run "
+                          "directory's config; pass trust_remote_code=true on the command line to allow it")
+    if wants:
+        warn("the run's config asks for model.trust_remote_code=true: not honoured from a run directory (its model "
+             "loads without running its own code); pass trust_remote_code=true on the command line to allow it")
+
+
+def rebuild_run(run_dir: Path, max_eval_samples=None, cpu=False, trust_remote_code: bool = False):
+    """(config, ``run.build`` components with the trained tensors loaded, device) of a finished run. Nothing in
+    the run directory can make it run code (:func:`no_code`)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise EmbexpError(f"run_dir '{run_dir}' does not exist")
@@ -45,7 +68,11 @@ def rebuild_run(run_dir: Path, max_eval_samples=None, cpu=False):
     if not is_complete(run_dir):
         raise EmbexpError(f"run_dir '{run_dir}' did not finish (status.json is not 'complete'); rerun it with "
                           "trainer.resume=true")
-    cfg = OmegaConf.load(run_dir / CONFIG)
+    cfg = load_config(run_dir)
+    no_code(cfg, trust_remote_code)
+    if cfg.model.get("init", "pretrained") == "random":
+        raise EmbexpError(f"run_dir '{run_dir}' trained a model with random weights (model.init=random): it has no "
+                          "quality to evaluate (its metrics.json records memory, speed and losses)")
     if max_eval_samples is not None:
         cfg.task.max_eval_samples = max_eval_samples
     device = torch.device("cuda" if torch.cuda.is_available() and not cpu else "cpu")
@@ -57,9 +84,10 @@ def rebuild_run(run_dir: Path, max_eval_samples=None, cpu=False):
     return cfg, c, device
 
 
-def reevaluate(run_dir: Path, max_eval_samples=None, batch_size=None, cpu=False) -> tuple[dict, dict]:
+def reevaluate(run_dir: Path, max_eval_samples=None, batch_size=None, cpu=False,
+               trust_remote_code: bool = False) -> tuple[dict, dict]:
     """(new metrics, recorded metrics) for a finished run directory."""
-    cfg, c, device = rebuild_run(run_dir, max_eval_samples, cpu)
+    cfg, c, device = rebuild_run(run_dir, max_eval_samples, cpu, trust_remote_code)
     metrics, _ = c.evaluate(batch_size or cfg.trainer.eval_batch_size, device, cfg.trainer.progress)
     recorded = json.loads((run_dir / METRICS).read_text())["metrics"]
     return metrics, recorded
@@ -71,10 +99,11 @@ import json, sys, torch, transformers
 from safetensors.torch import load_file, save_file
 export, work, kind, max_len = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 auto = {"decoder": "AutoModelForCausalLM", "encoder": "AutoModelForSequenceClassification", "sentence": "AutoModel"}[kind]
-model, out = getattr(transformers, auto).from_pretrained(export).eval(), []
+model, out = getattr(transformers, auto).from_pretrained(export, trust_remote_code=False).eval(), []
 with torch.no_grad():
     if kind == "sentence":
-        tok, texts = transformers.AutoTokenizer.from_pretrained(export), json.loads(open(work + "/texts.json").read())
+        tok = transformers.AutoTokenizer.from_pretrained(export, trust_remote_code=False)
+        texts = json.loads(open(work + "/texts.json").read())
         for i in range(0, len(texts), 16):
             enc = tok(texts[i:i + 16], padding=True, truncation=True, max_length=max_len, return_tensors="pt")
             m = enc["attention_mask"].unsqueeze(-1).float()
@@ -91,14 +120,15 @@ save_file({"out": torch.cat(out).float().contiguous()}, work + "/outputs.safeten
 BACKBONE_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def export_difference(run_dir: Path, rows: int = 64, cpu: bool = False) -> tuple[float, str]:
+def export_difference(run_dir: Path, rows: int = 64, cpu: bool = False,
+                      trust_remote_code: bool = False) -> tuple[float, str]:
     """(largest |export - trained method| over the first `rows` evaluation rows, what was compared)."""
     from embexp.data import collate
     from embexp.sentence import SENTENCE_KINDS, embed_texts
 
     if not (Path(run_dir) / "export" / "config.json").is_file():
         raise EmbexpError(f"run_dir '{run_dir}' has no export/ (train it with export=true)")
-    cfg, c, device = rebuild_run(run_dir, cpu=cpu)
+    cfg, c, device = rebuild_run(run_dir, cpu=cpu, trust_remote_code=trust_remote_code)
     if cfg.task.get("cloze", False):
         raise EmbexpError("check_export compares sentence embeddings, class logits and next-token logits; a cloze "
                           "(PET) run's outputs are its masked-LM head at the mask, which it does not compare")
@@ -137,7 +167,7 @@ def trained_outputs(method, batch: dict, kind: str, device) -> torch.Tensor:
 
 
 def check_export(cfg) -> None:
-    worst, what = export_difference(Path(cfg.run_dir), cfg.export_rows, cfg.cpu)
+    worst, what = export_difference(Path(cfg.run_dir), cfg.export_rows, cfg.cpu, cfg.trust_remote_code)
     same = worst <= cfg.export_tolerance
     print(f"export check {cfg.run_dir}: {what}, largest |export - trained| = {worst:.2e} "
           f"(export_tolerance {cfg.export_tolerance:g}): " + ("same" if same else "differs"))
@@ -148,11 +178,12 @@ def check_export(cfg) -> None:
 @hydra.main(config_path=None, config_name="eval", version_base=None)
 @cli.one_line_errors
 def main(cfg) -> None:
+    validate(cfg)  # every option inside its domain, before the run is read
     cli.quiet_libraries()
     if cfg.check_export:
         check_export(cfg)
         return
-    new, old = reevaluate(Path(cfg.run_dir), cfg.max_eval_samples, cfg.batch_size, cfg.cpu)
+    new, old = reevaluate(Path(cfg.run_dir), cfg.max_eval_samples, cfg.batch_size, cfg.cpu, cfg.trust_remote_code)
     rows, worst = [], 0.0
     for k, v in new.items():
         if k.endswith("_seconds") or not isinstance(v, (int, float)):

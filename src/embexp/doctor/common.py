@@ -14,8 +14,12 @@ from omegaconf import OmegaConf
 
 from embexp.core.cli import compose_train
 
-# The task each model kind trains on (its generated fixture, in the hub's schema: no network).
+# The task each model kind trains on (its generated fixture, in the hub's schema: no network). A decoder
+# with random weights trains on task=synthetic: prompts of exactly the checked length in tokens.
 TASK = {"decoder": "wmt16", "encoder": "glue"}
+RANDOM = "@random"  # a model entry NAME@random: conf/model/NAME's real architecture with random weights
+# model.spec of every random-weight model (doctor option spec=...: shrunk shapes for a rehearsal on a CPU)
+SPEC: dict = {}
 
 
 @dataclass
@@ -30,16 +34,37 @@ class Section:
     data: dict = field(default_factory=dict)
 
 
+def model_overrides(model: str) -> list[str]:
+    """The train overrides of a model entry: ``NAME`` or ``NAME@random`` (init=random, with :data:`SPEC`)."""
+    name, random = model.removesuffix(RANDOM), model.endswith(RANDOM)
+    spec = [f"+model.spec.{k}={v}" for k, v in SPEC.items()] if random else []
+    return [f"model={name}", *(["model.init=random", *spec] if random else [])]
+
+
+def model_label(model: str) -> str:
+    return model.removesuffix(RANDOM) + (" (random weights)" if model.endswith(RANDOM) else "")
+
+
 @functools.lru_cache(maxsize=None)
 def model_config(name: str):
-    """The composed model config of ``conf/model/<name>.yaml`` (its kind decides the task)."""
-    return compose_train([f"model={name}", "method=full_ft", "task=glue"]).model
+    """The composed model config of a model entry (its kind decides the task)."""
+    return compose_train([*model_overrides(name), "method=full_ft", "task=glue"]).model
+
+
+def task_overrides(model: str, seq_len: int) -> list[str]:
+    kind = model_config(model).kind
+    if kind == "decoder" and model.endswith(RANDOM):
+        return ["task=synthetic", f"task.prompt_words={seq_len}"]
+    return [f"task={TASK[kind]}", "task.source=fixture"]
+
+
+def _composed(model: str, method: str, seq_len: int, batch: int, cpu: bool):
+    return _cached(model, method, seq_len, batch, cpu, tuple(SPEC.items()))
 
 
 @functools.lru_cache(maxsize=64)
-def _composed(model: str, method: str, seq_len: int, batch: int, cpu: bool):
-    kind = model_config(model).kind
-    return compose_train([f"method={method}", f"model={model}", f"task={TASK[kind]}", "task.source=fixture",
+def _cached(model: str, method: str, seq_len: int, batch: int, cpu: bool, spec: tuple):
+    return compose_train([f"method={method}", *model_overrides(model), *task_overrides(model, seq_len),
                           f"task.fixture_size={max(4 * batch, 16)}", f"task.max_source_tokens={seq_len}",
                           "task.max_target_tokens=16", "task.max_eval_samples=8", f"trainer.batch_size={batch}",
                           f"trainer.eval_batch_size={batch}", "trainer.progress=false", "trainer.log_every=0",

@@ -33,7 +33,7 @@ import gc
 
 import torch
 
-from embexp.doctor.common import Section, compose, matmul_params, mib, model_config, table
+from embexp.doctor.common import Section, compose, matmul_params, mib, model_config, model_label, table
 from embexp.doctor.speed import AUTOCAST, fixed_batches
 from embexp.methods.registry import registered, unsupported
 from embexp.models.loading import text_config
@@ -111,10 +111,11 @@ def layer_mode(m, head: set[int]) -> str:
     return "weights train" if share >= 0.5 else ("adapters" if share > 0 else "frozen")
 
 
-def step_memory(model: str, method: str, s, device: torch.device, acc) -> dict:
-    """Measured and predicted memory of one training step of ``method`` on ``model``; a step that runs
-    out of GPU memory is a row saying so (with the formula's peak, where the model loaded). The peak
-    is counted from what was allocated before the model was built."""
+def step_memory(model: str, method: str, s, device: torch.device, acc, batch_size: int = 0) -> dict:
+    """Measured and predicted memory of one training step of ``method`` on ``model`` (``batch_size`` rows, 0 =
+    the check's); a step that runs out of GPU memory is a row saying so (with the formula's peak, where the
+    model loaded). The peak is counted from what was allocated before the model was built."""
+    batch_size = batch_size or s.batch_size
     row = {"model": model, "method": method, "precision": acc.mixed_precision, "batch": [], "predicted": None,
            "measured": None, "state ok": True}
     cuda = device.type == "cuda"
@@ -123,11 +124,12 @@ def step_memory(model: str, method: str, s, device: torch.device, acc) -> dict:
         torch.cuda.empty_cache()
         base = torch.cuda.memory_allocated(device)
     try:
-        cfg = compose(model, method, s.seq_len, s.batch_size, device, "trainer.max_steps=1", "trainer.lr=1e-6",
-                      f"seed={s.seed}")
+        cfg = compose(model, method, s.seq_len, batch_size, device, "trainer.max_steps=1", "trainer.lr=1e-6",
+                      f"seed={s.seed}", *s.model_extra)
         c = build(cfg, device)
+        row["weights"] = str(next(c.method.backbone_model.parameters()).dtype).replace("torch.", "")
         pad = c.backbone.tokenizer.pad_token_id
-        row["batch"] = list(fixed_batches(c.train_features, 1, s.batch_size, pad, cfg.seed)[0]["input_ids"].shape)
+        row["batch"] = list(fixed_batches(c.train_features, 1, batch_size, pad, cfg.seed)[0]["input_ids"].shape)
         row["predicted"] = predict(c, tuple(row["batch"]), acc.mixed_precision)
         exclude = {p.untyped_storage().data_ptr() for p in c.method.parameters()}
         if cuda:
@@ -140,6 +142,10 @@ def step_memory(model: str, method: str, s, device: torch.device, acc) -> dict:
         return row
     finally:
         acc.free_memory()  # the Accelerator lets go of the prepared model and optimizer (also after an OOM)
+        c = None
+        if cuda:
+            gc.collect()
+            torch.cuda.empty_cache()
     row["measured"] = {"state": res.state_memory, "saved": sum(seen.values()), "peak": peak}
     got, want = res.state_memory["total_bytes"], row["predicted"]["state"]["total_bytes"]
     row["state ok"] = abs(got - want) <= STATE_TOLERANCE * want
@@ -153,8 +159,11 @@ def check(s, device: torch.device, acc, progress) -> Section:
         for name in only or s.methods or registered():
             if not registered()[name].trains or unsupported(name, mcfg):
                 continue
-            progress(f"memory: {name} on {model}")
+            progress(f"memory: {name} on {model_label(model)}")
             rows.append(step_memory(model, name, s, device, acc))
+            if rows[-1].get("oom") and s.batch_size > 1:  # where it fits: one row per step
+                progress(f"memory: {name} on {model_label(model)}, batch 1")
+                rows.append(step_memory(model, name, s, device, acc, batch_size=1))
     return render(rows, device)
 
 
@@ -176,15 +185,17 @@ def render(rows: list[dict], device: torch.device) -> Section:
                f"{mib(r['predicted']['state']['total_bytes'])} by the formula" for r in bad]
     screen += [f"{r['method']} on {r['model']}: out of GPU memory (formula's peak "
                f"{mib(r['predicted']['peak']) if r['predicted'] else '? (at load)'})" for r in rows if r.get("oom")]
-    md = table(["model", "method", "batch", "precision", "state measured", "state formula", "grads meas./form.",
-                "AdamW meas./form.", "saved activations meas.", "formula (layers + logits + autocast copies)", "ratio",
+    md = table(["model", "method", "batch x tokens", "precision", "state measured", "state formula",
+                "grads meas./form.", "AdamW meas./form.", "saved activations meas.",
+                "formula (layers + logits + autocast copies)", "ratio",
                 "peak meas.", "peak formula", "ratio"], [_md_row(r) for r in rows])
     return Section("memory", "fail" if bad else "pass", screen, md, {"rows": rows, "layer coefficients": LAYER})
 
 
 def _md_row(r: dict) -> list:
     p, m = r["predicted"], r["measured"]
-    head = [r["model"], r["method"], "x".join(map(str, r["batch"])) or "?", r["precision"]]
+    head = [model_label(r["model"]), r["method"], "x".join(map(str, r["batch"])) or "?",
+            f"{r['precision']}, weights {r.get('weights', '?')}"]
     if not m:
         return head + [f"out of GPU memory: {r.get('oom', '')}"] + [""] * 7 + [mib(p["peak"]) if p else "?", ""]
     st, ps = m["state"], p["state"]

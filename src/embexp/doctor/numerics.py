@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from embexp.data import Featurizer, collate
-from embexp.doctor.common import Section, autocast, compose, model_config, strict_fp32, table
+from embexp.doctor.common import RANDOM, Section, autocast, compose, model_config, strict_fp32, table
 from embexp.methods import build_method
 from embexp.methods.registry import registered, unsupported
 from embexp.models import load_backbone
@@ -54,7 +54,7 @@ def build(cfg, device: torch.device) -> Built:
     """One method on its backbone, set up on the fixture's first rows, as the shared matrix builds it."""
     task = build_task(cfg.task)
     torch.manual_seed(cfg.seed)
-    bb = load_backbone(cfg.model, num_labels=task.num_labels)
+    bb = load_backbone(cfg.model, num_labels=task.num_labels, device=device)
     loaded = {id(p) for p in bb.model.parameters()}
     names = {n for n, _ in bb.model.named_parameters(remove_duplicate=False)}
     head = {id(p) for _, p in bb.head_parameters()}
@@ -151,7 +151,8 @@ def attention_pair(cfg, ref: Built, state: dict, device: torch.device) -> dict |
 
 
 def compose_like(cfg, device: torch.device, *extra: str):
-    return compose(cfg.model.name, cfg.method.name, cfg.task.max_source_tokens, cfg.trainer.batch_size, device,
+    entry = cfg.model.name + (RANDOM if cfg.model.get("init") == "random" else "")
+    return compose(entry, cfg.method.name, cfg.task.max_source_tokens, cfg.trainer.batch_size, device,
                    f"seed={cfg.seed}", *extra)
 
 

@@ -8,9 +8,11 @@ embexp's overhead. The sides alternate (plain first, then embexp first, ...) and
 The goal: embexp's seconds per token at most :data:`GOAL` times the plain loop's (reported, never failed:
 the reduced form's few steps cannot judge it).
 
-MFU = the model FLOPs of embexp's tokens per second (:func:`flops_per_token`) over this device's
-measured dense matmul rate in the training precision (an n x n matmul, n = 4096 on a GPU), not the
-datasheet's peak. Generation: zero_shot (the backbone itself) through ``run.evaluate.generate`` (what
+MFU = the model FLOPs of embexp's tokens per second (:func:`flops_per_token`: 6 N per token for full FT,
+4 N for a frozen backbone, N the parameters that take part in matmuls; attention's own FLOPs are not
+counted, as in the usual 6 N T convention) over this device's measured dense matmul rate in the
+training precision (an n x n matmul, n = 8192 on a GPU), not the datasheet's peak. Generation:
+zero_shot (the backbone itself) through ``run.evaluate.generate`` (what
 evaluation runs: left-padded batches sorted by length, greedy, the KV cache) against ``model.generate``
 on the same batches; generated tokens (up to each row's end of sequence) per second, and whether the
 two give the same texts.
@@ -18,13 +20,13 @@ two give the same texts.
 
 from __future__ import annotations
 
+import gc
 import statistics
 
 import torch
 
 from embexp.data import collate, n_tokens
-from embexp.doctor.common import Section, autocast, compose, matmul_params, model_config, table, timed
-from embexp.models.loading import text_config
+from embexp.doctor.common import Section, autocast, compose, matmul_params, model_config, model_label, table, timed
 from embexp.run.build import build
 from embexp.run.evaluate import eos_ids, generate
 from embexp.run.loop import Trainer, TrainInputs, micro_batch_indices
@@ -93,24 +95,42 @@ def matmul_rate(device: torch.device, dtype: torch.dtype, n: int, reps: int) -> 
     return 2 * n**3 * reps / seconds
 
 
-def flops_per_token(c, seq_len: float) -> float:
-    """Model FLOPs of one training token: forward 2 N_matmul + 4 L S d (attention over S positions),
-    times 1 (forward) + 1 where gradients flow into the layers (the method trains more than a head)
-    + the share of N_matmul the method trains (weight gradients)."""
-    tc = text_config(c.method.backbone_model)
+def flops_per_token(c) -> float:
+    """Model FLOPs of one training token: 2 N_matmul for the forward, 2 N_matmul more where gradients flow
+    into the layers (the method trains more than an encoder's head), and 2 N_matmul times the share of
+    N_matmul the method trains (weight gradients): 6 N for full FT, 4 N for a frozen backbone."""
     n = matmul_params(c)
-    forward = 2 * n + 4 * tc.num_hidden_layers * seq_len * tc.hidden_size
     trained = c.method.n_trainable(include_head=True)
     head = sum(p.numel() for _, p in c.backbone.head_parameters())
     flows = 1.0 if trained > head else 0.0
-    return forward * (1 + flows + min(1.0, trained / n))
+    return 2 * n * (1 + flows + min(1.0, trained / n))
 
 
-def train_speed(model: str, method: str, s, device: torch.device, acc) -> dict:
+def fitting_speed(model: str, method: str, s, device: torch.device, acc) -> dict:
+    """:func:`train_speed` at the check's batch, halved after each out-of-memory until it fits (the row
+    says which batches did not); a method that does not fit at batch 1 is a row saying so."""
+    batch, too_big = s.batch_size, []
+    while True:
+        try:
+            return {**train_speed(model, method, s, device, acc, batch), "out of memory at": too_big}
+        except torch.cuda.OutOfMemoryError:
+            acc.free_memory()
+            too_big.append(batch)
+        gc.collect()
+        torch.cuda.empty_cache()
+        if batch == 1:
+            return {"model": model, "method": method, "out of memory at": too_big}
+        batch //= 2
+
+
+def train_speed(model: str, method: str, s, device: torch.device, acc, batch: int = 0) -> dict:
     """Median tokens/s of embexp's loop and the plain loop (``s.repeats`` alternating repeats of ``s.steps``
-    steps each, after one warm-up), their ratio and the model FLOP/s of embexp's."""
-    cfg = compose(model, method, s.seq_len, s.batch_size, device, f"trainer.max_steps={s.steps}",
-                  "trainer.max_grad_norm=1.0", "trainer.weight_decay=0.0", "trainer.scheduler=cosine", f"seed={s.seed}")
+    steps each, after one warm-up) at ``batch`` rows (0: the check's), their ratio and the model FLOP/s of
+    embexp's."""
+    batch = batch or s.batch_size
+    cfg = compose(model, method, s.seq_len, batch, device, f"trainer.max_steps={s.steps}",
+                  "trainer.max_grad_norm=1.0", "trainer.weight_decay=0.0", "trainer.scheduler=cosine", f"seed={s.seed}",
+                  *s.model_extra)
     c = build(cfg, device)
     feats, dtype = c.train_features, AUTOCAST[acc.mixed_precision]
     state = {k: v.detach().clone() for k, v in c.method.trainable_state().items()}
@@ -122,9 +142,13 @@ def train_speed(model: str, method: str, s, device: torch.device, acc) -> dict:
             fn = plain_loop if which == "plain" else None
             runs[which].append(fn(cfg, c, feats, device, dtype) if fn else embexp_loop(cfg, c, feats, acc))
     p, e = statistics.median(runs["plain"]), statistics.median(runs["embexp"])
-    batches = fixed_batches(feats, s.steps, s.batch_size, c.backbone.tokenizer.pad_token_id, cfg.seed)
-    fpt = flops_per_token(c, statistics.mean(b["input_ids"].shape[1] for b in batches))
-    return {"model": model, "method": method, "precision": acc.mixed_precision, "plain tok/s": p, "embexp tok/s": e,
+    batches = fixed_batches(feats, s.steps, batch, c.backbone.tokenizer.pad_token_id, cfg.seed)
+    fpt = flops_per_token(c)
+    shape = [batch, max(b["input_ids"].shape[1] for b in batches)]
+    weights = str(next(c.method.backbone_model.parameters()).dtype).replace("torch.", "")
+    c = None
+    return {"model": model, "method": method, "precision": acc.mixed_precision, "weights": weights, "batch": shape,
+            "plain tok/s": p, "embexp tok/s": e,
             "time ratio": p / e, "goal met": p / e <= GOAL, "per repeat plain": runs["plain"],
             "per repeat embexp": runs["embexp"], "flops per token": fpt, "model flop/s": fpt * e}
 
@@ -156,7 +180,7 @@ def generation_speed(model: str, s, device: torch.device) -> dict | None:
     if model_config(model).kind != "decoder":
         return None
     cfg = compose(model, "zero_shot", s.seq_len, s.batch_size, device, f"task.max_eval_samples={4 * s.batch_size}",
-                  f"seed={s.seed}")
+                  f"seed={s.seed}", *s.model_extra)
     c = build(cfg, device)
     prompts = [e.prompt for e in c.eval_examples]
     ids = [c.featurizer.prompt_ids(p) for p in prompts]
@@ -178,36 +202,47 @@ def generation_speed(model: str, s, device: torch.device) -> dict | None:
 
 def check(s, device: torch.device, acc, progress) -> Section:
     dtype = AUTOCAST[acc.mixed_precision] or torch.float32
-    n, reps = (4096, 20) if device.type == "cuda" else ((512, 3) if s.reduced else (1024, 3))
+    n, reps = (8192, 20) if device.type == "cuda" else ((512, 3) if s.reduced else (1024, 3))
     peak = matmul_rate(device, dtype, n, reps)
     rows = []
     for method in s.speed_methods:
-        progress(f"speed: {method} on {s.speed_model}")
-        rows.append(train_speed(s.speed_model, method, s, device, acc))
-        rows[-1]["mfu"] = rows[-1]["model flop/s"] / peak
-    progress(f"speed: generation on {s.speed_model}")
+        progress(f"speed: {method} on {model_label(s.speed_model)}")
+        rows.append(fitting_speed(s.speed_model, method, s, device, acc))
+        if "model flop/s" in rows[-1]:
+            rows[-1]["mfu"] = rows[-1]["model flop/s"] / peak
+    progress(f"speed: generation on {model_label(s.speed_model)}")
     gen = generation_speed(s.speed_model, s, device)
     return render(s, rows, gen, peak, str(dtype).replace("torch.", ""))
+
+
+def _oom(r: dict) -> str:
+    sizes = ", ".join(map(str, r.get("out of memory at") or []))
+    return f" (out of GPU memory at batch {sizes})" if sizes else ""
 
 
 def render(s, rows: list[dict], gen: dict | None, peak: float, prec: str) -> Section:
     """Speed is reported, never failed: the goal's line says met or not (a shared machine is noisy)."""
     goal = "reduced form: too few steps to judge the goal" if s.reduced else f"goal <= {GOAL}: " + "{}"
+    done = [r for r in rows if "embexp tok/s" in r]
     screen = [f"{r['method']}: embexp {r['embexp tok/s']:,.0f} tok/s, plain {r['plain tok/s']:,.0f} tok/s, time ratio "
-              f"{r['time ratio']:.3f} ({goal.format('met' if r['goal met'] else 'NOT met')}), MFU {100 * r['mfu']:.1f}%"
-              for r in rows]
+              f"{r['time ratio']:.3f} ({goal.format('met' if r['goal met'] else 'NOT met')}), "
+              f"MFU {100 * r['mfu']:.1f}%, batch {r['batch'][0]}{_oom(r)}" for r in done]
+    screen += [f"{r['method']}: out of GPU memory at every batch ({', '.join(map(str, r['out of memory at']))})"
+               for r in rows if r not in done]
     if gen:
         screen.append(f"generation: embexp {gen['embexp tok/s']:,.1f} tok/s, plain generate {gen['plain tok/s']:,.1f} "
                       f"tok/s, time ratio {gen['time ratio']:.3f}, same outputs {gen['same outputs']}")
-    md = [f"Model `{s.speed_model}`, batch {s.batch_size}, prompts cut at {s.seq_len} tokens, {s.steps} steps x "
-          f"{s.repeats} repeats per side (medians), training precision {rows[0]['precision'] if rows else '?'}; MFU "
-          f"against this device's measured {prec} matmul rate, {peak / 1e12:.3f} TFLOP/s (not the datasheet's peak).",
-          ""]
-    md += table(["method", "plain tok/s", "embexp tok/s", "time ratio embexp/plain", f"goal <= {GOAL}",
+    first = done[0] if done else {}
+    md = [f"Model `{model_label(s.speed_model)}`, prompts cut at {s.seq_len} tokens (longest row "
+          f"{first['batch'][1] if first else '?'} tokens), weights {first.get('weights', '?')}, {s.steps} steps x "
+          f"{s.repeats} repeats per side (medians), training precision {first.get('precision', '?')}; MFU against "
+          f"this device's measured {prec} matmul rate, {peak / 1e12:.3f} TFLOP/s (not the datasheet's peak).", ""]
+    md += table(["method", "batch", "plain tok/s", "embexp tok/s", "time ratio embexp/plain", f"goal <= {GOAL}",
                  "model FLOPs/token", "MFU"],
-                [[r["method"], f"{r['plain tok/s']:,.1f}", f"{r['embexp tok/s']:,.1f}", f"{r['time ratio']:.3f}",
-                  "met" if r["goal met"] else "not met", f"{r['flops per token']:.3g}", f"{100 * r['mfu']:.2f}%"]
-                 for r in rows])
+                [[r["method"], f"{r['batch'][0]}{_oom(r)}", f"{r['plain tok/s']:,.1f}", f"{r['embexp tok/s']:,.1f}",
+                  f"{r['time ratio']:.3f}", "met" if r["goal met"] else "not met", f"{r['flops per token']:.3g}",
+                  f"{100 * r['mfu']:.2f}%"] for r in done]
+                + [[r["method"], f"none fits{_oom(r)}", "", "", "", "", "", ""] for r in rows if r not in done])
     if gen:
         md += ["", f"Batched greedy generation, zero_shot, {gen['prompts']} prompts, up to {s.gen_tokens} new tokens "
                    f"({gen['new tokens']} generated), weights {gen['weights']} (evaluation does not autocast):", ""]

@@ -84,8 +84,8 @@ class TransformersBackend:
         else:
             path = mcfg.id if mcfg is not None else jcfg.model
             try:
-                config = tf.AutoConfig.from_pretrained(path)
-                self.tok = tf.AutoTokenizer.from_pretrained(path)
+                config = tf.AutoConfig.from_pretrained(path, trust_remote_code=False)  # a judge never runs its code
+                self.tok = tf.AutoTokenizer.from_pretrained(path, trust_remote_code=False)
             except (OSError, ValueError) as e:
                 raise EmbexpError(f"could not load judge '{path}': {str(e).splitlines()[0]}") from e
             archs = " ".join(getattr(config, "architectures", None) or [])
@@ -95,7 +95,7 @@ class TransformersBackend:
                 self.type, cls = "seqcls", tf.AutoModelForSequenceClassification
             else:
                 self.type, cls = "causal", tf.AutoModelForCausalLM
-            self._load = lambda: cls.from_pretrained(path, dtype=dtype)
+            self._load = lambda: cls.from_pretrained(path, dtype=dtype, trust_remote_code=False)
         if self.tok.pad_token_id is None:
             self.tok.pad_token = self.tok.eos_token
         self.tok.padding_side = "left"

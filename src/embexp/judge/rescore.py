@@ -18,7 +18,7 @@ def rescore(run_dir, jcfg, what: str = "generation", cpu: bool = False) -> dict:
     verdicts into predictions.jsonl), both written atomically. Returns the merged metrics."""
     from omegaconf import OmegaConf
 
-    from embexp.core.records import CONFIG, METRICS, atomic_write, is_complete, write_json
+    from embexp.core.records import CONFIG, METRICS, atomic_write, is_complete, load_config, write_json
 
     run_dir = Path(run_dir)
     if not (run_dir / CONFIG).is_file():
@@ -27,7 +27,7 @@ def rescore(run_dir, jcfg, what: str = "generation", cpu: bool = False) -> dict:
         raise EmbexpError(f"run_dir '{run_dir}' did not finish (status.json is not 'complete')")
     if what not in ("generation", "reference"):
         raise EmbexpError(f"unknown what '{what}' (choose from: generation, reference)")
-    cfg = OmegaConf.load(run_dir / CONFIG)
+    cfg = load_config(run_dir)
     own = OmegaConf.to_container(cfg.get("judge") or {})
     run_primary = str(own.get("kind", "") or cfg.task.get("judge", "") or "")
     from embexp.core.config import JudgeConfig
@@ -76,7 +76,9 @@ def eval_questions(cfg, records: list[dict]) -> list[str]:
 
 def _main(cfg) -> None:
     from embexp.core import cli
+    from embexp.core.config import validate
 
+    validate(cfg)  # every option inside its domain (judge.batch_size >= 1, ...), before the run is read
     cli.quiet_libraries()
     cli.setup_logging(None, True)
     new = rescore(cfg.run_dir, cfg.judge, cfg.what, cfg.cpu)

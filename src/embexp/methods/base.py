@@ -96,8 +96,10 @@ class Method(PrefixPath, OnePass, nn.Module):
     def composable(cls) -> bool:
         """Can another method run this one inside its own forward (K-Token merging's ``method.inner``)?
         Yes when it works through the backbone's modules alone (hooks, adapters, rows): no prefix,
-        forward or generate of its own, which the outer method's shared path would bypass."""
-        return not cls.prefix_mode and cls.forward is Method.forward and cls.generate is Method.generate
+        forward, generate or generation state (``generating``) of its own, which the outer method's shared path
+        would bypass."""
+        return (not cls.prefix_mode and cls.forward is Method.forward and cls.generate is Method.generate
+                and cls.generating is Method.generating)
 
     def __init__(self, cfg, backbone):
         super().__init__()

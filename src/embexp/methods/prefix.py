@@ -46,7 +46,7 @@ class PrefixPath:
 
     @torch.no_grad()
     def score_continuations(self, requests: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int,
-                            progress: bool = False) -> list[float]:
+                            progress: bool = False, greedy: bool = False) -> list:
         """Summed log-probability of each continuation given its context, for (context ids,
         continuation ids) pairs; what log-likelihood scoring calls.
 
@@ -56,6 +56,8 @@ class PrefixPath:
         context goes through ``prefix()`` and the continuation follows it as tokens; in every
         layout the last ``len(continuation)`` positions of a row predict the continuation, and only
         those positions go through the LM head (``logits_to_keep``: the same numbers, bit for bit).
+        ``greedy=True`` (lm-eval's loglikelihood): (log-probability, whether every continuation token is
+        the most likely one at its position) per request instead.
         """
         needed: dict[tuple, list[tuple[int, list[int]]]] = {}
         for r, (ctx, cont) in enumerate(requests):
@@ -66,17 +68,17 @@ class PrefixPath:
                    else ((), tuple(ctx) + tuple(cont[:-1])))
             needed.setdefault(key, []).append((r, cont))
         keys = sorted(needed, key=lambda k: len(k[0]) + len(k[1]), reverse=True)
-        out = [0.0] * len(requests)
+        out: list = [0.0] * len(requests)
         self.eval()
         for s in tqdm(range(0, len(keys), batch_size), desc="loglik", disable=not progress, leave=False,
                       dynamic_ncols=True):
             chunk = keys[s:s + batch_size]
             for r, v in self._score_batch(chunk, [needed[k] for k in chunk]).items():
-                out[r] = v
+                out[r] = v if greedy else v[0]
         return out
 
-    def _score_batch(self, chunk: list[tuple], wanted: list[list[tuple[int, list[int]]]]) -> dict[int, float]:
-        """{request: summed log-probability} for one batch of scoring keys (context, tokens read) and
+    def _score_batch(self, chunk: list[tuple], wanted: list[list[tuple[int, list[int]]]]) -> dict[int, tuple]:
+        """{request: (summed log-probability, greedy)} for one batch of scoring keys (context, tokens read) and
         the requests of each; the LM head runs on the union of the positions that predict them."""
         call, kw, ends = self._key_inputs(chunk)
         spans = [range(end - max(len(c) for _, c in reqs) + 1, end + 1) for end, reqs in zip(ends, wanted)]
@@ -88,7 +90,8 @@ class PrefixPath:
             for r, cont in reqs:
                 cols = [column[p] for p in range(end - len(cont) + 1, end + 1)]
                 lp = torch.log_softmax(logits[row, cols].float(), dim=-1)
-                out[r] = float(lp[torch.arange(len(cont)), torch.tensor(cont, device=lp.device)].sum())
+                ids = torch.tensor(cont, device=lp.device)
+                out[r] = (float(lp[torch.arange(len(cont)), ids].sum()), bool((lp.argmax(-1) == ids).all()))
         return out
 
     def _key_inputs(self, chunk: list[tuple]) -> tuple:

@@ -160,10 +160,12 @@ def use_linear_head(model: nn.Module, num_labels: int) -> None:
     model.classifier.to(device=ref.device if not ref.is_meta else "meta", dtype=ref.dtype)
 
 
-def load_backbone(cfg, num_labels: int = 0, sentence: bool = False, mlm: bool = False) -> Backbone:
+def load_backbone(cfg, num_labels: int = 0, sentence: bool = False, mlm: bool = False, device=None) -> Backbone:
     """Load model + tokenizer as configured. Encoders get a head with ``num_labels`` outputs, none
     with ``sentence=True`` (the base model, for sentence-embedding tasks), or their pretrained
-    masked-LM head with ``mlm=True`` (cloze tasks; ``num_labels`` is then unused)."""
+    masked-LM head with ``mlm=True`` (cloze tasks; ``num_labels`` is then unused). ``device``: where
+    a ``model.init=random`` model is built (an 8B model is drawn on the GPU in seconds, not on the CPU
+    in minutes; ``meta``: shapes only); other models load on the CPU and the caller moves them."""
     dtype = resolve_dtype(cfg.dtype)
     if cfg.kind not in ("decoder", "encoder"):
         raise EmbexpError(f"unknown model.kind '{cfg.kind}' (choose from: decoder, encoder)")
@@ -181,7 +183,11 @@ def load_backbone(cfg, num_labels: int = 0, sentence: bool = False, mlm: bool = 
     linear_head = getattr(cfg, "head", "transformers") == "linear" and not is_decoder and num_labels > 0
     if linear_head:
         check_head("linear", cfg.family)  # before the weights load, where the family is configured
-    if cfg.source == "tiny":
+    if cfg.get("init", "pretrained") == "random":  # .get: the config.yaml of a run from before the field
+        from embexp.models.random_weights import random_model
+
+        model, tok = random_model(cfg, is_decoder, num_labels, mlm, device)
+    elif cfg.source == "tiny":
         model, tok = tiny_model(cfg, num_labels, mlm)
     elif cfg.source == "scratch":
         model, tok = scratch_model(cfg, is_decoder, num_labels, mlm)

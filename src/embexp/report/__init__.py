@@ -105,4 +105,9 @@ def main(argv: list[str] | None = None) -> None:
         print(usage(paper))
         return
     module, cfg = configure(argv)
-    module.render(cfg)
+    try:
+        module.render(cfg)
+    except OSError as e:  # a table folder that cannot be made or written (read-only, a file in the way): one line
+        if not e.filename:
+            raise
+        raise EmbexpError(f"cannot write {e.filename}: {e.strerror or e}") from None

@@ -11,7 +11,9 @@ trained (``n_method_params``, plus an encoder's head: ``n_trainable_params``) an
 the backbone, the memory training held in parameters + gradients + optimizer state and the
 process's peak resident memory (or the GPU's peak where one was used), training tokens per second (as the backbone
 saw them), evaluation examples per second, and whether the method exports to a plain transformers
-model (its ``export_blocker``). Several seeds are averaged (s.e. across seeds where there are two
+model (its ``export_blocker``). Runs of different configs are never averaged: each config (its
+fingerprint without the seed, ``core.fingerprint.config_key``) is a row of its own, named by the fields
+in which it differs. Several seeds of one config are averaged (s.e. across seeds where there are two
 or more, else from the test examples, as ``se=auto``). Writes ``compare_<task>_<model>.md/.csv``
 and a Pareto plot ``compare_<task>_<model>.png`` (quality against trainable parameters, log x).
 A cell is empty only where a method has no such figure (e.g. a zero-shot run trains nothing),
@@ -27,7 +29,7 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.core.records import LOWER, Runs, atomic_write, collect_runs, quality_metric
+from embexp.core.records import LOWER, atomic_write, collect_runs, config_groups, config_labels, quality_metric
 from embexp.core.tables import emit, pyplot, save_png, table_dirs
 from embexp.report.base import ReportConfig
 from embexp.report.cells import SE, method_row
@@ -50,7 +52,8 @@ class Config(ReportConfig):
     model: str = f("", "Only runs of this model config name (e.g. smollm2); '' = every model found.")
     metric: str = f("", "The quality column: a metric key of the runs (e.g. ll_accuracy); "
                     "'' = the task's first metric.")
-    se: str = f("auto", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples) or none.")
+    se: str = f("auto", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples) or none.",
+                choices=("seeds", "examples", "auto", "none"))
 
 
 def label_points(ax, pts: list[tuple[float, float, str]], size: float = 7) -> None:
@@ -118,13 +121,19 @@ def render(cfg: Config) -> dict[str, str]:
         raise EmbexpError(f"no finished runs under '{root}'" + (f" for task={cfg.task}" if cfg.task else "")
                           + (f" model={cfg.model}" if cfg.model else "") + " (train some first: make compare)")
     se = SE(cfg.se, 100, out / ".se_cache.json")
-    idx = Runs(runs)
     done = {}
     for task, model in sorted({(r["task"], r["model"]) for r in runs}):
         group = [r for r in runs if r["task"] == task and r["model"] == model]
         metric = quality_metric(group, cfg.metric)
         keys = sorted({(r["task_name"], r["subset"], r["method"], r["tag"]) for r in group})
-        rows = [method_row(idx.get(t, model, me, tg, s), metric, se) for t, s, me, tg in keys]
+        rows = []
+        for t, s, me, tg in keys:  # one row per config: runs of different configs are never averaged
+            groups = config_groups([r for r in group if (r["task_name"], r["subset"], r["method"], r["tag"])
+                                    == (t, s, me, tg)])
+            for runs_, label in zip(groups, config_labels(groups)):
+                row = method_row(runs_, metric, se)
+                row["Method"] += f" [{label}]" if label else ""
+                rows.append(row)
         rows.sort(key=lambda x: (x["#TP"] or 0, x["Method"]))
         cols = [metric if c == "metric" else c for c in COLS]
         for r in rows:

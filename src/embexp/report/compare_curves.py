@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.core.records import LOWER, atomic_write, collect_runs, quality_metric
+from embexp.core.records import LOWER, atomic_write, collect_runs, one_config, quality_metric
 from embexp.core.tables import emit, pyplot, save_png, table_dirs
 from embexp.report.cells import SE, majority, method_row, sem
 
@@ -73,6 +73,7 @@ def chosen_row(runs: list[dict], metric: str, lower: bool,
     lr, step = pick
     at = list(cands[pick].values())
     chosen = [r for r in runs if lr_of(r) == lr]
+    one_config(chosen)  # the seeds averaged at the chosen lr differ in nothing else
     base = method_row(chosen, metric, se_policy)
     vals = [v for _, v in at]
     lrs = sorted({k[0] for k in cands})

@@ -62,7 +62,7 @@ class Config(ReportConfig):
                     "table's default: examples for Table 11 (the paper's test-example s.e.; one run per cell), seeds "
                     "elsewhere. See the module doc.")
     bootstrap_iters: int = f(100, "se=examples: bootstrap resamples for corpus BLEU/TER "
-                                  "(lm-eval uses 100 for BLEU/TER).")
+                                  "(lm-eval uses 100 for BLEU/TER).", ge=1)
     correlation: str = f("", "Table 8: the correlation.json whose fit gives Est. AUC ('' = "
                              "<runs>/analysis/correlation/correlation.json, what `make tinyte_fig4` writes).")
 

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import torch
 from omegaconf import OmegaConf
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from embexp import EmbexpError, __version__
 from embexp.cloze import ClozeObjective
+from embexp.core.records import atomic_path, atomic_write
 from embexp.data import Featurizer, token_lists
 from embexp.methods import METHODS, build_method
 from embexp.models import load_backbone
@@ -68,7 +70,7 @@ def build(cfg, device: torch.device, training: bool = True, plan: Plan | None = 
     sentence = task.kind in SENTENCE_KINDS  # sentence embeddings: the encoder without a head (embexp/sentence.py)
     cloze = bool(getattr(task, "cloze", False))  # PET cloze: the masked-LM head scores verbalizers (embexp/cloze.py)
     examples = read_rows(cfg, plan, training)
-    backbone = load_backbone(cfg.model, num_labels=task.num_labels, sentence=sentence, mlm=cloze)
+    backbone = load_backbone(cfg.model, num_labels=task.num_labels, sentence=sentence, mlm=cloze, device=device)
     n_backbone = count_params(backbone.model)  # before LoRA injects its layers or PEMA swaps the matrix
     method = build_method(cfg.method, backbone)
     if cfg.export:
@@ -159,8 +161,10 @@ def count_params(module: torch.nn.Module) -> int:
 
 
 def save_adapter(cfg, c: Components, run_dir: Path) -> None:
-    """The trained tensors (``adapter.safetensors``) and what they belong to (``method.json``)."""
-    save_file(c.method.trainable_state(), run_dir / ADAPTER)
+    """The trained tensors (``adapter.safetensors``) and what they belong to (``method.json``), each written
+    whole or not at all (a failed write: one line naming it, no partial file)."""
+    with atomic_path(run_dir / ADAPTER) as tmp:
+        save_file(c.method.trainable_state(), tmp)
     meta = {
         "method": OmegaConf.to_container(cfg.method, resolve=True),
         "base_model": cfg.model.id or cfg.model.source,
@@ -169,7 +173,7 @@ def save_adapter(cfg, c: Components, run_dir: Path) -> None:
         "hidden_size": c.backbone.hidden_size,
         "embexp_version": __version__,
     }
-    (run_dir / "method.json").write_text(json.dumps(meta, indent=2))
+    atomic_write(run_dir / "method.json", json.dumps(meta, indent=2))
 
 
 def load_adapter(c: Components, run_dir: Path) -> None:
@@ -177,4 +181,16 @@ def load_adapter(c: Components, run_dir: Path) -> None:
     path = Path(run_dir) / ADAPTER
     if not path.is_file():
         raise EmbexpError(f"run_dir '{run_dir}' has no {ADAPTER} (was it trained with save_adapter=false?)")
-    c.method.load_trainable_state(load_file(path))
+    try:
+        state = load_file(path)
+    except (OSError, ValueError, SafetensorError) as e:  # random bytes, a truncated file
+        raise EmbexpError(f"unreadable {path}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+                          f"(the run's trained tensors; train it again with trainer.overwrite=true)") from None
+    bad = [k for k, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        raise EmbexpError(f"{path}: tensor {bad[0]} holds non-finite values (NaN or inf)")
+    try:
+        c.method.load_trainable_state(state)
+    except (KeyError, RuntimeError, ValueError) as e:  # another method's or shape's tensors
+        raise EmbexpError(f"{path} does not fit the run's method: {type(e).__name__}: "
+                          f"{str(e).splitlines()[0] if str(e) else ''}") from None

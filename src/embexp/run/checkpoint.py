@@ -9,7 +9,7 @@ prev, tmp -> latest, the older prev removed), so a kill at any point leaves at l
 A write that fails (disk full, quota, file size, permissions) stops the run in one line naming the path
 and the OS error; the temporary directory is removed and the kept checkpoints are untouched. Loading
 tries the latest, then (one warning line naming what failed) the previous one; where neither can be
-read it stops in one line.
+read it stops in one line. A tensor holding NaN or inf makes a checkpoint unreadable.
 """
 
 from __future__ import annotations
@@ -161,13 +161,13 @@ class Checkpoint:
                 raise KeyError(f"no tensor param/{missing[0]}")
             with torch.no_grad():  # a later failure leaves these half restored: the previous checkpoint rewrites all
                 for n, p in zip(self.names, self.params):
-                    p.copy_(sharding.place(fh.get_tensor(f"param/{n}").reshape(p.shape), p))
+                    p.copy_(sharding.place(finite(fh, f"param/{n}").reshape(p.shape), p))
             for key in fh.keys():
                 if key.startswith("opt/"):
                     _, idx, k = key.split("/", 2)
-                    state.setdefault(int(idx), {})[k] = sharding.place(fh.get_tensor(key), flat[int(idx)])
+                    state.setdefault(int(idx), {})[k] = sharding.place(finite(fh, key), flat[int(idx)])
                 elif key.startswith("best/"):
-                    best[key[5:]] = fh.get_tensor(key)
+                    best[key[5:]] = finite(fh, key)
             rng = {k: fh.get_tensor(k) for k in ("rng/torch", "rng/cuda") if k in fh.keys()}
         self.optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
         torch.set_rng_state(rng["rng/torch"])
@@ -177,6 +177,15 @@ class Checkpoint:
         st = meta["numpy_rng"]
         np.random.set_state((st[0], np.array(st[1], dtype=np.uint32), *st[2:]))
         return meta["step"], meta["result"], best or None
+
+
+def finite(fh, key: str) -> torch.Tensor:
+    """A checkpoint's tensor, refused (ValueError: the checkpoint is unreadable) where it holds NaN or inf: a run
+    never resumes from weights or moments a training loss could not have left (it stops before such a step)."""
+    t = fh.get_tensor(key)
+    if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+        raise ValueError(f"tensor {key} holds non-finite values (NaN or inf)")
+    return t
 
 
 def os_error(e: Exception) -> str:

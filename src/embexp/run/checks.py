@@ -32,6 +32,7 @@ def preflight(cfg, training: bool = True, world_size: int | None = None) -> Plan
     ``training=False`` (re-evaluating a finished run) validates and builds the task only; ``world_size``
     (the accelerator's processes; train passes it) adds what cannot run sharded."""
     validate(cfg)
+    check_random_weights(cfg)
     task = build_task(cfg.task)  # an unknown task fails before any model loads
     plan = Plan(task, bool(cfg.do_train) and METHODS.get_class(cfg.method.name).trains)
     if training:
@@ -42,6 +43,19 @@ def preflight(cfg, training: bool = True, world_size: int | None = None) -> Plan
         if world_size is not None:
             check_sharding(cfg, world_size)
     return plan
+
+
+def check_random_weights(cfg) -> None:
+    """model.init=random: a stored architecture of the model's kind, and no export (a random model with a
+    synthetic tokenizer is no model to publish)."""
+    if cfg.model.get("init", "pretrained") != "random":
+        return
+    from embexp.models.random_weights import check_random
+
+    check_random(cfg.model)
+    if cfg.export:
+        raise EmbexpError("export=true with model.init=random: a model with random weights and a synthetic "
+                          "tokenizer is not exported (set export=false)")
 
 
 def check_selection(cfg, task=None) -> None:

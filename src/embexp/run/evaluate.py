@@ -55,6 +55,27 @@ class _StopAtNewline(StoppingCriteria):
         return torch.isin(new, self.ids.to(new.device)).any(dim=1)
 
 
+class _StopAtStrings(StoppingCriteria):
+    """Per-row stop once the generated text contains one of `strings` (lm-eval's ``until``; the text is cut
+    there after)."""
+
+    def __init__(self, tokenizer, strings: Sequence[str]):
+        self.tokenizer, self.strings = tokenizer, [s for s in strings if s]
+        self.start: int | None = None
+
+    def __call__(self, input_ids, scores, **kw):
+        if self.start is None:
+            self.start = input_ids.shape[1] - 1
+        texts = self.tokenizer.batch_decode(input_ids[:, self.start:], skip_special_tokens=True)
+        return torch.tensor([any(s in t for s in self.strings) for t in texts], device=input_ids.device)
+
+
+def cut_at(text: str, strings: Sequence[str]) -> str:
+    """`text` before the first occurrence of any of `strings`."""
+    ends = [text.find(s) for s in strings if s and s in text]
+    return text[:min(ends)] if ends else text
+
+
 def newline_ids(tokenizer) -> set[int]:
     """Ids whose decoded text contains a newline (cached on the tokenizer)."""
     cached = getattr(tokenizer, "_embexp_newline_ids", None)
@@ -69,12 +90,12 @@ def newline_ids(tokenizer) -> set[int]:
 
 @torch.no_grad()
 def generate(method, featurizer: Featurizer, prompts: Sequence[str], batch_size: int, max_new_tokens: int,
-             device, progress: bool = True, stop_at_newline: bool = False) -> list[str]:
+             device, progress: bool = True, stop_at_newline: bool = False, until: Sequence[str] = ()) -> list[str]:
     """Greedy continuations of `prompts` (left-padded batches, KV cache), special tokens dropped.
 
     Generation stops at every id of :func:`eos_ids` or after `max_new_tokens`; with
     `stop_at_newline` (lm-eval's ``until: ["\\n"]``) also at the first newline, and the text is cut
-    before it."""
+    before it; likewise at the first of the `until` strings (lm-eval's ``until``)."""
     tok = featurizer.tokenizer
     ids = [featurizer.prompt_ids(p) for p in prompts]
     order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # similar lengths share a batch
@@ -86,13 +107,14 @@ def generate(method, featurizer: Featurizer, prompts: Sequence[str], batch_size:
         batch = {k: v.to(device)
                  for k, v in collate([{"input_ids": ids[i]} for i in chunk], tok.pad_token_id, left=True).items()}
         prompt_len = batch["input_ids"].shape[1]
-        extra = {"stopping_criteria": StoppingCriteriaList([_StopAtNewline(tok)])} if stop_at_newline else {}
+        criteria = ([_StopAtNewline(tok)] if stop_at_newline else []) + ([_StopAtStrings(tok, until)] if until else [])
+        extra = {"stopping_criteria": StoppingCriteriaList(criteria)} if criteria else {}
         gen = method.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False, use_cache=True,
                               pad_token_id=tok.pad_token_id, eos_token_id=stop, **extra)
         new = gen[:, prompt_len:]
         for i, row in zip(chunk, new):
             text = tok.decode(row, skip_special_tokens=True)
-            out[i] = text.split("\n", 1)[0] if stop_at_newline else text
+            out[i] = cut_at(text.split("\n", 1)[0] if stop_at_newline else text, until)
     return out
 
 

@@ -31,7 +31,7 @@ import socket
 import time
 from pathlib import Path
 
-from embexp import RunBusy
+from embexp import EmbexpError, RunBusy
 from embexp.core.records import STATUS, atomic_write, write_json
 
 LOCK, OWNER = "run.lock", "owner.json"
@@ -146,12 +146,14 @@ def owning(run_dir: Path, is_main: bool = True, wait: float = 2.0):
         yield None
         return
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     try:
+        run_dir.mkdir(parents=True, exist_ok=True)
         fd = _acquire(run_dir / LOCK, wait)
     except OSError as e:
         if e.errno not in UNSUPPORTED:
-            raise
+            raise EmbexpError(f"cannot use the run directory {run_dir}: {e.strerror or e}"
+                              + (f" ({e.filename})" if e.filename and str(e.filename) != str(run_dir) else "")
+                              ) from None
         log.warning("cannot lock %s (%s): running without an owner check", run_dir / LOCK, e.strerror)
         yield None
         return

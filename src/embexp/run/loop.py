@@ -16,7 +16,6 @@ import logging
 import math
 import resource
 import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from embexp import EmbexpError, RunInterrupted
 from embexp.data import IGNORE, collate, n_tokens
 from embexp.run import sharding
 from embexp.run.checkpoint import Checkpoint
+from embexp.run.stops import stop_signals
 
 log = logging.getLogger("embexp")
 
@@ -94,6 +94,21 @@ def total_steps(n: int, cfg, world: int) -> int:
         return cfg.max_steps
     per_epoch = math.ceil(n / (cfg.batch_size * world))
     return max(1, math.ceil(cfg.epochs * per_epoch / cfg.grad_accum))
+
+
+MANY_EPOCHS = 10  # trainer.max_steps past this many epochs of the training rows is said (accepted: a choice)
+
+
+def schedule_warnings(cfg, total: int, n: int, world: int) -> None:
+    """One warning line for each schedule that does not do what it seems to: a warm-up as long as training
+    (the learning rate never reaches trainer.lr) and a max_steps far past the training rows."""
+    if cfg.warmup_steps >= total:
+        log.warning("trainer.warmup_steps=%d is not shorter than the %d steps trained: the learning rate never "
+                    "reaches trainer.lr=%g", cfg.warmup_steps, total, cfg.lr)
+    epochs = total * cfg.batch_size * cfg.grad_accum * world / max(n, 1)
+    if cfg.max_steps > 0 and n and epochs > MANY_EPOCHS:
+        log.warning("trainer.max_steps=%d is %.0f epochs over the %d training rows (each row seen ~%.0f times)",
+                    cfg.max_steps, epochs, n, epochs)
 
 
 @torch.no_grad()
@@ -167,6 +182,8 @@ class Trainer:
         else:
             self.model, self.optimizer = accelerator.prepare(method, self.optimizer)
         self.total = total_steps(len(inputs.train), cfg, accelerator.num_processes)
+        if accelerator.is_main_process:
+            schedule_warnings(cfg, self.total, len(inputs.train), accelerator.num_processes)
         self.result = TrainResult(select_metric=self.select_name)
         self.best_state = None
         where = Path(inputs.run_dir) / "checkpoint" if inputs.run_dir else None
@@ -184,7 +201,7 @@ class Trainer:
         bar = tqdm(total=self.total, initial=start, desc="train", disable=not (cfg.progress and acc.is_main_process),
                    dynamic_ncols=True, leave=False)
         window = Window()
-        with _stop_signals() as stop:
+        with stop_signals() as stop:
             for step in range(start, self.total):
                 factor = lr_factor(step, self.total, cfg.warmup_steps, cfg.scheduler)
                 for g in self.optimizer.param_groups:
@@ -427,24 +444,3 @@ def peak_memory() -> dict:
     if torch.cuda.is_available():
         out["peak_cuda_allocated_bytes"] = torch.cuda.max_memory_allocated()
     return out
-
-
-class _stop_signals:
-    """While training, SIGTERM and SIGUSR1 (SLURM's and submitit's preemption notices) only set a flag,
-    read after each optimizer step, so the step finishes and its checkpoint is consistent. The previous
-    handlers come back afterwards; off the main thread (no signals there) it does nothing."""
-
-    SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGUSR1", None)) if s is not None)
-
-    def __enter__(self) -> list[int]:
-        self.flag: list[int] = []
-        self.previous = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.SIGNALS:
-                self.previous[sig] = signal.signal(sig, lambda signum, frame: self.flag.append(signum))
-        return self.flag
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
-

@@ -11,7 +11,8 @@ from accelerate import Accelerator
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError, RunInterrupted, __version__
-from embexp.core.records import RunRecord, git_commit
+from embexp.core import fingerprint as fp
+from embexp.core.records import RunRecord, git_commit, write_json
 from embexp.run import curriculum, selection
 from embexp.run.build import Components
 from embexp.run.evaluate import curve_record, select_point
@@ -23,9 +24,12 @@ log = logging.getLogger("embexp")
 @contextlib.contextmanager
 def recording(cfg, record: RunRecord, acc: Accelerator, previous: dict | None = None):
     """The run's status follows what happens inside: ``running``, then ``interrupted`` on a preemption
-    notice or ``failed`` on any other error (crashes and Ctrl-C too); ``record.finish`` writes
+    notice or Ctrl-C (one line) or ``failed`` on any other error (crashes too); ``record.finish`` writes
     ``complete``. The trackers open here and close at the end either way. ``previous``: the status of
     the run before, whose process died (``run.lock``), kept in the new status."""
+    if record.is_main:  # what defines the result, before the status says running (core.fingerprint)
+        record.dir.mkdir(parents=True, exist_ok=True)
+        write_json(record.dir / fp.FINGERPRINT, fp.record(cfg))
     record.start(cfg, resume=cfg.trainer.resume, previous=previous)
     if acc.log_with:
         acc.init_trackers("embexp", config=tracker_config(cfg))
@@ -34,10 +38,15 @@ def recording(cfg, record: RunRecord, acc: Accelerator, previous: dict | None = 
     except RunInterrupted as e:
         record.interrupt(str(e))
         raise
+    except KeyboardInterrupt:  # Ctrl-C outside the training steps (or twice): as a preemption notice, one line
+        message = ("SIGINT (Ctrl-C) received: stopped; rerun the same command with trainer.resume=true to continue"
+                   " (from the last checkpoint, if one was written)")
+        record.interrupt(message)
+        raise RunInterrupted(message) from None
     except EmbexpError as e:
         record.fail(str(e))
         raise
-    except BaseException as e:  # keep the status honest for crashes and Ctrl-C too
+    except BaseException as e:  # keep the status honest for crashes too
         record.fail(f"{type(e).__name__}: {e}")
         raise
     finally:
@@ -60,7 +69,8 @@ def metrics_record(cfg, c: Components, acc: Accelerator, res: TrainResult | None
     task, staged = c.task, bool(cfg.do_train and c.method.trains and cfg.trainer.curriculum)
     return {
         "method": cfg.method.name, "model": cfg.model.name, "task": task.display_name, "seed": cfg.seed,
-        "git_commit": git_commit(), "embexp_version": __version__,
+        **({"weights": "random"} if cfg.model.get("init", "pretrained") == "random" else {}),
+        "fingerprint": fp.fingerprint(cfg), "git_commit": git_commit(), "embexp_version": __version__,
         **sizes,
         "n_train_examples": len(c.train_examples), "n_eval_examples": len(c.eval_examples),
         "n_select_examples": len(c.select_examples),

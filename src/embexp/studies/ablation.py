@@ -63,11 +63,12 @@ class Config:
     overrides: list = f([], "More train-config overrides, e.g. [task.source=fixture,model.dtype=bfloat16].")
     sorting: str = f("random", "Dimension order: random (seeded permutation), variance (lowest vocabulary variance "
                      "first; ours, see the module doc) or variance_desc.")
-    seed: int = f(0, "Seed of the random permutation.")
+    seed: int = f(0, "Seed of the random permutation.", ge=0, le=2**32 - 1)
     ps: list = f(GRID, "Portions of dimensions to ablate (p = 0 is the reference and must score 100).")
-    n_samples: int = f(250, "Evaluation rows used: the first n of the eval split (the paper: a sample of 250).")
-    batch_size: int = f(0, "Generation batch size (0: trainer.eval_batch_size of the composed config).")
-    max_new_tokens: int = f(0, "Generation budget (0: the task's max_new_tokens).")
+    n_samples: int = f(250, "Evaluation rows used: the first n of the eval split (the paper: a sample of 250).",
+                       ge=1)
+    batch_size: int = f(0, "Generation batch size (0: trainer.eval_batch_size of the composed config).", ge=0)
+    max_new_tokens: int = f(0, "Generation budget (0: the task's max_new_tokens).", ge=0)
     ablate_tied_output: bool = f(False, "For tied embeddings, ablate the shared matrix in place (the output head too) "
                                  "instead of the input side only.")
     auc_normalize: bool = f(False, "Divide the AUC by the p range (0-100 scale) instead of the paper-like raw area "

@@ -30,7 +30,7 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.core.records import collect_runs, debug_output_root, read_predictions
+from embexp.core.records import collect_runs, debug_output_root, one_config, read_predictions
 from embexp.core.tables import markdown, write_table
 
 
@@ -116,7 +116,7 @@ def run_tokenizer(run: dict):
     from transformers import AutoTokenizer
 
     path = {"hub": lambda: m["id"], "minilm": models.minilm_path, "smollm2": models.smollm2_path}[m["source"]]()
-    return AutoTokenizer.from_pretrained(str(path))
+    return AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)  # a run's config never runs code
 
 
 def bucket_table(runs: list[dict], cfg: Config) -> tuple[list[dict], list[str]]:
@@ -132,6 +132,7 @@ def bucket_table(runs: list[dict], cfg: Config) -> tuple[list[dict], list[str]]:
     edges = bucket_edges(pooled, list(cfg.edges))
     labels = bucket_labels(edges)
     groups: dict[tuple, list[dict]] = {}
+    members: dict[tuple, list[dict]] = {}
     for run, records, lengths in per_run:
         task = run_task(run)
 
@@ -145,10 +146,12 @@ def bucket_table(runs: list[dict], cfg: Config) -> tuple[list[dict], list[str]]:
         res = score_by_bucket(lengths, [r["target"] for r in records], [r["generation"] for r in records], edges,
                               scorer)
         groups.setdefault((run["model"], run["method"], run["tag"]), []).append(res)
+        members.setdefault((run["model"], run["method"], run["tag"]), []).append(run)
     from embexp.methods.registry import method_label
 
     rows = []
     for (model, method, tag), results in sorted(groups.items()):
+        one_config(members[(model, method, tag)])  # the seeds averaged differ in nothing else
         row = {"Model": model, "Method": method_label(method, tag), "seeds": len(results)}
         for label in labels + ["all"]:
             vals = [r[label]["score"] for r in results if r[label]["score"] is not None]

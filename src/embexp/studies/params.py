@@ -4,7 +4,7 @@
     python -m embexp.analyze params models=[gemma2,qwen25,llama31] out=tables/params
 
 The hub is unreachable here, so the architectures come from the config fields in
-``model_specs.py``: each model is instantiated with its real transformers class on the ``meta``
+``models/specs.py``: each model is instantiated with its real transformers class on the ``meta``
 device (shapes only; :func:`meta_backbone`), the method is built on it as ``python -m embexp.train``
 builds it, and its trainable tensors are counted. A byte-level tokenizer stands in for the real one
 (only its special ids are read). Encoders get a 2-class head (ours: GLUE/SuperGLUE binary tasks),
@@ -24,7 +24,7 @@ from embexp.core import cli
 from embexp.core.cli import compose_train
 from embexp.core.config import f
 from embexp.core.tables import markdown, write_table
-from embexp.studies.model_specs import SPECS
+from embexp.models.specs import SPECS
 
 # The papers' #TP as printed, for the comparison columns only: the TinyTE paper's Tables 1, 2 and 11 unless noted.
 PAPER = {
@@ -47,9 +47,21 @@ LORA_ALL = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,lm_head,embe
 MODELS = ["gemma2", "qwen25", "llama31", "llama2", "smollm2", "roberta", "deberta", "minilm"]
 
 
+def known_models() -> tuple[str, ...]:
+    """What params can count: the stored architectures and the source=scratch models of conf/model."""
+    from omegaconf import OmegaConf
+
+    from embexp.core.cli import choices, conf_dir
+
+    scratch = [m for m in choices("model") if OmegaConf.load(conf_dir() / "model" / f"{m}.yaml").get("source") ==
+               "scratch"]
+    return tuple(SPECS) + tuple(m for m in scratch if m not in SPECS)
+
+
 @dataclass
 class Config:
-    models: list = f(MODELS, "Model config names with a stored architecture (model_specs.py): " + ", ".join(SPECS))
+    models: list = f(MODELS, "Model config names with a stored architecture (models/specs.py): " + ", ".join(SPECS),
+                     choices=known_models)
     methods: list = f([], "Method config names (conf/method); [] = every one.")
     variants: dict = f({"prompt_tuning (tk=2)": ["method=prompt_tuning", "method.num_virtual_tokens=2"],
                         "prompt_tuning (tk=20)": ["method=prompt_tuning", "method.num_virtual_tokens=20"],
@@ -68,7 +80,7 @@ class Config:
                        "token); PETE's code variant).")
     num_labels: int = f(2, "Classes of the encoders' task head (counted in #TP); 0 = no head, the base encoder as the "
                            "sentence-embedding tasks load it (the PETE comparison: models=[scratch_encoder] "
-                           "num_labels=0).")
+                           "num_labels=0).", ge=0)
     breakdown: bool = f(False, "Also print, per model and method, the parameters of the built model grouped by module "
                                "(first two levels of the module path), trainable or not: the terms behind a total.")
     rank_random: bool = f(True, "Build ranked TinyTE variants (method.ranking) with ranking=random: the order of the "

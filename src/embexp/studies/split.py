@@ -26,7 +26,7 @@ class Config:
                     "$EMBEXP_DATA/glue/sst2/validation.jsonl.")
     out: str = f("", "Folder that receives train.jsonl and validation.jsonl (kept as it is when both exist).")
     n_train: int = f(600, "Lines that become train.jsonl; the rest become validation.jsonl.", ge=1)
-    seed: int = f(0, "Seed of random.Random that shuffles the lines before the cut.")
+    seed: int = f(0, "Seed of random.Random that shuffles the lines before the cut.", ge=0)
 
 
 def split(cfg: Config) -> dict:

@@ -122,9 +122,9 @@ class Config:
     source: str = f("auto", "Where rows come from (task.source): auto/hub (the real data), local (data_dir) or fixture "
                     "(offline).")
     data_dir: str = f("", "task.data_dir for source=local.")
-    fixture_size: int = f(64, "Rows per split for source=fixture.")
-    max_samples: int = f(-1, "Keep the first N rows of every counted split (-1: all).")
-    max_length: int = f(128, "Truncate each example at this many tokens, as in training (the paper: 128).")
+    fixture_size: int = f(64, "Rows per split for source=fixture.", ge=1)
+    max_samples: int = f(-1, "Keep the first N rows of every counted split (-1: all).", ge=1, also=(-1,))
+    max_length: int = f(128, "Truncate each example at this many tokens, as in training (the paper: 128).", ge=1)
     out: Optional[str] = f("outputs/analysis/vocab", "Folder for <what>.md/.json (and heaps_<tokenizer>.png); out= "
                            "(empty) prints only.")
 

@@ -4,7 +4,8 @@ A spec is a YAML file under ``conf/sweep/`` (``tinyte/table1`` is ``conf/sweep/t
 data, never code. It names the commands behind one table, in order:
 
     vars:              the spec's variables and their defaults (seeds, models, judges, ...);
-                       ``name=value`` on the command line replaces one (a list: ``seeds="0 1 2"`` or ``seeds=[0,1,2]``)
+                       ``name=value`` on the command line replaces one (a list: ``seeds="0 1 2"`` or ``seeds=[0,1,2]``);
+                       ``name: {default: v, choices: [...]}`` (or ``choices: method``, a config group) is its domain
     steps:             a list of steps; each step is one command per combination of its ``for`` axes
 
 A step has one command key, ``train`` / ``analyze`` / ``judge`` / ``report`` / ``note`` (its
@@ -160,9 +161,46 @@ def parse_vars(spec: dict, assignments: list[str]) -> dict:
         else:
             values[key] = val
     for k, d in decl.items():
-        if "choices" in d and str(values[k]) not in map(str, d["choices"]):
-            raise EmbexpError(f"unknown {k} '{values[k]}' (choose from: {', '.join(map(str, d['choices']))})")
+        check_var(k, d, values[k])
     return values
+
+
+def check_var(name: str, decl: dict, value) -> None:
+    """A variable's value inside its domain: ``choices`` (a list, or the name of a config group such as
+    ``method``: its config names), for a list variable item by item; a variable whose default is whole
+    numbers (seeds) takes whole numbers. One line naming the value and what is valid."""
+    valid = decl.get("choices")
+    if isinstance(valid, str):
+        valid = cli.choices(valid)
+    default = decl["default"]
+    ints = all(isinstance(x, int) and not isinstance(x, bool) for x in (default if isinstance(default, list)
+                                                                        else [default])) and default != []
+    for item in value if isinstance(value, list) else [value]:
+        if valid is not None and str(item) not in map(str, valid):
+            raise EmbexpError(f"unknown {name}{' entry' if isinstance(value, list) else ''} '{item}' (choose from: "
+                              f"{', '.join(map(str, valid))})")
+        if ints and not str(item).lstrip("-").isdigit():
+            raise EmbexpError(f"{name}: '{item}' is not a whole number (the spec's default: {default})")
+
+
+def check_cells(name: str, cmds: list[dict], extra: list[str], paper: str) -> None:
+    """Before anything runs (a dry run too): a spec with train steps whose variables leave it no train
+    cell is an error, and the first train cell's config composes and lies inside its domains (what the
+    variables and --extra put into every cell: seeds, steps, a learning rate). One line."""
+    spec = load_spec(name)
+    cells = [c for c in cmds if c["kind"] == "train"]
+    if not cells and any("train" in step or "do" in step for step in spec["steps"]):
+        raise EmbexpError(f"sweep {name}: no train cell for these variables (check them against the spec's vars: "
+                          f"{', '.join(sorted(spec['vars']))})")
+    for cmd in cells:
+        args = with_extra(cmd, extra, paper)
+        if "-m" in args or not args or any("<" in a for a in args):  # a multirun, or a value chosen later
+            continue
+        try:
+            train.run_dir(args)  # composes and validates, as the cell's own command will
+        except EmbexpError as e:
+            raise EmbexpError(f"sweep {name}: its train cell does not compose: {e}") from None
+        return
 
 
 def commands(name: str, assignments: list[str] = (), extra: list[str] = (),
@@ -218,7 +256,8 @@ def execute(cmd: list[str]) -> int:
     return subprocess.run(cmd).returncode
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The runner's command line."""
     ap = argparse.ArgumentParser(prog="python -m embexp.sweep", description=__doc__.split("\n\n")[0])
     ap.add_argument("args", nargs="*", metavar="spec | name=value",
                     help="a spec under conf/sweep/ (e.g. tinyte/table1; --list names them) and name=value: "
@@ -229,9 +268,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--py", default=sys.executable, help="the Python interpreter of the commands")
     ap.add_argument("--launch", default="",
                     help="prefix for train commands instead of '<py> -m' (e.g. 'accelerate launch -m')")
-    ap.add_argument("--force", action="store_true", help="rerun commands whose output is complete")
+    ap.add_argument("--force", action="store_true",
+                    help="rerun commands whose output is complete (train cells with trainer.overwrite=true)")
     ap.add_argument("--list", action="store_true", help="list the specs")
-    a = ap.parse_intermixed_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_intermixed_args(argv)
     names = [x for x in a.args if "=" not in x]
     if a.list or not names:
         print("\n".join(spec_names()))
@@ -248,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             return shlex.split(a.launch) + ["embexp.train", *args]
         return [a.py, "-m", f"embexp.{cmd['kind']}", *args]
 
+    check_cells(a.spec, cmds, extra, paper)
     runnable = [c for c in cmds if c["kind"] != "note"]
     failed, elsewhere, t0, i = [], [], time.perf_counter(), 0
     for cmd in cmds:
@@ -260,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(str(e))
             continue
         args = with_extra(cmd, extra, paper)
+        if a.force and cmd["kind"] == "train":  # rerun a complete cell: replace its run, never resume it
+            args = [x for x in args if not x.startswith("trainer.resume=")] + ["trainer.overwrite=true"]
         if a.dry_run:
             print(shlex.join(line(cmd, args)), flush=True)
             continue
@@ -282,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         rc = execute(run)
         if rc == RunBusy.exit_code and cmd["kind"] == "train":  # taken by another process since the probe
             elsewhere.append(shlex.join(run))
-        elif rc != 0 and cmd["kind"] != "report":
+        elif rc != 0:  # a report that fails fails the sweep too
             failed.append(shlex.join(run))
     if not a.dry_run:
         ok = len(runnable) - len(failed) - len(elsewhere)

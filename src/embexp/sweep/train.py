@@ -28,35 +28,56 @@ def overrides(cmd_args: list[str]) -> list[str]:
     return [a for a in cmd_args if "=" in a and not a.lstrip("+~").startswith(("hydra/", "hydra."))]
 
 
-def run_dir(train_args: list[str]) -> Path:
+def run_dir(train_args: list[str], cfg=None) -> Path:
+    """The run directory of a train command (``cfg``: its composed config, where the caller has it)."""
     from embexp.core.cli import compose_train
     from embexp.core.config import run_name
 
-    c = compose_train(overrides(train_args))
+    c = cfg if cfg is not None else compose_train(overrides(train_args))
     return Path(run_name(c.output_root, c.task.name, c.task.subset, c.model.name, c.method.name, c.tag, c.seed))
 
 
-def cell_dir(cmd_args: list[str]) -> Path | None:
-    """The run directory of a cell, or None: a multirun (-m) or a config that does not compose (e.g. a method
-    this checkout lacks: run it, and let the run say why)."""
+def cell(cmd_args: list[str]):
+    """(run directory, composed config) of a cell, or None: a multirun (-m) or a config that does not compose
+    (e.g. a method this checkout lacks: run it, and let the run say why)."""
+    from embexp.core.cli import compose_train
+
     if "-m" in cmd_args:
         return None
     try:
-        return run_dir(cmd_args)
+        cfg = compose_train(overrides(cmd_args))
     except EmbexpError:
         return None
+    return run_dir(cmd_args, cfg), cfg
+
+
+def cell_dir(cmd_args: list[str]) -> Path | None:
+    found = cell(cmd_args)
+    return found[0] if found else None
 
 
 def done(cmd_args: list[str]) -> str:
     """The run directory of a cell that already finished, else '' (a multirun, -m, is never skipped). A
-    status.json that cannot be read is named in one warning line, and the cell runs again (resumed)."""
-    d = cell_dir(cmd_args)
-    if d is None:
+    status.json that cannot be read is named in one warning line, and the cell runs again (resumed). A
+    complete run of another config (its fingerprint, run.claim) is not this cell's: the cell runs, and
+    stops in one line naming the fields that differ."""
+    from embexp.core.fingerprint import differences, result_fields
+    from embexp.run.claim import recorded_fields
+
+    found = cell(cmd_args)
+    if found is None:
         return ""
+    d, cfg = found
     status, _ = lock.state(d)
     if status == "unreadable":
         warn(f"{d / STATUS} cannot be read: the cell runs again (trainer.resume=true)")
-    return str(d) if status == "complete" and is_complete(d) else ""
+    if status != "complete" or not is_complete(d):
+        return ""
+    try:
+        same = not differences(recorded_fields(d), result_fields(cfg))
+    except EmbexpError:  # an unreadable record: the cell's own run names it
+        same = False
+    return str(d) if same else ""
 
 
 def running(cmd_args: list[str]) -> str:

@@ -24,7 +24,7 @@ def tp(model: str, *overrides: str, num_labels: int = 2) -> int:
 def spec_config(model: str):
     import transformers as tf
 
-    from embexp.studies.model_specs import SPECS
+    from embexp.models.specs import SPECS
 
     spec = SPECS[model]
     return tf.AutoConfig.for_model(spec["family"], **spec["config"])
@@ -32,8 +32,8 @@ def spec_config(model: str):
 
 @lru_cache(maxsize=None)
 def arch(model: str) -> Arch:
-    """The shape of a stored architecture (studies/model_specs.py) for an estimate."""
-    from embexp.studies.model_specs import SPECS
+    """The shape of a stored architecture (models/specs.py) for an estimate."""
+    from embexp.models.specs import SPECS
 
     c = spec_config(model)
     decoder = SPECS[model]["kind"] == "decoder"

@@ -5,7 +5,8 @@ ledger/lookups.py from the paper's report module): given the index of the finish
 (``records.Runs``), a value per printed cell, None where no run holds it. Only complete run
 directories count (``records.run_dirs``: status.json says complete and metrics.json is there; a
 failed, interrupted or running directory is never read), and never a smoke run (``model.source:
-tiny`` or ``task.source: fixture``: a random model on a fixture measures nothing of the paper's).
+tiny``, ``model.init: random`` or ``task.source: fixture``: random weights or a fixture measure nothing of
+the paper's).
 
 Each measured cell is compared with the paper's printed number at its precision (the printed ± s.e.,
 subscript s.d. and '*' marks are left out: the mean is compared): every cell equal -> ``equal``;
@@ -27,9 +28,12 @@ NO_RUN = "—"
 
 
 def smoke(run: dict) -> bool:
-    """A run of a tiny random model or on a fixture (debug=smoke, tests): not a measurement."""
+    """A run of random weights (a tiny model, model.init=random) or on a fixture (debug=smoke, tests): not a
+    measurement."""
     cfg = run.get("config") or {}
-    return (cfg.get("model") or {}).get("source") == "tiny" or (cfg.get("task") or {}).get("source") == "fixture"
+    model = cfg.get("model") or {}
+    return (model.get("source") == "tiny" or model.get("init") == "random"
+            or (cfg.get("task") or {}).get("source") == "fixture")
 
 
 def index(spec: Optional[str]):

@@ -1,6 +1,8 @@
 """Architecture fields of the real models, copied from each hub repo's config.json, so parameter
-counts can be computed offline: `python -m embexp.analyze params` builds these architectures on the
-``meta`` device (no weights, no memory) and attaches the real method objects to them.
+counts can be computed offline and real shapes built without the hub: `python -m embexp.analyze
+params` builds these architectures on the ``meta`` device (no weights, no memory) and attaches the
+real method objects to them; ``model.init=random`` builds them with random weights
+(``models/random_weights.py``; memory, speed and numerics without a download).
 
 Only the fields that change parameter shapes are kept (plus those the classes need to build);
 everything else takes the transformers default of the family. The key is the model config name
@@ -62,3 +64,11 @@ SPECS: dict[str, dict] = {
         hidden_size=384, intermediate_size=1536, num_hidden_layers=6, num_attention_heads=12,
         vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, pad_token_id=0)),
 }
+
+
+def architecture(name: str, **overrides):
+    """The transformers config of the stored architecture ``name`` (``overrides`` replace its fields)."""
+    import transformers as tf
+
+    spec = SPECS[name]
+    return tf.AutoConfig.for_model(spec["family"], **{**spec["config"], **overrides})

@@ -1,0 +1,106 @@
+"""Evaluate a trained run on lm-evaluation-harness's tasks: ``python -m embexp.lmeval run_dir=DIR tasks=[sst2,boolq]``.
+
+The run is rebuilt as ``embexp.eval`` rebuilds it and wrapped as lm-eval's model ``embexp``
+(:class:`embexp.lmeval.model.EmbexpLM`): every decoder method, also those that cannot be exported to a
+plain transformers model (TinyTE-gated and -hybrid, prompt tuning, K-Token merging, repeat_prompt), is
+scored through embexp's own log-likelihood and generation path. Prints lm-eval's results table.
+
+Tasks are lm-eval task names, or YAML files / folders of them (``include_path``): offline, a task's
+YAML may read local files with ``dataset_path: json`` and ``dataset_kwargs: {data_files: {validation:
+...}}`` (docs/lmeval.md). From Python, after ``import embexp.lmeval.model``, lm-eval's
+``simple_evaluate(model="embexp", model_args="run_dir=DIR")`` works too. Needs the extra
+``pip install -e '.[lmeval]'``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from embexp import EmbexpError
+from embexp.core import cli
+from embexp.core.config import f
+
+
+@dataclass
+class Config:
+    run_dir: str = f("", "A complete embexp run directory (a decoder run).")
+    tasks: list = f([], "lm-eval task names (sst2, boolq, hellaswag, ...) or paths of task YAML files.")
+    include_path: str = f("", "A folder of extra task YAML files (lm-eval's --include_path); '' = none.")
+    limit: int = f(-1, "Rows per task (-1: all).", ge=1, also=(-1,))
+    num_fewshot: int = f(-1, "Few-shot examples per prompt (-1: the task's default).", ge=0, also=(-1,))
+    batch_size: int = f(0, "Requests per forward (0: the run's trainer.eval_batch_size).", ge=0)
+    cpu: bool = f(False, "Evaluate on the CPU even when a GPU is present.")
+    trust_remote_code: bool = f(False, "Let the run's model code run (never taken from the run directory; a "
+                                       "warning line when set).")
+    output: str = f("", "Also write lm-eval's results as JSON to this file ('' = print only).")
+    seed: int = f(1234, "lm-eval's seeds (few-shot sampling).", ge=0)
+
+
+def configure(argv: list[str]) -> Config:
+    cfg = cli.parse(Config, argv)
+    if not cfg.run_dir:
+        raise EmbexpError("missing run_dir (usage: python -m embexp.lmeval run_dir=DIR tasks=[sst2])")
+    if not cfg.tasks:
+        raise EmbexpError("missing tasks (usage: python -m embexp.lmeval run_dir=DIR tasks=[sst2]; lm-eval task "
+                          "names or YAML files)")
+    if not Path(cfg.run_dir).is_dir():  # before lm-eval indexes its tasks (seconds)
+        raise EmbexpError(f"run_dir '{cfg.run_dir}' does not exist")
+    if importlib.util.find_spec("lm_eval") is None:
+        raise EmbexpError("python -m embexp.lmeval needs lm-evaluation-harness: pip install -e '.[lmeval]'")
+    return cfg
+
+
+def task_manager(cfg: Config):
+    """lm-eval's TaskManager over ``include_path``, the folders of YAML files named in ``tasks`` (a file is then
+    asked for by its ``task:`` name) and lm-eval's own tasks, unless every task is a file (indexing lm-eval's
+    thousands of task files takes seconds)."""
+    import yaml
+    from lm_eval.tasks import TaskManager
+
+    names, folders = [], [cfg.include_path] if cfg.include_path else []
+    for t in cfg.tasks:
+        path = Path(str(t))
+        if path.suffix in (".yaml", ".yml"):
+            if not path.is_file():
+                raise EmbexpError(f"task file '{path}' does not exist")
+            folders.append(str(path.resolve().parent))
+            names.append(yaml.safe_load(path.read_text()).get("task") or path.stem)
+        else:
+            names.append(str(t))
+    files_only = all(Path(str(t)).suffix in (".yaml", ".yml") for t in cfg.tasks)
+    return TaskManager(include_path=folders or None, include_defaults=not files_only), names
+
+
+def run(cfg: Config) -> dict:
+    from lm_eval import simple_evaluate
+    from lm_eval.utils import make_table
+
+    from embexp.lmeval.model import EmbexpLM
+
+    manager, names = task_manager(cfg)
+    unknown = [n for n in names if n not in manager.all_tasks]
+    if unknown:
+        raise EmbexpError(f"unknown lm-eval task '{unknown[0]}' (lm-eval lists {len(manager.all_tasks)} tasks; "
+                          "a local YAML file or include_path adds others)")
+    lm = EmbexpLM(cfg.run_dir, batch_size=cfg.batch_size, cpu=cfg.cpu, trust_remote_code=cfg.trust_remote_code)
+    results = simple_evaluate(model=lm, tasks=names, task_manager=manager, limit=cfg.limit if cfg.limit > 0 else None,
+                              num_fewshot=cfg.num_fewshot if cfg.num_fewshot >= 0 else None, random_seed=cfg.seed,
+                              numpy_random_seed=cfg.seed, torch_random_seed=cfg.seed, fewshot_random_seed=cfg.seed)
+    print(f"embexp run {cfg.run_dir} ({lm.cfg.method.name} on {lm.cfg.model.name}), batch {lm.batch_size}")
+    print(make_table(results))
+    if cfg.output:
+        Path(cfg.output).write_text(json.dumps(results, indent=1, default=str) + "\n")
+    return results
+
+
+@cli.one_line_errors
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__.strip().replace("``", "") + "\n\n" + cli.usage("", Config).split("\n", 2)[2])
+        return
+    run(configure(argv))

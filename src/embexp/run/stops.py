@@ -1,0 +1,34 @@
+"""Signals that stop a training loop between optimizer steps: a preemption notice (SIGTERM, SIGUSR1) and
+Ctrl-C (SIGINT) alike. While training they only set a flag, read after each optimizer step, so the step
+finishes, its checkpoint is written and the run is marked ``interrupted`` (``run.loop.Trainer.fit``).
+A second Ctrl-C stops at once (KeyboardInterrupt; ``run.record.recording`` still marks the run
+``interrupted`` in one line)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+
+class stop_signals:  # noqa: N801 (used as a context manager, like contextlib's)
+    """Within the block the stop signals set the flag it yields; the previous handlers come back afterwards;
+    off the main thread (no signals there) it does nothing."""
+
+    SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGUSR1", "SIGINT") if hasattr(signal, name))
+
+    def __enter__(self) -> list[int]:
+        self.flag: list[int] = []
+        self.previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self.previous[sig] = signal.signal(sig, self._note)
+        return self.flag
+
+    def _note(self, signum, frame) -> None:
+        if signum == signal.SIGINT and signum in self.flag:
+            raise KeyboardInterrupt  # Ctrl-C twice: now, not after the step
+        self.flag.append(signum)
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The prepared GPU check (issue #44): python -m embexp.doctor on a machine that has only a PyTorch GPU image's
+# The prepared GPU check: python -m embexp.doctor on a machine that has only a PyTorch GPU image's
 # Python and a copy of this repository with its wheelhouse (make wheelhouse): no internet, no hub, no venv.
 #
 #   bash scripts/gpu_check.sh OUT [doctor key=value ...]      e.g. bash scripts/gpu_check.sh docs/gpu/h100

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A rehearsal of the prepared GPU check on this CPU, under the GPU node's conditions (issue #44): a fresh venv
+# A rehearsal of the prepared GPU check on this CPU, under the GPU node's conditions: a fresh venv
 # holding only the PyTorch GPU image's packages, embexp's other needs from a wheelhouse through pip --no-index,
 # no hub cache, and the papers' shapes shrunk so that a CPU runs them in about two minutes.
 #

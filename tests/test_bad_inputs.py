@@ -1,4 +1,4 @@
-"""Bad input at every entry point (issue 46): train, eval, judge, report, analyze and sweep, one table. Each case
+"""Bad input at every entry point: train, eval, judge, report, analyze and sweep, one table. Each case
 asserts the one error line (what it names), the exit status, that no traceback is printed and that nothing
 that looks like a complete record was written (no metrics.json where none was, a run's records unchanged)."""
 

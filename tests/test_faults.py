@@ -1,6 +1,6 @@
 """Faults a run meets, each ending in one line with nothing lost (issue 35): one owner per run directory
 (run/lock.py), a run killed with SIGKILL then resumed, a corrupt latest checkpoint, a write that fails
-halfway, unreadable records in a report, a stale lock, a full disk during any record write (issue 46: adapter,
+halfway, unreadable records in a report, a stale lock, a full disk during any record write (adapter,
 method.json, predictions, export, metrics). Every case checks the one line, the exit status,
 the status, that no traceback reaches the user and that no complete-looking record is wrong."""
 
@@ -311,7 +311,7 @@ def test_record_writes_are_one_line_errors_and_leave_the_old_file(tmp_path):
         os.chmod(d, 0o700)
 
 
-# ---- every record is written whole or not at all (issue 46) -------------------------------------------
+# ---- every record is written whole or not at all -------------------------------------------
 def disk_full(monkeypatch, target: str) -> None:
     """From the write of ``target`` on the disk is full: that write leaves half a file, and every later new file
     (the temporary file of any atomic write) fails too; a file rewritten in place still fits (its block)."""
@@ -358,7 +358,7 @@ def test_a_full_disk_during_any_record_write_is_one_line_status_failed_and_no_pa
     assert all(p.stat().st_size > 0 for p in d.rglob("*") if p.is_file() and p.name not in ("train.log", "run.lock"))
 
 
-# ---- Ctrl-C, a non-finite checkpoint, a huge row (issue 46) ---------------------------------------------
+# ---- Ctrl-C, a non-finite checkpoint, a huge row ---------------------------------------------
 def test_ctrl_c_during_training_checkpoints_its_step_and_marks_interrupted_in_one_line(tmp_path):
     import threading
 

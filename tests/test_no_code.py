@@ -1,4 +1,4 @@
-"""No code from a run directory (issue 46): a run whose config.yaml names a model folder with an ``auto_map``
+"""No code from a run directory: a run whose config.yaml names a model folder with an ``auto_map``
 (its own Python) and ``model.trust_remote_code: true`` is re-evaluated, judged and reported without that
 code ever running; only ``trust_remote_code=true`` on the command line runs it, with a warning line."""
 

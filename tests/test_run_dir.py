@@ -1,4 +1,4 @@
-"""A run directory you can trust (issue 46): one config per record (the fingerprint, no silent overwrite,
+"""A run directory you can trust: one config per record (the fingerprint, no silent overwrite,
 resume only of the same config), and reports that never average runs of different configs."""
 
 from __future__ import annotations

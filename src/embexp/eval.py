@@ -35,7 +35,7 @@ import embexp.tasks  # noqa: E402,F401
 
 
 def no_code(cfg, trust_remote_code: bool = False) -> None:
-    """A run directory never makes this machine run code (issue 46): its config's model.trust_remote_code and an
+    """A run directory never makes this machine run code: its config's model.trust_remote_code and an
     attention kernel from the hub (model.attn_implementation=<org>/<repo>) are honoured only where the command
     line says ``trust_remote_code=true``, and then with a warning line."""
     from embexp.core.cli import warn

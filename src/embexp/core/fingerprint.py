@@ -1,4 +1,4 @@
-"""A run's fingerprint: a hash of the config fields that define its result (issue 46).
+"""A run's fingerprint: a hash of the config fields that define its result.
 
 Every field of the resolved train config counts except the presentation fields of :data:`PRESENTATION`
 (progress bars, logging, trackers, where the run directory lives, free-text notes, how often a

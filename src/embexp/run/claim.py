@@ -1,4 +1,4 @@
-"""One config per run directory (issue 46): what a new run may do with the record it finds there.
+"""One config per run directory: what a new run may do with the record it finds there.
 
 A run directory records the fingerprint of the config that wrote it (``core.fingerprint``,
 ``fingerprint.json``). Before a run writes anything (under the lock of ``run.lock``), :func:`claim`

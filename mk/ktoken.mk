@@ -1,3 +1,4 @@
+##@ K-Token
 # K-Token Merging paper tables (k-token-merging.md; docs/methods_ktoken.md). Included by the top-level Makefile.
 #   make ktoken_table1                       run the missing cells of Table 1 (Textualized Tree), print the table
 #   make ktoken_table1 DRY_RUN=1             print the exact commands only
@@ -30,8 +31,14 @@ ktoken_ablation: install  ## K-Token Fig. 6: average vs random encoder init, tre
 ktoken_prefill: install  ## K-Token prefill time of a 2,048-token prompt, K=4 vs uncompressed (docs/benchmarks.md)
 	$(if $(DRY_RUN),@echo )$(PY) scripts/bench.py ktoken_prefill
 
-# Issue #25: does K-Token learn on real rows? (conf/sweep/ktoken/learning.yaml) K=2, K=4 and uncompressed LoRA
+# Does K-Token learn on real rows? (conf/sweep/ktoken/learning.yaml) K=2, K=4 and uncompressed LoRA
 # on the comparison's 600/272 split of the real SST-2 validation rows, SmolLM2, accuracy curves to 300 steps.
 .PHONY: ktoken_learning
-ktoken_learning: install  ## K-Token issue #25: K=2, K=4 and LoRA on 600 real SST-2 rows (SmolLM2), accuracy curves to 300 steps (K=2 also to 600)
+ktoken_learning: install  ## K-Token on real rows: K=2, K=4 and LoRA on 600 real SST-2 rows (SmolLM2), accuracy curves to 300 steps (K=2 also to 600)
 	$(if $(DRY_RUN),@)$(SWEEP) ktoken/learning
+
+.PHONY: ktoken_tables
+ktoken_tables: install  ## render every K-Token table from the runs that exist (never trains)
+	$(DRY)$(PY) -m embexp.report paper=ktoken table=all $(filter debug=%,$(EXTRA))
+
+tables:: ktoken_tables

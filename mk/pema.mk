@@ -1,3 +1,4 @@
+##@ PEMA
 # PEMA paper tables (pema.md; docs/pema.md). Included by the top-level Makefile.
 #   make pema_table2                                          Table 2 from tokenizers + stored configs (needs the hub)
 #   make pema_table2 PEMA_VOCAB_ARGS="models=[minilm] source=fixture"   offline: BERT WordPiece rows on the GLUE fixtures
@@ -36,6 +37,6 @@ pema_tables: install  ## render PEMA Tables 9 and 10 from existing runs and comp
 pema_fig2: install  ## PEMA Fig. 2: unique vs total tokens of each GLUE task with GPT-2's tokenizer, Heaps' law fit (PNG + md/json)
 	$(if $(DRY_RUN),@echo )$(PY) -m embexp.analyze vocab what=heaps tokenizer=openai-community/gpt2 out=$(or $(PEMA_OUT),tables/pema) $(PEMA_FIG2_ARGS)
 pema_bench: install  ## PEMA token-counting throughput (tokens/s) against collections.Counter
-	$(PY) scripts/bench.py pema_count
+	$(DRY)$(PY) scripts/bench.py pema_count
 
 tables:: pema_tables

@@ -1,3 +1,4 @@
+##@ ledger
 # The reproduction ledger, docs/reproduction.md (src/embexp/report/ledger/). Included by the top-level Makefile.
 #   make reproduction                                  every table cell of the five papers; the data rows say what they need
 #   make reproduction EMBEXP_DATA=../shared/data       + the rows computed from the real data (Table 2, 7, ... splits)
@@ -5,4 +6,4 @@
 # The file is generated: tests/test_reproduction.py fails when its data-free rows are not what the code renders.
 .PHONY: reproduction
 reproduction: install  ## the reproduction ledger docs/reproduction.md: every cell of the papers' tables, computed where a CPU can, else its GPU estimate, or the value of its finished runs (EMBEXP_DATA=... adds the data rows; LEDGER_RUNS=... where the runs are, default outputs)
-	$(PY) -m embexp.report paper=ledger $(if $(EMBEXP_DATA),data_dir=$(EMBEXP_DATA)) $(if $(LEDGER_RUNS),runs=$(LEDGER_RUNS))
+	$(DRY)$(PY) -m embexp.report paper=ledger $(if $(EMBEXP_DATA),data_dir=$(EMBEXP_DATA)) $(if $(LEDGER_RUNS),runs=$(LEDGER_RUNS))

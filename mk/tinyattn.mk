@@ -1,3 +1,4 @@
+##@ Tiny-Attention
 # Tiny-Attention paper tables (tiny-attention.md; docs/methods_tinyattn.md). Included by the top-level Makefile.
 #   make tinyattn_table8                       run the missing cells of Table 8 (GLUE dev, roberta-large, 1H and 4H), print the table
 #   make tinyattn_table8 DRY_RUN=1             print the exact commands only
@@ -13,6 +14,7 @@ FEWGLUE_DATA ?=
 TINYATTN_SWEEP = $(SWEEP) $(sweep_seeds) $(if $(SELECT_ON),select_on=$(SELECT_ON))
 
 .PHONY: tinyattn_table1 tinyattn_table2 tinyattn_table8 tinyattn_table10 tinyattn_table11 tinyattn_table12 tinyattn_params
+.PHONY: tinyattn_tables
 tinyattn_table1: install  ## Tiny-Attention Table 1: FewGLUE CB and RTE (32 rows), ALBERT-xxlarge, PET cloze prompts scored by the masked-LM head
 	$(if $(DRY_RUN),@)$(SWEEP) $(sweep_seeds) $(if $(FEWGLUE_DATA),fewglue_data="$(FEWGLUE_DATA)") tinyattn/table1
 tinyattn_table8: install  ## Tiny-Attention Table 8: GLUE dev, roberta-large, 1H (8 tasks) and 4H warm-started (CoLA RTE MRPC QNLI)
@@ -26,4 +28,8 @@ tinyattn_table11: install  ## Tiny-Attention Table 11: 4H with and without param
 tinyattn_table12: install  ## Tiny-Attention Table 12: 1H4D (head_dim 4) vs 1H (CoLA, RTE)
 	$(if $(DRY_RUN),@)$(TINYATTN_SWEEP) tinyattn/table12
 tinyattn_params: install  ## Tiny-Attention trainable parameters (1H, 4H, authors' MHA) on roberta(-base), ALBERT-xxlarge, MiniLM
-	$(PY) -m embexp.analyze params "models=[roberta,roberta_base,albert_xxlarge,minilm]" "methods=[tinyattn]"
+	$(DRY)$(PY) -m embexp.analyze params "models=[roberta,roberta_base,albert_xxlarge,minilm]" "methods=[tinyattn]"
+tinyattn_tables: install  ## render every Tiny-Attention table from the runs that exist (never trains)
+	$(DRY)$(PY) -m embexp.report paper=tinyattn table=all $(filter debug=%,$(EXTRA))
+
+tables:: tinyattn_tables

@@ -1,8 +1,7 @@
-"""Docs that match the code: generated config reference, YAML headers, README commands."""
+"""Docs that match the code: generated config reference, YAML headers, links (README commands: test_readme.py)."""
 
 from __future__ import annotations
 
-import importlib
 import re
 import subprocess
 import sys
@@ -46,15 +45,30 @@ def test_every_yaml_starts_with_the_command_that_uses_it():
             f"{p.relative_to(REPO)} lacks its command"
 
 
-def test_readme_commands_exist():
-    readme = (REPO / "README.md").read_text()
-    makefile = (REPO / "Makefile").read_text() + "".join(p.read_text() for p in (REPO / "mk").glob("*.mk"))
-    for target in set(re.findall(r"make ([a-z][\w-]*)", readme)):
-        assert re.search(rf"^{re.escape(target)}:", makefile, re.M), f"README names make {target}"
-    for mod in set(re.findall(r"python -m (embexp(?:\.\w+)?)", readme)):
-        importlib.import_module(mod)
-    for doc in set(re.findall(r"\]\((docs/[\w./-]+)\)", readme)):
-        assert (REPO / doc).is_file(), doc
+def slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_in_the_readme_and_docs_resolves():
+    """Every relative link of README.md and docs/ names a file (or folder) that exists, and its #anchor
+    a heading of that file."""
+    files = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    bad = []
+    for doc in files:
+        text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (doc.parent / path).resolve() if path else doc
+            if not dest.exists():
+                bad.append(f"{doc.relative_to(REPO)}: {target}")
+            elif anchor and dest.suffix == ".md":
+                headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", dest.read_text(), flags=re.S), re.M)
+                if anchor not in {slug(h) for h in headings}:
+                    bad.append(f"{doc.relative_to(REPO)}: {target} (no such heading)")
+    assert not bad, "links that do not resolve:\n" + "\n".join(bad)
 
 
 def test_no_merge_conflict_markers_in_tracked_files():

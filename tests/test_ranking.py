@@ -1,6 +1,6 @@
 """TinyTE's remaining studies of issue #15 owned here: the correlation between the value at p and the
 AUC (App. D, Figures 4 and 8), the §4.2 ranking table, Table 8 (low-robustness models), and the
-make targets behind them (tinyte_ranking, tinyte_fig4, table8, pema_fig2)."""
+make targets behind them (tinyte_ranking, tinyte_fig4, tinyte_table8, pema_fig2)."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def test_tinyte_full_on_tiny_gptj_identity_generate_and_export():
     assert out.shape[1] == ids.shape[1] + 4
 
 
-# ---- the sweeps: tinyte_ranking and table8 ---------------------------------------------------------
+# ---- the sweeps: tinyte_ranking and tinyte_table8 ----------------------------------------------------
 def test_ranking_sweep_composes_five_rankings_per_seed():
     *cmds, report = command_lines("tinyte/ranking", ["seeds=0 1"])
     assert len(cmds) == 5 * 2
@@ -234,7 +234,7 @@ def test_make_targets_dry_run():
     cmds = make_dry("tinyte_ranking", "EXTRA=debug=smoke")
     assert len(cmds) == 6 and cmds[-1][1:] == ["-m", "embexp.report", "table=ranking", "debug=smoke"]
     assert all(c[-1] == "debug=smoke" and "experiment=tinyte_half_cnndm" in c for c in cmds[:-1])
-    cmds = make_dry("table8", "EXTRA=debug=smoke")
+    cmds = make_dry("tinyte_table8", "EXTRA=debug=smoke")
     assert cmds[-1][1:] == ["-m", "embexp.report", "table=8", "debug=smoke"] and len(cmds) == 3 * 2 + 1 + 1
     assert make_dry("tinyte_fig4", "EXTRA=debug=smoke output_root=/tmp/x")[0][1:] == [
         "-m", "embexp.analyze", "correlation", "tasks=[wmt16,cnndm]", "debug=smoke", "runs=/tmp/x/analysis/ablation"]

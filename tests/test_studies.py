@@ -1,5 +1,5 @@
 """TinyTE analyses and the paper-table machinery: embedding ablation (Eq. 6), length buckets,
-the trainable-parameter table, the report, and the sweeps behind `make table<n>`."""
+the trainable-parameter table, the report, and the sweeps behind `make tinyte_table<n>`."""
 
 from __future__ import annotations
 
@@ -340,7 +340,7 @@ def printed(target: str, extra: str = "debug=smoke") -> list[list[str]]:
 
 @pytest.mark.serial
 def test_make_dry_run_commands_compose_and_name_existing_configs():
-    cmds = printed("table1")
+    cmds = printed("tinyte_table1")
     assert len(cmds) == 31 and cmds[-1][1:4] == ["-m", "embexp.report", "table=1"] and "debug=smoke" in cmds[-1]
     for cmd in cmds[:-1]:
         assert cmd[1:3] == ["-m", "embexp.train"] and cmd[-1] == "debug=smoke"
@@ -380,13 +380,13 @@ def test_every_sweep_names_existing_experiments_that_compose():
 
 @pytest.mark.serial
 def test_table9_dry_run_and_table10_nli_rows_only_with_a_judge():
-    cmds = printed("table9")
+    cmds = printed("tinyte_table9")
     assert len(cmds) == 7 and cmds[-1][1:4] == ["-m", "embexp.report", "table=9"]
     for cmd in cmds[:-1]:
         assert cmd[1:4] == ["-m", "embexp.analyze", "ablation"] and cmd[-1] == "debug=smoke"
         assert "sorting=random" in cmd and "metric=nli" in cmd and "judge.model=google/t5_xxl_true_nli_mixture" in cmd
         OmegaConf.merge(OmegaConf.structured(ablation.Config), OmegaConf.from_dotlist([a for a in cmd if "=" in a]))
-    assert all("metric=" not in " ".join(c) for c in printed("table10"))
+    assert all("metric=" not in " ".join(c) for c in printed("tinyte_table10"))
     with_judge = [c for c in sweep.command_lines("tinyte/table10",
                                                  ["models=gemma2", "nli_judge=tiny_llama"]) if "ablation" in c]
     assert with_judge and all(c[-2:] == ["metric=both", "judge.model=tiny_llama"] for c in with_judge)
@@ -395,9 +395,9 @@ def test_table9_dry_run_and_table10_nli_rows_only_with_a_judge():
 @pytest.mark.serial
 @pytest.mark.slow
 def test_make_table9_runs_offline_with_a_tiny_judge(tmp_path):
-    """make table9 EXTRA="debug=smoke ..." NLI_JUDGE=tiny_llama, one model: ablations + report, offline."""
+    """make tinyte_table9 EXTRA="debug=smoke ..." NLI_JUDGE=tiny_llama, one model: ablations + report, offline."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-    r = subprocess.run(["make", "-s", "table9", "MODELS=gemma2", "NLI_JUDGE=tiny_llama", f"PY={sys.executable}",
+    r = subprocess.run(["make", "-s", "tinyte_table9", "MODELS=gemma2", "NLI_JUDGE=tiny_llama", f"PY={sys.executable}",
                         f"EXTRA=debug=smoke output_root={tmp_path} ps=[0.0,0.5] n_samples=3 progress=false"],
                        cwd=ROOT, env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -412,9 +412,9 @@ def test_make_table9_runs_offline_with_a_tiny_judge(tmp_path):
 @pytest.mark.serial
 @pytest.mark.slow
 def test_every_table1_command_runs_offline_with_debug_smoke(tmp_path):
-    """The acceptance check: every command `make table1 DRY_RUN=1` prints, with debug=smoke, runs."""
+    """The acceptance check: every command `make tinyte_table1 DRY_RUN=1` prints, with debug=smoke, runs."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-    cmds = printed("table1", f"debug=smoke output_root={tmp_path}")
+    cmds = printed("tinyte_table1", f"debug=smoke output_root={tmp_path}")
     for cmd in cmds:
         subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True)
     text = (tmp_path / "tables" / "tinyte" / "table1.md").read_text()

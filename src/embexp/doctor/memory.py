@@ -1,5 +1,5 @@
 """Check 3, memory: one training step per method, through the real loop (``run.build.build`` +
-``Trainer``), measured against the formula of the README's Llama-3.1-8B table.
+``Trainer``), measured against the formula of docs/running.md's Llama-3.1-8B table.
 
 Formula (one process, no activation checkpointing; T tokens of the padded micro-batch, L layers,
 hidden size h, FFN width i, vocabulary V, s bytes per activation element: 2 under bf16, 4 in fp32):

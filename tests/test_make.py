@@ -1,0 +1,100 @@
+"""`make help` and DRY_RUN=1: every target listed prints what it would run and writes nothing.
+
+The targets run against a stand-in venv whose `python` and `pip` only record their arguments, so the
+test starts no Python of embexp and reads in a second: a recipe line that DRY_RUN=1 does not echo
+shows up as a recorded call. The one call allowed is a sweep's own dry run (`-m embexp.sweep
+--dry-run`), which prints its commands and writes nothing (tests/test_sweep.py holds its output).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+WRITTEN = ("outputs", "multirun", "tables", "wheelhouse")  # what the targets write when they run
+GROUPS = ["setup", "tests and checks", "a GPU node without internet", "every paper", "TinyTE", "PEMA", "PETE",
+          "Tiny-Attention", "K-Token", "comparison", "ledger"]
+
+
+def make(*args: str, venv: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in (env or os.environ).items() if not k.startswith("MAKE")}
+    venv_args = [f"VENV={venv}"] if venv else []
+    return subprocess.run(["make", "-s", "--no-print-directory", *args, *venv_args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def help_groups(text: str) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if line and not line.startswith(" "):
+            groups[line] = []
+        elif line.startswith("  "):
+            groups[list(groups)[-1]].append(line.split()[0])
+    return groups
+
+
+@pytest.fixture(scope="module")
+def stub_venv(tmp_path_factory) -> Path:
+    """A venv whose python and pip append their arguments to $STUB_LOG, one call per line."""
+    venv = tmp_path_factory.mktemp("venv")
+    (venv / "bin").mkdir()
+    for tool in ("python", "pip", "accelerate"):
+        exe = venv / "bin" / tool
+        exe.write_text(f'#!/bin/sh\necho "{tool} $*" >> "$STUB_LOG"\necho "{tool} $*"\n')
+        exe.chmod(0o755)
+    (venv / ".installed").touch()  # newer than pyproject.toml: install has nothing to do
+    return venv
+
+
+def written() -> dict:
+    """Tracked files' state and every file under the folders the targets write."""
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True).stdout
+    return {"git": status, **{d: sorted(map(str, (REPO / d).rglob("*"))) for d in WRITTEN}}
+
+
+@pytest.mark.serial
+def test_help_groups_every_target_by_paper(stub_venv):
+    r = make("help", venv=stub_venv)
+    assert r.returncode == 0, r.stderr
+    groups = help_groups(r.stdout)
+    assert list(groups) == GROUPS
+    assert all(t.startswith("tinyte_") for t in groups["TinyTE"]) and "tinyte_table1" in groups["TinyTE"]
+    for group, prefix in (("PEMA", "pema_"), ("PETE", "pete_"), ("Tiny-Attention", "tinyattn_"),
+                          ("K-Token", "ktoken_")):
+        assert groups[group] and all(t.startswith(prefix) for t in groups[group]), group
+    makefiles = (REPO / "Makefile").read_text() + "".join(p.read_text() for p in (REPO / "mk").glob("*.mk"))
+    assert not re.search(r"(?m)^table\d+:", makefiles)  # the TinyTE tables carry their paper's prefix
+    assert not re.search(r"#\d+|[Ii]ssue \d+", makefiles)  # target texts say what, not which issue
+
+
+@pytest.mark.serial
+def test_make_tables_renders_every_paper_and_never_trains(stub_venv, tmp_path):
+    env = dict(os.environ, STUB_LOG=str(tmp_path / "calls"))
+    r = make("tables", "DRY_RUN=1", venv=stub_venv, env=env)
+    assert r.returncode == 0, r.stderr
+    papers = {m.group(1) or m.group(2) for m in re.finditer(r"-m embexp\.report (?:paper=(\w+)|table=(all))", r.stdout)}
+    papers |= set(re.findall(r"--dry-run .* (\w+)/tables$", r.stdout, re.M))  # pema_tables: a sweep (Tables 2-4)
+    assert {p.replace("all", "tinyte") for p in papers} == {"tinyte", "pema", "pete", "tinyattn", "ktoken"}
+    assert "embexp.train" not in r.stdout
+
+
+@pytest.mark.serial
+def test_every_target_honours_dry_run(stub_venv, tmp_path):
+    log = tmp_path / "calls"
+    env = dict(os.environ, STUB_LOG=str(log))
+    targets = [t for ts in help_groups(make("help", venv=stub_venv).stdout).values() for t in ts]
+    assert len(targets) > 50
+    before = written()
+    for target in targets:
+        log.write_text("")
+        r = make(target, "DRY_RUN=1", venv=stub_venv, env=env)
+        assert r.returncode == 0, f"make {target} DRY_RUN=1: {r.stderr}"
+        assert r.stdout.strip() or target == "install", f"make {target} DRY_RUN=1 prints nothing"
+        ran = [c for c in log.read_text().splitlines() if not ("-m embexp.sweep" in c and "--dry-run" in c)]
+        assert not ran, f"make {target} DRY_RUN=1 ran {ran}"
+        assert written() == before, f"make {target} DRY_RUN=1 wrote files"

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 from embexp.core.config import f
-from embexp.report.ledger.core import Row, bucket, bucket_labels
+from embexp.report.ledger.core import Compute, Row, bucket, bucket_labels
 from embexp.report.ledger.papers import COMMAND, MODULES, PAPERS, TABLES  # noqa: F401  (COMMAND: the ledger's API)
 
 
@@ -55,11 +55,30 @@ def table_key(name: str) -> tuple:
 
 
 def paper_rows(paper: str) -> list[Row]:
-    """The rows of one paper, table by table (``table_key``); the estimates they share are numbered
-    (<paper>-E1, ...) in order of first use."""
+    """The rows of one paper: its printed cells (ledger/printed/<paper>.csv) joined by id with how embexp
+    computes each (its rows modules' ``computes()``), table by table (``table_key``); the estimates they
+    share are numbered (<paper>-E1, ...) in order of first use."""
     import importlib
 
-    found = [r for m in MODULES[paper] for r in importlib.import_module(f"embexp.report.ledger.{m}").rows()]
+    from embexp.report.ledger import sheet
+
+    if not sheet.path(paper).is_file():  # a paper whose rows are still written as code
+        found = [r for m in MODULES[paper] for r in importlib.import_module(f"embexp.report.ledger.{m}").rows()]
+    else:
+        computes: dict = {}
+        for m in MODULES[paper]:
+            for rid, c in importlib.import_module(f"embexp.report.ledger.{m}").computes().items():
+                if rid in computes:
+                    raise ValueError(f"ledger: {rid} is computed twice ({m})")
+                computes[rid] = c
+        cells = sheet.read(paper)
+        unknown = set(computes) - {c["id"] for c in cells}
+        if unknown:
+            raise ValueError(f"ledger: computed but not in {sheet.path(paper).name}: {', '.join(sorted(unknown))}")
+        found = [Row(**c, **vars(computes.get(c["id"], Compute()))) for c in cells]
+        idle = [r.id for r in found if r.data_free and r.ours is None]
+        if idle:
+            raise ValueError(f"ledger: {', '.join(idle)} say nothing of how embexp computes them")
     rows = sorted(found, key=lambda r: table_key(r.table))
     refs: dict = {}
     for r in rows:

@@ -149,6 +149,18 @@ class Row:
         return not (self.data or self.gpu or self.hub or self.absent)
 
 
+@dataclass(frozen=True)
+class Compute:
+    """How embexp gets one row's value: the code half of a row, keyed by the row's id in its paper's
+    data file (ledger/sheet.py), which holds the printed half. ``ours``, ``data``, ``gpu`` and ``measure``
+    are the Row's fields of the same names."""
+
+    ours: Optional[Callable[[Optional[Path]], object]] = None
+    data: tuple = ()
+    gpu: object = None
+    measure: Optional[Callable[[object], list]] = None
+
+
 @dataclass
 class Outcome:
     status: str

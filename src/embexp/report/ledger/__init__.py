@@ -75,7 +75,7 @@ def paper_rows(paper: str) -> list[Row]:
         unknown = set(computes) - {c["id"] for c in cells}
         if unknown:
             raise ValueError(f"ledger: computed but not in {sheet.path(paper).name}: {', '.join(sorted(unknown))}")
-        found = [Row(**c, **vars(computes.get(c["id"], Compute()))) for c in cells]
+        found = [Row(**{k: c[k] for k in sheet.ROW}, **vars(computes.get(c["id"], Compute()))) for c in cells]
         idle = [r.id for r in found if r.data_free and r.ours is None]
         if idle:
             raise ValueError(f"ledger: {', '.join(idle)} say nothing of how embexp computes them")

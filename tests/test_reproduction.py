@@ -1,7 +1,9 @@
-"""The reproduction ledger (docs/reproduction.md, src/embexp/report/ledger/): every data-free row is a
-test against the paper's printed number at the printed precision (or, for a row that differs for a
-stated reason or that the paper does not print, against the value the row records, so any drift
-fails); the rows that read EMBEXP_DATA skip without it; the committed file is what the code renders."""
+"""The reproduction ledger (docs/reproduction.md, src/embexp/report/ledger/): each paper's printed cells are a
+data file (ledger/printed/<paper>.csv) joined by id with the code that computes embexp's value; every row of
+those files that computes is one case of one test, against the paper's printed number at the printed
+precision (or, for a row that differs for a stated reason or that the paper does not print, against the
+value the row records, so any drift fails); the rows that read EMBEXP_DATA skip without it; the committed
+file is what the code renders."""
 
 from __future__ import annotations
 
@@ -12,13 +14,15 @@ import pytest
 
 from conftest import DATA
 from embexp.report import ledger
-from embexp.report.ledger import markdown
-from embexp.report.ledger.core import Row, compare, decide, missing_files, printed
+from embexp.report.ledger import markdown, sheet
+from embexp.report.ledger.core import KINDS, Row, compare, decide, missing_files, printed
 
 REPO = Path(__file__).resolve().parents[1]
 ROWS = [r for rows in ledger.all_rows().values() for r in rows]  # building the rows computes nothing
-FREE = [r for r in ROWS if r.data_free]
-DATA_ROWS = [r for r in ROWS if r.data and not (r.gpu or r.hub or r.absent)]
+BY_ID = {r.id: r for r in ROWS}
+# the cases: every row of the data files that embexp computes (on a CPU, from the code or the real data)
+CELLS = [BY_ID[c["id"]] for p in ledger.PAPERS for c in sheet.read(p)]
+COMPUTED = [r for r in CELLS if not (r.gpu or r.hub or r.absent)]
 
 
 def check(row: Row, out) -> None:
@@ -35,19 +39,53 @@ LEDGER = pytest.mark.xdist_group("ledger")
 
 
 @LEDGER
-@pytest.mark.parametrize("row", FREE, ids=lambda r: r.id)
-def test_a_data_free_row_is_the_paper_s_number_or_its_recorded_value(row):
-    check(row, decide(row, None))
+@pytest.mark.parametrize("row", COMPUTED, ids=lambda r: r.id)
+def test_a_printed_cell_is_ours_at_its_precision_or_its_recorded_value(row):
+    if row.data:
+        if DATA is None:
+            pytest.skip("EMBEXP_DATA is unset")
+        gone = missing_files(row, DATA)
+        if gone:
+            pytest.skip(f"no {gone[0]} under EMBEXP_DATA")
+    check(row, decide(row, DATA if row.data else None))
 
 
-@pytest.mark.parametrize("row", DATA_ROWS, ids=lambda r: r.id)
-def test_a_data_row_is_the_paper_s_number_or_its_recorded_value(row):
-    if DATA is None:
-        pytest.skip("EMBEXP_DATA is unset")
-    gone = missing_files(row, DATA)
-    if gone:
-        pytest.skip(f"no {gone[0]} under EMBEXP_DATA")
-    check(row, decide(row, DATA))
+def test_each_paper_s_printed_cells_are_a_data_file_that_ships_with_the_package():
+    assert sorted(p.stem for p in sheet.DIR.glob("*.csv")) == sorted(ledger.PAPERS)
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    assert '[tool.setuptools.package-data]' in pyproject and '"embexp.report.ledger" = ["printed/*.csv"]' in pyproject
+    for paper in ledger.PAPERS:
+        cells = sheet.read(paper)
+        ids = [c["id"] for c in cells]
+        assert len(ids) == len(set(ids)) and all(i.startswith(paper + ".") for i in ids), paper
+        assert all(c["kind"] in KINDS for c in cells), paper
+        # a formula row carries the printed numbers it applies the formula to; no other row has inputs
+        assert all(bool(c["inputs"]) == (c["kind"] == "formula") for c in cells), paper
+        # a recorded value goes with a reason, or with a cell the paper does not print
+        assert all(c["reason"] or c["paper"] in ("—", "") for c in cells if c["expected"]), paper
+
+
+def test_a_row_computes_or_says_what_it_needs_and_the_code_keeps_no_printed_cell():
+    import importlib
+    import inspect
+
+    for r in CELLS:
+        assert (r.ours is not None) + bool(r.gpu or r.hub or r.absent) == 1, r.id
+        assert r.ours is None or not (r.hub or r.absent), r.id
+    for paper, modules in ledger.MODULES.items():
+        for m in modules:
+            source = inspect.getsource(importlib.import_module(f"embexp.report.ledger.{m}"))
+            assert "Row(" not in source and "def computes()" in source, m
+
+
+def test_a_computed_id_missing_from_the_data_file_is_an_error(monkeypatch):
+    from embexp.report.ledger import pete
+    from embexp.report.ledger.core import Compute
+
+    real = pete.computes
+    monkeypatch.setattr(pete, "computes", lambda: {**real(), "pete.t2.typo": Compute(lambda _d: 1)})
+    with pytest.raises(ValueError, match="computed but not in pete.csv: pete.t2.typo"):
+        ledger.paper_rows("pete")
 
 
 def measured(row: Row, text: str) -> bool:
@@ -84,7 +122,7 @@ def test_the_committed_ledger_is_what_the_code_renders():
 def test_a_committed_gpu_row_may_show_its_runs_value():
     from embexp.report.ledger.core import Outcome
 
-    r = next(r for r in ROWS if r.id == "tinyte.t1.gemma2.tinyte-full.cnndm")
+    r = BY_ID["tinyte.t1.gemma2.tinyte-full.cnndm"]
     line = markdown.line(r, Outcome("measured", "31.00", "measured: differs by 1.22; GPU estimate ≈ 6.5 GPU-h"))
     assert measured(r, f"x\n{line}\n") and not measured(r, line.replace("measured", "computed"))
     assert not measured(dataclasses.replace(r, measure=None), line)
@@ -170,7 +208,7 @@ def test_an_estimate_is_arithmetic_that_adds_up():
 
 
 def test_an_equal_row_says_what_it_rests_on_and_the_summary_counts_each_kind_apart():
-    from embexp.report.ledger.core import KINDS, Outcome
+    from embexp.report.ledger.core import Outcome
     from embexp.report.ledger.markdown import summary
 
     kinds = {r.id: r.kind for r in ROWS}
@@ -193,7 +231,7 @@ def test_the_ledger_s_four_honesty_points():
     each calibrated LoRA count has PEFT's default-target count beside it."""
     import yaml
 
-    by_id = {r.id: r for r in ROWS}
+    by_id = BY_ID
     xnli = by_id["pema.t8.learning_rate_peak.pema_xnli"]
     assert decide(xnli).status == "unprinted" and "inferred" in xnli.cell
     seeds = yaml.safe_load((REPO / "conf" / "sweep" / "tinyattn" / "table1.yaml").read_text())["vars"]["seeds"]

@@ -13,7 +13,9 @@ GPU-hours and peak memory, stated as arithmetic: ledger/gpu.py), data (``EMBEXP_
 or a method embexp does not have. The GPU rows that are metrics of one run set read the finished runs
 under ``runs`` (default outputs, where the table targets write) through the paper's report module
 (ledger/measured.py, ledger/lookups.py): the measured value and its status, the estimate beside it.
-One rows module per paper; ``make reproduction`` runs this.
+Each paper's printed cells are data, ledger/printed/<paper>.csv (ledger/sheet.py: the paper's value as
+printed, the kind of check, the reason for a difference); its rows modules (papers.MODULES) hold only
+what computes embexp's values, keyed by the same ids (``computes()``). ``make reproduction`` runs this.
 The file is generated: never edit it by hand (tests/test_reproduction.py checks it is current).
 """
 
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Optional
 
 from embexp.core.config import f
-from embexp.report.ledger.core import Row, bucket, bucket_labels
+from embexp.report.ledger.core import Compute, Row, bucket, bucket_labels
 from embexp.report.ledger.papers import COMMAND, MODULES, PAPERS, TABLES  # noqa: F401  (COMMAND: the ledger's API)
 
 
@@ -55,11 +57,27 @@ def table_key(name: str) -> tuple:
 
 
 def paper_rows(paper: str) -> list[Row]:
-    """The rows of one paper, table by table (``table_key``); the estimates they share are numbered
-    (<paper>-E1, ...) in order of first use."""
+    """The rows of one paper: its printed cells (ledger/printed/<paper>.csv) joined by id with how embexp
+    computes each (its rows modules' ``computes()``), table by table (``table_key``); the estimates they
+    share are numbered (<paper>-E1, ...) in order of first use."""
     import importlib
 
-    found = [r for m in MODULES[paper] for r in importlib.import_module(f"embexp.report.ledger.{m}").rows()]
+    from embexp.report.ledger import sheet
+
+    computes: dict = {}
+    for m in MODULES[paper]:
+        for rid, c in importlib.import_module(f"embexp.report.ledger.{m}").computes().items():
+            if rid in computes:
+                raise ValueError(f"ledger: {rid} is computed twice ({m})")
+            computes[rid] = c
+    cells = sheet.read(paper)
+    unknown = set(computes) - {c["id"] for c in cells}
+    if unknown:
+        raise ValueError(f"ledger: computed but not in {sheet.path(paper).name}: {', '.join(sorted(unknown))}")
+    found = [Row(**{k: c[k] for k in sheet.ROW}, **vars(computes.get(c["id"], Compute()))) for c in cells]
+    idle = [r.id for r in found if r.data_free and r.ours is None]
+    if idle:
+        raise ValueError(f"ledger: {', '.join(idle)} say nothing of how embexp computes them")
     rows = sorted(found, key=lambda r: table_key(r.table))
     refs: dict = {}
     for r in rows:

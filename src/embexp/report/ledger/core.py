@@ -2,7 +2,8 @@
 
 A row is one cell of a paper's table (or a group of cells one run set produces, for the rows that
 need a GPU): the paper's value as printed, a function computing embexp's, the command a user runs
-for it, and what it needs. Its status:
+for it, and what it needs. Its printed half (id, cell, value, kind, reason, command) is a line of the
+paper's data file (ledger/sheet.py), its code half a ``Compute`` keyed by the same id. Its status:
 
 - ``equal``: ours, rendered at the paper's printed precision ("176K" -> thousands, "54.9" -> one
   decimal, "8.9M" -> 0.1M, "1e-8" -> the number itself), is the printed text;
@@ -147,6 +148,18 @@ class Row:
     @property
     def data_free(self) -> bool:
         return not (self.data or self.gpu or self.hub or self.absent)
+
+
+@dataclass(frozen=True)
+class Compute:
+    """How embexp gets one row's value: the code half of a row, keyed by the row's id in its paper's
+    data file (ledger/sheet.py), which holds the printed half. ``ours``, ``data``, ``gpu`` and ``measure``
+    are the Row's fields of the same names."""
+
+    ours: Optional[Callable[[Optional[Path]], object]] = None
+    data: tuple = ()
+    gpu: object = None
+    measure: Optional[Callable[[object], list]] = None
 
 
 @dataclass

@@ -1,36 +1,17 @@
 """K-Token Merging (papers/k-token-merging.md): the P–L scores of Tables 1–3 by embexp's Eq. 3/4 from
 the paper's own performance and length reduction (a check of the formula, not a re-run), the
 Textualized Tree's sizes and majority class from the project's generator (src/embexp/tasks/tree.py),
-the merging encoder's size; accuracy, perplexity and the measured reductions need a GPU."""
+the merging encoder's size; accuracy, perplexity and the measured reductions need a GPU. The printed
+cells (and the P–L formula's printed inputs) are ledger/printed/ktoken.csv."""
 
 from __future__ import annotations
 
 import random
 from functools import lru_cache
 
-from embexp.report.ledger import measure
-from embexp.report.ledger.core import Row
+from embexp.report.ledger import measure, sheet
+from embexp.report.ledger.core import Compute
 
-COLS = ("Uncompressed", "SelectiveContext", "LLMLingua2", "LTSC", "2-Token", "3-Token", "4-Token")
-# table: (performance, length reduction %, P–L) per column, as printed
-PAPER = {
-    "Table 1": (
-        (99.97, 90.43, 82.17, 99.68, 99.91, 98.63, 98.38),
-        (0.0, 52.5, 27.0, 27.1, 50.0, 66.7, 75.0),
-        ("0.000", "0.664", "0.406", "0.426", "0.666", "0.796", "0.851"),
-    ),
-    "Table 2": (
-        (93.54, 91.30, 91.49, 93.48, 92.51, 92.23, 91.05),
-        (0.0, 44.6, 51.0, 0.1, 50.0, 66.7, 75.0),
-        ("0.000", "0.599", "0.655", "0.002", "0.649", "0.774", "0.822"),
-    ),
-    "Table 3": (
-        (1.293, 1.380, 1.381, 1.296, 1.343, 1.382, 1.391),
-        (0.0, 39.9, 30.0, 17.2, 50.0, 66.7, 75.0),
-        ("0.000", "0.560", "0.454", "0.293", "0.658", "0.779", "0.830"),
-    ),
-}
-TASKS = {"Table 1": "Textualized Tree", "Table 2": "Amazon Reviews", "Table 3": "CommitPackFT"}
 # the paper-sized stage of make ktoken_table1 (conf/sweep/ktoken/table1.yaml, tree=paper): trees generated per
 # stage (the held-out gate trees included), gate trees, test trees, questions asked per tree
 TREES, GATE, TEST, PAIRS = 500_000, 10_000, 10_000, 5
@@ -52,34 +33,13 @@ NOTES = {
 }
 
 
-def pl(table: str, i: int) -> float:
+def pl(rid: str) -> float:
+    """A P–L cell by Eq. 3 (accuracy, reduction) or Eq. 4 (perplexity, the uncompressed one, reduction) from
+    the paper's printed inputs (the row's ``inputs``)."""
     from embexp.tasks.metrics import pl_from_accuracy, pl_from_perplexity
 
-    perf, red, _ = PAPER[table]
-    if table == "Table 3":
-        return pl_from_perplexity(perf[i], perf[0], red[i])
-    return pl_from_accuracy(perf[i], red[i])
-
-
-def pl_rows() -> list[Row]:
-    out = []
-    for table, (perf, red, printed) in PAPER.items():
-        fn = "pl_from_perplexity" if table == "Table 3" else "pl_from_accuracy"
-        for i, col in enumerate(COLS):
-            args = f"{perf[i]}, {perf[0]}, {red[i]}" if table == "Table 3" else f"{perf[i]}, {red[i]}"
-            cmd = f"python -c 'from embexp.tasks.metrics import {fn}; print({fn}({args}))'"
-            out.append(
-                Row(
-                    f"ktoken.t{table[-1]}.{col.lower()}.pl",
-                    table,
-                    f"{col}: P–L ({TASKS[table]})",
-                    printed[i],
-                    cmd,
-                    lambda _d, t=table, i=i: pl(t, i),
-                    kind="formula",
-                )
-            )
-    return out
+    args = sheet.inputs("ktoken", rid)
+    return pl_from_perplexity(*args) if rid.startswith("ktoken.t3.") else pl_from_accuracy(*args)
 
 
 @lru_cache(maxsize=None)
@@ -125,55 +85,15 @@ def questions(stage: str, trees: int) -> float:
     return trees * per
 
 
-def tree_rows_() -> list[Row]:
+def tree_computes() -> dict:
     from embexp.tasks.tree import STAGES
 
-    t = "§4.2 Textualized Tree"
-    cmd = (
-        "python -m embexp.train task=tree task.subset=x3large task.num_train_trees=500000 task.num_eval_trees=10000 "
-        "task.max_pairs_per_tree=5 task.select_size=10000 (n_train_examples, n_eval_examples)"
-    )
-    out = [
-        Row(
-            "ktoken.tree.x3large.train",
-            t,
-            "x3large: training samples",
-            "2.45 million",
-            cmd,
-            lambda _d: questions("x3large", TREES - GATE),
-            kind="construction",
-        ),
-        Row(
-            "ktoken.tree.x3large.test",
-            t,
-            "x3large: test samples",
-            "50 thousand",
-            cmd,
-            lambda _d: questions("x3large", TEST),
-            kind="construction",
-        ),
-    ]
-    expected = {
-        "small": "64.5%",
-        "xsmall": "74.0%",
-        "medium": "85.2%",
-        "xmedium": "92.0%",
-        "large": "94.4%",
-        "x3large": "99.5%",
+    out = {
+        "ktoken.tree.x3large.train": Compute(lambda _d: questions("x3large", TREES - GATE)),
+        "ktoken.tree.x3large.test": Compute(lambda _d: questions("x3large", TEST)),
     }
     for stage in STAGES:
-        out.append(
-            Row(
-                f"ktoken.tree.{stage}.majority",
-                t,
-                f"{stage}: majority class ('false'), share of the questions",
-                "—",
-                f"python -m embexp.train task=tree task.subset={stage} task.max_pairs_per_tree=5 "
-                "(metrics: majority_baseline)",
-                lambda _d, s=stage: 100 * stage_sample(s)["false"],
-                expected=expected[stage],
-            )
-        )
+        out[f"ktoken.tree.{stage}.majority"] = Compute(lambda _d, s=stage: 100 * stage_sample(s)["false"])
     return out
 
 
@@ -188,37 +108,8 @@ def encoder_mb(k: int) -> float:
     return 4 * sum(p.numel() for p in enc.parameters()) / 1e6
 
 
-def other_rows() -> list[Row]:
-    return [
-        Row(
-            "ktoken.s31.encoder.mb",
-            "§3.1 (text)",
-            "merging encoder (MLP): size",
-            "roughly 50 MB",
-            "python -c 'from embexp.report.ledger.ktoken import encoder_mb; print(encoder_mb(2))'",
-            lambda _d: encoder_mb(2),
-            "the paper names neither K nor the dtype: K=2 in fp32 (14,456,960 parameters) is the nearest; K=3: 125 MB, "
-            "K=4: 167 MB in fp32, half in bf16",
-            "roughly 58 MB",
-        ),
-        Row(
-            "ktoken.s42.amazon.sizes",
-            "§4.2 (text)",
-            "Amazon Fashion: 2.45 million training / 50 thousand test samples",
-            "2.45 million / 50 thousand",
-            "python -m embexp.train task=amazon (n_train_examples)",
-            hub="McAuley-Lab/Amazon-Reviews-2023 raw_review_Amazon_Fashion (../shared/data has Alexa reviews only)",
-        ),
-        Row(
-            "ktoken.s42.commitpack.sizes",
-            "§4.2 (text)",
-            "CommitPackFT python: 50.4 thousand training / 5 thousand test",
-            "50.4 thousand / 5 thousand",
-            "python -m embexp.train task=commitpack (n_train_examples)",
-            hub="bigcode/commitpackft python",
-        ),
-    ]
-
-
-def rows() -> list[Row]:
-    return pl_rows() + tree_rows_() + other_rows()
+def computes() -> dict:
+    cols = ("uncompressed", "selectivecontext", "llmlingua2", "ltsc", "2-token", "3-token", "4-token")
+    ids = [f"ktoken.t{t}.{col}.pl" for t in "123" for col in cols]
+    pls = {rid: Compute(lambda _d, rid=rid: pl(rid)) for rid in ids}
+    return {**pls, **tree_computes(), "ktoken.s31.encoder.mb": Compute(lambda _d: encoder_mb(2))}

@@ -1,22 +1,23 @@
 """K-Token Merging (papers/k-token-merging.md): accuracy, perplexity and the measured length reduction of
 Tables 1–3 and Fig. 6, which need a GPU: Qwen2.5-0.5B with LoRA (r=4, on every projection and lm_head),
-one epoch, AdamW 1e-4, bf16, three seeds per column (the paper reports the best of three)."""
+one epoch, AdamW 1e-4, bf16, three seeds per column (the paper reports the best of three). The printed
+cells are ledger/printed/ktoken.csv."""
 
 from __future__ import annotations
 
 from embexp.report.ledger import lookups, measure
-from embexp.report.ledger.core import Row
+from embexp.report.ledger.core import Compute
 from embexp.report.ledger.gpu import Run, Work
 from embexp.report.ledger.runs import estimate
 
-COLS = {"uncompressed": 1.0, "selective_context": None, "llmlingua2": None, "k2": 2.0, "k3": 3.0, "k4": 4.0}
-LABELS = {
-    "uncompressed": "Uncompressed",
-    "selective_context": "SelectiveContext",
-    "llmlingua2": "LLMLingua2",
-    "k2": "2-Token",
-    "k3": "3-Token",
-    "k4": "4-Token",
+# each column's label and the prompt compression its run gets (None: a token-dropping baseline's rate, below)
+COLS = {
+    "uncompressed": ("Uncompressed", 1.0),
+    "selective_context": ("SelectiveContext", None),
+    "llmlingua2": ("LLMLingua2", None),
+    "k2": ("2-Token", 2.0),
+    "k3": ("3-Token", 3.0),
+    "k4": ("4-Token", 4.0),
 }
 # the rate embexp sets for the two token-dropping baselines (conf/sweep/ktoken: the paper's measured reduction)
 RATES = {
@@ -24,12 +25,6 @@ RATES = {
     "Table 2": {"selective_context": 0.446, "llmlingua2": 0.51},
     "Table 3": {"selective_context": 0.399, "llmlingua2": 0.30},
 }
-PAPER = {
-    "Table 1": ("99.97 / 0.0", "90.43 / 52.5", "82.17 / 27.0", "99.91 / 50.0", "98.63 / 66.7", "98.38 / 75.0"),
-    "Table 2": ("93.54 / 0.0", "91.30 / 44.6", "91.49 / 51.0", "92.51 / 50.0", "92.23 / 66.7", "91.05 / 75.0"),
-    "Table 3": ("1.293 / 0.0", "1.380 / 39.9", "1.381 / 30.0", "1.343 / 50.0", "1.382 / 66.7", "1.391 / 75.0"),
-}
-METRIC = {"Table 1": "Accuracy", "Table 2": "Accuracy", "Table 3": "Perplexity"}
 # (training rows, prompt tokens, answer tokens, evaluation rows) per table (ours, ≈): the tree curriculum's
 # questions (the paper's 19.6–34.6M auxiliary samples, the upper end, at ≈100 tokens, + x3large's 2.45M at ≈600),
 # Amazon Fashion (10% of the 2.45M training reviews, the authors' sample, ≈100 tokens; 50k test), CommitPackFT
@@ -64,7 +59,7 @@ def run(table: str, col: str) -> list[Run]:
         "method.r=4",
         "method.target_modules=[q_proj,k_proj,v_proj,o_proj," "gate_proj,up_proj,down_proj,lm_head]",
     )
-    k = COLS[col] or 1 / (1 - RATES[table][col])  # a token-dropping baseline keeps (1 - rate) of the prompt
+    k = COLS[col][1] or 1 / (1 - RATES[table][col])  # a token-dropping baseline keeps (1 - rate) of the prompt
     parts, second, n_eval, eval_tokens = DATA[table]
     works = [Work(f"train, prompts / {k:.3g} + answers", parts[0], parts[1] / k + parts[2])]
     if second:
@@ -72,7 +67,7 @@ def run(table: str, col: str) -> list[Run]:
     seq = int(max(p[1] for p in (parts, second) if p) / k + parts[2])
     return [
         Run(
-            f"Qwen2.5-0.5B {LABELS[col]}, {table}",
+            f"Qwen2.5-0.5B {COLS[col][0]}, {table}",
             a,
             "bf16",
             lora,
@@ -86,70 +81,40 @@ def run(table: str, col: str) -> list[Run]:
     ]
 
 
-def rows() -> list[Row]:
-    out = []
-    for table, cells in PAPER.items():
-        for col, v in zip(COLS, cells):
-            out.append(
-                Row(
-                    f"ktoken.t{table[-1]}.{col}.run",
-                    table,
-                    f"{LABELS[col]}: {METRIC[table]} / Length Reduction",
-                    v,
-                    f"make ktoken_table{table[-1]}",
-                    gpu=estimate(f"ktoken.{table}.{col}", lambda t=table, c=col: run(t, c)),
-                    measure=lookups.ktoken(f"table{table[-1]}", col),
-                )
-            )
-        out.append(
-            Row(
-                f"ktoken.t{table[-1]}.ltsc.run",
-                table,
-                f"LTSC: {METRIC[table]} / Length Reduction",
-                "see the table",
-                "",
-                absent="LTSC is another paper's method (Harvill et al., 2025b); its cells are quoted from it",
-            )
+def computes() -> dict:
+    out = {
+        f"ktoken.t{table[-1]}.{col}.run": Compute(
+            gpu=estimate(f"ktoken.{table}.{col}", lambda t=table, c=col: run(t, c)),
+            measure=lookups.ktoken(f"table{table[-1]}", col),
         )
-    out.append(
-        Row(
-            "ktoken.s44.aux",
-            "§4.4 (text)",
-            "auxiliary training samples of the earlier curriculum stages",
-            "19.6–34.6 million",
-            "make ktoken_table1",
-            gpu=estimate(
-                "ktoken.Table 1.k4",
-                lambda: run("Table 1", "k4"),
-                "How often each stage repeats until its gate passes is a training outcome.",
-            ),
+        for table in DATA
+        for col in COLS
+    }
+    out["ktoken.s44.aux"] = Compute(
+        gpu=estimate(
+            "ktoken.Table 1.k4",
+            lambda: run("Table 1", "k4"),
+            "How often each stage repeats until its gate passes is a training outcome.",
         )
     )
-    out.append(
-        Row(
-            "ktoken.fig6.init",
-            "Fig. 6 (§4.6 text)",
-            "4-Token, average vs random initialisation: epochs to 97% " "accuracy",
-            "8 (one fewer than random)",
-            "make ktoken_ablation",
-            gpu=estimate(
-                "ktoken.fig6",
-                lambda: [
-                    Run(
-                        f"Qwen2.5-0.5B 4-Token ({init} init), x3large, up to 10 epochs",
-                        measure.arch("qwen25_05b"),
-                        "bf16",
-                        0,
-                        False,
-                        (Work("train x3large, prompts / 4 + answers", 2_450_000, 151, 10),),
-                        (Work("gate trees' questions", 50_000, 151, 10),),
-                        seq=151,
-                        batch=16,
-                        copies=SEEDS,
-                    )
-                    for init in ("average", "random")
-                ],
-            ),
+    out["ktoken.fig6.init"] = Compute(
+        gpu=estimate(
+            "ktoken.fig6",
+            lambda: [
+                Run(
+                    f"Qwen2.5-0.5B 4-Token ({init} init), x3large, up to 10 epochs",
+                    measure.arch("qwen25_05b"),
+                    "bf16",
+                    0,
+                    False,
+                    (Work("train x3large, prompts / 4 + answers", 2_450_000, 151, 10),),
+                    (Work("gate trees' questions", 50_000, 151, 10),),
+                    seq=151,
+                    batch=16,
+                    copies=SEEDS,
+                )
+                for init in ("average", "random")
+            ],
         )
     )
     return out

@@ -10,7 +10,7 @@ PAPERS = {
     "tinyattn": "Tiny-Attention (papers/tiny-attention.md)",
     "ktoken": "K-Token Merging (papers/k-token-merging.md)",
 }
-# each paper's rows modules (every one has rows()), gathered here so none imports another's rows
+# each paper's rows modules (every one has computes(): id -> core.Compute), gathered here so none imports another's
 MODULES = {
     "tinyte": ("tinyte", "tinyte_scores", "tinyte_studies"),
     "pema": ("pema", "pema_tables", "pema_gpu"),

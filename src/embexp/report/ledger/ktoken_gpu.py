@@ -39,8 +39,8 @@ NOTES = {
     "Table 1": "The accuracy and length-reduction cells need the runs; the merging encoder adds 6·E FLOPs per merged "
     "position (E = 14.5M / 31.3M / 41.8M parameters for K = 2 / 3 / 4), under 13% more, not counted.",
     "Table 2": (
-        "Not a cell of this table, but the nearest this CPU gets to it (issue #37, `make compare "
-        "KINDS=decoder`, README \"Comparing every method\"): SmolLM2-135M on 2,190 rows of SST-2's train "
+        "Not a cell of this table, but the nearest this CPU gets to it (`make compare KINDS=decoder`, "
+        "docs/compare/README.md): SmolLM2-135M on 2,190 rows of SST-2's train "
         "split, 300 steps, the whole validation split. K=2 scores 70.7 over 2 seeds, uncompressed LoRA 88.2 "
         "(2 seeds): a 17.5-point gap where the paper prints 1.0 (92.51 against 93.54). The runs show K=2's "
         "loss leaving a coin flip's only after step 100 and still falling at 300, with the merging encoder "

@@ -428,7 +428,7 @@ def test_a_non_finite_checkpoint_is_refused_when_it_loads(whole, tmp_path, poiso
 
 
 def test_a_huge_row_is_cut_before_it_is_tokenised():
-    from embexp.data import CHARS_PER_TOKEN, Featurizer
+    from embexp.featurize import CHARS_PER_TOKEN, Featurizer
     from embexp.models import byte_tokenizer
 
     seen = []

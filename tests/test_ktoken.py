@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import run_cli, run_train, smoke
-from embexp.data import Featurizer, collate
+from embexp.featurize import Featurizer, collate
 from embexp.methods import build_method
 from embexp.methods.ktoken import block_layout
 from embexp.models import load_backbone

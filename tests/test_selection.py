@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from conftest import run_cli, run_train, smoke
 from embexp import EmbexpError
-from embexp.data import IGNORE, PROMPT_LENGTHS, Featurizer, collate
+from embexp.featurize import IGNORE, PROMPT_LENGTHS, Featurizer, collate
 from embexp.methods import build_method
 from embexp.models import load_backbone
 from embexp.run.checks import check_selection

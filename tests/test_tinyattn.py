@@ -15,7 +15,7 @@ from torch import nn
 
 from conftest import run_cli, run_train, smoke
 from embexp import EmbexpError
-from embexp.data import collate
+from embexp.featurize import collate
 from embexp.methods import build_method
 from embexp.models import DECODER_FAMILIES, TINY, after_attention, load_backbone
 

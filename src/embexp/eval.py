@@ -123,8 +123,8 @@ BACKBONE_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 def export_difference(run_dir: Path, rows: int = 64, cpu: bool = False,
                       trust_remote_code: bool = False) -> tuple[float, str]:
     """(largest |export - trained method| over the first `rows` evaluation rows, what was compared)."""
-    from embexp.data import collate
-    from embexp.sentence import SENTENCE_KINDS, embed_texts
+    from embexp.featurize import collate
+    from embexp.objectives.sentence import SENTENCE_KINDS, embed_texts
 
     if not (Path(run_dir) / "export" / "config.json").is_file():
         raise EmbexpError(f"run_dir '{run_dir}' has no export/ (train it with export=true)")

@@ -41,7 +41,7 @@ from embexp.methods.prefix import (  # noqa: F401 (re-exported)
     positions,
     split_prompt,
 )
-from embexp.sentence import PAIR_KEY, mean_pool
+from embexp.objectives.sentence import PAIR_KEY, mean_pool
 
 PREFIX_MODES = ("", "prepend", "replace")
 
@@ -169,7 +169,7 @@ class Method(PrefixPath, OnePass, nn.Module):
             out.update({f"objective.{n}": p for n, p in self.objective.named_parameters() if p.requires_grad})
         return out
 
-    # ---- sentence embeddings (embexp.sentence) ------------------------------------------------
+    # ---- sentence embeddings (embexp.objectives.sentence) ------------------------------------------------
     def attach_objective(self, objective: nn.Module) -> None:
         """Train with a task kind's objective (a registered submodule: DDP, ``.to()`` and the
         optimizer see it; its learnable tensors are trained and saved as ``objective.*``)."""

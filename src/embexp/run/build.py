@@ -19,15 +19,15 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from embexp import EmbexpError, __version__
-from embexp.cloze import ClozeObjective
 from embexp.core.records import atomic_path, atomic_write
-from embexp.data import Featurizer, token_lists
+from embexp.featurize import Featurizer, token_lists
 from embexp.methods import METHODS, build_method
 from embexp.models import load_backbone
+from embexp.objectives.cloze import ClozeObjective
+from embexp.objectives.sentence import SENTENCE_KINDS, ContrastiveObjective
 from embexp.run import selection
 from embexp.run.checks import Plan, preflight
 from embexp.run.evaluate import evaluate
-from embexp.sentence import SENTENCE_KINDS, ContrastiveObjective
 
 log = logging.getLogger("embexp")
 
@@ -67,8 +67,8 @@ def build(cfg, device: torch.device, training: bool = True, plan: Plan | None = 
     trains, since its setup may depend on them (PEMA's token counts)."""
     plan = plan or preflight(cfg, training)
     task = plan.task
-    sentence = task.kind in SENTENCE_KINDS  # sentence embeddings: the encoder without a head (embexp/sentence.py)
-    cloze = bool(getattr(task, "cloze", False))  # PET cloze: the masked-LM head scores verbalizers (embexp/cloze.py)
+    sentence = task.kind in SENTENCE_KINDS  # sentence embeddings: the encoder without a head (objectives/sentence.py)
+    cloze = bool(getattr(task, "cloze", False))  # PET cloze: masked-LM logits of the verbalizers (objectives/cloze.py)
     examples = read_rows(cfg, plan, training)
     backbone = load_backbone(cfg.model, num_labels=task.num_labels, sentence=sentence, mlm=cloze, device=device)
     n_backbone = count_params(backbone.model)  # before LoRA injects its layers or PEMA swaps the matrix

@@ -13,11 +13,11 @@ from tqdm.auto import tqdm
 from transformers import StoppingCriteria, StoppingCriteriaList
 
 from embexp import EmbexpError
-from embexp.data import Featurizer, collate
+from embexp.featurize import Featurizer, collate
 from embexp.methods.base import Method
 from embexp.methods.onepass import Greedy, WindowExceeded
+from embexp.objectives.sentence import SENTENCE_KINDS, evaluate_similarity
 from embexp.run import selection
-from embexp.sentence import SENTENCE_KINDS, evaluate_similarity
 from embexp.tasks.base import Example
 from embexp.tasks.metrics import length_reduction, pl_from_accuracy
 

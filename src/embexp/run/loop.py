@@ -25,7 +25,7 @@ import torch
 from tqdm.auto import tqdm
 
 from embexp import EmbexpError, RunInterrupted
-from embexp.data import IGNORE, collate, n_tokens
+from embexp.featurize import IGNORE, collate, n_tokens
 from embexp.run import sharding
 from embexp.run.checkpoint import Checkpoint
 from embexp.run.stops import stop_signals

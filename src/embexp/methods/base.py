@@ -79,7 +79,7 @@ class Method(PrefixPath, OnePass, nn.Module):
     trains_embedding_matrix: ClassVar[bool] = False  # trains the input embedding's weight itself (what PEMA can wrap)
     export_blocker: ClassVar[str] = ""  # why this method cannot export a plain model ("": it can)
     comparison: ClassVar[Comparison | None] = None  # its part in the comparison of every method (None: not in it)
-    # why this method cannot train under trainer.strategy=fsdp ("": it can; run.checks.check_sharding)
+    # why this method cannot train under trainer.strategy=fsdp ("": it can; run.preflight.check_sharding)
     shard_blocker: ClassVar[str] = ""
     # Extension point 3 (decoders): "" = the backbone reads its own embeddings of input_ids;
     # "prepend" = prefix() goes before the whole input (prompt tuning); "replace" = prefix() takes

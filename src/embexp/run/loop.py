@@ -4,8 +4,8 @@ Resumable to the step: the data order depends on (seed, epoch) alone, the learni
 alone, and a checkpoint holds the trainable tensors, optimizer moments and RNG states (safetensors +
 JSON), so a run killed and resumed takes exactly the steps of an uninterrupted one.
 
-Selection reads only the rows it is given (``selection.rows``: never the reported split unless a
-paper's protocol asks by name; ``checks.check_selection``). ``select_best`` keeps the state with the
+Selection reads only the rows it is given (``run.selection``, which explains the options: never the reported
+split unless a paper's protocol asks by name). ``select_best`` keeps the state with the
 lowest selection loss or the best ``trainer.select_metric``; the eval split's loss is recorded once,
 at the end, and chooses nothing.
 """

@@ -517,7 +517,7 @@ def test_paper_protocol_cells_keep_the_best_dev_metric_evaluated_twice_per_epoch
     assert len(paper) == 12 and len(cmds) == 24
     for c in cmds:
         cfg = smoke(*c[3:])
-        task, subset, selection = build_task(cfg.task), cfg.task.subset, Selection.of(cfg, trains=True)
+        task, subset, selection = build_task(cfg.task), cfg.task.subset, Selection.of(cfg.trainer)
         if c in paper:
             assert (cfg.trainer.select_on, cfg.trainer.select_best, task.split_name("select")) == ("reported", True, "")
             assert selection.split(task) == task.split_name("eval")  # validation (MNLI: validation_matched)

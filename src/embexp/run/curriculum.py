@@ -41,7 +41,7 @@ def fit(cfg, c, acc) -> TrainResult:
     """Train ``c.method`` through the stages of ``cfg.trainer.curriculum``; returns the summed
     TrainResult, whose history holds one ``{"stage", "round", metric, "gate", "passed"}`` entry
     per round."""
-    t, sel = cfg.trainer, Selection.of(cfg, True)
+    t, sel = cfg.trainer, Selection.of(cfg.trainer)
     stages, metric = list(sel.curriculum), sel.curriculum_metric
     total, opt_state, k = TrainResult(), None, 0
     pad_id = c.backbone.tokenizer.pad_token_id

@@ -352,7 +352,7 @@ def select_score(cfg, c, device):
     """trainer.select_metric's signal, where select_best keeps the best metric rather than the lowest loss: (name,
     () -> the metric on the selection rows), scored by the final evaluation's code (``Components.evaluate``,
     rows="select"); None otherwise. ``run.preflight.probe`` has scored the name on two rows before training."""
-    sel = Selection.of(cfg, True)
+    sel = Selection.of(cfg.trainer)
     name = sel.metric(c.task)
     if name == "loss" or not (sel.best and c.select_features):
         return None

@@ -47,7 +47,7 @@ def preflight(cfg, training: bool = True, world_size: int | None = None) -> Plan
     check_random_weights(cfg)
     task = build_task(cfg.task)  # an unknown task fails before any model loads
     fits = bool(cfg.do_train) and METHODS.get_class(cfg.method.name).trains
-    plan = Plan(task, fits, Selection.of(cfg, fits))
+    plan = Plan(task, fits, Selection.of(cfg.trainer, fits))
     if training:
         check_selection(cfg, task)
         check_curve(cfg)
@@ -106,7 +106,7 @@ def check_selection(cfg, task=None) -> None:
     ``trainer.select_on=reported`` needs ``task.select_split`` '' (or the evaluation split's name), so no
     training rows are held out, and something to select. A curriculum's gate reads the selection rows: one
     whose gate would read the reported split is refused unless ``trainer.select_on=reported``."""
-    sel = Selection.of(cfg, bool(cfg.do_train) and METHODS.get_class(cfg.method.name).trains)
+    sel = Selection.of(cfg.trainer, bool(cfg.do_train) and METHODS.get_class(cfg.method.name).trains)
     if not sel.trains:
         return
     if sel.metric_name != "loss":
@@ -242,7 +242,7 @@ def probe(cfg, c, device) -> None:
     metric (``trainer.curriculum_metric``), each scored by the final evaluation's code on the first two rows it
     will read: a name the evaluation does not give stops the run in one line now, not at the first selection
     point or after a whole curriculum stage has trained. ``c``: the built run (``run.build.Components``)."""
-    sel = Selection.of(cfg, bool(cfg.do_train) and c.method.trains)
+    sel = Selection.of(cfg.trainer, bool(cfg.do_train) and c.method.trains)
     name = sel.metric(c.task)
     if sel.trains and sel.best and name != "loss" and c.select_examples:
         metric_value(two_rows(cfg, c, c.task, c.select_examples, device), "select_metric", sel.metric_name, name,

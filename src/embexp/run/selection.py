@@ -45,8 +45,8 @@ class Selection:
     trains: bool  # do_train and the method trains: without training nothing is selected
 
     @classmethod
-    def of(cls, cfg, trains: bool) -> Selection:
-        t = cfg.trainer
+    def of(cls, t, trains: bool = True) -> Selection:
+        """From the trainer config ``t`` (``cfg.trainer``); ``trains``: the run trains (do_train and the method)."""
         return cls(bool(t.select_best), str(t.select_on), str(t.select_metric), int(t.eval_every),
                    tuple(t.curve_at), bool(t.curve_select), tuple(t.curriculum), str(t.curriculum_metric),
                    bool(trains))

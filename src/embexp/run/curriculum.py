@@ -5,11 +5,10 @@ one epoch; or ``trainer.max_steps``), then scores the stage's evaluation split; 
 until ``trainer.curriculum_metric`` reaches ``curriculum_gate`` (the authors: 85), the last stage
 ``curriculum_final_gate`` (95).
 
-Which rows the gate reads: the stage's selection rows (``task.select_split``; task=tree: ``select_size``
-held-out training trees, never trained on), never the reported split (preflight.check_selection refuses a
-curriculum whose gate would read it). The authors gate on the stage's test split: that protocol is
-``trainer.select_on=reported`` (with ``task.select_split=''``), asked for by name. Each round's history
-entry and metrics.json's ``curriculum_gate_split`` say which split the gate read.
+The gate is selection: it reads the stage's selection rows (``Selection.gate_rows``; task=tree:
+``select_size`` held-out training trees), or, the authors' protocol asked for by name, the reported split
+(``run.selection`` explains the options). Each round's history entry and metrics.json's
+``curriculum_gate_split`` say which split the gate read.
 
 Choices (ours): a stage that misses its gate after ``curriculum_max_rounds`` rounds is left and the
 next one starts (the authors loop until it passes); the optimizer state (AdamW moments) carries over

@@ -4,10 +4,8 @@ Resumable to the step: the data order depends on (seed, epoch) alone, the learni
 alone, and a checkpoint holds the trainable tensors, optimizer moments and RNG states (safetensors +
 JSON), so a run killed and resumed takes exactly the steps of an uninterrupted one.
 
-Selection reads only the rows it is given (``run.selection``, which explains the options: never the reported
-split unless a paper's protocol asks by name). ``select_best`` keeps the state with the
-lowest selection loss or the best ``trainer.select_metric``; the eval split's loss is recorded once,
-at the end, and chooses nothing.
+Selection (``run.selection`` explains the options) reads only the rows it is given; the eval split's loss is
+recorded once, at the end, and chooses nothing.
 """
 
 from __future__ import annotations

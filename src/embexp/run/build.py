@@ -21,6 +21,7 @@ from embexp.objectives.cloze import ClozeObjective
 from embexp.objectives.sentence import SENTENCE_KINDS, ContrastiveObjective
 from embexp.run.evaluate import evaluate
 from embexp.run.preflight import Plan, check_rows, preflight
+from embexp.run.selection import Selection
 
 log = logging.getLogger("embexp")
 
@@ -34,6 +35,7 @@ class Components:
     method: object
     featurizer: Featurizer
     n_backbone_params: int  # the pretrained model's parameters, counted before a method adds or swaps any
+    selection: Selection  # the run's selection options (run.selection), read once by preflight
     train_examples: list = field(default_factory=list)
     eval_examples: list = field(default_factory=list)
     select_examples: list = field(default_factory=list)  # task.select_split: model selection, never reported
@@ -72,7 +74,7 @@ def build(cfg, device: torch.device, training: bool = True, plan: Plan | None = 
     if cloze:  # every method, trained or not (zero_shot scores the pretrained MLM head)
         method.attach_objective(ClozeObjective(featurizer.verbalizer_ids(task.verbalizers),
                                                cfg.task.cloze_loss))
-    c = Components(task, backbone, method, featurizer, n_backbone)
+    c = Components(task, backbone, method, featurizer, n_backbone, plan.selection)
     c.train_examples, c.eval_examples, c.select_examples = examples["train"], examples["eval"], examples["select"]
     c.data = limits(featurizer)
     for which in ("train", "eval", "select"):

@@ -29,7 +29,6 @@ from embexp.run.build import featurize
 from embexp.run.evaluate import evaluate
 from embexp.run.loop import Trainer, TrainInputs, TrainResult
 from embexp.run.preflight import metric_value, stage_task
-from embexp.run.selection import Selection
 
 log = logging.getLogger("embexp")
 
@@ -40,7 +39,7 @@ def fit(cfg, c, acc) -> TrainResult:
     """Train ``c.method`` through the stages of ``cfg.trainer.curriculum``; returns the summed
     TrainResult, whose history holds one ``{"stage", "round", metric, "gate", "passed"}`` entry
     per round."""
-    t, sel = cfg.trainer, Selection.of(cfg.trainer)
+    t, sel = cfg.trainer, c.selection
     stages, metric = list(sel.curriculum), sel.curriculum_metric
     total, opt_state, k = TrainResult(), None, 0
     pad_id = c.backbone.tokenizer.pad_token_id

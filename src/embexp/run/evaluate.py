@@ -17,7 +17,6 @@ from embexp.featurize import Featurizer, collate
 from embexp.methods.base import Method
 from embexp.methods.onepass import Greedy, WindowExceeded
 from embexp.objectives.sentence import SENTENCE_KINDS, evaluate_similarity
-from embexp.run.selection import Selection
 from embexp.tasks.base import Example
 from embexp.tasks.metrics import length_reduction, pl_from_accuracy
 
@@ -352,7 +351,7 @@ def select_score(cfg, c, device):
     """trainer.select_metric's signal, where select_best keeps the best metric rather than the lowest loss: (name,
     () -> the metric on the selection rows), scored by the final evaluation's code (``Components.evaluate``,
     rows="select"); None otherwise. ``run.preflight.probe`` has scored the name on two rows before training."""
-    sel = Selection.of(cfg.trainer)
+    sel = c.selection
     name = sel.metric(c.task)
     if name == "loss" or not (sel.best and c.select_features):
         return None

@@ -49,7 +49,7 @@ def preflight(cfg, training: bool = True, world_size: int | None = None) -> Plan
     fits = bool(cfg.do_train) and METHODS.get_class(cfg.method.name).trains
     plan = Plan(task, fits, Selection.of(cfg.trainer, fits))
     if training:
-        check_selection(cfg, task)
+        check_selection(cfg, task, plan.selection)
         check_curve(cfg)
         judge.check(cfg, task)  # judge.model on a task without generations
         check_curriculum(cfg, task)
@@ -96,17 +96,17 @@ def check_random_weights(cfg) -> None:
                           "tokenizer is not exported (set export=false)")
 
 
-def check_selection(cfg, task=None) -> None:
+def check_selection(cfg, task=None, sel: Selection | None = None) -> None:
     """The one check of :class:`run.selection.Selection` (the options are explained there): refuse a run whose
     model selection would read the split it reports (``trainer.select_best=true`` with ``task.select_split``
     equal to the evaluation split, or with no selection split at all), or that would choose nothing or choose
-    wrongly. Runs that train nothing select nothing and pass. ``task``: the run's task (built from
-    ``cfg.task`` when not given).
+    wrongly. Runs that train nothing select nothing and pass. ``task``, ``sel``: the run's task and selection
+    (built from ``cfg`` when not given).
 
     ``trainer.select_on=reported`` needs ``task.select_split`` '' (or the evaluation split's name), so no
     training rows are held out, and something to select. A curriculum's gate reads the selection rows: one
     whose gate would read the reported split is refused unless ``trainer.select_on=reported``."""
-    sel = Selection.of(cfg.trainer, bool(cfg.do_train) and METHODS.get_class(cfg.method.name).trains)
+    sel = sel or Selection.of(cfg.trainer, bool(cfg.do_train) and METHODS.get_class(cfg.method.name).trains)
     if not sel.trains:
         return
     if sel.metric_name != "loss":
@@ -242,7 +242,7 @@ def probe(cfg, c, device) -> None:
     metric (``trainer.curriculum_metric``), each scored by the final evaluation's code on the first two rows it
     will read: a name the evaluation does not give stops the run in one line now, not at the first selection
     point or after a whole curriculum stage has trained. ``c``: the built run (``run.build.Components``)."""
-    sel = Selection.of(cfg.trainer, bool(cfg.do_train) and c.method.trains)
+    sel = c.selection
     name = sel.metric(c.task)
     if sel.trains and sel.best and name != "loss" and c.select_examples:
         metric_value(two_rows(cfg, c, c.task, c.select_examples, device), "select_metric", sel.metric_name, name,

@@ -16,7 +16,6 @@ from embexp.core.records import RunRecord, git_commit, write_json
 from embexp.run.build import Components
 from embexp.run.evaluate import curve_record
 from embexp.run.loop import TrainResult, peak_memory
-from embexp.run.selection import Selection
 
 log = logging.getLogger("embexp")
 
@@ -67,7 +66,7 @@ def metrics_record(cfg, c: Components, acc: Accelerator, res: TrainResult | None
                    sizes: dict, final_select: dict | None = None) -> dict:
     """metrics.json: what ran, on which rows, what it scored, how it trained. ``final_select``: the selection
     rows' point at the end of the learning curve (``run.evaluate.select_point``; trainer.curve_select)."""
-    task, sel = c.task, Selection.of(cfg.trainer, bool(cfg.do_train and c.method.trains))
+    task, sel = c.task, c.selection
     return {
         "method": cfg.method.name, "model": cfg.model.name, "task": task.display_name, "seed": cfg.seed,
         **({"weights": "random"} if cfg.model.init == "random" else {}),

@@ -85,7 +85,7 @@ def fit(cfg, c: Components, acc: Accelerator, run_dir: Path, plan: Plan) -> tupl
     (None when nothing is trained). Under trainer.strategy=fsdp the trained tensors are gathered, and the
     main process builds an unsharded copy of the run and loads them; it finalises, saves and evaluates
     (returned in place of ``c``)."""
-    if cfg.do_train and c.method.trains and cfg.trainer.curriculum:
+    if c.selection.staged:  # do_train, a method that trains, and trainer.curriculum's stages
         return curriculum.fit(cfg, c, acc), c
     if not c.train_features:
         return None, c

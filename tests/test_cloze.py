@@ -1,4 +1,4 @@
-"""PET-style cloze classification (task.cloze=true; embexp/cloze.py): PET's patterns and
+"""PET-style cloze classification (task.cloze=true; embexp/objectives/cloze.py): PET's patterns and
 truncation, the masked-LM logits of the verbalizers at the mask as class logits, Tiny-Attention
 adapters inside a masked-LM model, an end-to-end run, bad input."""
 
@@ -9,11 +9,11 @@ import torch
 
 from conftest import run_train, smoke
 from embexp import EmbexpError
-from embexp.cloze import ClozeObjective
 from embexp.core.config import validate
-from embexp.data import MASK_POSITIONS, Featurizer, collate
+from embexp.featurize import MASK_POSITIONS, Featurizer, collate
 from embexp.methods import build_method
 from embexp.models import load_backbone
+from embexp.objectives.cloze import ClozeObjective
 from embexp.tasks import build_task
 
 ROW = {"premise": "Anna found a cat in the barn on Monday.", "hypothesis": "A cat was found in the barn.",

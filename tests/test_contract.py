@@ -19,7 +19,7 @@ from torch import nn
 
 from conftest import run_train, smoke
 from embexp.core.config import f
-from embexp.data import Featurizer, collate
+from embexp.featurize import Featurizer, collate
 from embexp.methods import Method, MethodConfig, build_method, register_method
 from embexp.models import DECODER_FAMILIES, TINY, after_attention, attention_sites, load_backbone
 from embexp.tasks import build_task

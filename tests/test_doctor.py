@@ -8,8 +8,7 @@ import json
 import pytest
 import torch
 
-from embexp import doctor
-from embexp.doctor import memory, numerics, speed
+from embexp.doctor import checkup, memory, numerics, speed
 from embexp.doctor.common import Section
 
 # The reduced form, smaller still: one decoder, TinyTE-full (an fp32 vector on the embeddings: the bias check runs too)
@@ -18,7 +17,7 @@ FAST = ["device=cpu", "models=[tiny_llama]", "methods=[tinyte_full]", "memory_mo
 
 
 def test_the_reduced_form_runs_every_cpu_check_and_writes_the_report(tmp_path, capsys):
-    doctor.main([*FAST, f"out={tmp_path}"])  # exit status 0: returns
+    checkup.main([*FAST, f"out={tmp_path}"])  # exit status 0: returns
     out = capsys.readouterr().out
     if not torch.cuda.is_available():
         assert out.splitlines()[0].startswith("embexp gpu-check: no GPU found (torch ")
@@ -62,7 +61,7 @@ def test_a_failed_or_crashed_check_exits_3_and_the_others_are_still_reported(tmp
     monkeypatch.setattr(memory, "check", boom)
     monkeypatch.setattr(speed, "check", lambda *a: Section("speed", "info", ["fine"], ["fine"]))
     with pytest.raises(SystemExit) as e:
-        doctor.main([*FAST, f"out={tmp_path}"])
+        checkup.main([*FAST, f"out={tmp_path}"])
     assert e.value.code == 3
     out = capsys.readouterr().out
     assert "2. Numerics [FAIL]" in out and "error: RuntimeError: out of luck" in out and "4. Speed [info]" in out
@@ -81,7 +80,7 @@ def test_a_failed_or_crashed_check_exits_3_and_the_others_are_still_reported(tmp
 ])
 def test_bad_input_is_one_line(args, line, capsys):
     with pytest.raises(SystemExit) as e:
-        doctor.main(args)
+        checkup.main(args)
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 1 and len(err) == 1 and err[0].startswith("embexp: error: ") and line in err[0], err
 
@@ -89,7 +88,7 @@ def test_bad_input_is_one_line(args, line, capsys):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
 def test_device_cuda_without_a_gpu_is_one_line(capsys):
     with pytest.raises(SystemExit) as e:
-        doctor.main(["device=cuda"])
+        checkup.main(["device=cuda"])
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 1 and len(err) == 1 and "device=cuda, but torch sees no CUDA device" in err[0], err
 

@@ -16,7 +16,7 @@ import pytest
 from conftest import run_cli, run_train, smoke
 from embexp import EmbexpError
 from embexp.core.records import is_complete
-from embexp.data import CHARS_PER_TOKEN
+from embexp.featurize import CHARS_PER_TOKEN
 from embexp.tasks import build_task
 
 SST2 = [{"sentence": "a charming film", "label": 1, "idx": 0}, {"sentence": "a dull story", "label": 0, "idx": 1},

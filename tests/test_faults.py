@@ -318,7 +318,7 @@ def disk_full(monkeypatch, target: str) -> None:
     import transformers
     from safetensors import torch as st
 
-    from embexp.run import build
+    from embexp.run import adapter
 
     full = []
 
@@ -337,7 +337,7 @@ def disk_full(monkeypatch, target: str) -> None:
 
     real_text = Path.write_text
     monkeypatch.setattr(Path, "write_text", lambda self, *a, **kw: hit(self) or real_text(self, *a, **kw))
-    monkeypatch.setattr(build, "save_file", lambda t, path, *a, **kw: hit(path) or st.save_file(t, path, *a, **kw))
+    monkeypatch.setattr(adapter, "save_file", lambda t, path, *a, **kw: hit(path) or st.save_file(t, path, *a, **kw))
     real_save = transformers.PreTrainedModel.save_pretrained
     monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained",
                         lambda self, d, *a, **kw: hit(Path(d) / "model.safetensors") or real_save(self, d, *a, **kw))
@@ -428,7 +428,7 @@ def test_a_non_finite_checkpoint_is_refused_when_it_loads(whole, tmp_path, poiso
 
 
 def test_a_huge_row_is_cut_before_it_is_tokenised():
-    from embexp.data import CHARS_PER_TOKEN, Featurizer
+    from embexp.featurize import CHARS_PER_TOKEN, Featurizer
     from embexp.models import byte_tokenizer
 
     seen = []

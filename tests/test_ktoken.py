@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import run_cli, run_train, smoke
-from embexp.data import Featurizer, collate
+from embexp.featurize import Featurizer, collate
 from embexp.methods import build_method
 from embexp.methods.ktoken import block_layout
 from embexp.models import load_backbone
@@ -216,6 +216,21 @@ def test_curriculum_gating_on_the_reported_split_is_refused_in_one_line(args, tm
     assert len(lines) == 1 and "trainer.curriculum's gate would read the reported split 'test'" in lines[0], r.stderr
     assert "trainer.select_on=reported" in lines[0]
     assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_a_misspelled_curriculum_metric_fails_in_one_line_before_any_training(tmp_path, monkeypatch):
+    """The gate's metric is scored on two of the first stage's gate rows before anything trains."""
+    from embexp import EmbexpError
+    from embexp.run.loop import Trainer
+
+    monkeypatch.setattr(Trainer, "fit", lambda self: pytest.fail("a stage trained before the metric was checked"))
+    cfg = smoke("method=ktoken", "model=tiny_llama", "task=tree", "task.subset=xsmall", "trainer.max_steps=1",
+                "trainer.curriculum=[small,xsmall]", "trainer.curriculum_metric=em_acuracy")
+    with pytest.raises(EmbexpError) as e:
+        run_train(cfg, tmp_path / "run")
+    line = str(e.value)
+    assert line.startswith("trainer.curriculum_metric=em_acuracy: the evaluation of tree_small gives no "
+                           "'em_acuracy' (it gives: ") and "em_accuracy" in line and "\n" not in line, line
 
 
 def test_curriculum_bad_stage_is_one_line(tmp_path):

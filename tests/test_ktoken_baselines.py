@@ -17,7 +17,7 @@ import torch
 
 from conftest import compose, record_run, run_cli, run_train, smoke
 from embexp import EmbexpError, sweep
-from embexp.data import Featurizer, collate
+from embexp.featurize import Featurizer, collate
 from embexp.methods import build_method
 from embexp.methods.prompt_compress import drop_lowest
 from embexp.models import load_backbone

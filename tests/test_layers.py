@@ -19,15 +19,15 @@ LAYERS = [
     (0, ("embexp", "embexp.core"),
      "core: the package (EmbexpError), config schemas, plugin registries, entry-point plumbing, and the run records "
      "with the API that finds and loads them (core/records.py reads files only, never a model)"),
-    (1, ("embexp.tasks", "embexp.metric_modules", "embexp.data", "embexp.models", "embexp.sentence", "embexp.cloze"),
-     "data: tasks (and every metric function, tasks/metrics.py, with its evaluate modules), tokenisation, "
-     "backbones (models/: loading, the family sites inside the layers, the offline models). "
-     "sentence.py and cloze.py are here, not with the pipeline: they are the task kinds' pooling, "
+    (1, ("embexp.tasks", "embexp.metric_modules", "embexp.featurize", "embexp.models", "embexp.objectives"),
+     "data: tasks (and every metric function, tasks/metrics.py, with its evaluate modules), tokenisation "
+     "(featurize.py), backbones (models/: loading, the family sites inside the layers, the offline models). "
+     "objectives/ (sentence, cloze) is here, not with the pipeline: the task kinds' pooling, "
      "contrastive objective and verbalizer head that methods attach (methods/base.py imports sentence), and "
      "they import only data"),
     (2, ("embexp.methods",), "methods: one file per method; a method never imports a task"),
     (3, ("embexp.run", "embexp.judge"),
-     "run: the stages of one run (run/: checks, build, loop, checkpoint, sharding, curriculum, selection, "
+     "run: the stages of one run (run/: preflight, build, adapter, loop, checkpoint, sharding, curriculum, selection, "
      "evaluate, record), "
      "the judges (judge/: prompts, verdict cache, backends, scoring, python -m embexp.judge)"),
     (4, ("embexp.train", "embexp.eval", "embexp.lmeval"),

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from conftest import smoke
-from embexp.data import Featurizer, collate
+from embexp.featurize import Featurizer, collate
 from embexp.methods import build_method
 from embexp.methods.registry import METHODS, registered
 from embexp.models import load_backbone

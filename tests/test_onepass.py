@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from embexp.data import Featurizer
+from embexp.featurize import Featurizer
 from embexp.methods.onepass import Greedy
 from embexp.run import evaluate as ev
 from embexp.tasks import build_task

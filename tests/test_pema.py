@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 
 from conftest import run_train, smoke
 from embexp import EmbexpError
-from embexp.data import Featurizer, collate
+from embexp.featurize import Featurizer, collate
 from embexp.methods import build_method
 from embexp.methods.pema import count_tokens, embedding_trainers
 from embexp.models import load_backbone

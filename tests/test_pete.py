@@ -230,9 +230,9 @@ def test_export_gives_the_trained_sentence_embeddings_without_embexp(tmp_path):
 
     from accelerate import Accelerator
 
+    from embexp.objectives.sentence import embed_texts
     from embexp.run.build import build as build_run
     from embexp.run.loop import Trainer, TrainInputs
-    from embexp.sentence import embed_texts
 
     cfg = smoke("method=pete", "model=scratch_encoder", "task=nli_pairs", "trainer.max_steps=3", "trainer.lr=1e-2")
     torch.manual_seed(cfg.seed)

@@ -69,7 +69,7 @@ def test_the_hash_tokenizer_spreads_words_over_the_vocabulary_and_reads_back_its
 
 
 def test_the_synthetic_task_gives_prompts_of_the_set_length_in_tokens():
-    from embexp.data import Featurizer
+    from embexp.featurize import Featurizer
     from embexp.tasks import build_task
 
     cfg = random_cfg("llama31", "task.prompt_words=40", "task.max_source_tokens=32", "task.target_words=5")

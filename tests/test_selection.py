@@ -13,11 +13,11 @@ from omegaconf import OmegaConf
 
 from conftest import run_cli, run_train, smoke
 from embexp import EmbexpError
-from embexp.data import IGNORE, PROMPT_LENGTHS, Featurizer, collate
+from embexp.featurize import IGNORE, PROMPT_LENGTHS, Featurizer, collate
 from embexp.methods import build_method
 from embexp.models import load_backbone
-from embexp.run.checks import check_selection
 from embexp.run.loop import Trainer, TrainInputs
+from embexp.run.preflight import check_selection
 from embexp.tasks import build_task
 from embexp.tasks.alpaca import AlpacaConfig, AlpacaTask
 from embexp.tasks.superglue import SuperGlueConfig, SuperGlueTask
@@ -259,12 +259,13 @@ def test_a_checkpoint_kept_by_the_loss_is_not_resumed_by_a_metric(tmp_path):
 
 def test_select_best_without_selection_rows_is_refused(monkeypatch):
     """A selection split that gives no rows stops the run when the rows are read, before the model."""
-    from embexp.run import build, checks
+    from embexp.run import build, preflight
+    from embexp.run.selection import Selection
 
     cfg = smoke("method=tinyte_full", "model=tiny_llama", "task=wmt16", "trainer.select_best=true")
-    monkeypatch.setattr(build.selection, "rows", lambda *a, **kw: [])
+    monkeypatch.setattr(Selection, "rows", lambda *a, **kw: [])
     with pytest.raises(EmbexpError, match="trainer.select_best=true needs selection rows; task.select_split="):
-        build.read_rows(cfg, checks.preflight(cfg), training=True)
+        build.read_rows(cfg, preflight.preflight(cfg), training=True)
 
 
 def test_smoke_run_records_its_selection_rows(tmp_run):

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 
 from conftest import run_train, smoke
 from embexp import EmbexpError
-from embexp.data import Featurizer, collate
+from embexp.featurize import Featurizer, collate
+from embexp.objectives.sentence import ContrastiveObjective, mean_pool
 from embexp.run.build import build
-from embexp.sentence import ContrastiveObjective, mean_pool
 from embexp.tasks import build_task
 
 

@@ -303,3 +303,26 @@ def test_an_unavailable_tracker_is_one_clear_line(monkeypatch):
     with pytest.raises(EmbexpError, match=r"trainer.log_with=wandb needs the wandb package \(pip install wandb\), "
                                           r"or trainer.log_with=none"):
         make_accelerator(smoke("trainer.log_with=wandb"))
+
+
+def test_a_config_from_an_older_run_takes_the_schema_defaults_of_the_fields_it_lacks():
+    """A run directory's config.yaml written before a field existed is read with the schema's default for it (the one
+    place a default is written), so the pre-flight and build read every field without a fallback of their own."""
+    from omegaconf import OmegaConf
+
+    from embexp.eval import with_defaults
+    from embexp.run.preflight import preflight
+
+    cfg = smoke("method=tinyte_full", "model=tiny_llama", "task=superglue")
+    old = OmegaConf.create(OmegaConf.to_container(cfg))
+    for key in ("select_on", "select_metric", "curve_select", "strategy", "log_with", "curriculum_metric"):
+        del old.trainer[key]
+    for node, key in ((old.model, "init"), (old.task, "loss_on"), (old.task, "cloze_loss"), (old, "judge")):
+        del node[key]
+    got = with_defaults(old)
+    assert (got.trainer.select_on, got.trainer.select_metric, got.trainer.curve_select, got.trainer.strategy,
+            got.trainer.log_with, got.trainer.curriculum_metric) == ("heldout", "loss", False, "ddp", "none",
+                                                                      "em_accuracy")
+    assert (got.model.init, got.task.loss_on, got.task.cloze_loss, got.judge.model) == ("pretrained", "target",
+                                                                                       "verbalizers", "")
+    assert preflight(got, training=False).selection.on == "heldout"

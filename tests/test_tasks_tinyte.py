@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from conftest import run_train, smoke
 from embexp import EmbexpError
-from embexp.data import Featurizer
+from embexp.featurize import Featurizer
 from embexp.methods import build_method
 from embexp.models import load_backbone
 from embexp.run.evaluate import choice_logliks

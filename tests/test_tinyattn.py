@@ -15,7 +15,7 @@ from torch import nn
 
 from conftest import run_cli, run_train, smoke
 from embexp import EmbexpError
-from embexp.data import collate
+from embexp.featurize import collate
 from embexp.methods import build_method
 from embexp.models import DECODER_FAMILIES, TINY, after_attention, load_backbone
 
@@ -509,7 +509,7 @@ def test_paper_protocol_cells_keep_the_best_dev_metric_evaluated_twice_per_epoch
     metric (not the loss), every half epoch of the whole training split; the held-out cells (ours) select
     on the lowest loss of held-out training rows. Fails if a cell selects on the loss or on other rows."""
     from embexp.report.tinyattn import METRIC
-    from embexp.run import selection
+    from embexp.run.selection import Selection
     from embexp.tasks import build_task
 
     cmds = sweep_commands("table8")
@@ -517,12 +517,12 @@ def test_paper_protocol_cells_keep_the_best_dev_metric_evaluated_twice_per_epoch
     assert len(paper) == 12 and len(cmds) == 24
     for c in cmds:
         cfg = smoke(*c[3:])
-        task, subset = build_task(cfg.task), cfg.task.subset
+        task, subset, selection = build_task(cfg.task), cfg.task.subset, Selection.of(cfg.trainer)
         if c in paper:
             assert (cfg.trainer.select_on, cfg.trainer.select_best, task.split_name("select")) == ("reported", True, "")
-            assert selection.split(cfg, task) == task.split_name("eval")  # validation (MNLI: validation_matched)
-            assert selection.metric(cfg, task) == PAPER_VALIDATION_METRIC[subset] == METRIC[subset]  # the table's
+            assert selection.split(task) == task.split_name("eval")  # validation (MNLI: validation_matched)
+            assert selection.metric(task) == PAPER_VALIDATION_METRIC[subset] == METRIC[subset]  # the table's
             assert cfg.trainer.eval_every == math.ceil(GLUE_TRAIN_ROWS[subset] / 16) // 2
         else:
-            assert (cfg.trainer.select_on, selection.metric(cfg, task)) == ("heldout", "loss")
+            assert (cfg.trainer.select_on, selection.metric(task)) == ("heldout", "loss")
             assert task.split_name("select") == "train_holdout"

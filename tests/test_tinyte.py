@@ -10,7 +10,7 @@ from safetensors.torch import load_file, save_file
 
 from conftest import smoke
 from embexp import EmbexpError
-from embexp.data import collate
+from embexp.featurize import collate
 from embexp.methods import build_method
 from embexp.methods.tinyte import rank_dims
 from embexp.models import load_backbone

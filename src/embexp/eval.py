@@ -21,13 +21,15 @@ from pathlib import Path
 
 import hydra
 import torch
+from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
 from embexp import EmbexpError
 from embexp.core import cli
-from embexp.core.config import register_core_schemas, validate
+from embexp.core.config import TrainConfig, fill_defaults, register_core_schemas, validate
 from embexp.core.records import CONFIG, METRICS, is_complete, load_config
-from embexp.run.build import build, load_adapter
+from embexp.run.adapter import load_adapter
+from embexp.run.build import build
 
 register_core_schemas()
 import embexp.methods  # noqa: E402,F401
@@ -40,13 +42,13 @@ def no_code(cfg, trust_remote_code: bool = False) -> None:
     line says ``trust_remote_code=true``, and then with a warning line."""
     from embexp.core.cli import warn
 
-    wants = [k for k, on in (("model.trust_remote_code=true", bool(cfg.model.get("trust_remote_code", False))),
-                             (f"model.attn_implementation={cfg.model.get('attn_implementation', '')}",
-                              "/" in str(cfg.model.get("attn_implementation", "") or ""))) if on]
+    wants = [k for k, on in (("model.trust_remote_code=true", bool(cfg.model.trust_remote_code)),
+                             (f"model.attn_implementation={cfg.model.attn_implementation}",
+                              "/" in str(cfg.model.attn_implementation or ""))) if on]
     if trust_remote_code:
         cfg.model.trust_remote_code = True
         warn("trust_remote_code=true: the model's own Python code (a hub repository's or the folder's auto_map, "
-             f"{cfg.model.get('id') or cfg.model.get('source')}) may run on this machine")
+             f"{cfg.model.id or cfg.model.source}) may run on this machine")
         return
     cfg.model.trust_remote_code = False
     if any("attn_implementation" in w for w in wants):
@@ -68,9 +70,9 @@ def rebuild_run(run_dir: Path, max_eval_samples=None, cpu=False, trust_remote_co
     if not is_complete(run_dir):
         raise EmbexpError(f"run_dir '{run_dir}' did not finish (status.json is not 'complete'); rerun it with "
                           "trainer.resume=true")
-    cfg = load_config(run_dir)
+    cfg = with_defaults(load_config(run_dir))
     no_code(cfg, trust_remote_code)
-    if cfg.model.get("init", "pretrained") == "random":
+    if cfg.model.init == "random":
         raise EmbexpError(f"run_dir '{run_dir}' trained a model with random weights (model.init=random): it has no "
                           "quality to evaluate (its metrics.json records memory, speed and losses)")
     if max_eval_samples is not None:
@@ -82,6 +84,20 @@ def rebuild_run(run_dir: Path, max_eval_samples=None, cpu=False, trust_remote_co
     if c.method.trains and cfg.do_train:
         load_adapter(c, run_dir)
     return cfg, c, device
+
+
+def with_defaults(cfg):
+    """A run directory's config with every schema field an older embexp did not write at its default
+    (``core.config.fill_defaults``: the top level, model, trainer, judge, and the task's and method's own)."""
+    from embexp.methods import METHODS
+    from embexp.tasks.registry import TASKS
+
+    fill_defaults(cfg, TrainConfig)
+    for group, registry in (("task", TASKS), ("method", METHODS)):
+        name = cfg[group].get("name") if OmegaConf.is_dict(cfg.get(group)) else None
+        if name in registry:
+            fill_defaults(cfg[group], registry[name].Config)
+    return cfg
 
 
 def reevaluate(run_dir: Path, max_eval_samples=None, batch_size=None, cpu=False,
@@ -123,8 +139,8 @@ BACKBONE_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 def export_difference(run_dir: Path, rows: int = 64, cpu: bool = False,
                       trust_remote_code: bool = False) -> tuple[float, str]:
     """(largest |export - trained method| over the first `rows` evaluation rows, what was compared)."""
-    from embexp.data import collate
-    from embexp.sentence import SENTENCE_KINDS, embed_texts
+    from embexp.featurize import collate
+    from embexp.objectives.sentence import SENTENCE_KINDS, embed_texts
 
     if not (Path(run_dir) / "export" / "config.json").is_file():
         raise EmbexpError(f"run_dir '{run_dir}' has no export/ (train it with export=true)")

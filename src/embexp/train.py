@@ -1,9 +1,10 @@
 """Train and evaluate one configuration: ``python -m embexp.train method=... model=... task=...``.
 
 :func:`run` is the spine, read top to bottom; each step is a stage of ``embexp.run``: the accelerator,
-the pre-flight checks (``run.checks``: one line before the rows or the model) and the run record ->
-build (``run.build``: rows, backbone, method, features) -> fit (``run.loop``, or ``run.curriculum``)
--> finish: the adapter, the evaluation (``run.evaluate``, judged), ``metrics.json`` (``run.record``).
+the pre-flight checks (``run.preflight``: one line before the rows or the model) and the run record ->
+build (``run.build``: rows, backbone, method, features; then ``preflight.probe``: the metrics that select,
+on two rows) -> fit (``run.loop``, or ``run.curriculum``) -> finish: the adapter (``run.adapter``), the
+evaluation (``run.evaluate``, judged), ``metrics.json`` (``run.record``).
 ``embexp.eval`` rebuilds and evaluates a saved run with the same pieces.
 """
 
@@ -22,16 +23,17 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 from hydra.core.hydra_config import HydraConfig
 
-from embexp import EmbexpError, judge
+from embexp import judge
 from embexp.core import cli
 from embexp.core.config import register_core_schemas
 from embexp.core.records import METRICS, RunRecord, atomic_path
 from embexp.run import curriculum, lock, sharding
-from embexp.run.build import Components, build, save_adapter
-from embexp.run.checks import Plan, preflight
+from embexp.run.adapter import save_adapter
+from embexp.run.build import Components, build
 from embexp.run.claim import DONE, claim
-from embexp.run.evaluate import curve_point, select_score
+from embexp.run.evaluate import curve_point, select_point, select_score
 from embexp.run.loop import Trainer, TrainInputs, TrainResult
+from embexp.run.preflight import Plan, check_tracker, preflight, probe
 from embexp.run.record import metrics_record, numeric, parameter_counts, recording
 
 register_core_schemas()
@@ -68,8 +70,9 @@ def run_owned(cfg, run_dir: Path, acc: Accelerator, plan: Plan, previous: dict |
                  cfg.model.name, c.task.display_name, cfg.seed, acc.num_processes,
                  "es" if acc.num_processes > 1 else "", acc.device)
         sizes = parameter_counts(c)  # as trained, before finalize
+        probe(cfg, c, acc.device)  # the selection and curriculum metrics, on two rows: one line, before training
         res, c = fit(cfg, c, acc, run_dir, plan)
-        if acc.is_main_process or not cfg.trainer.get("strategy", "ddp") == "fsdp":
+        if acc.is_main_process or not sharding.wants(cfg.trainer):
             c.method.finalize()  # e.g. parameter averaging, before the adapter is saved and evaluated
         acc.wait_for_everyone()
         out = finish(cfg, c, acc, record, res, sizes) if acc.is_main_process else {}
@@ -82,7 +85,7 @@ def fit(cfg, c: Components, acc: Accelerator, run_dir: Path, plan: Plan) -> tupl
     (None when nothing is trained). Under trainer.strategy=fsdp the trained tensors are gathered, and the
     main process builds an unsharded copy of the run and loads them; it finalises, saves and evaluates
     (returned in place of ``c``)."""
-    if cfg.do_train and c.method.trains and cfg.trainer.curriculum:
+    if c.selection.staged:  # do_train, a method that trains, and trainer.curriculum's stages
         return curriculum.fit(cfg, c, acc), c
     if not c.train_features:
         return None, c
@@ -103,7 +106,7 @@ def finish(cfg, c: Components, acc: Accelerator, record: RunRecord, res: TrainRe
     """The main process's end of a run: the adapter, the evaluation (judged), the export, metrics.json."""
     if cfg.save_adapter and c.method.trains:
         save_adapter(cfg, c, record.dir)
-    random_weights = cfg.model.get("init", "pretrained") == "random"
+    random_weights = cfg.model.init == "random"
     if random_weights and cfg.do_eval:
         log.warning("model.init=random: no evaluation (random weights have no quality to measure; the run "
                     "records memory, speed and losses)")
@@ -112,7 +115,8 @@ def finish(cfg, c: Components, acc: Accelerator, record: RunRecord, res: TrainRe
         with atomic_path(record.dir / "export") as tmp:
             c.method.export().save_pretrained(tmp)
             c.backbone.tokenizer.save_pretrained(tmp)
-    out = metrics_record(cfg, c, acc, res, metrics, preds, sizes)
+    curve_end = select_point(cfg, c, acc.device) if cfg.trainer.curve_at and cfg.do_eval else None
+    out = metrics_record(cfg, c, acc, res, metrics, preds, sizes, curve_end)
     acc.log(numeric(metrics, "eval/"), step=res.steps if res is not None else 0)
     record.finish(out)
     log.info("metrics: %s", json.dumps(metrics))
@@ -130,9 +134,6 @@ def evaluate(cfg, c: Components, device, record: RunRecord) -> tuple[dict, list[
     return metrics, preds
 
 
-TRACKER_PACKAGES = {"tensorboard": "tensorboardX", "wandb": "wandb", "mlflow": "mlflow", "trackio": "trackio"}
-
-
 def make_accelerator(cfg, run_dir: Path | None = None) -> Accelerator:
     mp = cfg.trainer.mixed_precision  # the schema's choices: auto, no, bf16, fp16
     cuda = torch.cuda.is_available() and not cfg.trainer.cpu
@@ -141,15 +142,10 @@ def make_accelerator(cfg, run_dir: Path | None = None) -> Accelerator:
     if cuda and cfg.trainer.tf32:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+    check_tracker(cfg)  # its package: one line, before Accelerate would open the tracker
     kw = {}
-    if cfg.trainer.get("log_with", "none") != "none":
-        from accelerate.tracking import get_available_trackers
-
-        name = cfg.trainer.log_with
-        if name not in {str(t) for t in get_available_trackers()}:
-            raise EmbexpError(f"trainer.log_with={name} needs the {TRACKER_PACKAGES[name]} package (pip install "
-                              f"{TRACKER_PACKAGES[name]}), or trainer.log_with=none")
-        kw = dict(log_with=name, project_dir=str(Path(run_dir or ".") / "trackers"))
+    if cfg.trainer.log_with != "none":
+        kw = dict(log_with=cfg.trainer.log_with, project_dir=str(Path(run_dir or ".") / "trackers"))
     plugin = sharding.make_plugin(cfg.trainer) if sharding.wants(cfg.trainer) else None  # trainer.strategy=fsdp
     env = os.environ.get(sharding.FSDP_ENV)
     acc = Accelerator(mixed_precision=mp, cpu=not cuda, fsdp_plugin=plugin, **kw)

@@ -1,5 +1,5 @@
-"""python -m embexp.doctor: the GPU check (make gpu-check); see embexp/doctor/__init__.py."""
+"""python -m embexp.doctor: the GPU check (make gpu-check); see embexp/doctor/checkup.py."""
 
-from embexp.doctor import main
+from embexp.doctor.checkup import main
 
 main()

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from embexp.data import Featurizer, collate
 from embexp.doctor.common import RANDOM, Section, autocast, compose, model_config, strict_fp32, table
+from embexp.featurize import Featurizer, collate
 from embexp.methods import build_method
 from embexp.methods.registry import registered, unsupported
 from embexp.models import load_backbone

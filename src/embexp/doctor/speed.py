@@ -25,8 +25,8 @@ import statistics
 
 import torch
 
-from embexp.data import collate, n_tokens
 from embexp.doctor.common import Section, autocast, compose, matmul_params, model_config, model_label, table, timed
+from embexp.featurize import collate, n_tokens
 from embexp.run.build import build
 from embexp.run.evaluate import eos_ids, generate
 from embexp.run.loop import Trainer, TrainInputs, micro_batch_indices

@@ -121,7 +121,7 @@ def check(cfg, task=None) -> None:
     if j.backend not in BACKENDS:
         raise EmbexpError(f"unknown judge.backend '{j.backend}' (choose from: {', '.join(BACKENDS)})")
     check_model_name(j)
-    from embexp.sentence import SENTENCE_KINDS
+    from embexp.objectives.sentence import SENTENCE_KINDS
     from embexp.tasks import build_task
 
     task = task if task is not None else build_task(cfg.task)

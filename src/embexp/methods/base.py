@@ -41,7 +41,7 @@ from embexp.methods.prefix import (  # noqa: F401 (re-exported)
     positions,
     split_prompt,
 )
-from embexp.sentence import PAIR_KEY, mean_pool
+from embexp.objectives.sentence import PAIR_KEY, mean_pool
 
 PREFIX_MODES = ("", "prepend", "replace")
 
@@ -79,7 +79,7 @@ class Method(PrefixPath, OnePass, nn.Module):
     trains_embedding_matrix: ClassVar[bool] = False  # trains the input embedding's weight itself (what PEMA can wrap)
     export_blocker: ClassVar[str] = ""  # why this method cannot export a plain model ("": it can)
     comparison: ClassVar[Comparison | None] = None  # its part in the comparison of every method (None: not in it)
-    # why this method cannot train under trainer.strategy=fsdp ("": it can; run.checks.check_sharding)
+    # why this method cannot train under trainer.strategy=fsdp ("": it can; run.preflight.check_sharding)
     shard_blocker: ClassVar[str] = ""
     # Extension point 3 (decoders): "" = the backbone reads its own embeddings of input_ids;
     # "prepend" = prefix() goes before the whole input (prompt tuning); "replace" = prefix() takes
@@ -169,7 +169,7 @@ class Method(PrefixPath, OnePass, nn.Module):
             out.update({f"objective.{n}": p for n, p in self.objective.named_parameters() if p.requires_grad})
         return out
 
-    # ---- sentence embeddings (embexp.sentence) ------------------------------------------------
+    # ---- sentence embeddings (embexp.objectives.sentence) ------------------------------------------------
     def attach_objective(self, objective: nn.Module) -> None:
         """Train with a task kind's objective (a registered submodule: DDP, ``.to()`` and the
         optimizer see it; its learnable tensors are trained and saved as ``objective.*``)."""

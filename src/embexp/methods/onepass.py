@@ -24,7 +24,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import DynamicCache
 
-from embexp.data import pad
+from embexp.featurize import pad
 from embexp.methods.prefix import keeps_logits, kept_logits
 
 

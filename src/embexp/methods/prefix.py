@@ -16,7 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from embexp import EmbexpError
-from embexp.data import IGNORE, pad
+from embexp.featurize import IGNORE, pad
 
 # Batch keys that describe the examples for methods (data.collate adds them) and that the
 # backbone's forward never receives.

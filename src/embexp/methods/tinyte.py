@@ -249,7 +249,7 @@ class TinyTE(Method):
         """
         from captum.attr import IntegratedGradients
 
-        from embexp.data import IGNORE, collate
+        from embexp.featurize import IGNORE, collate
 
         cfg = self.cfg
         if not self.is_decoder:

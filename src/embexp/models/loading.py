@@ -24,7 +24,7 @@ class Backbone:
     tokenizer: object
     cfg: object  # ModelConfig
     is_decoder: bool
-    mlm: bool = False  # an encoder loaded with its masked-LM head (cloze tasks, embexp.cloze)
+    mlm: bool = False  # an encoder loaded with its masked-LM head (cloze tasks, embexp.objectives.cloze)
 
     @property
     def hidden_size(self) -> int:

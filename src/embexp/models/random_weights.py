@@ -93,7 +93,7 @@ class HashTokenizer(PreTrainedTokenizer):
 
 def check_random(cfg) -> None:
     """model.init=random needs a stored architecture of the model's own kind that ``model.spec`` leaves valid:
-    one line otherwise (run.checks.preflight asks before anything loads)."""
+    one line otherwise (run.preflight.preflight asks before anything loads)."""
     if cfg.name not in SPECS:
         raise EmbexpError(f"model.init=random: model '{cfg.name}' has no stored architecture in models/specs.py "
                           f"(choose from: {', '.join(SPECS)})")

@@ -1,2 +1,2 @@
-"""The stages of one run, in call order: checks, build, loop (checkpoint, sharding, curriculum, selection),
-evaluate, record; ``embexp.train.run`` calls them."""
+"""The stages of one run, in call order: preflight, build, loop (checkpoint, sharding, curriculum, selection),
+evaluate, adapter, record; ``embexp.train.run`` calls them."""

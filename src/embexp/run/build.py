@@ -1,37 +1,29 @@
 """Build a run from a composed config: rows, backbone, method and tokenised features, on its device.
 
 Shared by ``train`` and ``eval`` so a saved run is rebuilt exactly as it was trained:
-``checks.preflight`` -> :func:`build` -> :meth:`Components.evaluate`; the trained tensors go to and come
-back from ``adapter.safetensors`` (:func:`save_adapter`, :func:`load_adapter`). A curriculum's stages
-are featurised here too (:func:`featurize`), so their cuts are counted like the run's own rows.
+``preflight.preflight`` -> :func:`build` -> :meth:`Components.evaluate`; the trained tensors go to and
+come back from ``adapter.safetensors`` (``run.adapter``). A curriculum's stages are featurised here too
+(:func:`featurize`), so their cuts are counted like the run's own rows.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 
-from embexp import EmbexpError, __version__
-from embexp.cloze import ClozeObjective
-from embexp.core.records import atomic_path, atomic_write
-from embexp.data import Featurizer, token_lists
+from embexp import EmbexpError
+from embexp.featurize import Featurizer, token_lists
 from embexp.methods import METHODS, build_method
 from embexp.models import load_backbone
-from embexp.run import selection
-from embexp.run.checks import Plan, preflight
+from embexp.objectives.cloze import ClozeObjective
+from embexp.objectives.sentence import SENTENCE_KINDS, ContrastiveObjective
 from embexp.run.evaluate import evaluate
-from embexp.sentence import SENTENCE_KINDS, ContrastiveObjective
+from embexp.run.preflight import Plan, check_rows, preflight
+from embexp.run.selection import Selection
 
 log = logging.getLogger("embexp")
-
-ADAPTER = "adapter.safetensors"
 
 
 @dataclass
@@ -43,6 +35,7 @@ class Components:
     method: object
     featurizer: Featurizer
     n_backbone_params: int  # the pretrained model's parameters, counted before a method adds or swaps any
+    selection: Selection  # the run's selection options (run.selection), read once by preflight
     train_examples: list = field(default_factory=list)
     eval_examples: list = field(default_factory=list)
     select_examples: list = field(default_factory=list)  # task.select_split: model selection, never reported
@@ -67,14 +60,12 @@ def build(cfg, device: torch.device, training: bool = True, plan: Plan | None = 
     trains, since its setup may depend on them (PEMA's token counts)."""
     plan = plan or preflight(cfg, training)
     task = plan.task
-    sentence = task.kind in SENTENCE_KINDS  # sentence embeddings: the encoder without a head (embexp/sentence.py)
-    cloze = bool(getattr(task, "cloze", False))  # PET cloze: the masked-LM head scores verbalizers (embexp/cloze.py)
+    sentence = task.kind in SENTENCE_KINDS  # sentence embeddings: the encoder without a head (objectives/sentence.py)
+    cloze = bool(getattr(task, "cloze", False))  # PET cloze: masked-LM logits of the verbalizers (objectives/cloze.py)
     examples = read_rows(cfg, plan, training)
     backbone = load_backbone(cfg.model, num_labels=task.num_labels, sentence=sentence, mlm=cloze, device=device)
     n_backbone = count_params(backbone.model)  # before LoRA injects its layers or PEMA swaps the matrix
-    method = build_method(cfg.method, backbone)
-    if cfg.export:
-        method.check_export()  # before hours of training, not after
+    method = build_method(cfg.method, backbone)  # export=true on a method that cannot export: refused in preflight
     if task.kind == "pairs" and method.trains:
         method.attach_objective(ContrastiveObjective(cfg.task.temperature, cfg.task.learn_temperature))
     featurizer = Featurizer(backbone.tokenizer, backbone.is_decoder, cfg.task.max_source_tokens,
@@ -82,8 +73,8 @@ def build(cfg, device: torch.device, training: bool = True, plan: Plan | None = 
                             separate=sentence)
     if cloze:  # every method, trained or not (zero_shot scores the pretrained MLM head)
         method.attach_objective(ClozeObjective(featurizer.verbalizer_ids(task.verbalizers),
-                                               cfg.task.get("cloze_loss", "verbalizers")))
-    c = Components(task, backbone, method, featurizer, n_backbone)
+                                               cfg.task.cloze_loss))
+    c = Components(task, backbone, method, featurizer, n_backbone, plan.selection)
     c.train_examples, c.eval_examples, c.select_examples = examples["train"], examples["eval"], examples["select"]
     c.data = limits(featurizer)
     for which in ("train", "eval", "select"):
@@ -99,14 +90,12 @@ def build(cfg, device: torch.device, training: bool = True, plan: Plan | None = 
 
 def read_rows(cfg, plan: Plan, training: bool) -> dict[str, list]:
     """The examples of each row set, read before the model: a row outside its task's domain stops the
-    run here (tasks/domains.py). Selection rows only where something is selected (:func:`selection.rows`)."""
+    run here (tasks/domains.py). Selection rows only where something is selected (``Selection.rows``)."""
     task = plan.task
     rows = {"train": task.examples("train") if plan.fits else []}
     rows["eval"] = task.examples("eval") if (cfg.do_eval or plan.fits) else []
-    rows["select"] = selection.rows(cfg, task, rows["train"], rows["eval"], training)
-    if training and plan.fits and cfg.trainer.select_best and not rows["select"]:
-        raise EmbexpError(f"trainer.select_best=true needs selection rows; task.select_split="
-                          f"'{task.split_name('select')}' gave none")
+    rows["select"] = plan.selection.rows(task, rows["train"], rows["eval"], training)
+    check_rows(plan, rows, training)
     # only counted, never trained on or scored (PEMA's count_splits=[..., test]): hidden labels allowed
     counted = METHODS.get_class(cfg.method.name).counted_only(cfg.method) if plan.fits else ()
     rows["counted"] = {w: [task.format(r) for r in task.counted_rows(w)] for w in counted}
@@ -158,39 +147,3 @@ def featurize(c: Components, task, examples: list, which: str) -> list[dict]:
 
 def count_params(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
-
-
-def save_adapter(cfg, c: Components, run_dir: Path) -> None:
-    """The trained tensors (``adapter.safetensors``) and what they belong to (``method.json``), each written
-    whole or not at all (a failed write: one line naming it, no partial file)."""
-    with atomic_path(run_dir / ADAPTER) as tmp:
-        save_file(c.method.trainable_state(), tmp)
-    meta = {
-        "method": OmegaConf.to_container(cfg.method, resolve=True),
-        "base_model": cfg.model.id or cfg.model.source,
-        "model": cfg.model.name,
-        "vocab_size": c.backbone.model.config.get_text_config().vocab_size,
-        "hidden_size": c.backbone.hidden_size,
-        "embexp_version": __version__,
-    }
-    atomic_write(run_dir / "method.json", json.dumps(meta, indent=2))
-
-
-def load_adapter(c: Components, run_dir: Path) -> None:
-    """Load a finished run's trained tensors into ``c.method``."""
-    path = Path(run_dir) / ADAPTER
-    if not path.is_file():
-        raise EmbexpError(f"run_dir '{run_dir}' has no {ADAPTER} (was it trained with save_adapter=false?)")
-    try:
-        state = load_file(path)
-    except (OSError, ValueError, SafetensorError) as e:  # random bytes, a truncated file
-        raise EmbexpError(f"unreadable {path}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
-                          f"(the run's trained tensors; train it again with trainer.overwrite=true)") from None
-    bad = [k for k, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
-    if bad:
-        raise EmbexpError(f"{path}: tensor {bad[0]} holds non-finite values (NaN or inf)")
-    try:
-        c.method.load_trainable_state(state)
-    except (KeyError, RuntimeError, ValueError) as e:  # another method's or shape's tensors
-        raise EmbexpError(f"{path} does not fit the run's method: {type(e).__name__}: "
-                          f"{str(e).splitlines()[0] if str(e) else ''}") from None

@@ -48,7 +48,7 @@ def claim(cfg, run_dir: Path, is_main: bool = True) -> str:
     DONE (``trainer.resume=true`` on the same config's complete run); raises :class:`EmbexpError` (one line)
     where the directory holds another config's run or the same complete run without resume or overwrite."""
     run_dir = Path(run_dir)
-    resume, overwrite = bool(cfg.trainer.resume), bool(cfg.trainer.get("overwrite", False))
+    resume, overwrite = bool(cfg.trainer.resume), bool(cfg.trainer.overwrite)
     if resume and overwrite:
         raise EmbexpError("trainer.resume=true and trainer.overwrite=true contradict each other: resume continues "
                           "the run in the directory, overwrite replaces it (choose one)")

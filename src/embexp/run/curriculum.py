@@ -5,11 +5,10 @@ one epoch; or ``trainer.max_steps``), then scores the stage's evaluation split; 
 until ``trainer.curriculum_metric`` reaches ``curriculum_gate`` (the authors: 85), the last stage
 ``curriculum_final_gate`` (95).
 
-Which rows the gate reads: the stage's selection rows (``task.select_split``; task=tree: ``select_size``
-held-out training trees, never trained on), never the reported split (checks.check_selection refuses a
-curriculum whose gate would read it). The authors gate on the stage's test split: that protocol is
-``trainer.select_on=reported`` (with ``task.select_split=''``), asked for by name. Each round's history
-entry and metrics.json's ``curriculum_gate_split`` say which split the gate read.
+The gate is selection: it reads the stage's selection rows (``Selection.gate_rows``; task=tree:
+``select_size`` held-out training trees), or, the authors' protocol asked for by name, the reported split
+(``run.selection`` explains the options). Each round's history entry and metrics.json's
+``curriculum_gate_split`` say which split the gate read.
 
 Choices (ours): a stage that misses its gate after ``curriculum_max_rounds`` rounds is left and the
 next one starts (the authors loop until it passes); the optimizer state (AdamW moments) carries over
@@ -26,48 +25,32 @@ import logging
 
 from omegaconf import OmegaConf
 
-from embexp import EmbexpError
 from embexp.run.build import featurize
 from embexp.run.evaluate import evaluate
 from embexp.run.loop import Trainer, TrainInputs, TrainResult
-from embexp.run.selection import on_reported
-from embexp.tasks import build_task
+from embexp.run.preflight import metric_value, stage_task
 
 log = logging.getLogger("embexp")
 
 SUMMED = ("steps", "micro_batches", "examples", "tokens", "input_tokens", "wall_seconds")
 
 
-def gate_rows(cfg) -> str:
-    """The row set a stage's gate reads: ``select`` (the held-out rows), or ``eval`` (the reported
-    split) under ``trainer.select_on=reported``."""
-    return "eval" if on_reported(cfg) else "select"
-
-
-def gate_split(cfg, task) -> str:
-    """metrics.json's ``curriculum_gate_split``: the split name behind :func:`gate_rows`."""
-    return task.split_name(gate_rows(cfg))
-
-
 def fit(cfg, c, acc) -> TrainResult:
     """Train ``c.method`` through the stages of ``cfg.trainer.curriculum``; returns the summed
     TrainResult, whose history holds one ``{"stage", "round", metric, "gate", "passed"}`` entry
     per round."""
-    t = cfg.trainer
-    stages = list(t.curriculum)
+    t, sel = cfg.trainer, c.selection
+    stages, metric = list(sel.curriculum), sel.curriculum_metric
     total, opt_state, k = TrainResult(), None, 0
     pad_id = c.backbone.tokenizer.pad_token_id
     for i, stage in enumerate(stages):
-        tcfg = copy.deepcopy(cfg.task)
-        OmegaConf.update(tcfg, "subset", stage)
-        task = build_task(tcfg)
+        task = stage_task(cfg, stage)
         train = featurize(c, task, task.examples("train"), f"train_{stage}")  # cuts counted in metrics.json's data
-        gate_on = gate_rows(cfg)
-        evals, read = task.examples(gate_on), task.split_name(gate_on)
+        evals, read = task.examples(sel.gate_rows()), task.split_name(sel.gate_rows())
         gate = t.curriculum_final_gate if i == len(stages) - 1 else t.curriculum_gate
         ts = copy.deepcopy(t)
         OmegaConf.update(ts, "resume", False)  # a stage's round never continues a checkpoint (there are none)
-        if t.get("curriculum_batch_size"):  # this stage's per-device batch (the authors' per-stage table)
+        if t.curriculum_batch_size:  # this stage's per-device batch (the authors' per-stage table)
             OmegaConf.update(ts, "batch_size", int(t.curriculum_batch_size[i]))
         for r in range(t.curriculum_max_rounds):
             trainer = Trainer(c.method, ts, acc, TrainInputs(train, pad_id, cfg.seed * 1009 + k))
@@ -77,16 +60,15 @@ def fit(cfg, c, acc) -> TrainResult:
             opt_state, k = trainer.optimizer.state_dict(), k + 1
             metrics, _ = evaluate(c.method, task, evals, c.featurizer, t.eval_batch_size, acc.device, progress=False)
             c.method.train()
-            if t.curriculum_metric not in metrics:
-                raise EmbexpError(f"trainer.curriculum_metric '{t.curriculum_metric}' is not a metric of task "
-                                  f"{task.display_name} (choose from: {', '.join(sorted(metrics))})")
-            value, passed = metrics[t.curriculum_metric], metrics[t.curriculum_metric] >= gate
-            log.info("curriculum stage %s round %d: %s=%.2f (gate %.1f) %s", stage, r + 1, t.curriculum_metric, value,
+            value = metrics[metric] if metric in metrics else metric_value(metrics, "curriculum_metric", metric,
+                                                                            metric, task)
+            passed = value >= gate
+            log.info("curriculum stage %s round %d: %s=%.2f (gate %.1f) %s", stage, r + 1, metric, value,
                      gate, "passed" if passed else "missed")
             for key in SUMMED:
                 setattr(total, key, getattr(total, key) + getattr(res, key))
             total.final_train_loss, total.state_memory = res.final_train_loss, total.state_memory or res.state_memory
-            total.history += res.history + [{"stage": stage, "round": r + 1, t.curriculum_metric: value, "gate": gate,
+            total.history += res.history + [{"stage": stage, "round": r + 1, metric: value, "gate": gate,
                                              "passed": bool(passed), "steps": res.steps, "gate_split": read,
                                              "gate_rows": len(evals), "batch_size": ts.batch_size}]
             if passed:

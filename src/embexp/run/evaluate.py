@@ -13,11 +13,10 @@ from tqdm.auto import tqdm
 from transformers import StoppingCriteria, StoppingCriteriaList
 
 from embexp import EmbexpError
-from embexp.data import Featurizer, collate
+from embexp.featurize import Featurizer, collate
 from embexp.methods.base import Method
 from embexp.methods.onepass import Greedy, WindowExceeded
-from embexp.run import selection
-from embexp.sentence import SENTENCE_KINDS, evaluate_similarity
+from embexp.objectives.sentence import SENTENCE_KINDS, evaluate_similarity
 from embexp.tasks.base import Example
 from embexp.tasks.metrics import length_reduction, pl_from_accuracy
 
@@ -351,24 +350,12 @@ def curve_point(cfg, c, device):
 def select_score(cfg, c, device):
     """trainer.select_metric's signal, where select_best keeps the best metric rather than the lowest loss: (name,
     () -> the metric on the selection rows), scored by the final evaluation's code (``Components.evaluate``,
-    rows="select"); None otherwise. The name is checked on the first two selection rows before training, so a
-    metric the evaluation does not give stops the run in one line now, not at the first selection point."""
-    name = selection.metric(cfg, c.task)
-    if name == "loss" or not (cfg.trainer.select_best and c.select_features):
+    rows="select"); None otherwise. ``run.preflight.probe`` has scored the name on two rows before training."""
+    sel = c.selection
+    name = sel.metric(c.task)
+    if name == "loss" or not (sel.best and c.select_features):
         return None
-
-    def value(metrics: dict) -> float:
-        if name not in metrics:
-            given = ", ".join(k for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
-            raise EmbexpError(f"trainer.select_metric={cfg.trainer.select_metric}: the evaluation of "
-                              f"{c.task.display_name} gives no '{name}' (it gives: {given})")
-        return float(metrics[name])
-
-    was_training = c.method.training
-    value(evaluate(c.method, c.task, c.select_examples[:2], c.featurizer, cfg.trainer.eval_batch_size, device,
-                        progress=False)[0])
-    c.method.train(was_training)
-    return name, lambda: value(c.evaluate(cfg.trainer.eval_batch_size, device, rows="select")[0])
+    return name, lambda: float(c.evaluate(cfg.trainer.eval_batch_size, device, rows="select")[0][name])
 
 
 def curve_metrics(task, metrics: dict, records: list[dict]) -> dict:
@@ -389,7 +376,7 @@ def curve_metrics(task, metrics: dict, records: list[dict]) -> dict:
 
 def select_point(cfg, c, device) -> dict:
     """trainer.curve_select: ``{"select": metrics}`` of the held-out selection rows at this step ({} without it)."""
-    if not cfg.trainer.get("curve_select"):
+    if not cfg.trainer.curve_select:
         return {}
     m, recs = c.evaluate(cfg.trainer.eval_batch_size, device, rows="select")
     return {"select": curve_metrics(c.task, m, recs)}

@@ -4,10 +4,8 @@ Resumable to the step: the data order depends on (seed, epoch) alone, the learni
 alone, and a checkpoint holds the trainable tensors, optimizer moments and RNG states (safetensors +
 JSON), so a run killed and resumed takes exactly the steps of an uninterrupted one.
 
-Selection reads only the rows it is given (``selection.rows``: never the reported split unless a
-paper's protocol asks by name; ``checks.check_selection``). ``select_best`` keeps the state with the
-lowest selection loss or the best ``trainer.select_metric``; the eval split's loss is recorded once,
-at the end, and chooses nothing.
+Selection (``run.selection`` explains the options) reads only the rows it is given; the eval split's loss is
+recorded once, at the end, and chooses nothing.
 """
 
 from __future__ import annotations
@@ -25,9 +23,10 @@ import torch
 from tqdm.auto import tqdm
 
 from embexp import EmbexpError, RunInterrupted
-from embexp.data import IGNORE, collate, n_tokens
+from embexp.featurize import IGNORE, collate, n_tokens
 from embexp.run import sharding
 from embexp.run.checkpoint import Checkpoint
+from embexp.run.selection import Selection
 from embexp.run.stops import stop_signals
 
 log = logging.getLogger("embexp")
@@ -163,6 +162,7 @@ class Trainer:
 
     def __init__(self, method, cfg, accelerator, inputs: TrainInputs):
         self.method, self.cfg, self.acc, self.inputs = method, cfg, accelerator, inputs
+        self.selection = Selection.of(cfg)  # select_best, eval_every (run.selection explains the options)
         self.select_name, self.select_score = inputs.select_score or ("loss", None)
         self.names = list(method.trainable_tensors())
         self.params = [method.trainable_tensors()[n] for n in self.names]
@@ -195,7 +195,7 @@ class Trainer:
         rows and, under select_best, restore the kept state. One optimizer step per iteration: its lr,
         ``grad_accum`` micro-batches, a finite check, clipping, the update, then log, select, curve, save, stop."""
         start = self.resume() if self.cfg.resume else 0  # replaces self.result with the checkpoint's
-        cfg, acc, res, inputs = self.cfg, self.acc, self.result, self.inputs
+        cfg, sel, acc, res, inputs = self.cfg, self.selection, self.acc, self.result, self.inputs
         self.model.train()
         t_start = time.perf_counter() - res.wall_seconds  # a resumed run keeps counting its wall time
         bar = tqdm(total=self.total, initial=start, desc="train", disable=not (cfg.progress and acc.is_main_process),
@@ -226,9 +226,9 @@ class Trainer:
                 last = res.steps == self.total
                 if cfg.log_every > 0 and res.steps % cfg.log_every == 0:
                     window = self._log(cfg.lr * factor, window)
-                if cfg.eval_every > 0 and inputs.select and res.steps % cfg.eval_every == 0 and not last:
+                if sel.eval_every > 0 and inputs.select and res.steps % sel.eval_every == 0 and not last:
                     self._periodic_eval(res.steps)
-                if inputs.curve_point is not None and res.steps in cfg.curve_at and not last:
+                if inputs.curve_point is not None and res.steps in sel.curve_at and not last:
                     self._curve(res.steps)
                 if cfg.save_every > 0 and res.steps % cfg.save_every == 0 and not last:
                     res.wall_seconds = time.perf_counter() - t_start
@@ -294,7 +294,7 @@ class Trainer:
         if not self.inputs.select:
             return
         res.select_loss, res.select_score = self._selection_point()
-        if not self.cfg.select_best:
+        if not self.selection.best:
             return
         self._consider_best(res.select_loss, res.select_score, res.steps)
         if self.best_state is not None and res.best_step != res.steps:
@@ -359,7 +359,7 @@ class Trainer:
         log.info("step %d  %s", step, "  ".join(f"{k}={v:.4g}" for k, v in rec.items() if k != "step"))
         self.result.history.append(rec)
         self.acc.log({f"select/{k[7:]}": v for k, v in rec.items() if k != "step"}, step=step)
-        if self.cfg.select_best:
+        if self.selection.best:
             self._consider_best(loss, score, step)
 
     def _curve(self, step: int) -> None:

@@ -13,9 +13,8 @@ from omegaconf import OmegaConf
 from embexp import EmbexpError, RunInterrupted, __version__
 from embexp.core import fingerprint as fp
 from embexp.core.records import RunRecord, git_commit, write_json
-from embexp.run import curriculum, selection
 from embexp.run.build import Components
-from embexp.run.evaluate import curve_record, select_point
+from embexp.run.evaluate import curve_record
 from embexp.run.loop import TrainResult, peak_memory
 
 log = logging.getLogger("embexp")
@@ -64,26 +63,26 @@ def parameter_counts(c: Components) -> dict:
 
 
 def metrics_record(cfg, c: Components, acc: Accelerator, res: TrainResult | None, metrics: dict, preds: list[dict],
-                   sizes: dict) -> dict:
-    """metrics.json: what ran, on which rows, what it scored, how it trained."""
-    task, staged = c.task, bool(cfg.do_train and c.method.trains and cfg.trainer.curriculum)
+                   sizes: dict, final_select: dict | None = None) -> dict:
+    """metrics.json: what ran, on which rows, what it scored, how it trained. ``final_select``: the selection
+    rows' point at the end of the learning curve (``run.evaluate.select_point``; trainer.curve_select)."""
+    task, sel = c.task, c.selection
     return {
         "method": cfg.method.name, "model": cfg.model.name, "task": task.display_name, "seed": cfg.seed,
-        **({"weights": "random"} if cfg.model.get("init", "pretrained") == "random" else {}),
+        **({"weights": "random"} if cfg.model.init == "random" else {}),
         "fingerprint": fp.fingerprint(cfg), "git_commit": git_commit(), "embexp_version": __version__,
         **sizes,
         "n_train_examples": len(c.train_examples), "n_eval_examples": len(c.eval_examples),
         "n_select_examples": len(c.select_examples),
-        "select_split": selection.split(cfg, task),
-        "select_on": cfg.trainer.get("select_on", "heldout"),
-        "select_metric": selection.recorded(cfg, task, res is not None),
-        **({"curriculum_gate_split": curriculum.gate_split(cfg, task)} if staged else {}),
+        "select_split": sel.split(task),
+        "select_on": sel.on,
+        "select_metric": sel.recorded(task, res is not None),
+        **({"curriculum_gate_split": task.split_name(sel.gate_rows())} if sel.staged else {}),
         "loss_on": task.loss_on if c.backbone.is_decoder else "",
         "metrics": metrics,
         "data": data_record(cfg, c),
-        **({"curve": curve_record(res, task, metrics, preds, select_point(cfg, c, acc.device))}
-           if cfg.trainer.curve_at and cfg.do_eval else {}),
-        "train": {**train_summary(res, acc.num_processes), "strategy": cfg.trainer.get("strategy", "ddp"),
+        **({"curve": curve_record(res, task, metrics, preds, final_select)} if sel.curve_at and cfg.do_eval else {}),
+        "train": {**train_summary(res, acc.num_processes), "strategy": cfg.trainer.strategy,
                   "effective_batch": effective_batch(cfg.trainer, acc.num_processes)},
         "memory": peak_memory(),
         "method_values": c.method.log_values(),
@@ -96,7 +95,7 @@ def data_record(cfg, c) -> dict:
     run trains on each stage's rows (``truncated_train_<stage>``), not on task.subset's training rows,
     whose counts are left out."""
     data = dict(c.data)
-    if cfg.do_train and cfg.trainer.get("curriculum"):
+    if cfg.do_train and cfg.trainer.curriculum:
         data.pop("truncated_train", None)
     return data
 
@@ -104,7 +103,7 @@ def data_record(cfg, c) -> dict:
 def effective_batch(t, world_size: int):
     """Examples per optimizer step: per-device batch x trainer.grad_accum x devices; a list (one per
     stage) under trainer.curriculum_batch_size."""
-    sizes = list(t.get("curriculum_batch_size") or []) if t.get("curriculum") else []
+    sizes = list(t.curriculum_batch_size) if t.curriculum else []
     eff = [int(b) * t.grad_accum * world_size for b in (sizes or [t.batch_size])]
     return eff if sizes else eff[0]
 

@@ -1,51 +1,89 @@
-"""Model selection: which rows choose the kept state, and by what signal.
+"""Model selection: which rows choose the kept state, and by what signal. The one explanation of the
+options; every stage of a run reads them through :class:`Selection`, built once from the config.
 
-The periodic evaluation loss, ``trainer.select_best`` and a curriculum's gate read the task's
-selection rows (``task.select_split``: a split, or ``train_holdout``, a seeded carve of the training
-split), never the reported split, so a reported number is never chosen on itself;
-``run.checks.check_selection`` refuses the rest before anything loads. A paper's protocol that selects
-on the reported rows (Tiny-Attention's GLUE dev cells) is asked for by name,
-``trainer.select_on=reported``, and recorded. ``run.loop.Trainer`` selects on :func:`rows` by
-:func:`metric` (``trainer.select_metric``: the lowest loss, or the best value of a task metric).
+The options (``trainer.*``; their help text and domains are in ``core.config.TrainerConfig``):
+
+- ``select_best``: keep the trainable state that scored best on the selection rows (else the last one);
+- ``select_on``: which rows selection reads: ``heldout`` (``task.select_split``: a split, or
+  ``train_holdout``, a seeded carve of the training split; never the reported split, so a reported
+  number is never chosen on itself) or ``reported`` (a paper's protocol, asked for by name and
+  recorded: Tiny-Attention's GLUE dev cells; ``task.select_split`` is then '');
+- ``select_metric``: what ``select_best`` keeps by: ``loss`` (the lowest selection loss), ``task`` (the
+  task's validation metric) or a metric's name, maximised; a metric is scored on the selection rows by
+  the final evaluation's code;
+- ``eval_every``: a selection point (the loss, and the metric if one) every N optimizer steps, besides
+  the last step;
+- ``curve_select``: each ``trainer.curve_at`` point also scores the held-out selection rows (what a
+  sweep may choose a step and a learning rate on), choosing nothing itself;
+- a ``trainer.curriculum``'s gate (``curriculum_metric`` against ``curriculum_gate``): selection too,
+  it decides when a stage is done, on the stage's selection rows (the reported split under
+  ``select_on=reported``).
+
+``run.preflight`` refuses what cannot select (or would select on the reported split) before anything
+loads; ``run.loop.Trainer`` selects on :meth:`Selection.rows` by :meth:`Selection.metric`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 LOWER_IS_BETTER = ("ter", "perplexity", "nll", "invalid")  # metrics trainer.select_metric cannot maximise
 
 
-def on_reported(cfg) -> bool:
-    """Whether this run's selection reads the reported split (``trainer.select_on=reported``)."""
-    return cfg.trainer.get("select_on", "heldout") == "reported"
+@dataclass(frozen=True)
+class Selection:
+    """The selection options of one run, read once from its config (:meth:`of`)."""
 
+    best: bool  # trainer.select_best
+    on: str  # trainer.select_on: heldout or reported
+    metric_name: str  # trainer.select_metric as given: loss, task or a metric's name
+    eval_every: int  # trainer.eval_every
+    curve_at: tuple  # trainer.curve_at
+    curve_select: bool  # trainer.curve_select
+    curriculum: tuple  # trainer.curriculum's stages
+    curriculum_metric: str  # the gate's metric
+    trains: bool  # do_train and the method trains: without training nothing is selected
 
-def metric(cfg, task) -> str:
-    """What ``select_best`` keeps the state by: ``loss`` (the lowest selection loss) or the name of a metric of
-    the task's evaluation, maximised (``trainer.select_metric``; ``task``: the task's ``validation_metric``)."""
-    name = cfg.trainer.get("select_metric", "loss")
-    return task.validation_metric if name == "task" else name
+    @classmethod
+    def of(cls, t, trains: bool = True) -> Selection:
+        """From the trainer config ``t`` (``cfg.trainer``); ``trains``: the run trains (do_train and the method)."""
+        return cls(bool(t.select_best), str(t.select_on), str(t.select_metric), int(t.eval_every),
+                   tuple(t.curve_at), bool(t.curve_select), tuple(t.curriculum), str(t.curriculum_metric),
+                   bool(trains))
 
+    @property
+    def reported(self) -> bool:
+        """Whether selection reads the reported split (``trainer.select_on=reported``)."""
+        return self.on == "reported"
 
-def recorded(cfg, task, trained: bool) -> str:
-    """metrics.json's ``select_metric``: what chose the kept state (``loss``, a metric's name), or ``none`` (the
-    last state is kept: no select_best, a curriculum, or nothing trained)."""
-    if not (trained and cfg.trainer.select_best and not cfg.trainer.get("curriculum")):
-        return "none"
-    return metric(cfg, task)
+    @property
+    def staged(self) -> bool:
+        """Whether the run trains through a curriculum's stages."""
+        return self.trains and bool(self.curriculum)
 
+    def metric(self, task) -> str:
+        """What ``select_best`` keeps the state by: ``loss`` or a metric's name (``task``: its validation metric)."""
+        return task.validation_metric if self.metric_name == "task" else self.metric_name
 
-def rows(cfg, task, train: list, reported: list, training: bool = True) -> list:
-    """The selection rows (examples) behind the periodic loss and ``select_best``: none unless
-    something is selected while training on ``train``; under ``trainer.select_on=reported`` the
-    ``reported`` rows themselves, else the task's ``select`` split (read here)."""
-    if not (training and train and (cfg.trainer.select_best or cfg.trainer.eval_every > 0
-                                    or cfg.trainer.get("curve_select", False))):
-        return []
-    if on_reported(cfg):
-        return reported
-    return task.examples("select") if task.split_name("select") else []
+    def recorded(self, task, trained: bool) -> str:
+        """metrics.json's ``select_metric``: what chose the kept state, or ``none`` (the last state is kept: no
+        select_best, a curriculum, or nothing trained)."""
+        return self.metric(task) if trained and self.best and not self.curriculum else "none"
 
+    def split(self, task) -> str:
+        """metrics.json's ``select_split``: the split the selection rows come from."""
+        return task.split_name("eval") if self.reported else task.split_name("select")
 
-def split(cfg, task) -> str:
-    """metrics.json's ``select_split``: the split the selection rows come from."""
-    return task.split_name("eval") if on_reported(cfg) else task.split_name("select")
+    def gate_rows(self) -> str:
+        """The row set a curriculum stage's gate reads: ``select``, or ``eval`` under ``select_on=reported``."""
+        return "eval" if self.reported else "select"
+
+    def rows(self, task, train: list, reported: list, training: bool = True) -> list:
+        """The selection rows behind the periodic loss and ``select_best``: none unless something is selected
+        while training on ``train``; under ``select_on=reported`` the ``reported`` rows themselves, else the
+        task's ``select`` split (read here)."""
+        if not (training and train and (self.best or self.eval_every > 0 or self.curve_select)):
+            return []
+        if self.reported:
+            return reported
+        return task.examples("select") if task.split_name("select") else []

@@ -37,7 +37,7 @@ FSDP_ENV = "ACCELERATE_USE_FSDP"  # what an FSDP accelerate config exports to th
 
 
 def wants(trainer_cfg) -> bool:
-    return trainer_cfg.get("strategy", "ddp") == "fsdp"
+    return trainer_cfg.strategy == "fsdp"
 
 
 def make_plugin(trainer_cfg):
@@ -48,7 +48,7 @@ def make_plugin(trainer_cfg):
 
     return FullyShardedDataParallelPlugin(
         fsdp_version=2, auto_wrap_policy="transformer_based_wrap", reshard_after_forward=True,
-        activation_checkpointing=bool(trainer_cfg.get("activation_checkpointing", False)),
+        activation_checkpointing=bool(trainer_cfg.activation_checkpointing),
         mixed_precision_policy=MixedPrecisionPolicy(), state_dict_type="FULL_STATE_DICT",
         cpu_ram_efficient_loading=False)
 

@@ -83,7 +83,7 @@ class Example:
     text: tuple[str, ...] = ()
     meta: dict = field(default_factory=dict)
     # encoders, cloze tasks (PET): (parts of segment a, parts of segment b), each part (text,
-    # shortenable); the part whose text is MASK becomes the tokenizer's mask token (data.Featurizer)
+    # shortenable); the part whose text is MASK becomes the tokenizer's mask token (featurize.Featurizer)
     cloze: tuple = ()
 
 
@@ -99,7 +99,7 @@ class Task:
 
     Config: ClassVar[type] = TaskConfig
     # generation | classification | regression | perplexity (the target scored, nothing generated) | pairs |
-    # similarity (sentence embeddings: embexp/sentence.py)
+    # similarity (sentence embeddings: embexp/objectives/sentence.py)
     kind: ClassVar[str] = "generation"
     # valid `subset` values ('' allowed when empty); the Config's `subset` field declares the same tuple
     # as its choices, so a bad subset is refused when the config is composed
@@ -136,7 +136,7 @@ class Task:
 
     @property
     def truncation_errors(self) -> tuple[str, ...]:
-        """Which cuts of data.Featurizer stop the run instead of being counted: ``"target"`` for
+        """Which cuts of featurize.Featurizer stop the run instead of being counted: ``"target"`` for
         classification and regression tasks, whose decoder target is the answer itself (a cut answer
         would be trained as the right one); ``"source"`` where a cut prompt changes the question."""
         return ("target",) if self.kind in ("classification", "regression") else ()

@@ -1,4 +1,4 @@
-"""Sentence-pair tasks for sentence embeddings (embexp/sentence.py: pooling, the objective, scoring).
+"""Sentence-pair tasks for sentence embeddings (embexp/objectives/sentence.py: pooling, the objective, scoring).
 
 ``nli_pairs`` (kind ``pairs``): the PETE paper's training data, SNLI + MNLI premise/hypothesis
 pairs labelled *entailment* (label 0 in both hub schemas; ``stanfordnlp/snli`` plain_text and

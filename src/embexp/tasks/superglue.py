@@ -33,7 +33,7 @@ final punctuation, ``|`` separates the two segments, each part tokenised on its 
     pattern 4   p question: h' True or False? answer: [MASK]    (h' = h as is; one segment)
                 rte: true / false; cb: "true, false or neither?", true / false / neither
 
-The masked-LM logits of the verbalizer tokens at the mask are the class logits (embexp/cloze.py).
+The masked-LM logits of the verbalizer tokens at the mask are the class logits (embexp/objectives/cloze.py).
 Local data: ``task.data_dir`` (default: ``$EMBEXP_DATA``) resolves ``super_glue/<subset>/<split>.jsonl``; the
 FewGLUE 32-example training sets are the split ``train_fewglue32`` there.
 """

@@ -5,7 +5,7 @@ The pieces, and where they plug in:
 
 - **Model**: encoders load without a task head (``AutoModel``) for these kinds
   (``models.load_backbone(sentence=True)``).
-- **Data**: ``data.Featurizer(separate=True)`` tokenises the two texts of an example as two sequences
+- **Data**: ``featurize.Featurizer(separate=True)`` tokenises the two texts of an example as two sequences
   (``input_ids`` / ``input_ids_b``), and ``data.collate`` pads each side.
 - **Embedding**: :meth:`Method.embed` runs the method's own forward on one side and pools it with
   :func:`mean_pool` (the attention mask is respected: padding never enters the mean).
@@ -77,7 +77,7 @@ class ContrastiveObjective(nn.Module):
 def embed_texts(method, featurizer, texts: Sequence[str], batch_size: int, device,
                 progress: bool = False) -> torch.Tensor:
     """Pooled embeddings [N, d] (fp32, CPU) of ``texts``, longest first in batches (fewer pads)."""
-    from embexp.data import pad
+    from embexp.featurize import pad
 
     tok = featurizer.tokenizer
     ids = [list(tok(t, truncation=True, max_length=featurizer.max_source_tokens)["input_ids"]) for t in texts]

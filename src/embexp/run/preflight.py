@@ -1,20 +1,31 @@
-"""Every pre-flight check of a run, in one place, run once by :func:`preflight` after the
-accelerator exists and before the rows or the model load: what cannot run stops in one line naming
-the value and what is valid. The schema bounds each field (``core.config.validate``, which also runs
-the methods' checks); this module checks what spans fields: model selection never reads the reported
-split unless a paper's protocol asks for it by name, learning-curve points, the judge, a
-curriculum's stages, and what cannot run sharded.
+"""Every pre-flight check of a run, in one place: what cannot run stops in one line naming the value and
+what is valid, before any training.
+
+:func:`preflight` runs once, after the accelerator exists and before the rows or the model load: the
+schema's domains (``core.config.validate``, which also runs the methods' checks), then what spans fields:
+model selection (``run.selection``: never the reported split unless a paper's protocol asks for it by
+name), learning-curve points, the judge, a curriculum's stages, the export, and what cannot run sharded.
+Three checks need more than the config and run where that is first there, from this module:
+:func:`check_tracker` (asked by ``train.make_accelerator`` before Accelerate opens a tracker),
+:func:`check_rows` (``run.build.read_rows``: the selection rows, read before the model) and
+:func:`probe` (after the model is built, before training: the selection and curriculum metrics,
+scored on two rows, so a misspelled name stops the run now and not after a stage has trained).
 """
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass
+
+from omegaconf import OmegaConf
 
 from embexp import EmbexpError, judge
 from embexp.core.config import validate
 from embexp.methods import METHODS
-from embexp.run import selection, sharding
+from embexp.run import sharding
+from embexp.run.evaluate import evaluate
+from embexp.run.selection import LOWER_IS_BETTER, Selection
 from embexp.tasks import build_task
 
 
@@ -24,6 +35,7 @@ class Plan:
 
     task: object
     fits: bool  # do_train and the method trains (Method.trains): the training rows are read and the method is fitted
+    selection: Selection  # trainer.select_* / eval_every / curve_select / the curriculum's gate, read once
 
 
 def preflight(cfg, training: bool = True, world_size: int | None = None) -> Plan:
@@ -34,21 +46,47 @@ def preflight(cfg, training: bool = True, world_size: int | None = None) -> Plan
     validate(cfg)
     check_random_weights(cfg)
     task = build_task(cfg.task)  # an unknown task fails before any model loads
-    plan = Plan(task, bool(cfg.do_train) and METHODS.get_class(cfg.method.name).trains)
+    fits = bool(cfg.do_train) and METHODS.get_class(cfg.method.name).trains
+    plan = Plan(task, fits, Selection.of(cfg.trainer, fits))
     if training:
-        check_selection(cfg, task)
+        check_selection(cfg, task, plan.selection)
         check_curve(cfg)
         judge.check(cfg, task)  # judge.model on a task without generations
         check_curriculum(cfg, task)
+        check_export(cfg)
         if world_size is not None:
             check_sharding(cfg, world_size)
     return plan
 
 
+TRACKER_PACKAGES = {"tensorboard": "tensorboardX", "wandb": "wandb", "mlflow": "mlflow", "trackio": "trackio"}
+
+
+def check_tracker(cfg) -> None:
+    """trainer.log_with: the tracker's package is installed (Accelerate's list of available trackers)."""
+    name = cfg.trainer.log_with
+    if name == "none":
+        return
+    from accelerate.tracking import get_available_trackers
+
+    if name not in {str(t) for t in get_available_trackers()}:
+        raise EmbexpError(f"trainer.log_with={name} needs the {TRACKER_PACKAGES[name]} package (pip install "
+                          f"{TRACKER_PACKAGES[name]}), or trainer.log_with=none")
+
+
+def check_export(cfg) -> None:
+    """export=true on a method that cannot give a plain transformers model (its ``export_blocker``): refused before
+    hours of training, not after."""
+    cls = METHODS.get_class(cfg.method.name)
+    if cfg.export and cls.export_blocker:
+        raise EmbexpError(f"method {cfg.method.name} cannot be exported to a plain model: {cls.export_blocker} "
+                          "(set export=false)")
+
+
 def check_random_weights(cfg) -> None:
     """model.init=random: a stored architecture of the model's kind, and no export (a random model with a
     synthetic tokenizer is no model to publish)."""
-    if cfg.model.get("init", "pretrained") != "random":
+    if cfg.model.init != "random":
         return
     from embexp.models.random_weights import check_random
 
@@ -58,67 +96,69 @@ def check_random_weights(cfg) -> None:
                           "tokenizer is not exported (set export=false)")
 
 
-def check_selection(cfg, task=None) -> None:
-    """Refuse a run whose model selection would read the split it reports (``trainer.select_best=true``
-    with ``task.select_split`` equal to the evaluation split, or with no selection split at all). Runs
-    that train nothing select nothing and pass. ``task``: the run's task (built from ``cfg.task``
-    when not given).
+def check_selection(cfg, task=None, sel: Selection | None = None) -> None:
+    """The one check of :class:`run.selection.Selection` (the options are explained there): refuse a run whose
+    model selection would read the split it reports (``trainer.select_best=true`` with ``task.select_split``
+    equal to the evaluation split, or with no selection split at all), or that would choose nothing or choose
+    wrongly. Runs that train nothing select nothing and pass. ``task``, ``sel``: the run's task and selection
+    (built from ``cfg`` when not given).
 
-    ``trainer.select_on=reported`` is a paper's protocol, asked for by name: selection (select_best,
-    the periodic loss, a curriculum's gate) reads the reported split itself, which the run records
-    (``select_on`` in metrics.json) and the tables mark. It needs ``task.select_split`` '' (or the
-    evaluation split's name), so no training rows are held out, and something to select.
-
-    A ``trainer.curriculum``'s gate is selection too (it decides when a stage is done): by default it
-    reads the task's selection rows (e.g. tree's train_holdout trees), and a curriculum whose gate
-    would read the reported split (select_split '' or the eval split) is refused unless
-    ``trainer.select_on=reported`` (the K-Token authors' gate on the test split)."""
-    t = cfg.trainer
-    if not cfg.do_train or not METHODS.get_class(cfg.method.name).trains:
+    ``trainer.select_on=reported`` needs ``task.select_split`` '' (or the evaluation split's name), so no
+    training rows are held out, and something to select. A curriculum's gate reads the selection rows: one
+    whose gate would read the reported split is refused unless ``trainer.select_on=reported``."""
+    sel = sel or Selection.of(cfg.trainer, bool(cfg.do_train) and METHODS.get_class(cfg.method.name).trains)
+    if not sel.trains:
         return
-    if t.get("select_metric", "loss") != "loss":
+    if sel.metric_name != "loss":
         task = task if task is not None else build_task(cfg.task)
-        check_select_metric(cfg, task)
-    if not (selection.on_reported(cfg) or t.get("curriculum") or t.select_best):
+        check_select_metric(sel, task)
+    if not (sel.reported or sel.curriculum or sel.best):
         return
     task = task if task is not None else build_task(cfg.task)
-    sel, ev = task.split_name("select"), task.split_name("eval")
-    if selection.on_reported(cfg):
-        if sel not in ("", ev):
+    split, ev = task.split_name("select"), task.split_name("eval")
+    if sel.reported:
+        if split not in ("", ev):
             raise EmbexpError(f"trainer.select_on=reported selects on the reported split '{ev}', but task.select_split="
-                              f"'{sel}' names other selection rows (set task.select_split='' or "
+                              f"'{split}' names other selection rows (set task.select_split='' or "
                               "trainer.select_on=heldout)")
-        if not t.select_best and not t.get("curriculum"):
+        if not sel.best and not sel.curriculum:
             raise EmbexpError("trainer.select_on=reported but nothing is selected (set trainer.select_best=true or "
                               "trainer.curriculum=[...], or trainer.select_on=heldout)")
         return
-    if t.get("curriculum") and sel in ("", ev):  # each stage's gate reads the stage's selection rows (curriculum.py)
+    if sel.curriculum and split in ("", ev):  # each stage's gate reads the stage's selection rows (curriculum.py)
         raise EmbexpError(f"trainer.curriculum's gate would read the reported split '{ev}' (task.select_split="
-                          f"'{sel}'): set task.select_split=train_holdout (with task.select_size) or another split; "
+                          f"'{split}'): set task.select_split=train_holdout (with task.select_size) or another split; "
                           f"the authors' gate on the reported split: trainer.select_on=reported task.select_split=''")
-    if not t.select_best:
+    if not sel.best:
         return
-    if not sel:
+    if not split:
         raise EmbexpError("trainer.select_best=true needs selection rows, but task.select_split is '' (set a split "
                           f"other than the reported '{ev}', or train_holdout; or trainer.select_best=false)")
-    if sel == ev:
-        raise EmbexpError(f"trainer.select_best=true would select on the reported split: task.select_split='{sel}' is "
-                          "task.eval_split (choose another split, train_holdout, or trainer.select_best=false; a "
+    if split == ev:
+        raise EmbexpError(f"trainer.select_best=true would select on the reported split: task.select_split='{split}' "
+                          "is task.eval_split (choose another split, train_holdout, or trainer.select_best=false; a "
                           "paper's protocol: trainer.select_on=reported)")
 
 
-def check_select_metric(cfg, task) -> None:
+def check_select_metric(sel: Selection, task) -> None:
     """Refuse a ``trainer.select_metric`` that would choose nothing or choose wrongly, in one line."""
-    t, name = cfg.trainer, cfg.trainer.select_metric
-    if not t.select_best or t.get("curriculum"):
+    name = sel.metric_name
+    if not sel.best or sel.curriculum:
         raise EmbexpError(f"trainer.select_metric={name} chooses the kept state: it needs trainer.select_best=true "
                           f"(and no trainer.curriculum, whose gate reads trainer.curriculum_metric)")
-    if not selection.metric(cfg, task):
+    if not sel.metric(task):
         raise EmbexpError(f"trainer.select_metric=task: task {task.display_name} names no validation metric "
                           f"(name one, e.g. trainer.select_metric=accuracy, or trainer.select_metric=loss)")
-    if selection.metric(cfg, task) in selection.LOWER_IS_BETTER:
+    if sel.metric(task) in LOWER_IS_BETTER:
         raise EmbexpError(f"trainer.select_metric={name}: a metric is maximised, and lower {name} is better "
                           f"(trainer.select_metric=loss selects on the lowest loss)")
+
+
+def check_rows(plan: Plan, rows: dict, training: bool) -> None:
+    """The rows read (``run.build.read_rows``, before the model): select_best has selection rows to choose on."""
+    if training and plan.fits and plan.selection.best and not rows["select"]:
+        raise EmbexpError(f"trainer.select_best=true needs selection rows; task.select_split="
+                          f"'{plan.task.split_name('select')}' gave none")
 
 
 def check_curve(cfg) -> None:
@@ -126,8 +166,8 @@ def check_curve(cfg) -> None:
     bad = [x for x in cfg.trainer.curve_at if isinstance(x, bool) or not isinstance(x, int) or x < 1]
     if bad:
         raise EmbexpError(f"trainer.curve_at must list optimizer steps (integers >= 1); got {bad[0]!r}")
-    if cfg.trainer.get("curve_select") and (not cfg.trainer.curve_at or selection.on_reported(cfg)
-                                            or not cfg.task.select_split):
+    if cfg.trainer.curve_select and (not cfg.trainer.curve_at or cfg.trainer.select_on == "reported"
+                                     or not cfg.task.select_split):
         raise EmbexpError("trainer.curve_select scores held-out selection rows at the points of trainer.curve_at: it "
                           "needs trainer.curve_at=[...], task.select_split (e.g. train_holdout) and "
                           "trainer.select_on=heldout")
@@ -140,7 +180,7 @@ def check_curriculum(cfg, task) -> None:
     """Reject a curriculum that cannot run, before any training."""
     t = cfg.trainer
     stages = list(t.curriculum)
-    sizes = list(t.get("curriculum_batch_size") or [])
+    sizes = list(t.curriculum_batch_size)
     if sizes and len(sizes) != len(stages):
         raise EmbexpError(f"trainer.curriculum_batch_size has {len(sizes)} entries for {len(stages)} "
                           "trainer.curriculum stages (give one per stage, or [])")
@@ -169,7 +209,7 @@ def check_sharding(cfg, world_size: int) -> None:
                           "trainer.strategy=ddp: embexp shards with trainer.strategy=fsdp and a plain multi-GPU "
                           "accelerate config")
     if not sharding.wants(t):
-        if t.get("activation_checkpointing", False):
+        if t.activation_checkpointing:
             raise EmbexpError("trainer.activation_checkpointing=true wraps FSDP units and needs trainer.strategy=fsdp "
                               "(under ddp: model.gradient_checkpointing=true)")
         return
@@ -183,13 +223,56 @@ def check_sharding(cfg, world_size: int) -> None:
     if world_size < 2:
         raise EmbexpError(f"trainer.strategy=fsdp shards over processes, but this run has {world_size} (launch it with "
                           f"accelerate launch --num_processes N, N >= 2; or trainer.strategy=ddp)")
-    if t.get("curriculum"):
+    if t.curriculum:
         raise EmbexpError("trainer.curriculum evaluates its gates on the main process mid-run, which a sharded model "
                           "cannot do alone: use trainer.strategy=ddp")
-    if t.get("curve_at"):
+    if t.curve_at:
         raise EmbexpError("trainer.curve_at evaluates on the main process mid-run, which a sharded model cannot do "
                           "alone: set trainer.curve_at=[] or trainer.strategy=ddp")
-    if t.get("select_metric", "loss") != "loss":
+    if t.select_metric != "loss":
         raise EmbexpError(f"trainer.select_metric={t.select_metric} scores the selection rows on the main process "
                           f"mid-run, which a sharded model cannot do alone: use trainer.strategy=ddp "
                           f"(or trainer.select_metric=loss)")
+
+
+# ---- after the model is built, before any training: the metrics that select, scored on two rows ----
+
+def probe(cfg, c, device) -> None:
+    """The metric ``select_best`` keeps by (``trainer.select_metric``, when not the loss) and a curriculum's gate
+    metric (``trainer.curriculum_metric``), each scored by the final evaluation's code on the first two rows it
+    will read: a name the evaluation does not give stops the run in one line now, not at the first selection
+    point or after a whole curriculum stage has trained. ``c``: the built run (``run.build.Components``)."""
+    sel = c.selection
+    name = sel.metric(c.task)
+    if sel.trains and sel.best and name != "loss" and c.select_examples:
+        metric_value(two_rows(cfg, c, c.task, c.select_examples, device), "select_metric", sel.metric_name, name,
+                     c.task)
+    if sel.staged:
+        task = stage_task(cfg, sel.curriculum[0])
+        metric_value(two_rows(cfg, c, task, task.examples(sel.gate_rows()), device), "curriculum_metric",
+                     sel.curriculum_metric, sel.curriculum_metric, task)
+
+
+def two_rows(cfg, c, task, examples: list, device) -> dict:
+    was_training = c.method.training
+    metrics = evaluate(c.method, task, examples[:2], c.featurizer, cfg.trainer.eval_batch_size, device,
+                       progress=False)[0]
+    c.method.train(was_training)
+    return metrics
+
+
+def stage_task(cfg, stage: str):
+    """The task of a curriculum stage: ``cfg.task`` with ``subset`` set to the stage."""
+    tcfg = copy.deepcopy(cfg.task)
+    OmegaConf.update(tcfg, "subset", stage)
+    return build_task(tcfg)
+
+
+def metric_value(metrics: dict, option: str, given: str, name: str, task) -> float:
+    """``metrics[name]``, the value of ``trainer.<option>=<given>``; one line naming the metrics the evaluation of
+    ``task`` gives when it has none by that name."""
+    if name not in metrics:
+        gives = ", ".join(k for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+        raise EmbexpError(f"trainer.{option}={given}: the evaluation of {task.display_name} gives no '{name}' "
+                          f"(it gives: {gives})")
+    return float(metrics[name])

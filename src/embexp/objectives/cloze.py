@@ -7,7 +7,7 @@ verbalizer token as the target (``task.cloze_loss=vocabulary``); prediction take
 verbalizer either way.
 
 The task marks its examples as cloze (``Example.cloze``; tasks/superglue.py, ``task.cloze=true``),
-``data.Featurizer`` tokenises them and records the mask position (``mask_positions`` in the batch),
+``featurize.Featurizer`` tokenises them and records the mask position (``mask_positions`` in the batch),
 ``models.load_backbone(mlm=True)`` loads the encoder with its masked-LM head, and ``run.build``
 attaches :class:`ClozeObjective` to the method: ``Method.__call__`` routes every batch that carries
 ``mask_positions`` to it, so training, the evaluation loss and ``run.evaluate.head_predictions`` (the
@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from embexp.data import MASK_POSITIONS
+from embexp.featurize import MASK_POSITIONS
 
 
 class ClozeObjective(nn.Module):

@@ -20,7 +20,7 @@ IGNORE = -100
 PROMPT_LENGTH = "prompt_length"    # decoder feature: number of prompt ids at the start of input_ids
 PROMPT_LENGTHS = "prompt_lengths"  # its batch tensor [batch], read by methods, never given to the backbone
 MASK_POSITION = "mask_position"    # encoder cloze feature: index of the mask token in input_ids
-MASK_POSITIONS = "mask_positions"  # its batch tensor [batch] (read by embexp.cloze, never by the backbone)
+MASK_POSITIONS = "mask_positions"  # its batch tensor [batch] (read by embexp.objectives.cloze, never by the backbone)
 
 
 @dataclass
@@ -146,7 +146,7 @@ class Featurizer:
     def _encoder(self, ex: Example) -> tuple[dict, Lengths]:
         if ex.cloze:
             return self._cloze(ex)
-        if self.separate:  # text pairs for sentence embeddings: input_ids / input_ids_b (embexp.sentence)
+        if self.separate:  # text pairs for sentence embeddings: input_ids / input_ids_b (embexp.objectives.sentence)
             cut = [self._cut(t) for t in ex.text]
             ids = [list(enc["input_ids"]) for enc, _ in cut]
             out = {"input_ids": ids[0], "input_ids_b": ids[1]}
@@ -159,7 +159,7 @@ class Featurizer:
         out["labels"] = ex.label
         return out, Lengths(n, len(out["input_ids"]))
 
-    # ---- cloze (PET's pattern-verbalizer pairs, embexp.cloze) ------------------------------------
+    # ---- cloze (PET's pattern-verbalizer pairs, embexp.objectives.cloze) ------------------------------------
     def cloze_features(self, ex: Example) -> dict:
         return self._cloze(ex)[0]
 

@@ -286,8 +286,8 @@ class TrainerConfig:
     strategy: str = f("ddp", "How several processes train (accelerate launch --num_processes N): ddp (every process "
                              "holds the whole model, gradients and optimizer state; the default) or fsdp (PyTorch "
                              "FSDP2 through Accelerate: parameters, gradients and optimizer state sharded across the "
-                             "processes, one unit per backbone layer; needs N >= 2; src/embexp/run/sharding.py, README "
-                             "'Past one GPU's memory'). Recorded in metrics.json (train.strategy).",
+                             "processes, one unit per backbone layer; needs N >= 2; src/embexp/run/sharding.py, "
+                             "docs/running.md 'Past one GPU's memory'). Recorded in metrics.json (train.strategy).",
                         choices=("ddp", "fsdp"))
     activation_checkpointing: bool = f(False, "trainer.strategy=fsdp: recompute each layer's activations in the "
                                               "backward pass (Accelerate's FSDP2 activation checkpointing, per layer "

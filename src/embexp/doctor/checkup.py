@@ -8,7 +8,7 @@ under ``out`` (``outputs/gpu_check/report.md``, ``report.json``):
 2. numerics (``numerics.py``): every method of the shared matrix under fp32, bf16 autocast and bf16
    weights within stated tolerances, its trainable tensors' dtypes, SDPA against eager, TinyTE's fp32
    bias moving under bf16 weights;
-3. memory (``memory.py``): one training step per method, measured against the formula of the README's
+3. memory (``memory.py``): one training step per method, measured against the formula of docs/running.md's
    Llama-3.1-8B table;
 4. speed (``speed.py``): embexp's loop against a plain PyTorch loop (the <= 1.02x goal), MFU, batched
    generation against a plain ``model.generate`` loop;

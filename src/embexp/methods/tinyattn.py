@@ -63,7 +63,7 @@ class TinyAttnConfig(MethodConfig):
                      "parameter averaging then keeps the mean of the attention parameters and the SUM of the output "
                      "projections (App. A, Eq. 8: M times the mean), and a warm start from a 1-module run divides its "
                      "output projection by M (ours: the M-module model starts as the 1-module one). mean: every module "
-                     "reads the same state, the mean of their outputs (ours; embexp's combination before issue #21). "
+                     "reads the same state, the mean of their outputs (ours; embexp's earlier combination). "
                      "The three agree for M = 1.", choices=COMBINES)
     head_dim: int = f(1, "D: per-head dimension of each module's query, key and value (paper: 1; 4 = Tiny-Attn-1H4D).",
                       ge=1)

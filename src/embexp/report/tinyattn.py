@@ -20,7 +20,7 @@ the reported dev split itself, ``trainer.select_metric=task``) or both (the defa
 cell any of whose records says it was selected on the reported split is marked † ("paper protocol:
 selected on the reported split"). Table 1 (FewGLUE) selects nothing and has one protocol. A
 paper-protocol record whose state was not kept by the task's ``METRIC`` (``select_metric`` in
-metrics.json: records from before issue #33 kept the lowest dev loss) is left out, and the table says
+metrics.json: older records kept the lowest dev loss) is left out, and the table says
 how many were (``STALE_NOTE``): delete those run directories and rerun the sweep.
 """
 
@@ -43,7 +43,7 @@ PROTOCOLS = ("heldout", "reported", "both")
 MARK = "†"
 MARK_NOTE = f"{MARK} paper protocol: selected on the reported split"
 STALE_NOTE = ("{n} paper-protocol run(s) left out: kept by another signal than the dev metric (select_metric "
-              "in metrics.json; runs from before issue #33 kept the lowest dev loss); delete and rerun them")
+              "in metrics.json; older runs kept the lowest dev loss); delete and rerun them")
 # the paper's validation metric per task (Table 8; accuracy for MNLI is matched only here)
 METRIC = {"cb": "accuracy", "sst2": "accuracy", "cola": "mcc", "mnli": "accuracy", "qqp": "accuracy", "rte": "accuracy",
           "mrpc": "accuracy", "qnli": "accuracy", "stsb": "pearson"}

@@ -278,7 +278,8 @@ def detail(check: dict, v: Verdict) -> list[str]:
                   for k, a, b, d, ma, mb in v.rows]
     elif v.rows and check["rule"] == "gap":
         lines += ["| rows | method | metric | step | lr | seeds |", "|---:|---|---:|---:|---:|---:|"]
-        lines += [f"| {n:,} | {lab} | {fmt(val, se)} | {step} | {lr} | {s} |" for n, lab, val, se, step, lr, s in v.rows]
+        lines += [f"| {n:,} | {lab} | {fmt(val, se)} | {step} | {lr} | {s} |"
+                  for n, lab, val, se, step, lr, s in v.rows]
     elif v.rows:
         lines += ["| run | metric | #TP | state MB |", "|---|---:|---:|---:|"]
         lines += [f"| {lab} | {val:.2f} | {tp or ''} | {mb or 0:.0f} |" for lab, val, tp, mb in v.rows]

@@ -129,8 +129,8 @@ def test_every_method_runs_in_the_comparison_and_gets_one_row(tmp_path):
             if r["method"] == "majority":
                 continue
             empty = {k for k, v in r.items() if v == "" and not k.endswith((" se", " seeds"))}
-            allowed = {"#TP", "% of backbone", "train state MB", "train tok/s", "held-out", "lr", "step", "lrs tried"} \
-                if r["method"] == "zero_shot" else {"em_accuracy se", "accuracy se"}
+            allowed = {"#TP", "% of backbone", "train state MB", "train tok/s", "held-out", "lr", "step", "lrs tried",
+                       "lr edge"} if r["method"] == "zero_shot" else {"em_accuracy se", "accuracy se", "lr edge"}
             assert empty <= allowed, (r["method"], empty)
         assert path.with_suffix(".png").stat().st_size > 0
 
@@ -158,6 +158,14 @@ def test_the_other_seeds_run_at_the_lr_the_first_seed_chose_and_the_table_report
         assert [r["seeds"] for r in csv.DictReader(table.splitlines()) if r["method"] == "lora"] == ["2"]
         note = (tmp_path / "tables" / "compare" / f"{name}.md").read_text()
         assert re.search(r"Wall: 4 runs, \d+\.\d\d h of training summed", note), note  # the table's cost
+
+
+def test_a_chosen_lr_at_the_end_of_its_grid_is_marked():
+    from embexp.report.compare_curves import lr_edge
+
+    grid = [6e-06, 2e-05, 6e-05]
+    assert [lr_edge(x, grid) for x in grid] == ["low", "", "high"]
+    assert lr_edge(1e-3, [1e-3]) == ""  # one lr tried: nothing was chosen
 
 
 def test_the_majority_class_is_drawn_and_tabled_in_the_metric_s_own_terms():

@@ -31,8 +31,16 @@ from embexp.core.records import LOWER, atomic_write, collect_runs, one_config, q
 from embexp.core.tables import emit, pyplot, save_png, table_dirs
 from embexp.report.cells import SE, majority, method_row, sem
 
-COLS = ["Method", "metric", "held-out", "lr", "step", "lrs tried", "#TP", "% of backbone", "train state MB",
+COLS = ["Method", "metric", "held-out", "lr", "step", "lrs tried", "lr edge", "#TP", "% of backbone", "train state MB",
         "train tok/s", "exports", "seeds"]
+
+
+def lr_edge(lr: float, lrs: list[float]) -> str:
+    """'low' or 'high' when the chosen lr is the end of the grid it was chosen from (a choice the grid may
+    have cut short: the sweep extends such a grid one step, make compare), else ''."""
+    if len(lrs) < 2 or lr not in (lrs[0], lrs[-1]):
+        return ""
+    return "low" if lr == lrs[0] else "high"
 
 
 def lr_of(run: dict) -> float:
@@ -69,7 +77,7 @@ def chosen_row(runs: list[dict], metric: str, lower: bool,
     pick = choose(cands, lower)
     if pick is None:  # trains nothing (or recorded no curve): its evaluation, nothing chosen
         base = method_row(runs, metric, se_policy)
-        return {**base, "held-out": None, "lr": None, "step": None, "lrs tried": None}, []
+        return {**base, "held-out": None, "lr": None, "step": None, "lrs tried": None, "lr edge": None}, []
     lr, step = pick
     at = list(cands[pick].values())
     chosen = [r for r in runs if lr_of(r) == lr]
@@ -81,7 +89,8 @@ def chosen_row(runs: list[dict], metric: str, lower: bool,
                    for (l_, s), v in cands.items() if l_ == lr)
     return {**base, "metric": float(np.mean(vals)), "metric se": sem(vals),
             "held-out": float(np.mean([h for h, _ in at])),
-            "lr": f"{lr:g}", "step": step, "lrs tried": " ".join(f"{x:g}" for x in lrs), "seeds": len(at)}, curve
+            "lr": f"{lr:g}", "step": step, "lrs tried": " ".join(f"{x:g}" for x in lrs), "lr edge": lr_edge(lr, lrs),
+            "seeds": len(at)}, curve
 
 
 def majority_level(metric: str, base: float | None) -> float | None:
@@ -138,7 +147,8 @@ def note(rows: list[dict], runs: list[dict], base: float | None) -> str:
             f"value averaged over the seeds ({'/'.join(map(str, sorted(rows_sel))) or '?'} held-out rows carved from "
             "the training split; ties: smaller budget, then smaller lr); the metric column is the eval split at that "
             "pair, mean ± s.e. "
-            "over the seeds. Nothing was chosen on the eval split. A method without lr/step trains nothing."
+            "over the seeds. Nothing was chosen on the eval split. A method without lr/step trains nothing. "
+            "lr edge: the chosen lr is the low or high end of the grid tried (the optimum may lie beyond it)."
             + (f" Majority class of the eval split: {base:.1f}." if base is not None else "") + wall(runs) + "\n")
 
 

@@ -1,0 +1,320 @@
+"""Each paper's central claim, checked on real rows: ``python -m embexp.report paper=claims``.
+
+    python -m embexp.report paper=claims                         # docs/claims.md (+ docs/img/claims_*.png)
+    python -m embexp.report paper=claims out=                    # print the page only
+    python -m embexp.report paper=claims runs=/data/claims       # the claims' own runs live elsewhere
+
+One row per paper: the claim quoted with its table, the check embexp runs on this machine's scale (model,
+rows, budget, how the lr was chosen, seeds), the numbers beside the majority class, zero-shot and the
+baselines the paper compares with, and a verdict computed by the check's rule (report/claims.yaml says
+what each rule means). Two sources, never a number typed into this module or the page:
+
+- the comparison's rendered tables (``compare``, default docs/compare: the CSVs ``make compare`` writes
+  from its run records), for the checks that reuse the comparison;
+- the claims' own run records under ``runs`` (default outputs/claims; ``make claims_runs`` writes them),
+  for checks the comparison cannot answer: PEMA against full FT at identical settings, PETE against the
+  standard encoder, K-Token's gap against the number of training rows.
+
+A check whose table or runs are missing is rendered as pending with the command that produces it.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import yaml
+
+from embexp.core.config import f
+from embexp.core.records import LOWER, atomic_write, collect_runs
+from embexp.core.tables import pyplot, save_png
+from embexp.report.base import ReportConfig
+from embexp.report.cells import binomial_se, sem
+from embexp.report.compare_curves import candidates, choose
+
+SPEC = Path(__file__).with_name("claims.yaml")
+TABLES = ("all",)
+HOLDS, FAILS, UNSEP, PENDING = "holds at this scale", "does not hold at this scale", "not separable", "pending"
+RUNS_COMMAND = "make claims_runs"
+
+
+@dataclass
+class Config(ReportConfig):
+    table: str = f("all", "The claims page (one table: all).", choices=TABLES)
+    runs: str = f("outputs/claims", "Root of the claims' own run records (make claims_runs writes them).")
+    compare: str = f("docs/compare", "Folder of the comparison's rendered tables (make compare writes them).")
+    out: Optional[str] = f("docs/claims.md", "The page; out= (empty) prints it only.")
+    img: str = f("docs/img", "Folder for the figures (the K-Token gap curve); ignored when out is empty.")
+
+
+@dataclass
+class Verdict:
+    verdict: str
+    numbers: str  # the check's numbers in one line
+    why: str  # how the rule read them
+    rows: list  # (label, value, se) for the check's table
+
+
+# ---- the rules -------------------------------------------------------------------------------------------
+def judge(rule: str, diff: float, se: float | None, tol: float = 0.0) -> tuple[str, str]:
+    """(verdict, reason) for method - reference = diff (points) with standard error se (None: one seed,
+    judged on the point value alone)."""
+    noise = 2 * se if se else 0.0
+    band = f"2 s.e. = {noise:.2f}" if se else "no s.e.: one run each"
+    if rule == "beats":
+        if diff > noise:
+            return HOLDS, f"ahead by {diff:+.2f} points, more than {band}"
+        if -diff > noise:
+            return FAILS, f"behind by {diff:+.2f} points, more than {band}"
+        return UNSEP, f"{diff:+.2f} points is within {band}"
+    if -diff <= tol + noise:
+        return HOLDS, f"{diff:+.2f} points is within the tolerance {tol:g} + {band}"
+    return FAILS, f"{diff:+.2f} points is below the tolerance {tol:g} + {band}"
+
+
+def diff_se(a: float | None, b: float | None) -> float | None:
+    return math.sqrt(a * a + b * b) if a is not None and b is not None else None
+
+
+# ---- checks on the comparison's rendered tables ----------------------------------------------------------
+def read_table(path: Path) -> dict[str, dict]:
+    with path.open(newline="") as fh:
+        return {r["Method"]: r for r in csv.DictReader(fh)}
+
+
+def num(v) -> float | None:
+    return float(v) if v not in (None, "") else None
+
+
+def value(row: dict, metric: str, n_eval: int | None) -> tuple[float | None, float | None, str]:
+    """(metric, its s.e., a note): the s.e. over seeds, else (one seed, an accuracy) the binomial s.e."""
+    v, se, seeds = num(row.get(metric)), num(row.get(f"{metric} se")), num(row.get("seeds"))
+    if se is None and v is not None and n_eval and "accuracy" in metric and (seeds or 1) < 2:
+        return v, binomial_se(v, n_eval), "binomial s.e. (one seed)"
+    return v, se, ""
+
+
+def edge(row: dict) -> bool:
+    """The chosen lr sits at either end of the grid it was chosen from."""
+    lrs, lr = (row.get("lrs tried") or "").split(), row.get("lr") or ""
+    return bool(lrs) and lr in (lrs[0], lrs[-1])
+
+
+def table_check(check: dict, cfg: Config) -> Verdict:
+    path = Path(cfg.compare) / check["table"]
+    if not path.is_file():
+        return Verdict(PENDING, "", f"{path} is missing: `make compare` renders it", [])
+    rows, metric = read_table(path), check["metric"]
+    missing = [m for m in (check["method"], check["against"]) if m not in rows]
+    if missing:
+        return Verdict(PENDING, "", f"{path} has no row {', '.join(missing)}", [])
+    m, ref = rows[check["method"]], rows[check["against"]]
+    (mv, mse, _), (rv, rse, _) = value(m, metric, None), value(ref, metric, None)
+    verdict, why = judge(check["rule"], mv - rv, diff_se(mse, rse), float(check.get("tol", 0.0)))
+    shown = [check["method"], check["against"], *check.get("context", []),
+             *[k for k in rows if k.startswith("Majority class")]]
+    out = []
+    for label in dict.fromkeys(shown):
+        if label in rows:
+            v, se, _ = value(rows[label], metric, None)
+            mark = " (lr at the grid's edge)" if edge(rows[label]) else ""
+            out.append((label + mark, v, se, rows[label].get("seeds") or "", rows[label].get("#TP") or ""))
+    numbers = f"{check['method']} {fmt(mv, mse)} vs {check['against']} {fmt(rv, rse)}"
+    return Verdict(verdict, numbers, why, out)
+
+
+# ---- checks on the claims' own runs ----------------------------------------------------------------------
+def metric_of(runs: list[dict], wanted: str | None) -> str:
+    from embexp.core.records import quality_metric
+
+    return wanted or quality_metric(runs, "")
+
+
+def label(run: dict) -> str:
+    method = run["config"].get("method") or {}
+    k = method.get("k")
+    return f"{run['method']} K={k}" if k is not None and run["method"] == "ktoken" else run["method"]
+
+
+def final(run: dict, metric: str) -> float | None:
+    v = (run.get("metrics") or {}).get(metric)
+    return float(v) if v is not None else None
+
+
+def state_mb(run: dict) -> float | None:
+    b = ((run.get("train") or {}).get("state_memory") or {}).get("total_bytes")
+    return b / 2**20 if b else None
+
+
+def paired_check(check: dict, runs: list[dict]) -> Verdict:
+    """Runs of method and against at identical settings (task, lr, seed, rows), paired on those."""
+    key = lambda r: (r["subset"] or r["task"], float(r["config"]["trainer"]["lr"]), r["seed"])  # noqa: E731
+    by = {m: {key(r): r for r in runs if r["method"] == m} for m in (check["method"], check["against"])}
+    pairs = sorted(set(by[check["method"]]) & set(by[check["against"]]))
+    if not pairs:
+        return Verdict(PENDING, "", f"no paired runs yet: `{RUNS_COMMAND}` writes them", [])
+    metric = metric_of(runs, check.get("metric"))
+    diffs, rows = [], []
+    for k in pairs:
+        a, b = by[check["method"]][k], by[check["against"]][k]
+        va, vb = final(a, metric), final(b, metric)
+        diffs.append(va - vb)
+        rows.append((f"{k[0]}, lr {k[1]:g}, seed {k[2]}", va, vb, va - vb, state_mb(a), state_mb(b)))
+    mean, se = float(np.mean(diffs)), sem(diffs)
+    verdict, why = judge("matches", mean, se, float(check.get("tol", 0.0)))
+    mem = [(r[4], r[5]) for r in rows if r[4] and r[5]]
+    ratio = f"; trainable state {np.mean([a for a, _ in mem]):.0f} MB vs {np.mean([b for _, b in mem]):.0f} MB" if mem \
+        else ""
+    numbers = (f"{check['method']} - {check['against']} = {fmt(mean, se)} points over {len(pairs)} pairs "
+               f"({metric}){ratio}")
+    return Verdict(verdict, numbers, why, rows)
+
+
+def matches_runs_check(check: dict, runs: list[dict]) -> Verdict:
+    """Trained runs of method and against (one config each): their final metric; untrained (tag untrained)
+    beside them."""
+    metric = metric_of(runs, check.get("metric"))
+    got = {}
+    for r in runs:
+        got[(r["method"], r.get("tag") == "untrained")] = r
+    m, ref = got.get((check["method"], False)), got.get((check["against"], False))
+    if not (m and ref):
+        return Verdict(PENDING, "", f"runs missing: `{RUNS_COMMAND}` writes them", [])
+    mv, rv = final(m, metric), final(ref, metric)
+    verdict, why = judge("matches", mv - rv, None, float(check.get("tol", 0.0)))
+    rows = [(f"{meth}{' (untrained)' if un else ''}", final(r, metric), r.get("n_trainable_params"), state_mb(r))
+            for (meth, un), r in sorted(got.items())]
+    numbers = f"{check['method']} {mv:.2f} vs {check['against']} {rv:.2f} ({metric}, one seed)"
+    return Verdict(verdict, numbers, why, rows)
+
+
+def chosen(runs: list[dict], metric: str) -> tuple[float, float | None, int, str] | None:
+    """A method's (eval metric, s.e. over seeds, step, lr) at the (lr, step) its held-out rows chose."""
+    cands = candidates(runs, metric)
+    pick = choose(cands, metric in LOWER)
+    if pick is None:
+        return None
+    vals = [v for _, v in cands[pick].values()]
+    return float(np.mean(vals)), sem(vals), pick[1], f"{pick[0]:g}"
+
+
+def gap_check(check: dict, runs: list[dict], cfg: Config) -> Verdict:
+    """The method's gap to `against` at each training-set size, each at its held-out choice."""
+    metric = check.get("metric") or "ll_accuracy"
+    sizes = sorted({r.get("n_train_examples") for r in runs if r.get("n_train_examples")})
+    table, curve = [], {}
+    for n in sizes:
+        at = [r for r in runs if r.get("n_train_examples") == n]
+        for lab in sorted({label(r) for r in at}):
+            c = chosen([r for r in at if label(r) == lab], metric)
+            if c:
+                curve.setdefault(lab, []).append((n, c[0]))
+                table.append((n, lab, c[0], c[1], c[2], c[3], len({r["seed"] for r in at if label(r) == lab})))
+    against = check["against"]
+    gaps = {n: (next(r for r in table if r[0] == n and r[1] == against), [r for r in table if r[0] == n and
+                                                                             r[1].startswith(check["method"])])
+            for n in sizes if any(r[0] == n and r[1] == against for r in table)}
+    gaps = {n: (ref, ms) for n, (ref, ms) in gaps.items() if ms}
+    if not gaps:
+        return Verdict(PENDING, "", f"no paired sizes yet: `{RUNS_COMMAND}` writes them", table)
+    top = max(gaps)
+    ref, ms = gaps[top]
+    best = max(ms, key=lambda r: r[2])
+    verdict, why = judge("matches", best[2] - ref[2], diff_se(best[3], ref[3]), float(check.get("tol", 0.0)))
+    parts = [f"{n:,} rows: {min(ref[2] - m[2] for m in ms):.1f}" for n, (ref, ms) in sorted(gaps.items())]
+    numbers = f"gap to {against} ({metric}) " + ", ".join(parts) + " points"
+    if cfg.out and len(curve) and len(sizes) > 1:
+        plot_gap(curve, Path(cfg.img) / "claims_ktoken_gap.png", metric)
+    return Verdict(verdict, numbers, why, table)
+
+
+def plot_gap(curve: dict, path: Path, metric: str) -> None:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for lab, pts in sorted(curve.items()):
+        xs, ys = zip(*sorted(pts))
+        ax.plot(xs, ys, marker="o", label=lab)
+    ax.set_xscale("log")
+    ax.set_xlabel("training rows")
+    ax.set_ylabel(f"{metric} (validation, at the held-out choice)")
+    ax.legend(fontsize=8)
+    save_png(fig, path)
+
+
+# ---- the page --------------------------------------------------------------------------------------------
+def fmt(v: float | None, se: float | None) -> str:
+    if v is None:
+        return ""
+    return f"{v:.1f} ± {se:.1f}" if se is not None else f"{v:.1f}"
+
+
+def run_check(check: dict, cfg: Config, runs_by: dict) -> Verdict:
+    if "table" in check:
+        return table_check(check, cfg)
+    runs = runs_by.setdefault(check["runs"], collect_runs(str(Path(cfg.runs) / check["runs"]), cfg.strict))
+    runs = [r for r in runs if r.get("weights") != "random"]
+    if check["rule"] == "paired":
+        return paired_check(check, runs)
+    if check["rule"] == "gap":
+        return gap_check(check, runs, cfg)
+    return matches_runs_check(check, runs)
+
+
+def detail(check: dict, v: Verdict) -> list[str]:
+    lines = [f"**{check['name']}** ({check['rule']}). {check['protocol'].strip()}.", ""]
+    if check.get("tol_why"):
+        lines += [f"Tolerance {check['tol']} points: {check['tol_why']}.", ""]
+    if v.rows and "table" in check:
+        lines += ["| | metric | seeds | #TP |", "|---|---:|---:|---:|"]
+        lines += [f"| {lab} | {fmt(val, se)} | {seeds} | {tp} |" for lab, val, se, seeds, tp in v.rows]
+    elif v.rows and check["rule"] == "paired":
+        lines += [f"| pair | {check['method']} | {check['against']} | difference | state MB ({check['method']}) | "
+                  f"state MB ({check['against']}) |", "|---|---:|---:|---:|---:|---:|"]
+        lines += [f"| {k} | {a:.2f} | {b:.2f} | {d:+.2f} | {ma or 0:.0f} | {mb or 0:.0f} |"
+                  for k, a, b, d, ma, mb in v.rows]
+    elif v.rows and check["rule"] == "gap":
+        lines += ["| rows | method | metric | step | lr | seeds |", "|---:|---|---:|---:|---:|---:|"]
+        lines += [f"| {n:,} | {lab} | {fmt(val, se)} | {step} | {lr} | {s} |"
+                  for n, lab, val, se, step, lr, s in v.rows]
+    elif v.rows:
+        lines += ["| run | metric | #TP | state MB |", "|---|---:|---:|---:|"]
+        lines += [f"| {lab} | {val:.2f} | {tp or ''} | {mb or 0:.0f} |" for lab, val, tp, mb in v.rows]
+    if v.rows:
+        lines.append("")
+    lines += [f"Verdict: **{v.verdict}**" + (f": {v.why}." if v.why else "."), ""]
+    return lines
+
+
+def render(cfg: Config) -> dict[str, str]:
+    papers = yaml.safe_load(SPEC.read_text())
+    runs_by: dict = {}
+    head = ["# Each paper's central claim, checked", "",
+            "Generated by `python -m embexp.report paper=claims` (`make claims`) from the comparison's rendered "
+            f"tables (`{cfg.compare}`) and the claims' own run records (`{cfg.runs}`, written by "
+            f"`{RUNS_COMMAND}`); never edit it by hand. The rules and the papers' quotes: "
+            "`src/embexp/report/claims.yaml`. A verdict is about this machine's scale: small models, thousands "
+            "of real rows, CPU budgets. The paper's scale needs a GPU: the last column's target, whose cost "
+            "the reproduction ledger (docs/reproduction.md) estimates.", "",
+            "| Paper | Claim | Check | Numbers | Verdict | The paper's scale |", "|---|---|---|---|---|---|"]
+    body = []
+    for p in papers:
+        verdicts = [(c, run_check(c, cfg, runs_by)) for c in p["checks"]]
+        first = verdicts[0][1]
+        done = [v for _, v in verdicts if v.verdict != PENDING]
+        lead = done[0] if done else first
+        verdict = lead.verdict + ("" if len(verdicts) == 1 else f" ({len(done)} of {len(verdicts)} checks run)")
+        head.append(f"| {p['paper']} | {p['short']} | {verdicts[0][0]['name']} | {lead.numbers} | {verdict} | "
+                    f"{p['gpu']} |")
+        body += [f"## {p['paper']}", "", f"> {p['quote'].strip()}", "", f"({p['where']})", ""]
+        for c, v in verdicts:
+            body += detail(c, v)
+    text = "\n".join(head + [""] + body).rstrip() + "\n"
+    if cfg.out:
+        Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(Path(cfg.out), text)
+    print(text)
+    return {"claims": text}

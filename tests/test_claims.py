@@ -1,0 +1,112 @@
+"""The claims page (report/claims.py): each rule's verdict, pending checks, and the three checks on the claims'
+own runs read from run records written by the results API exactly as a run writes them."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from embexp.core.config import run_name
+from embexp.core.records import RunRecord
+from embexp.report import claims
+from embexp.report.claims import FAILS, HOLDS, PENDING, UNSEP, Config, judge
+
+
+def run(root: Path, method: str, subset: str, lr: float, seed: int, record: dict, k=None, tag="", n=None) -> Path:
+    tag = tag or f"lr{lr:g}" + (f"_n{n}" if n else "")
+    rec = RunRecord(Path(run_name(str(root), "glue", subset, "m", method, tag, seed)))
+    method_cfg = {"name": method, **({"k": k} if k is not None else {})}
+    rec.start(OmegaConf.create({"task": {"name": "glue", "subset": subset}, "model": {"name": "m"},
+                                "method": method_cfg, "trainer": {"lr": lr}, "tag": tag, "seed": seed}))
+    rec.finish({"method": method, "model": "m", "task": f"glue_{subset}", "seed": seed,
+                **({"n_train_examples": n} if n else {}), **record})
+    return rec.dir
+
+
+@pytest.mark.parametrize("rule,diff,se,tol,want", [
+    ("beats", 3.0, 1.0, 0, HOLDS), ("beats", 1.0, 1.0, 0, UNSEP), ("beats", -3.0, 1.0, 0, FAILS),
+    ("beats", 0.5, None, 0, HOLDS),  # one run each: the point value alone
+    ("matches", -1.5, 1.0, 0, HOLDS), ("matches", -2.5, 1.0, 0, FAILS), ("matches", -2.5, 0.5, 2.0, HOLDS),
+    ("matches", 4.0, None, 0, HOLDS), ("matches", -0.1, None, 0, FAILS),
+])
+def test_rules(rule, diff, se, tol, want):
+    assert judge(rule, diff, se, tol)[0] == want
+
+
+def test_the_spec_names_known_rules_and_every_field():
+    papers = yaml.safe_load(claims.SPEC.read_text())
+    assert [p["paper"] for p in papers] == ["TinyTE", "PEMA", "PETE", "Tiny-Attention", "K-Token Merging"]
+    for p in papers:
+        assert {"quote", "where", "short", "gpu", "checks"} <= set(p)
+        for c in p["checks"]:
+            assert c["rule"] in ("beats", "matches", "paired", "gap") and ("table" in c) != ("runs" in c)
+
+
+def compare_table(folder: Path, name: str, rows: list[dict]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    with (folder / name).open("w", newline="") as fh:
+        w = csv.DictWriter(fh, keys)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def test_a_table_check_reads_the_rendered_comparison_and_marks_edge_lrs(tmp_path):
+    rows = [{"Method": "A", "accuracy": 80.0, "accuracy se": 0.2, "lr": "0.001", "lrs tried": "0.0003 0.001 0.003",
+             "seeds": 3, "#TP": 10},
+            {"Method": "B", "accuracy": 82.0, "accuracy se": 0.4, "lr": "6e-05", "lrs tried": "6e-06 2e-05 6e-05",
+             "seeds": 3, "#TP": 99},
+            {"Method": "Majority class (answers it always)", "accuracy": 50.9}]
+    compare_table(tmp_path, "t.csv", rows)
+    check = {"table": "t.csv", "metric": "accuracy", "method": "A", "against": "B", "rule": "matches", "tol": 0}
+    v = claims.table_check(check, Config(compare=str(tmp_path)))
+    assert v.verdict == FAILS and "-2.00" in v.why
+    labels = [r[0] for r in v.rows]
+    assert labels == ["A", "B (lr at the grid's edge)", "Majority class (answers it always)"]
+    missing = claims.table_check({**check, "table": "none.csv"}, Config(compare=str(tmp_path)))
+    assert missing.verdict == PENDING and "make compare" in missing.why
+
+
+def test_paired_runs_pair_on_task_lr_and_seed(tmp_path):
+    mem = lambda mb: {"train": {"state_memory": {"total_bytes": mb * 2**20}}}  # noqa: E731
+    for lr in (2e-5, 1e-4):
+        run(tmp_path, "full_ft", "sst2", lr, 0, {"metrics": {"accuracy": 80.0}, **mem(346)})
+        run(tmp_path, "pema", "sst2", lr, 0, {"metrics": {"accuracy": 80.0 + (0.2 if lr > 5e-5 else 0)}, **mem(206)})
+    run(tmp_path, "pema", "mrpc", 1e-4, 0, {"metrics": {"accuracy": 70.0}})  # no full FT partner: not a pair
+    check = {"runs": "x", "method": "pema", "against": "full_ft", "rule": "paired", "tol": 0.0, "metric": "accuracy"}
+    from embexp.core.records import collect_runs
+
+    v = claims.paired_check(check, collect_runs(str(tmp_path)))
+    assert v.verdict == HOLDS and len(v.rows) == 2
+    assert "0.1 ± 0.1 points over 2 pairs" in v.numbers and "206 MB vs 346 MB" in v.numbers
+    assert claims.paired_check(check, []).verdict == PENDING
+
+
+def test_the_gap_check_chooses_on_held_out_rows_at_each_size(tmp_path):
+    def curve(held, val):
+        return {"curve": [{"step": 100, "ll_accuracy": val - 5, "select": {"ll_accuracy": held - 5}},
+                          {"step": 200, "ll_accuracy": val, "select": {"ll_accuracy": held}}],
+                "metrics": {"ll_accuracy": val}}
+    for n, lora, kt in ((2000, 88.0, 70.0), (8000, 90.0, 89.0)):
+        run(tmp_path, "lora", "sst2", 1e-3, 0, curve(85, lora), n=n)
+        run(tmp_path, "ktoken", "sst2", 3e-4, 0, curve(80, kt), k=2, n=n)
+    from embexp.core.records import collect_runs
+
+    check = {"runs": "x", "method": "ktoken", "against": "lora", "rule": "gap", "tol": 2.0}
+    v = claims.gap_check(check, collect_runs(str(tmp_path)), Config(out="", img=str(tmp_path / "img")))
+    assert v.verdict == HOLDS and "2,000 rows: 18.0, 8,000 rows: 1.0" in v.numbers
+    assert {(r[0], r[1]) for r in v.rows} == {(2000, "lora"), (2000, "ktoken K=2"), (8000, "lora"),
+                                              (8000, "ktoken K=2")}
+
+
+def test_the_page_renders_pending_checks_without_numbers(tmp_path):
+    out = tmp_path / "claims.md"
+    claims.render(Config(runs=str(tmp_path / "none"), compare=str(tmp_path / "none"), out=str(out),
+                         img=str(tmp_path / "img")))
+    text = out.read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and " | pending" in line]
+    assert len(rows) == 5 and "never edit it by hand" in text

@@ -61,16 +61,22 @@ def compose(config_name: str, overrides: list[str]):
                 else:
                     st = e.stat()
                     files.append((e.path, st.st_mtime_ns, st.st_size))
-    schemas = tuple(sorted((g, len(v) if isinstance(v, dict) else 1) for g, v in ConfigStore.instance().repo.items()))
-    key = (config_name, tuple(overrides), d, tuple(sorted(files)), schemas)
-    if key in _TREES:
-        _TREES.move_to_end(key)
+
+    def key():
+        schemas = ((g, len(v) if isinstance(v, dict) else 1) for g, v in ConfigStore.instance().repo.items())
+        return config_name, tuple(overrides), d, tuple(sorted(files)), tuple(sorted(schemas))
+
+    k = key()
+    if k in _TREES:
+        _TREES.move_to_end(k)
     else:
         with initialize_config_dir(config_dir=d, version_base=None):
-            _TREES[key] = hydra_compose(config_name, overrides=list(overrides))
+            tree = hydra_compose(config_name, overrides=list(overrides))
+        k = key()  # again: a process's first compose registers Hydra's own schemas
+        _TREES[k] = tree
         if len(_TREES) > 256:
             _TREES.popitem(last=False)
-    return copy.deepcopy(_TREES[key])
+    return copy.deepcopy(_TREES[k])
 
 
 def compose_train(overrides: list[str]):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -42,16 +43,28 @@ def test_every_experiment_file_composes_and_validates(experiment):
     assert cfg.method.name and cfg.task.name
 
 
-def test_sharing_the_config_store_when_hydra_copies_it_changes_no_composed_config(monkeypatch):
-    """core/config.py lets Hydra's per-compose deep copy of its repository keep the ConfigStore singleton."""
-    from hydra.core.config_store import ConfigStore
+def test_a_repeated_compose_is_hydras_config_in_a_copy_of_its_own(tmp_path, monkeypatch):
+    """core.cli.compose keeps each composed tree for the process: a repeat equals Hydra's own compose,
+    is the caller's to change, and a changed file of the config tree composes afresh."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
     from omegaconf import OmegaConf
 
-    args = ("experiment=pema_glue", "debug=smoke")
-    shared = OmegaConf.to_container(compose(*args))
-    monkeypatch.delattr(ConfigStore, "__deepcopy__")
-    monkeypatch.setattr("embexp.core.config.register_core_schemas", lambda: None)  # keep the plain copy
-    assert OmegaConf.to_container(compose(*args)) == shared
+    args = ["experiment=pema_glue", "debug=smoke"]
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        plain = OmegaConf.to_container(hydra_compose("train", overrides=args))
+    first = compose(*args)
+    assert OmegaConf.to_container(first) == plain
+    first.trainer.lr = 0.5  # the caller's copy
+    assert OmegaConf.to_container(compose(*args)) == plain
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF, conf)
+    monkeypatch.setenv("EMBEXP_CONF", str(conf))
+    assert OmegaConf.to_container(compose(*args)) == plain  # the same tree in another folder
+    assert compose("debug=smoke").trainer.lr != 0.25
+    trainer = conf / "trainer" / "default.yaml"
+    trainer.write_text(trainer.read_text() + "lr: 0.25\n")
+    assert compose("debug=smoke").trainer.lr == 0.25
 
 
 @pytest.mark.parametrize("override", ["trainer.optimizer=sgd", "trainer.scheduler=step", "trainer.mixed_precision=tf32",

@@ -84,14 +84,17 @@ DECODERS = ["tiny_llama", "tiny_qwen2", "tiny_gemma2"]
 ENCODERS = ["tiny_roberta", "tiny_deberta"]
 
 
-def setup_case(case: Case, model: str, task: str = "wmt16"):
+def setup_case(case: Case, model: str, task: str = "wmt16", twin: bool = False):
+    """(cfg, method, ref, batch): the method set up on six training rows; ref, an untouched twin of its
+    backbone (same weights), only where asked for (the identity test; it costs a second model)."""
     task = task if model in DECODERS else "glue"
     cfg = smoke(f"method={case.method}", f"model={model}", f"task={task}", *case.overrides)
     t = build_task(cfg.task)
     torch.manual_seed(0)
     bb = load_backbone(cfg.model, num_labels=t.num_labels)
-    ref = load_backbone(cfg.model, num_labels=t.num_labels)  # an untouched twin (same seed)
-    ref.model.load_state_dict(bb.model.state_dict())
+    ref = load_backbone(cfg.model, num_labels=t.num_labels) if twin else None  # same seed
+    if twin:
+        ref.model.load_state_dict(bb.model.state_dict())
     method = build_method(cfg.method, bb)
     enc = Featurizer(bb.tokenizer, bb.is_decoder, 128, 32)
     feats = [enc.train_features(e) for e in t.examples("train")[:6]]
@@ -128,7 +131,7 @@ def step(method, batch, lr=1e-2, n=1):
 
 @pytest.mark.parametrize("case,model", params(lambda c: c.is_identity, every_family=True))
 def test_identity_at_init(case, model):
-    _, method, ref, batch = setup_case(case, model)
+    _, method, ref, batch = setup_case(case, model, twin=True)
     inputs = {k: v for k, v in batch.items() if k != "labels"}
     with torch.no_grad():
         assert torch.equal(method(**inputs).logits, ref.model(**inputs).logits)
@@ -152,8 +155,10 @@ def test_only_method_tensors_change(case, model):
 @pytest.mark.parametrize("case,model",
                          [p for p in params(lambda c: c.trains, encoders=False) if p.values[1] == "tiny_llama"])
 def test_training_lowers_the_loss(case, model):
+    # 10 steps: every row's loss is already 0.11 or more below its first (prompt tuning's is the smallest
+    # drop, and 30 steps add only 0.01 to it), over twice the 0.05 asked for
     _, method, _, batch = setup_case(case, model)
-    losses = step(method, batch, lr=3e-2 if case.method.startswith("tinyte") else 1e-2, n=30)
+    losses = step(method, batch, lr=3e-2 if case.method.startswith("tinyte") else 1e-2, n=10)
     assert min(losses[-5:]) < losses[0] - 0.05, losses
 
 

@@ -4,6 +4,7 @@ arguments of the analyses, reports and the doctor (:func:`parse`, :func:`usage`)
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import logging
@@ -30,11 +31,57 @@ def choices(group: str) -> list[str]:
     return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
 
 
+# (config, overrides, what the tree is made of) -> the composed tree, never handed out; the most recently
+# used 256 (~110 KB each), so that a long sweep's process does not keep every command's tree
+_TREES: collections.OrderedDict = collections.OrderedDict()
+
+
+def compose(config_name: str, overrides: list[str]):
+    """Hydra's compose of ``config_name`` from the config tree (its public API: ``initialize_config_dir``
+    and ``compose``), once per distinct call in a process: the sweep, the studies, the doctor and the
+    tests compose the same overrides many times, at ~0.15 s a compose, and each caller gets its own deep
+    copy (~4 ms) to change. The key holds everything the tree is made of: the config folder with every
+    file's modification time and size (an edited or added file composes afresh), the schemas in Hydra's
+    ConfigStore, and the overrides; ``${oc.env:...}`` stays an interpolation, resolved when read. A failed
+    compose is not kept: it raises again on the next call."""
+    import copy
+
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.config_store import ConfigStore
+
+    d = str(conf_dir())
+    files = []
+    folders = [d]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for e in entries:
+                if e.is_dir():
+                    folders.append(e.path)
+                else:
+                    st = e.stat()
+                    files.append((e.path, st.st_mtime_ns, st.st_size))
+
+    def key():
+        schemas = ((g, len(v) if isinstance(v, dict) else 1) for g, v in ConfigStore.instance().repo.items())
+        return config_name, tuple(overrides), d, tuple(sorted(files)), tuple(sorted(schemas))
+
+    k = key()
+    if k in _TREES:
+        _TREES.move_to_end(k)
+    else:
+        with initialize_config_dir(config_dir=d, version_base=None):
+            tree = hydra_compose(config_name, overrides=list(overrides))
+        k = key()  # again: a process's first compose registers Hydra's own schemas
+        _TREES[k] = tree
+        if len(_TREES) > 256:
+            _TREES.popitem(last=False)
+    return copy.deepcopy(_TREES[k])
+
+
 def compose_train(overrides: list[str]):
     """The train config for these overrides, composed and validated exactly as ``python -m embexp.train``
     does (the analyses, the sweep, the doctor and the tests compose through here)."""
-    from hydra import compose, initialize_config_dir
-
     from embexp.core.config import register_core_schemas, validate
 
     register_core_schemas()
@@ -49,8 +96,7 @@ def compose_train(overrides: list[str]):
         if key in GROUPS and value and value != "null" and value not in choices(key):
             raise EmbexpError(f"unknown {key} '{value}' (choose from: {', '.join(choices(key))})")
     try:
-        with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
-            cfg = compose("train", overrides=list(overrides))
+        cfg = compose("train", list(overrides))
     except Exception as e:  # hydra/omegaconf raise many types; keep the first line
         raise EmbexpError(f"cannot compose {' '.join(overrides)}: {str(e).splitlines()[0]}") from None
     validate(cfg)  # every field's domain and the method's model kinds, as the CLI checks them
@@ -118,12 +164,10 @@ def check_compose(config_name: str, argv: list[str]) -> None:
     if any(a in ("-m", "--multirun") or a.startswith("--") for a in argv):
         return
     overrides = [a for a in argv if "=" in a and not a.lstrip("+~").startswith("hydra.")]
-    from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
     def attempt(ovr):
-        with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
-            return compose(config_name, overrides=ovr)
+        return compose(config_name, ovr)
 
     try:
         composed = attempt(overrides)

@@ -399,16 +399,7 @@ def run_name(root: str, task: str, subset: str, model: str, method: str, tag: st
     return f"{root}/{t}/{model}/{m}/seed{seed}"
 
 
-def _store_copies_as_itself(self, memo: dict) -> ConfigStore:
-    return self
-
-
 def register_core_schemas() -> None:
-    # Hydra deep-copies its config repository on every compose (CachingConfigRepository.__init__) and with it
-    # the process-wide ConfigStore that holds these schemas: 14 of a compose's ~115 ms. Nothing writes to the
-    # store while composing and its load() hands out deep copies of the nodes, so the copy can be the
-    # singleton itself; the composed configs are unchanged (tests/test_guards.py checks one against a plain copy).
-    ConfigStore.__deepcopy__ = _store_copies_as_itself
     if not OmegaConf.has_resolver("embexp_run_name"):
         OmegaConf.register_new_resolver("embexp_run_name", run_name)
     cs = ConfigStore.instance()

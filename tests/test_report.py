@@ -162,7 +162,7 @@ def test_runs_find_one_run_per_seed_in_order_nearest_the_root(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["paper=nope"],
-     "unknown paper 'nope' (choose from: compare, ktoken, ledger, pema, pete, run_curves, tinyattn, tinyte)"),
+     "unknown paper 'nope' (choose from: claims, compare, ktoken, ledger, pema, pete, run_curves, tinyattn, tinyte)"),
     (["paper=ktoken", "table=table9"], "unknown table 'table9' (choose from: table1, table2, table3, ablation, all)"),
     (["paper=tinyattn", "select_on=maybe"], "unknown select_on 'maybe' (choose from: heldout, reported, both)"),
     (["paper=pema", "table=table2"], "unknown table 'table2' (choose from: table9, table10, all)"),

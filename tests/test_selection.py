@@ -384,6 +384,19 @@ def test_curve_points_are_the_final_evaluation_at_earlier_steps(tmp_path):
     assert (tmp_path / "tables" / "curve_glue_sst2_tiny_llama.png").stat().st_size > 0
 
 
+def test_curve_patience_stops_once_the_held_out_curve_is_flat(tmp_path):
+    """lr ~0: the held-out score never improves on the first point, so patience 2 stops at the third point
+    (step 6 of 10); the final evaluation is that step's point, and a resumed decision reads the history."""
+    m = run_train(smoke("method=lora", "model=tiny_llama", "task=glue", "task.subset=sst2", "trainer.lr=1e-12",
+                        "trainer.max_steps=10", "trainer.curve_at=[2,4,6,8]", "trainer.curve_select=true",
+                        "task.select_split=train_holdout", "task.select_size=8", "trainer.curve_patience=2"),
+                  tmp_path / "run")
+    assert m["train"]["steps"] == 6 and m["train"]["stopped_early"] is True
+    assert [p["step"] for p in m["curve"]] == [2, 4, 6] and all("select" in p for p in m["curve"])
+    with pytest.raises(EmbexpError, match="trainer.curve_patience=2 stops on the held-out rows' curve"):
+        run_train(smoke("task=glue", "trainer.curve_patience=2"), "/nonexistent/never-made")
+
+
 @pytest.mark.parametrize("value", ["[0]", "[a]", "[1.5]"])
 def test_bad_curve_step_is_one_line(value, tmp_path):
     r = run_cli("method=lora", "model=tiny_llama", "task=glue", "task.subset=sst2", "debug=smoke",

@@ -50,6 +50,7 @@ class TrainResult:
     best_select_loss: float = float("nan")  # the kept state's selection loss (lowest, when selecting by the loss)
     best_select_score: float = float("nan")  # the kept state's metric (best, when selecting by a metric)
     resumed_from_step: int = 0
+    stopped_early: bool = False  # trainer.curve_patience ended training before max_steps
     state_memory: dict = field(default_factory=dict)
     history: list = field(default_factory=list)
 
@@ -230,6 +231,9 @@ class Trainer:
                     self._periodic_eval(res.steps)
                 if inputs.curve_point is not None and res.steps in sel.curve_at and not last:
                     self._curve(res.steps)
+                    if sel.curve_patience and self._flat():
+                        res.stopped_early = True
+                        break
                 if cfg.save_every > 0 and res.steps % cfg.save_every == 0 and not last:
                     res.wall_seconds = time.perf_counter() - t_start
                     self.save(res.steps)
@@ -372,6 +376,31 @@ class Trainer:
                      "  ".join(f"{k}={v:.4g}" for k, v in point.items() if isinstance(v, float)))
             self.result.history.append({"step": step, "curve": point})
         self.acc.wait_for_everyone()
+
+    def _flat(self) -> bool:
+        """trainer.curve_patience: the held-out curve has not improved on its best for that many points. Read from
+        the history (so a resumed run decides as an uninterrupted one), decided on the main process and shared.
+        The stopping point's curve entry is dropped: the final evaluation scores that step again as the curve's
+        last point."""
+        from accelerate.utils import broadcast_object_list
+
+        from embexp.core.records import LOWER, quality_metric
+
+        flat = [False]
+        if self.acc.is_main_process:
+            points = [h["curve"]["select"] for h in self.result.history if (h.get("curve") or {}).get("select")]
+            metric = quality_metric([{"metrics": p} for p in points], "")
+            sign = -1.0 if metric in LOWER else 1.0
+            values = [sign * p[metric] for p in points if p.get(metric) is not None]
+            best = max(range(len(values)), key=lambda i: (values[i], -i)) if values else 0
+            flat = [len(values) - 1 - best >= self.selection.curve_patience]
+            if flat[0]:
+                log.info("step %d  held-out %s flat for %d curve points: stopping (trainer.curve_patience)",
+                         self.result.steps, metric, self.selection.curve_patience)
+                self.result.history.pop()
+        if self.acc.num_processes > 1:
+            broadcast_object_list(flat)
+        return bool(flat[0])
 
     def _consider_best(self, loss: float, score: float, step: int) -> None:
         """Keep this step's state if it is the best so far: the lowest loss, or (select_score) the highest

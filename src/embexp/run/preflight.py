@@ -171,6 +171,9 @@ def check_curve(cfg) -> None:
         raise EmbexpError("trainer.curve_select scores held-out selection rows at the points of trainer.curve_at: it "
                           "needs trainer.curve_at=[...], task.select_split (e.g. train_holdout) and "
                           "trainer.select_on=heldout")
+    if cfg.trainer.curve_patience and not cfg.trainer.curve_select:
+        raise EmbexpError(f"trainer.curve_patience={cfg.trainer.curve_patience} stops on the held-out rows' curve: it "
+                          "needs trainer.curve_select=true (with trainer.curve_at=[...] and task.select_split)")
     if cfg.trainer.curve_at and cfg.trainer.curriculum:
         raise EmbexpError("trainer.curve_at is not drawn across a trainer.curriculum's stages (each stage reports its "
                           "gate metric in the history); set trainer.curve_at=[]")

@@ -114,7 +114,7 @@ def train_summary(res, world_size: int = 1) -> dict:
     keys = ("steps", "micro_batches", "examples", "tokens", "input_tokens", "wall_seconds", "tokens_per_second",
             "final_train_loss",
             "eval_loss", "select_loss", "select_metric", "select_score", "best_step", "best_select_loss",
-            "best_select_score", "resumed_from_step", "state_memory")
+            "best_select_score", "resumed_from_step", "stopped_early", "state_memory")
     out = {k: getattr(res, k) for k in keys}
     out["world_size"] = world_size
     out["history"] = res.history

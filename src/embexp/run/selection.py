@@ -15,6 +15,8 @@ The options (``trainer.*``; their help text and domains are in ``core.config.Tra
   the last step;
 - ``curve_select``: each ``trainer.curve_at`` point also scores the held-out selection rows (what a
   sweep may choose a step and a learning rate on), choosing nothing itself;
+- ``curve_patience``: training stops once those held-out scores have not improved for N points (the
+  run is trained until its held-out curve is flat); it keeps the last state, choosing no state itself;
 - a ``trainer.curriculum``'s gate (``curriculum_metric`` against ``curriculum_gate``): selection too,
   it decides when a stage is done, on the stage's selection rows (the reported split under
   ``select_on=reported``).
@@ -40,6 +42,7 @@ class Selection:
     eval_every: int  # trainer.eval_every
     curve_at: tuple  # trainer.curve_at
     curve_select: bool  # trainer.curve_select
+    curve_patience: int  # trainer.curve_patience
     curriculum: tuple  # trainer.curriculum's stages
     curriculum_metric: str  # the gate's metric
     trains: bool  # do_train and the method trains: without training nothing is selected
@@ -48,7 +51,7 @@ class Selection:
     def of(cls, t, trains: bool = True) -> Selection:
         """From the trainer config ``t`` (``cfg.trainer``); ``trains``: the run trains (do_train and the method)."""
         return cls(bool(t.select_best), str(t.select_on), str(t.select_metric), int(t.eval_every),
-                   tuple(t.curve_at), bool(t.curve_select), tuple(t.curriculum), str(t.curriculum_metric),
+                   tuple(t.curve_at), bool(t.curve_select), int(t.curve_patience), tuple(t.curriculum), str(t.curriculum_metric),
                    bool(trains))
 
     @property

@@ -51,8 +51,8 @@ class Selection:
     def of(cls, t, trains: bool = True) -> Selection:
         """From the trainer config ``t`` (``cfg.trainer``); ``trains``: the run trains (do_train and the method)."""
         return cls(bool(t.select_best), str(t.select_on), str(t.select_metric), int(t.eval_every),
-                   tuple(t.curve_at), bool(t.curve_select), int(t.curve_patience), tuple(t.curriculum), str(t.curriculum_metric),
-                   bool(trains))
+                   tuple(t.curve_at), bool(t.curve_select), int(t.curve_patience), tuple(t.curriculum),
+                   str(t.curriculum_metric), bool(trains))
 
     @property
     def reported(self) -> bool:

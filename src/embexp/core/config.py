@@ -244,9 +244,9 @@ class TrainerConfig:
                                   "into the point's `select`: what a sweep may choose a step and a learning rate on "
                                   "(python -m embexp.report paper=compare table=curves), never the eval split. Needs "
                                   "held-out selection rows.")
-    curve_patience: int = f(0, "Stop training once the held-out rows' headline metric (trainer.curve_select) has "
-                               "not improved on its best for N consecutive trainer.curve_at points: a run trained "
-                               "until its held-out curve is flat, not to a fixed budget (max_steps is then the cap; the lr "
+    curve_patience: int = f(0, "Stop training once the held-out rows' headline metric (trainer.curve_select) has not "
+                               "improved on its best for N consecutive trainer.curve_at points: a run trained until "
+                               "its held-out curve is flat, not to a fixed budget (max_steps is then the cap; the lr "
                                "schedule is still laid out over it). The final evaluation runs at the step it stopped "
                                "and metrics.json records train.stopped_early. 0 = never.", ge=0)
     select_best: bool = f(False, "Keep the trainable state with the lowest loss (or, with trainer.select_metric, the "

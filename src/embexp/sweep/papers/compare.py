@@ -77,27 +77,44 @@ COMPUTED = "computed from debug=smoke unless set"
        root=Var(None, help=f"where the runs go (an output_root= extra, else outputs/compare/curves): {COMPUTED}"),
        tables=Var(None, help=f"where the tables go (else outputs/compare/tables): {COMPUTED}"))
 def curves(v):
+    """The encoder cells and their table, the second set's split, the decoder cells and their tables."""
     smoke = v.smoke
 
     def pick(name, normal, small):
         return v[name] if v[name] is not None else small if smoke else normal
 
-    steps, curve, batch = pick("steps", "250", "4"), pick("curve", "[50,125]", "[2]"), pick("batch", "16", "4")
-    dec_steps, dec_curve = pick("dec_steps", "300", "4"), pick("dec_curve", "[100,200]", "[2]")
     root = v.root if v.root is not None else v.output_root or (
         "outputs/smoke/compare/curves" if smoke else "outputs/compare/curves")
     tables = v.tables if v.tables is not None else f"{v.output_root}/tables/compare" if v.output_root else (
         "outputs/smoke/tables/compare" if smoke else "outputs/compare/tables")
-    first = v.seeds[0] if v.seeds else ""
+    yield from encoder(v, root, steps=pick("steps", "250", "4"), curve=pick("curve", "[50,125]", "[2]"),
+                       batch=pick("batch", "16", "4"))
+    if "encoder" in v.kinds:
+        yield report("paper=compare", "table=curves", f"runs={root}", f"out={tables}", "model=minilm")
+    if "decoder" in v.kinds and on(v.ktoken_check) and not smoke:  # the second sentiment set, built once
+        yield analyze("split", f"source={v.data}/glue/sst2/train.jsonl", f"out={SECOND}", "n_train=2190", "seed=1",
+                      extra=False)
+    yield from decoder(v, root, steps=pick("dec_steps", "300", "4"), curve=pick("dec_curve", "[100,200]", "[2]"))
+    if "decoder" in v.kinds:
+        for metric in ["ll_accuracy", "em_accuracy"]:
+            yield report("paper=compare", "table=curves", f"runs={root}", f"out={tables}", "model=smollm2",
+                         f"metric={metric}")
+    if "decoder" in v.kinds and on(v.ktoken_check):  # an output_root= extra puts the second set's runs there too
+        yield report("paper=compare", "table=curves", f"runs={v.output_root or root + '_second'}",
+                     f"out={tables}/second", "model=smollm2", "metric=ll_accuracy")
 
-    def picked(method):
-        return not v.only or method in v.only
 
-    # ---- encoder: MiniLM on every task, the methods and their lrs from the classes (Method.comparison)
+def picked(v, method: str) -> bool:
+    return not v.only or method in v.only
+
+
+def encoder(v, root: str, steps: str, curve: str, batch: str):
+    """MiniLM on every task: the methods and their lrs from the classes (Method.comparison)."""
+    smoke, first = v.smoke, v.first_seed
     for task in TASKS:
         for method in compared("encoder"):
             role = "headline" if method in v.headline else v.others if task == "sst2" else ""
-            if not ("encoder" in v.kinds and task in v.tasks and picked(method) and on(role)):
+            if not ("encoder" in v.kinds and task in v.tasks and picked(v, method) and on(role)):
                 continue
             cell = [f"method={method}", "model=minilm", "task=glue", f"task.subset={task}", f"task.data_dir={v.data}",
                     "task.train_split=train", f"task.max_train_samples={'24' if smoke else ENCODER_ROWS[task]}",
@@ -116,14 +133,11 @@ def curves(v):
             if role == "headline":  # stage 2: the other seeds at the lr chosen on held-out rows
                 for seed in v.seeds[1:]:
                     yield chosen("lr", {lr: at(lr, first) for lr in grid}, lambda lr, seed=seed, at=at: at(lr, seed))
-    if "encoder" in v.kinds:
-        yield report("paper=compare", "table=curves", f"runs={root}", f"out={tables}", "model=minilm")
 
-    # ---- decoder: SmolLM2 on SST-2 (RTE and the second set at the lrs SST-2's first seed chose)
-    if "decoder" in v.kinds and on(v.ktoken_check) and not smoke:  # the second sentiment set, built once
-        yield analyze("split", f"source={v.data}/glue/sst2/train.jsonl", f"out={SECOND}", "n_train=2190", "seed=1",
-                      extra=False)
-    dec_first = v.dec_seeds[0] if v.dec_seeds else ""
+
+def decoder(v, root: str, steps: str, curve: str):
+    """SmolLM2 on SST-2; RTE and the second set at the lrs SST-2's first seed chose."""
+    smoke, dec_first = v.smoke, v.dec_seeds[0] if v.dec_seeds else ""
 
     def dec_cell(task, rows, method):
         """The decoder cell of a task on the main rows or on the second set (rows)."""
@@ -136,7 +150,7 @@ def curves(v):
                 f"task.max_eval_samples={'872' if second else '-1'}",  # the second set: 872 rows of the rest
                 f"task.max_source_tokens={'192' if task == 'rte' else '80'}",  # cut from the left: the question stays
                 f"output_root={root}_second" if second else f"output_root={root}",
-                "trainer.batch_size=8", f"trainer.max_steps={dec_steps}", f"trainer.curve_at={dec_curve}",
+                "trainer.batch_size=8", f"trainer.max_steps={steps}", f"trainer.curve_at={curve}",
                 "trainer.curve_select=true"]
 
     for task, rows in [("sst2", "main"), ("rte", "main"), ("sst2", "second")]:
@@ -146,7 +160,7 @@ def curves(v):
             else:
                 use = on(v.ktoken_check) and method in ("zero_shot", "ktoken")
             mine = not v.dec_methods or method in v.dec_methods
-            if not ("decoder" in v.kinds and picked(method) and mine and use):
+            if not ("decoder" in v.kinds and picked(v, method) and mine and use):
                 continue
             second = rows == "second"
             if method == "zero_shot":  # trains nothing: its evaluation of the same rows (the decoder table's floor)
@@ -174,10 +188,3 @@ def curves(v):
                     cell = dec_cell(task, rows, method)
                     yield chosen("lr", candidates, lambda lr, seed=seed, cell=cell, pre=pre:
                                  [*cell, f"trainer.lr={lr}", f"tag={pre}lr{lr}", f"seed={seed}"])
-    if "decoder" in v.kinds:
-        for metric in ["ll_accuracy", "em_accuracy"]:
-            yield report("paper=compare", "table=curves", f"runs={root}", f"out={tables}", "model=smollm2",
-                         f"metric={metric}")
-    if "decoder" in v.kinds and on(v.ktoken_check):  # an output_root= extra puts the second set's runs there too
-        yield report("paper=compare", "table=curves", f"runs={v.output_root or root + '_second'}",
-                     f"out={tables}/second", "model=smollm2", "metric=ll_accuracy")

@@ -214,7 +214,7 @@ def test_a_new_method_is_found_everywhere_from_its_class(toy_method):
 
     _, cmds = sweep.commands("compare/curves", ["kinds=encoder decoder", "tasks=sst2", "seeds=0",
                                                      "dec_methods="])  # every decoder method
-    train = [c["args"] for c in cmds if c["kind"] == "train"]
+    train = [c.args for c in cmds if c.kind == "train"]
     mine = [a for a in train if "method=toy_scale" in a]  # the grid around its lr (0.003 x 0.3, 1, 3), on both kinds
     assert sorted({a[1] for a in mine}) == ["model=minilm", "model=smollm2"]
     assert sorted({x for a in mine for x in a if x.startswith("trainer.lr=")}) == \

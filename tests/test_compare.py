@@ -1,5 +1,5 @@
 """The comparison of every method (python -m embexp.report paper=compare table=compare|curves;
-conf/sweep/compare/curves.yaml, make compare)."""
+embexp/sweep/papers/compare.py, make compare)."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def test_the_other_seeds_run_at_the_lr_the_first_seed_chose_and_the_table_report
     from embexp.core.records import best_held_out
     from test_sweep import in_process
 
-    monkeypatch.setattr(sweep, "execute", in_process)
+    monkeypatch.setattr(sweep.runner, "execute", in_process)
     monkeypatch.chdir(tmp_path)
     assert sweep.main(["compare/curves", "--extra", f"debug=smoke output_root={tmp_path}", *BOTH, *SMOKE, "seeds=0 1",
                        "only=lora"]) == 0, capsys.readouterr().err
@@ -191,7 +191,7 @@ def test_rte_and_the_second_sentiment_set_run_at_the_lr_sst2_s_first_seed_chose(
     from embexp.core.records import best_held_out
     from test_sweep import in_process
 
-    monkeypatch.setattr(sweep, "execute", in_process)
+    monkeypatch.setattr(sweep.runner, "execute", in_process)
     monkeypatch.chdir(tmp_path)
     assert sweep.main(["compare/curves", "--extra", f"debug=smoke output_root={tmp_path}", "kinds=decoder",
                        "dec_tasks=sst2 rte", "only=ktoken", "ktoken_check=1"]) == 0, capsys.readouterr().err

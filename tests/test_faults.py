@@ -103,7 +103,7 @@ def test_a_live_owner_is_seen_by_readers_refused_to_a_second_run_and_skipped_by_
     cells = [c[2:] for c in sweep.command_lines("tinyte/table5", [], extra.split()) if c[1] == "embexp.train"]
     d = sweep_train.run_dir(cells[0])
     calls = []  # the first cell that runs is taken by another process between the probe and its start: exit 75
-    monkeypatch.setattr(sweep, "execute", lambda cmd: calls.append(cmd) or (75 if len(calls) == 1 else 0))
+    monkeypatch.setattr(sweep.runner, "execute", lambda cmd: calls.append(cmd) or (75 if len(calls) == 1 else 0))
     with lock.owning(d) as previous:
         assert previous is None
         owner = lock.live_owner(d)

@@ -1,5 +1,5 @@
 """K-Token Merging's other tasks (amazon, commitpack), its hard-compression baselines
-(method=prompt_compress) and its paper sweeps (conf/sweep/ktoken/, mk/ktoken.mk)."""
+(method=prompt_compress) and its paper sweeps (embexp/sweep/papers/ktoken.py, mk/ktoken.mk)."""
 
 from __future__ import annotations
 
@@ -182,7 +182,7 @@ def test_llmlingua_glue_decodes_compresses_and_tokenises_again(monkeypatch):
     assert FakeCompressor.calls[-1] == ("init", "/models/scorer", "cpu", {"trust_remote_code": False}, {})
 
 
-# ---- the paper's sweeps (conf/sweep/ktoken/, mk/ktoken.mk) ----------------------------------------
+# ---- the paper's sweeps (embexp/sweep/papers/ktoken.py, mk/ktoken.mk) ----------------------------------------
 def sweep_commands(table: str, *assignments: str) -> list[list[str]]:
     from embexp.sweep import command_lines
 

@@ -35,7 +35,7 @@ LAYERS = [
     (5, ("embexp.studies",), "studies: analyses that compute with models or data (python -m embexp.analyze)"),
     (6, ("embexp.report", "embexp.analyze", "embexp.sweep", "embexp.doctor", "embexp.__main__"),
      "top: tables from run records (one module per paper), the analyze CLI, the sweep runner (sweep/: the runner, "
-     "its spec language, each command kind with its done probe), "
+     "the paper tables as Python functions, each command kind with its done probe), "
      "the machine check (doctor/: python -m embexp.doctor, make gpu-check: it builds runs through every lower layer), "
      "the package's help"),
 ]

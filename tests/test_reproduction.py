@@ -229,12 +229,12 @@ def test_an_equal_row_says_what_it_rests_on_and_the_summary_counts_each_kind_apa
 def test_the_ledger_s_four_honesty_points():
     """XNLI's blank lr cell is inferred (no printed value), Tiny-Attention Table 1 runs the spec's seeds,
     each calibrated LoRA count has PEFT's default-target count beside it."""
-    import yaml
+    from embexp.sweep.runner import get_table
 
     by_id = BY_ID
     xnli = by_id["pema.t8.learning_rate_peak.pema_xnli"]
     assert decide(xnli).status == "unprinted" and "inferred" in xnli.cell
-    seeds = yaml.safe_load((REPO / "conf" / "sweep" / "tinyattn" / "table1.yaml").read_text())["vars"]["seeds"]
+    seeds = get_table("tinyattn/table1").vars["seeds"].default
     t1 = by_id["tinyattn.t1.1h"]
     assert f"({len(seeds)} seeds" in t1.cell and all(run.copies == len(seeds) for run in t1.gpu.runs)
     assert all("calibrated" in by_id[f"tinyte.t2.{m}.lorar8.tp"].reason for m in ("gemma2", "qwen25"))

@@ -1,6 +1,6 @@
-"""The sweep runner (python -m embexp.sweep) and the paper-table specs under conf/sweep/.
+"""The sweep runner (python -m embexp.sweep) and the paper tables under src/embexp/sweep/papers/.
 
-The golden files under tests/golden/sweep/ hold the exact commands every spec prints with --dry-run
+The golden files under tests/golden/sweep/ hold the exact commands every table prints with --dry-run
 (several variable settings each): a restructuring that changes any cell of any table fails here.
 Regenerate them (after checking the change is wanted) with ``EMBEXP_REGEN_GOLDEN=1 pytest tests/test_sweep.py``.
 ``methods.txt`` beside them names the methods registered when they were written: a method added since
@@ -21,7 +21,7 @@ import pytest
 
 from conftest import compose, run_cli
 from embexp import EmbexpError, sweep
-from embexp.sweep import language
+from embexp.sweep import runner
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "sweep"
@@ -80,7 +80,7 @@ def dry(spec: str, *args: str, env: dict | None = None) -> str:
 
 
 def golden_text(spec: str) -> str:
-    """The dry runs of a spec with each of its variable settings (a spec not in VARIANTS: its defaults)."""
+    """The dry runs of a table with each of its variable settings (a table not in VARIANTS: its defaults)."""
     variants = VARIANTS.get(spec, [[]])
     return "".join(f"## {shlex.join(v)}\n" + dry(spec, *v, env={"EMBEXP_DATA": "/data"}) for v in variants)
 
@@ -126,16 +126,22 @@ def test_dry_run_commands_equal_the_golden_file(spec):
     assert text == path.read_text(), f"{spec}: the dry-run commands changed (if that is wanted: {regen})"
 
 
+def shape(args: list[str]) -> tuple:
+    """A train command's overrides with only the experiment file's value kept (its 'step')."""
+    return tuple(a if a.startswith("experiment=") else a.split("=", 1)[0] for a in args)
+
+
 def train_commands(every: bool):
-    """(spec, args) of the train commands of every spec with debug=smoke: every distinct one (but one
-    model and seed of each), or the first of each step (`every=False`)."""
+    """(spec, args) of the train commands of every table with debug=smoke: every distinct one (but one
+    model and seed of each), or the first of each shape (`every=False`: its keys and experiment file)."""
     seen, out = set(), []
     for spec in sweep.spec_names():
         _, cmds = sweep.commands(spec, [], ["debug=smoke"])
         for c in cmds:
-            args = sweep.with_extra(c, ["debug=smoke"], "x")
-            key = (id(c["step"]),) if not every else tuple(a for a in args if not a.startswith(("seed=", "model=")))
-            if c["kind"] == "train" and "-m" not in args and key not in seen:
+            runner.resolve(c, ["debug=smoke"], dry=True)
+            args = runner.with_extra(c, ["debug=smoke"], "x")
+            key = (spec, shape(args)) if not every else tuple(a for a in args if not a.startswith(("seed=", "model=")))
+            if c.kind == "train" and "-m" not in args and not c.build and key not in seen:
                 seen.add(key)
                 out.append((spec, args))
     return out
@@ -148,8 +154,8 @@ def check_composes(spec: str, args: list[str]) -> None:
     assert any(a.startswith("trainer.max_steps=") for a in args) or cfg.trainer.max_steps == 4, (spec, args)
 
 
-def test_each_step_s_train_commands_compose_with_debug_smoke():
-    """The first train command of every step of every spec composes with debug=smoke appended
+def test_each_shape_of_train_command_composes_with_debug_smoke():
+    """The first train command of every shape of every table composes with debug=smoke appended
     (experiment files exist, overrides are valid keys) and gets trainer.resume=true."""
     cmds = train_commands(every=False)
     assert len(cmds) >= 20
@@ -164,45 +170,49 @@ def test_every_train_command_composes_with_debug_smoke():
         check_composes(spec, args)
 
 
-# ---- the template language ---------------------------------------------------------------------
-def scope(**kw):
-    return language.Scope(kw)
+# ---- the tables and their variables ------------------------------------------------------------
+def test_every_table_is_a_documented_function_of_its_paper_s_module():
+    """No spec language: each table is a Python function (its docstring or its module's says the protocol),
+    and no sweep spec is left under conf/."""
+    tables = runner.load_tables()
+    assert sorted(tables) == sweep.spec_names() and len(tables) >= 30
+    for name, tab in tables.items():
+        assert name == f"{tab.paper}/{tab.commands.__name__}" and tab.commands.__module__.endswith("." + tab.paper)
+        assert tab.commands.__doc__ or importlib.import_module(tab.commands.__module__).__doc__, name
+    assert not (REPO / "conf" / "sweep").exists()
 
 
-def test_templates_filters_and_conditions():
-    s = scope(models=["a", "xlmr", "b"], seeds=["0", "1"], x="{y}", y="deep", empty="")
-    assert language.render("m={models:csv} s={seeds:ssv} f={seeds:first}", s) == "m=a,xlmr,b s=0 1 f=0"
-    assert language.render("{models:without=xlmr|csv};{models:only=xlmr|csv}", s) == "a,b;xlmr"
-    assert language.render("{x} ${output_root}/{x}", s) == "deep ${output_root}/deep"  # Hydra's ${...} passes through
-    assert language.render("conf/model/{m:hub_id}", scope(m="bert")) == "conf/model/google-bert/bert-base-uncased"
-    assert (language.holds("{x} == deep", s) and language.holds("b in {models:ssv}", s)
-            and not language.holds("{empty}", s))
-    assert language.holds("not {empty}", s) and language.holds("{x} != other", s)
-    assert language.args_of(["a={x}", "{empty}", "$seeds",
-                             {"if": "{empty}", "then": ["no"], "else": ["yes={y}"]}], s) == \
-        ["a=deep", "0", "1", "yes=deep"]
-    axes = {"c": [{"c": "base", "seeds": "{seeds:first}"}, "full"], "seed": "$seeds"}
-    rows = [dict(b) for b in language.combinations(axes, s)]
-    assert [(r["c"], r["seed"]) for r in rows] == [("base", "0"), ("full", "0"), ("full", "1")]
+def test_variables_take_lists_both_ways_and_keep_their_domains():
+    tab = runner.get_table("pema/table10")
+    assert runner.parse_vars(tab, ["seeds=[3,4]", "glue=rte cola"])["seeds"] == ["3", "4"]
+    assert runner.parse_vars(tab, ["glue=rte cola"])["glue"] == ["rte", "cola"]
+    assert runner.parse_vars(tab, [])["out"] == "tables/pema"
+    with pytest.raises(EmbexpError, match=r"^seeds: 'x' is not a whole number"):
+        runner.parse_vars(tab, ["seeds=x"])
+    with pytest.raises(EmbexpError, match=r"^unknown glue entry 'mnli_m' \(choose from: cola, mnli,"):
+        runner.parse_vars(tab, ["glue=mnli_m"])
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("{models}", "'{models}' is a list; write {models:csv}"),
-    ("{nope}", "unknown variable '{nope}'"),
-    ("{seeds:sorted}", "unknown template filter 'sorted' (choose from: csv, ssv, first, rest, len"),
-])
-def test_bad_templates_are_one_line(bad, message):
-    with pytest.raises(EmbexpError, match=None) as e:
-        language.render(bad, scope(models=["a"], seeds=["0"]))
-    assert message in str(e.value) and "\n" not in str(e.value)
+def test_a_chosen_value_is_a_placeholder_in_a_dry_run_and_the_best_candidate_when_run(tmp_path, monkeypatch):
+    cmd = runner.chosen("lr", {"0.1": ["a=1"], "0.3": ["a=3"]}, lambda lr: [f"trainer.lr={lr}", ""])
+    runner.resolve(cmd, [], dry=True)
+    assert cmd.args == ["trainer.lr=<lr chosen on held-out rows among 0.1 0.3>"]
+    scores = {"a=1": 0.5, "a=3": 0.7}
+    monkeypatch.setattr(sweep.train, "run_dir", lambda args: tmp_path / args[0])
+    monkeypatch.setattr(sweep.train, "is_complete", lambda d: True)
+    monkeypatch.setattr(sweep.train, "best_held_out", lambda m: m["score"])
+    for args, score in scores.items():
+        (tmp_path / args).mkdir()
+        (tmp_path / args / "metrics.json").write_text(f'{{"score": {score}}}')
+    runner.resolve(cmd, [], dry=False)
+    assert cmd.args == ["trainer.lr=0.3"]
 
 
 @pytest.mark.parametrize("args, message", [
     (["tinyte/table99"], "unknown sweep 'tinyte/table99' (choose from: compare/curves,"),
     (["tinyte/table1", "sedes=0"], "unknown sweep variable 'sedes' (choose from: models, seeds)"),
     (["ktoken/table1", "tree=huge"], "unknown tree 'huge' (choose from: paper, small)"),
-    (["ktoken/table2", "select_on=reported"],
-     "unknown sweep variable 'select_on' (choose from: note_budget, recipe, seeds)"),
+    (["ktoken/table2", "select_on=reported"], "unknown sweep variable 'select_on' (choose from: seeds)"),
     (["tinyte/table1", "tinyte/table2"], "one sweep at a time (got: tinyte/table1, tinyte/table2)"),
 ])
 def test_bad_sweep_input_is_one_line(args, message):
@@ -218,7 +228,7 @@ def test_the_list_names_every_spec():
 
 # ---- running: skips, resumes, failures, the report ---------------------------------------------
 def in_process(cmd: list[str]) -> int:
-    """sweep.execute, in this process: ``python -m embexp.<module> args`` through the module's entry."""
+    """runner.execute, in this process: ``python -m embexp.<module> args`` through the module's entry."""
     module, args = cmd[2], cmd[3:]
     if module in ("embexp.train", "embexp.judge", "embexp.sweep"):
         return run_cli(*args, module=module).returncode
@@ -232,7 +242,7 @@ def in_process(cmd: list[str]) -> int:
 
 def test_a_smoke_table_runs_end_to_end_then_a_rerun_skips_every_cell(tmp_path, monkeypatch, capsys):
     """tinyte/table5 with debug=smoke: six cells, then the report; the second call trains nothing."""
-    monkeypatch.setattr(sweep, "execute", in_process)
+    monkeypatch.setattr(runner, "execute", in_process)
     extra = f"debug=smoke output_root={tmp_path}"
     assert sweep.main(["tinyte/table5", "--extra", extra]) == 0
     first = capsys.readouterr().out
@@ -254,7 +264,7 @@ def test_one_table_of_each_paper_runs_end_to_end_with_debug_smoke(spec, assignme
                                                                    monkeypatch, capsys):
     """Every cell and the report, in this process (tinyte: the test above; pete: the slow make test;
     compare: tests/test_compare.py)."""
-    monkeypatch.setattr(sweep, "execute", in_process)
+    monkeypatch.setattr(runner, "execute", in_process)
     monkeypatch.chdir(tmp_path)  # reports that default to tables/<paper> write here
     rc = sweep.main([spec, "--extra", f"debug=smoke output_root={tmp_path}", *assignments])
     err = capsys.readouterr().err
@@ -271,14 +281,14 @@ def test_a_failed_cell_does_not_stop_the_sweep_and_exits_1(tmp_path, monkeypatch
         calls.append(cmd)
         return 1 if len(calls) == 1 else 0
 
-    monkeypatch.setattr(sweep, "execute", fail_first)
+    monkeypatch.setattr(runner, "execute", fail_first)
     assert sweep.main(["tinyte/table5", "--extra", f"debug=smoke output_root={tmp_path}"]) == 1
     assert len(calls) == 7  # every cell and the report ran
     assert "FAILED: " in capsys.readouterr().err
 
 
 def test_a_failed_report_step_fails_the_sweep(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(sweep, "execute", lambda cmd: 1 if "embexp.report" in cmd else 0)
+    monkeypatch.setattr(runner, "execute", lambda cmd: 1 if "embexp.report" in cmd else 0)
     assert sweep.main(["tinyte/table5", "--extra", f"debug=smoke output_root={tmp_path}"]) == 1
     err = capsys.readouterr().err
     assert err.count("FAILED: ") == 1 and "-m embexp.report " in err

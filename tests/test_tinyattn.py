@@ -432,7 +432,7 @@ def test_four_module_run_saves_the_averaged_adapter_and_reevaluates(runs, tmp_pa
                                                                            if not k.endswith("seconds")}
 
 
-# ---- the paper's sweeps (conf/sweep/tinyattn/, mk/tinyattn.mk) ---------------------------------------
+# ---- the paper's sweeps (embexp/sweep/papers/tinyattn.py, mk/tinyattn.mk) ---------------------------------------
 def sweep_commands(table: str) -> list[list[str]]:
     from embexp.sweep import command_lines
 

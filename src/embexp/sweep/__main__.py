@@ -1,3 +1,3 @@
-from embexp.sweep import entry
+from embexp.sweep.runner import entry
 
 entry()

@@ -1,6 +1,6 @@
 """The sweep's train commands: the runner's additions (``trainer.resume=true``, the extra overrides),
 the run directory a cell writes, whether it is done or running in another live process (``run.lock``),
-and ``choose``: the value whose train cell scored best on its held-out rows
+and a chosen value: the one whose train cell scored best on its held-out rows
 (``embexp.core.records.best_held_out``, what the comparison reports)."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from embexp import EmbexpError
 from embexp.core.cli import warn
 from embexp.core.records import METRICS, STATUS, best_held_out, is_complete
 from embexp.run import lock
-from embexp.sweep.language import Scope, args_of, combinations
 
 
 def args(cmd_args: list[str], extra: list[str], paper: str) -> list[str]:
@@ -89,17 +88,17 @@ def running(cmd_args: list[str]) -> str:
     return f"{d} running ({lock.describe(owner)})" if owner is not None else ""
 
 
-def chosen(step: dict, scope: Scope, extra: list[str], dry: bool) -> str:
-    """The value of step["choose"]["var"] whose candidate cell scored best on its held-out rows."""
-    var, cands = step["choose"]["var"], list(combinations(step["choose"]["over"], scope))
-    values = [str(s.value(var)) for s in cands]
-    placeholder = f"<{var} chosen on held-out rows among {' '.join(values)}>"
+def chosen(choice, extra: list[str], dry: bool) -> str:
+    """The value of ``choice`` (a ``runner.Choice``) whose candidate cell scored best on its held-out rows
+    (a placeholder in a dry run)."""
+    values = [value for value, _ in choice.candidates]
+    placeholder = f"<{choice.var} chosen on held-out rows among {' '.join(values)}>"
     if dry:
         return placeholder
     scored = []
-    for value, s in zip(values, cands):
-        d = run_dir(args_of(step["train"], s) + list(extra))
+    for value, cell_args in choice.candidates:
+        d = run_dir(list(cell_args) + list(extra))
         if not is_complete(d):
-            raise EmbexpError(f"sweep: cannot choose {var}: the candidate run {d} is not complete")
+            raise EmbexpError(f"sweep: cannot choose {choice.var}: the candidate run {d} is not complete")
         scored.append((best_held_out(json.loads((d / METRICS).read_text())), value))
     return max(scored, key=lambda sv: sv[0])[1]  # max of (score, ...): ties keep the first candidate's order

@@ -85,12 +85,10 @@ def t8_computes() -> dict:
 
 
 def spec_seeds(spec: str) -> list:
-    """The seeds a sweep spec runs by default (its ``vars.seeds``, conf/sweep/<spec>.yaml)."""
-    import yaml
+    """The seeds a paper table's sweep runs by default (its ``seeds`` variable, embexp/sweep/papers/)."""
+    from embexp.sweep.runner import get_table
 
-    from embexp.core.cli import conf_dir
-
-    return list(yaml.safe_load((conf_dir() / "sweep" / f"{spec}.yaml").read_text(encoding="utf-8"))["vars"]["seeds"])
+    return list(get_table(spec).vars["seeds"].default)
 
 
 def fewglue_computes() -> dict:

@@ -1,0 +1,43 @@
+"""PETE's table (make pete_table)."""
+
+from __future__ import annotations
+
+from embexp.sweep.runner import Var, analyze, note, on, report, settings, table, train
+
+DROPOUTS = ["attention_dropout", "mlp_dropout", "embedding_dropout"]
+
+
+@table(seeds=Var([0]),
+       recipe=Var("paper", choices=["paper", "cpu"], help="a trainer preset, conf/trainer/pete_<recipe>.yaml"),
+       steps=Var("", help="overrides the recipe's step count"),
+       dropout=Var("0.1", help="the second dropout of every ModernBERT dropout (0.1: the paper's baseline)"),
+       data_args=Var([], help='task overrides, e.g. "task.datasets=[snli] task.train_split=validation+test"'),
+       out=Var("tables/pete"))
+def table2(v):
+    """PETE's Table 2: PETE against the standard 2-layer/2-head d=512 encoder (model=scratch_encoder), both
+    trained from scratch on NLI pairs and scored on STS-B: parameters, Spearman, seconds per step and epoch.
+    Each encoder runs with dropout 0 (PETE's cell) and with `dropout` (0.1: the paper's baseline) on every
+    ModernBERT dropout, for the from-scratch model and its debug=smoke twin (model.tiny).
+
+    recipe (a trainer preset, conf/trainer/pete_<recipe>.yaml): paper (batch 128, 122,700 steps, AdamW lr
+    2e-5, 1,000 warm-up steps, linear decay, fp16: sized for a GPU) or cpu (ours: one epoch, lr 5e-4, cosine;
+    with `data_args` and `steps` small enough for a CPU; not the paper's cells). steps=N overrides the
+    recipe's step count; debug=smoke replaces the budget (steps, batch, warm-up) with its own. Default data:
+    SNLI + MNLI train from the hub (the paper); `data_args` adds task overrides.
+    python -m embexp.sweep pete/table2 [--dry-run] [recipe=paper|cpu] [steps=N] [dropout=0.1] [data_args=...]"""
+    trainer = f"pete_{v.recipe}"
+    text = f"PETE_RECIPE={v.recipe}, trainer={trainer}: {settings('trainer', trainer)}"
+    if on(v.steps):
+        text += f"; PETE_STEPS: max_steps={v.steps}"
+    if v.smoke:
+        text += "; debug=smoke replaces the budget (steps, batch, warm-up)"
+    yield note(text)
+    yield analyze("params", "models=[scratch_encoder]", "methods=[full_ft,pete]", "num_labels=0", "breakdown=true",
+                  f"out={v.out}/params", extra=False)
+    for p in ["0", v.dropout]:
+        yield train("-m", "method=pete,full_ft", "model=scratch_encoder", "task=nli_pairs", f"seed={','.join(v.seeds)}",
+                    f"tag=drop{p}", f"trainer={trainer}", f"trainer.max_steps={v.steps}" if on(v.steps) else "",
+                    "trainer.resume=true",
+                    *(f"++model.{m}.{d}={p}" for d in DROPOUTS for m in ["scratch", "tiny"]),
+                    *v.data_args)
+    yield report("paper=pete", "table=table2", f"out={v.out}")

@@ -87,7 +87,7 @@ clean:  ## remove run outputs (keeps .venv)
 tables::  ## render the five papers' tables from the runs that exist, never trains (make -k tables: past a paper that cannot)
 
 # Paper tables: one file per paper under mk/, each target one `python -m embexp.sweep <paper>/<table>`
-# (a spec under conf/sweep/). DRY_RUN=1 prints the commands; EXTRA is appended to every train and
+# (a table function in src/embexp/sweep/papers/). DRY_RUN=1 prints the commands; EXTRA is appended to every train and
 # analyze command (EXTRA="debug=smoke": offline, seconds per cell); SEEDS and MODELS replace the spec's.
 EXTRA ?=
 SWEEP = $(PY) -m embexp.sweep --py $(PY) $(if $(DRY_RUN),--dry-run) --extra "$(EXTRA)"

@@ -8,7 +8,7 @@
 #   make compare KINDS=decoder         SmolLM2 on SST-2: zero-shot, LoRA, prompt tuning, TinyTE-full/-gated, K-Token K=2;
 #                                      2 seeds (more: the spec's dec_tasks="sst2 rte", ktoken_check=1)
 #   make compare ONLY="lora full_ft"   only these methods
-# Runs python -m embexp.sweep compare/curves (conf/sweep/compare/curves.yaml: its header has the sizing; the
+# Runs python -m embexp.sweep compare/curves (src/embexp/sweep/papers/compare.py: its docstring has the sizing; the
 # Makefile's SWEEP). Its data: $EMBEXP_DATA/glue/<task>/{train,validation}.jsonl. It resumes where it stopped
 # (finished cells are skipped, a cut one continues: trainer.resume), so it can span sessions.
 # The snapshot table of any finished runs: python -m embexp.report table=compare runs=...

@@ -12,7 +12,7 @@
 # effective batch (per-device x grad_accum x devices: the authors' per-GPU sizes x 4 GPUs x accumulation 4,
 # as one device with accumulation 16; DRY_RUN=1 prints it). debug=smoke replaces batch and tree size.
 # Not here: the LTSC column (another paper's method). LLMLingua-2 cells need pip install '.[compress]' and the network once.
-# Each target runs python -m embexp.sweep ktoken/<table> (conf/sweep/ktoken/; the Makefile's SWEEP).
+# Each target runs python -m embexp.sweep ktoken/<table> (src/embexp/sweep/papers/ktoken.py; the Makefile's SWEEP).
 KTOKEN_TREE ?=
 KTOKEN_SELECT_ON ?=
 KTOKEN_QUESTIONS ?=
@@ -31,7 +31,7 @@ ktoken_ablation: install  ## K-Token Fig. 6: average vs random encoder init, tre
 ktoken_prefill: install  ## K-Token prefill time of a 2,048-token prompt, K=4 vs uncompressed (docs/benchmarks.md)
 	$(if $(DRY_RUN),@echo )$(PY) scripts/bench.py ktoken_prefill
 
-# Does K-Token learn on real rows? (conf/sweep/ktoken/learning.yaml) K=2, K=4 and uncompressed LoRA
+# Does K-Token learn on real rows? (src/embexp/sweep/papers/ktoken.py, `learning`) K=2, K=4 and uncompressed LoRA
 # on the comparison's 600/272 split of the real SST-2 validation rows, SmolLM2, accuracy curves to 300 steps.
 .PHONY: ktoken_learning
 ktoken_learning: install  ## K-Token on real rows: K=2, K=4 and LoRA on 600 real SST-2 rows (SmolLM2), accuracy curves to 300 steps (K=2 also to 600)

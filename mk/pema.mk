@@ -8,7 +8,7 @@
 #   make pema_fig2                                            Fig. 2 with GPT-2's tokenizer on the hub's GLUE (needs the hub)
 #   make pema_fig2 PEMA_FIG2_ARGS="tokenizer=smollm2 source=local data_dir=../shared/data subsets=[cola,mrpc,rte,sst2,stsb] splits=[eval]"   offline (docs/pema.md)
 # Training runs use trainer.resume=true: a run whose directory is complete is skipped, so 9 and 10 share runs.
-# Each table target runs python -m embexp.sweep pema/<table> (conf/sweep/pema/; the Makefile's SWEEP).
+# Each table target runs python -m embexp.sweep pema/<table> (src/embexp/sweep/papers/pema.py; the Makefile's SWEEP).
 # PEMA_SEEDS, PEMA_GLUE, PEMA_MODELS (or SEEDS, MODELS) replace the spec's seeds, GLUE sub-tasks, models.
 PEMA_SEEDS ?= $(SEEDS)
 PEMA_GLUE ?=

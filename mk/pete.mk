@@ -14,7 +14,7 @@
 # (steps, batch, warm-up) with its own. Default data: SNLI + MNLI train from the hub (the paper).
 # Dropout: both encoders run at 0 and at PETE_DROPOUT (0.1: the paper's baseline; PETE's cell is the dropout-0 run).
 # Runs use trainer.resume=true: finished runs are skipped.
-# Each target runs python -m embexp.sweep pete/<table> (conf/sweep/pete/; the Makefile's SWEEP).
+# Each target runs python -m embexp.sweep pete/<table> (src/embexp/sweep/papers/pete.py; the Makefile's SWEEP).
 PETE_RECIPE ?=
 PETE_STEPS ?=
 PETE_DROPOUT ?=

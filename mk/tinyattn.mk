@@ -6,7 +6,7 @@
 #   make tinyattn_table1                       FewGLUE CB/RTE on ALBERT-xxlarge, PET cloze prompts, 4 seeds (1-4)
 #                                              (FEWGLUE_DATA=folder with super_glue/)
 # Not here: Table 9 (GLUE test set: GLUE server).
-# Each target runs python -m embexp.sweep tinyattn/<table> (conf/sweep/tinyattn/; the Makefile's SWEEP).
+# Each target runs python -m embexp.sweep tinyattn/<table> (src/embexp/sweep/papers/tinyattn.py; the Makefile's SWEEP).
 # SELECT_ON=heldout|reported|both (default both): the GLUE tables' held-out cells (ours), the paper's
 # protocol (the best dev metric kept, selected on the reported dev split, marked in the table), or both
 SELECT_ON ?=

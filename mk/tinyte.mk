@@ -9,7 +9,7 @@
 #   make tinyte_table10 NLI_JUDGE=...        Table 10 with its NLI rows (metric=both); without NLI_JUDGE, BLEU-4 only
 #   make tinyte_tables                       render every TinyTE table from the runs that exist (never trains)
 #   make tinyte_fig3 EXTRA="debug=smoke" JUDGE=tiny_llama   Figure 3 end to end offline
-# Each target runs python -m embexp.sweep tinyte/<spec> (conf/sweep/tinyte/; the Makefile's SWEEP).
+# Each target runs python -m embexp.sweep tinyte/<spec> (src/embexp/sweep/papers/tinyte.py; the Makefile's SWEEP).
 HARMBENCH_JUDGE ?=
 NLI_JUDGE ?=
 TINYTE_SWEEP = $(SWEEP) $(sweep_seeds)

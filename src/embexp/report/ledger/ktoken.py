@@ -12,8 +12,8 @@ from functools import lru_cache
 from embexp.report.ledger import measure, sheet
 from embexp.report.ledger.core import Compute
 
-# the paper-sized stage of make ktoken_table1 (conf/sweep/ktoken/table1.yaml, tree=paper): trees generated per
-# stage (the held-out gate trees included), gate trees, test trees, questions asked per tree
+# the paper-sized stage of make ktoken_table1 (`table1` in src/embexp/sweep/papers/ktoken.py, tree=paper): trees
+# generated per stage (the held-out gate trees included), gate trees, test trees, questions asked per tree
 TREES, GATE, TEST, PAIRS = 500_000, 10_000, 10_000, 5
 SAMPLE = 300  # trees generated per stage for the sizes and majority class
 INTRO = (

@@ -19,7 +19,8 @@ COLS = {
     "k3": ("3-Token", 3.0),
     "k4": ("4-Token", 4.0),
 }
-# the rate embexp sets for the two token-dropping baselines (conf/sweep/ktoken: the paper's measured reduction)
+# the rate embexp sets for the two token-dropping baselines (src/embexp/sweep/papers/ktoken.py: the paper's measured
+# reduction)
 RATES = {
     "Table 1": {"selective_context": 0.525, "llmlingua2": 0.27},
     "Table 2": {"selective_context": 0.446, "llmlingua2": 0.51},

@@ -7,3 +7,15 @@
 .PHONY: reproduction
 reproduction: install  ## the reproduction ledger docs/reproduction.md: every cell of the papers' tables, computed where a CPU can, else its GPU estimate, or the value of its finished runs (EMBEXP_DATA=... adds the data rows; LEDGER_RUNS=... where the runs are, default outputs)
 	$(DRY)$(PY) -m embexp.report paper=ledger $(if $(EMBEXP_DATA),data_dir=$(EMBEXP_DATA)) $(if $(LEDGER_RUNS),runs=$(LEDGER_RUNS))
+
+# Each paper's central claim, checked with a verdict (docs/claims.md; src/embexp/report/claims.yaml holds the quotes and rules).
+#   make claims                    render docs/claims.md from the comparison's tables (docs/compare) and the claims' runs
+#   make claims_runs               the claims' own runs: PEMA paired with full FT, PETE, K-Token's gap against training rows
+#   make claims_runs PARTS=pema    one part (pema, pete, ktoken); they resume where they stopped
+CLAIMS_RUNS ?=
+PARTS ?=
+.PHONY: claims claims_runs
+claims: install  ## each paper's central claim with a verdict: docs/claims.md from the comparison's tables and the claims' runs (CLAIMS_RUNS=..., default outputs/claims)
+	$(DRY)$(PY) -m embexp.report paper=claims $(if $(CLAIMS_RUNS),runs=$(CLAIMS_RUNS))
+claims_runs: install  ## the runs the claims page needs beyond the comparison (hours on a CPU; PARTS="pema pete ktoken"), then make claims
+	$(if $(DRY_RUN),@)$(SWEEP) $(sweep_seeds) $(if $(PARTS),parts="$(PARTS)") claims/runs

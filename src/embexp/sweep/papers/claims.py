@@ -1,0 +1,97 @@
+"""The claims' own runs (make claims_runs): python -m embexp.sweep claims/runs [--dry-run]
+[parts="pema pete ktoken"] [seeds="0 1"] [sizes="2000 8000 32000"].
+
+The checks of docs/claims.md that the comparison's tables cannot answer (src/embexp/report/claims.yaml),
+on real rows ($EMBEXP_DATA), each run resumable (trainer.resume=true) so the sweep can span sessions:
+
+- pema: PEMA against full fine-tuning at identical settings (the same lr, seed, rows, weight decay 0) on
+  MiniLM, SST-2 (4,000 train rows) and MRPC (3,368), 250 steps at batch 16, the comparison's protocol;
+  lrs 2e-5 and 1e-4 (full FT's and PEMA's comparison lrs), every seed. Pilot (one thread, a loaded
+  2-core CPU): ~17 min a run; 16 runs.
+- pete: PETE against the standard encoder, docs/methods_pete.md's recipe (4,800 SNLI pairs, 150 steps at
+  batch 32, lr 5e-4), trained and untrained; ~15 min a trained run.
+- ktoken: K-Token K=2 against uncompressed LoRA on SmolLM2 at each training-set size of `sizes` (SST-2 train
+  rows; 200 held out), each trained until its held-out curve is flat (trainer.curve_patience=3 over curve
+  points every ~1/4 epoch, capped at 3 epochs, 2 at 32,000), the point chosen on the held-out rows; K=4 and
+  a second seed at the largest size; K=2 also at lr 1e-4, one step below the comparison's choice (3e-4, the
+  low end of its grid). Pilot: K=2 ~2 s and LoRA ~3.3 s a step at batch 8 on one thread; the study is
+  ~20 run-hours, most of it at 32,000 rows.
+"""
+
+from __future__ import annotations
+
+from embexp.sweep.runner import Var, on, report, table, train
+
+PARTS = ["pema", "pete", "ktoken"]
+PEMA_ROWS = {"sst2": "4000", "mrpc": "3368"}
+
+
+@table(parts=Var(PARTS, choices=PARTS),
+       seeds=Var([0, 1]),
+       pema_lrs=Var(["2e-05", "0.0001"]),
+       sizes=Var(["2000", "8000", "32000"]),
+       root=Var("outputs/claims", help="where the runs go (an output_root= extra wins)"),
+       render=Var("1", help="render docs/claims.md after the runs ('' = no)"))
+def runs(v):
+    """PEMA paired with full FT, PETE beside the standard encoder, K-Token's gap against training rows."""
+    root = v.output_root or v.root
+    if "pema" in v.parts:
+        yield from pema(v, root)
+    if "pete" in v.parts:
+        yield from pete(v, root)
+    if "ktoken" in v.parts:
+        yield from ktoken(v, root)
+    if on(v.render) and not v.smoke:
+        yield report("paper=claims", f"runs={root}")
+
+
+def pema(v, root: str):
+    for seed in v.seeds:
+        for task, rows in PEMA_ROWS.items():
+            for lr in v.pema_lrs:
+                for method in ["full_ft", "pema"]:
+                    yield train(f"method={method}", "model=minilm", "task=glue", f"task.subset={task}",
+                                f"task.data_dir={v.data}", "task.train_split=train",
+                                f"task.max_train_samples={'24' if v.smoke else rows}", "task.train_sample_seed=0",
+                                "task.select_split=train_holdout", f"task.select_size={'6' if v.smoke else '300'}",
+                                "task.eval_split=validation", f"output_root={root}/pema",
+                                f"trainer.batch_size={'4' if v.smoke else '16'}",
+                                f"trainer.max_steps={'4' if v.smoke else '250'}",
+                                f"trainer.curve_at={'[2]' if v.smoke else '[50,125]'}", "trainer.curve_select=true",
+                                f"trainer.lr={lr}", f"tag=lr{lr}", f"seed={seed}", "trainer.resume=true")
+
+
+def pete(v, root: str):
+    cell = ["model=scratch_encoder", "task=nli_pairs", f"task.data_dir={v.data}", "task.datasets=[snli]",
+            "task.train_split=validation+test", f"seed={v.first_seed}", "trainer.cpu=true", f"output_root={root}/pete",
+            "trainer.resume=true"]
+    for method in ["pete", "full_ft"]:
+        yield train(f"method={method}", *cell, f"trainer.max_steps={'4' if v.smoke else '150'}",
+                    "trainer.batch_size=32", "trainer.lr=5e-4", "trainer.warmup_steps=15", "trainer.log_every=25")
+    for method in ["pete", "full_ft"]:
+        yield train(f"method={method}", *cell, "do_train=false", "tag=untrained")
+
+
+def ktoken(v, root: str):
+    largest = v.sizes[-1] if v.sizes else ""
+    for n in v.sizes:
+        rows = int(n)
+        epoch = max(1, rows // 8)  # steps per epoch at batch 8
+        cap = 4 if v.smoke else (750 if rows <= 2000 else epoch * (2 if rows >= 32000 else 3))
+        every = 2 if v.smoke else (150 if rows <= 2000 else max(50, epoch // 4))
+        cell = ["model=smollm2", "task=glue", "task.subset=sst2", f"task.data_dir={v.data}", "task.train_split=train",
+                f"task.max_train_samples={'24' if v.smoke else n}", "task.train_sample_seed=0",
+                "task.select_split=train_holdout", f"task.select_size={'6' if v.smoke else '200'}",
+                "task.eval_split=validation", "task.max_eval_samples=-1", "task.max_source_tokens=80",
+                f"output_root={root}/ktoken_gap", "trainer.batch_size=8", f"trainer.max_steps={cap}",
+                f"trainer.curve_at=[{','.join(str(s) for s in range(every, cap, every))}]",
+                "trainer.curve_select=true", f"trainer.save_every={every}", "trainer.resume=true"]
+        if rows > 2000:
+            cell.append("trainer.curve_patience=3")
+        runs = [("ktoken", "2", "0.0003"), ("lora", "", "0.001")]
+        runs += [("ktoken", "2", "0.0001")] if rows <= 2000 else []
+        runs += [("ktoken", "4", "0.0003")] if n == largest else []
+        for seed in (v.seeds if n == largest else v.seeds[:1]):
+            for method, k, lr in runs:
+                yield train(f"method={method}", f"method.k={k}" if k else "", *cell, f"trainer.lr={lr}",
+                            f"tag=n{n}{f'_k{k}' if k == '4' else ''}_lr{lr}", f"seed={seed}")

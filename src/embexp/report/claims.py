@@ -169,7 +169,8 @@ def paired_check(check: dict, runs: list[dict]) -> Verdict:
     mem = [(r[4], r[5]) for r in rows if r[4] and r[5]]
     ratio = f"; trainable state {np.mean([a for a, _ in mem]):.0f} MB vs {np.mean([b for _, b in mem]):.0f} MB" if mem \
         else ""
-    numbers = (f"{check['method']} - {check['against']} = {fmt(mean, se)} points over {len(pairs)} pair{'s' if len(pairs) > 1 else ''} "
+    plural = "s" if len(pairs) > 1 else ""
+    numbers = (f"{check['method']} - {check['against']} = {fmt(mean, se)} points over {len(pairs)} pair{plural} "
                f"({metric}){ratio}")
     return Verdict(verdict, numbers, why, rows)
 

@@ -69,7 +69,10 @@ def test_make_compare_dry_run_trains_on_train_splits_and_reports_on_whole_valida
     first = [c for c in train if "seed=0" in c]
     rest = [c for c in train if "seed=0" not in c]
     others = len(ENCODER) - len(HEADLINE)
-    assert len(first) == 3 * (len(TASKS) * len(HEADLINE) + others) and len(rest) == 2 * len(TASKS) * len(HEADLINE)
+    # the grid of 3 and 2 extension steps (taken only when the held-out best is an end of the grid)
+    grown = [c for c in first if any(a.startswith("trainer.lr=<lr one grid step past") for a in c)]
+    assert len(first) == 5 * (len(TASKS) * len(HEADLINE) + others) and len(grown) == 2 * len(first) // 5
+    assert len(rest) == 2 * len(TASKS) * len(HEADLINE)
     assert all(any(a.startswith("trainer.lr=<lr chosen on held-out rows among ") for a in c) for c in rest)
     assert {a for c in train for a in c if a.startswith(("trainer.max_steps=", "trainer.batch_size="))} == \
         {"trainer.max_steps=250", "trainer.batch_size=16"}  # the same budget and batch for every method
@@ -89,7 +92,7 @@ def test_make_compare_kinds_decoder_runs_the_grid_on_seed_one_and_rte_at_the_sst
         {f"method={m}" for m in ("zero_shot", "lora", "prompt_tuning", "tinyte_full", "tinyte_gated", "ktoken")}
     assert all("method.k=2" in c for c in train if "method=ktoken" in c)
     main = [c for c in train if "task.data_dir=/data" in c]
-    assert len(main) == 1 + 5 * (3 + 1) and all("model=smollm2" in c and "task.subset=sst2" in c for c in train)
+    assert len(main) == 1 + 5 * (3 + 2 + 1) and all("model=smollm2" in c and "task.subset=sst2" in c for c in train)
     assert {a for c in train if "method=zero_shot" not in c for a in c if a.startswith("trainer.max_steps=")} == \
         {"trainer.max_steps=300"}
     # issue #37's second sentiment set: SST-2 train rows split with seed 1; K-Token (both seeds) at the SST-2 lr
@@ -149,7 +152,11 @@ def test_the_other_seeds_run_at_the_lr_the_first_seed_chose_and_the_table_report
                 for p in (tmp_path / "glue_sst2" / model).rglob("metrics.json")}
         first = sorted(((v["config"]["trainer"]["lr"] if "config" in v else float(k.split("lr")[1].split("/")[0]), k, v)
                         for k, v in runs.items() if k.endswith("seed0")), key=lambda t: t[0])
-        assert len(first) == 3 and len(runs) == 4
+        # the grid of 3, grown past an end while its held-out best sits there (at most 2 steps)
+        assert 3 <= len(first) <= 5 and len(runs) == len(first) + 1
+        grid = [float(x) for x in sweep.runner.compare_grid("lora")]
+        grid_best = max((t for t in first if t[0] in grid), key=lambda t: best_held_out(t[2]))[0]
+        assert (len(first) > 3) == (grid_best in (min(grid), max(grid)))  # grown only from an end
         best = max(first, key=lambda t: best_held_out(t[2]))[1]  # ties: the smallest lr, as the runner
         (second,) = [k for k in runs if k.endswith("seed1")]
         assert second.split("/")[0] == best.split("/")[0]  # the same lr tag as the first seed's best held-out run
@@ -157,7 +164,7 @@ def test_the_other_seeds_run_at_the_lr_the_first_seed_chose_and_the_table_report
         table = (tmp_path / "tables" / "compare" / f"{name}.csv").read_text()
         assert [r["seeds"] for r in csv.DictReader(table.splitlines()) if r["method"] == "lora"] == ["2"]
         note = (tmp_path / "tables" / "compare" / f"{name}.md").read_text()
-        assert re.search(r"Wall: 4 runs, \d+\.\d\d h of training summed", note), note  # the table's cost
+        assert re.search(rf"Wall: {len(runs)} runs, \d+\.\d\d h of training summed", note), note  # the table's cost
 
 
 def test_a_chosen_lr_at_the_end_of_its_grid_is_marked():

@@ -209,7 +209,7 @@ def test_a_chosen_value_is_a_placeholder_in_a_dry_run_and_the_best_candidate_whe
 
 
 @pytest.mark.parametrize("args, message", [
-    (["tinyte/table99"], "unknown sweep 'tinyte/table99' (choose from: compare/curves,"),
+    (["tinyte/table99"], "unknown sweep 'tinyte/table99' (choose from: claims/runs, compare/curves,"),
     (["tinyte/table1", "sedes=0"], "unknown sweep variable 'sedes' (choose from: models, seeds)"),
     (["ktoken/table1", "tree=huge"], "unknown tree 'huge' (choose from: paper, small)"),
     (["ktoken/table2", "select_on=reported"], "unknown sweep variable 'select_on' (choose from: seeds)"),
@@ -299,3 +299,39 @@ def test_the_launch_prefix_replaces_the_interpreter_for_training_only(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert all(ln.startswith("accelerate launch -m embexp.train ") for ln in lines[:-1])
     assert " -m embexp.report " in lines[-1] and not lines[-1].startswith("accelerate")
+
+
+# ---- the grid rule: a choice at an end of its grid takes one more grid step past it -------------------
+def test_a_best_lr_at_an_end_of_its_grid_grows_the_grid_one_step_past_it(tmp_path):
+    from omegaconf import OmegaConf
+
+    from embexp.core.records import RunRecord
+    from embexp.sweep import train as train_kind
+    from embexp.sweep.runner import Choice
+
+    assert train_kind.past_the_end("6e-05", ["6e-06", "2e-05", "6e-05"]) == "0.00018"
+    assert train_kind.past_the_end("6e-06", ["6e-06", "2e-05", "6e-05"]) == "1.8e-06"
+    assert train_kind.past_the_end("2e-05", ["6e-06", "2e-05", "6e-05"]) is None
+
+    def cell(lr):
+        return ["method=lora", "model=tiny_llama", "task=glue", "task.subset=sst2", "debug=smoke",
+                f"output_root={tmp_path}", f"trainer.lr={lr}", f"tag=lr{lr}", "seed=0"]
+
+    def finish(lr, held):
+        rec = RunRecord(train_kind.run_dir(cell(lr)))
+        rec.start(OmegaConf.create({"trainer": {"lr": float(lr)}}))
+        rec.finish({"curve": [{"step": 2, "accuracy": 50.0, "select": {"accuracy": held}}]})
+
+    grid = ["0.0003", "0.001", "0.003"]
+    for lr, held in zip(grid, [60.0, 70.0, 80.0]):
+        finish(lr, held)
+    step = [Choice("lr", [(lr, cell(lr)) for lr in grid], cell, 2, s) for s in (1, 2)]
+    assert train_kind.extension(step[0], [], dry=False) == "0.009"  # the best, 0.003, is the top end
+    assert train_kind.extension(step[1], [], dry=False) is None  # step 1 has not run yet
+    finish("0.009", 85.0)  # better again: the grid grows once more
+    assert train_kind.extension(step[1], [], dry=False) == "0.027"
+    finish("0.027", 75.0)  # worse: 0.009 is inside the grown grid, the choice
+    assert train_kind.chosen(step[1], [], dry=False) == "0.009"
+    plain = Choice("lr", [(lr, cell(lr)) for lr in grid])
+    assert train_kind.chosen(plain, [], dry=False) == "0.003"  # without the rule: the grid's end
+    assert "step 1 of 2" in train_kind.extension(step[0], [], dry=True)

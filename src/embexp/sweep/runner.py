@@ -48,6 +48,7 @@ from embexp.sweep import train as train_kind
 # each kind: args() (what the runner adds) and done() (the folder of a command already finished, else '')
 KINDS = {"train": train_kind, "analyze": analyze_kind, "judge": judge_kind, "report": report_kind}
 GRID = (0.3, 1.0, 3.0)  # compare_grid: the learning rates tried around a method's comparison lr
+EXTEND = 2  # extended: grid steps a choice may take past the end of its grid
 
 
 # ---- what a table declares and yields ------------------------------------------------------------
@@ -70,6 +71,9 @@ class Choice:
 
     var: str
     candidates: list[tuple[str, list[str]]]
+    cell: Callable[[str], list[str]] | None = None  # any value's candidate cell: the grid may grow past an end
+    most: int = 0  # how many grid steps past an end it may grow (``extended``)
+    step: int = 0  # an extension command: which of those steps it is
 
 
 @dataclass
@@ -84,17 +88,31 @@ class Command:
     choice: Choice | None = None
     run_dir_of: list[str] | None = None
     build: Callable[[str], list[str]] | None = None
+    extends: bool = False  # a grid step past the end the held-out best sits at, or nothing (``extended``)
 
 
 def train(*args: str, when_complete: list[str] | None = None) -> Command:
     return Command("train", [a for a in args if a != ""], when_complete=when_complete)
 
 
-def chosen(var: str, candidates: dict[str, list[str]], build: Callable[[str], list[str]]) -> Command:
+def chosen(var: str, candidates: dict[str, list[str]], build: Callable[[str], list[str]],
+           cell: Callable[[str], list[str]] | None = None, most: int = 0) -> Command:
     """A train command whose ``var`` is chosen on held-out rows among the finished candidate cells
-    (value -> the cell's train arguments); ``build(value)`` gives its arguments."""
+    (value -> the cell's train arguments); ``build(value)`` gives its arguments. With ``cell`` and ``most``
+    (those of ``extended``), the cells its grid grew by are candidates too."""
     cells = [(value, [a for a in args if a != ""]) for value, args in candidates.items()]
-    return Command("train", [], choice=Choice(var, cells), build=build)
+    return Command("train", [], choice=Choice(var, cells, cell, most), build=build)
+
+
+def extended(var: str, candidates: dict[str, list[str]], cell: Callable[[str], list[str]],
+             most: int = EXTEND) -> list[Command]:
+    """The grid rule: when the candidate that scored best on its held-out rows is an end of the grid (its
+    smallest or largest value), one more cell a grid step past that end (the ratio of the two values at
+    that end), again while the best stays at the end, at most ``most`` times. A choice at the edge of its
+    grid is not a choice: the optimum may lie beyond it. ``cell(value)``: the candidate cell of a value."""
+    cells = [(value, [a for a in args if a != ""]) for value, args in candidates.items()]
+    return [Command("train", [], choice=Choice(var, cells, cell, most, step), build=cell, extends=True)
+            for step in range(1, most + 1)]
 
 
 def analyze(*args: str, extra: bool = True) -> Command:
@@ -309,7 +327,10 @@ def done(kind: str, args: list[str]) -> str:
 def resolve(cmd: Command, extra: list[str], dry: bool = False) -> None:
     """The arguments of a command built from what ran before: the chosen value (a placeholder in a dry
     run) or a train cell's run directory."""
-    if cmd.choice is not None:
+    if cmd.extends:
+        value = train_kind.extension(cmd.choice, extra, dry)
+        cmd.args = [a for a in cmd.build(value) if a != ""] if value is not None else []
+    elif cmd.choice is not None:
         cmd.args = [a for a in cmd.build(train_kind.chosen(cmd.choice, extra, dry)) if a != ""]
     elif cmd.run_dir_of is not None:
         cmd.args = [a for a in cmd.build(str(train_kind.run_dir(cmd.run_dir_of + list(extra)))) if a != ""]
@@ -365,6 +386,9 @@ def main(argv: list[str] | None = None) -> int:
             resolve(cmd, extra, dry=a.dry_run)
         except EmbexpError as e:  # e.g. a choice whose candidate cells failed: this command fails, the sweep runs on
             failed.append(str(e))
+            continue
+        if cmd.extends and not cmd.args:  # the held-out best is inside the grid (or the steps are spent)
+            print(f"# {cmd.choice.var}: the held-out best is inside its grid, no extension", flush=True)
             continue
         args = with_extra(cmd, extra, tab.paper)
         if a.force and cmd.kind == "train":  # rerun a complete cell: replace its run, never resume it

@@ -88,17 +88,69 @@ def running(cmd_args: list[str]) -> str:
     return f"{d} running ({lock.describe(owner)})" if owner is not None else ""
 
 
-def chosen(choice, extra: list[str], dry: bool) -> str:
-    """The value of ``choice`` (a ``runner.Choice``) whose candidate cell scored best on its held-out rows
-    (a placeholder in a dry run)."""
-    values = [value for value, _ in choice.candidates]
-    placeholder = f"<{choice.var} chosen on held-out rows among {' '.join(values)}>"
-    if dry:
-        return placeholder
+def scores(choice, candidates: list, extra: list[str]) -> list[tuple]:
+    """(held-out score, value) of each candidate cell; one that has not finished stops the choice."""
     scored = []
-    for value, cell_args in choice.candidates:
+    for value, cell_args in candidates:
         d = run_dir(list(cell_args) + list(extra))
         if not is_complete(d):
             raise EmbexpError(f"sweep: cannot choose {choice.var}: the candidate run {d} is not complete")
         scored.append((best_held_out(json.loads((d / METRICS).read_text())), value))
-    return max(scored, key=lambda sv: sv[0])[1]  # max of (score, ...): ties keep the first candidate's order
+    return scored
+
+
+def best(scored: list[tuple]) -> str:
+    """The best-scoring value; a tie goes to the smaller value (the comparison report's rule: ties, the smaller
+    lr), else to the earlier candidate."""
+    def smaller(value: str) -> float:
+        try:
+            return -float(value)
+        except ValueError:
+            return 0.0
+    return max(scored, key=lambda sv: (sv[0], smaller(sv[1])))[1]  # max keeps the earlier candidate on a full tie
+
+
+def past_the_end(value: str, values: list[str]) -> str | None:
+    """One grid step past the end of ``values`` that ``value`` is (the ratio of the two values at that end),
+    or None when it is inside the grid."""
+    v = sorted(values, key=float)
+    if len(v) < 2 or value not in (v[0], v[-1]):
+        return None
+    lo, hi = (float(v[1]) / float(v[0]), None) if value == v[0] else (None, float(v[-1]) / float(v[-2]))
+    return f"{float(v[0]) / lo:g}" if lo else f"{float(v[-1]) * hi:g}"
+
+
+def tried(choice, extra: list[str]) -> list:
+    """The candidates of a choice: its grid, then each finished cell the grid grew by (``runner.extended``)."""
+    cands = list(choice.candidates)
+    if choice.cell is None:
+        return cands
+    for _ in range(choice.most):
+        nxt = past_the_end(best(scores(choice, cands, extra)), [v for v, _ in cands])
+        if nxt is None or not is_complete(run_dir(list(choice.cell(nxt)) + list(extra))):
+            break
+        cands.append((nxt, [a for a in choice.cell(nxt) if a != ""]))
+    return cands
+
+
+def extension(choice, extra: list[str], dry: bool) -> str | None:
+    """The value of an extension step (``runner.extended``): a grid step past the end the held-out best is at,
+    or None (the best is inside the grid, or an earlier step has not been taken); a placeholder in a dry run."""
+    values = [value for value, _ in choice.candidates]
+    if dry:
+        return (f"<{choice.var} one grid step past the held-out best, if it is an end of {' '.join(values)} "
+                f"(step {choice.step} of {choice.most})>")
+    cands = tried(choice, extra)
+    if len(cands) - len(choice.candidates) != choice.step - 1:
+        return None  # an earlier step was not needed (or did not finish)
+    return past_the_end(best(scores(choice, cands, extra)), [v for v, _ in cands])
+
+
+def chosen(choice, extra: list[str], dry: bool) -> str:
+    """The value of ``choice`` (a ``runner.Choice``) whose candidate cell scored best on its held-out rows
+    (a placeholder in a dry run); with an extended grid, its extension cells are candidates too."""
+    values = [value for value, _ in choice.candidates]
+    if dry:
+        grown = " (and the cells its grid grew by)" if choice.cell is not None else ""
+        return f"<{choice.var} chosen on held-out rows among {' '.join(values)}{grown}>"
+    return best(scores(choice, tried(choice, extra), extra))

@@ -48,7 +48,7 @@ RTE at the SST-2-chosen lrs: ~3x the tokens a row, ~12 run-hours more: off by de
 
 from __future__ import annotations
 
-from embexp.sweep.runner import Var, analyze, chosen, compare_grid, compared, on, report, table, train
+from embexp.sweep.runner import EXTEND, Var, analyze, chosen, compare_grid, compared, extended, on, report, table, train
 
 TASKS = ["sst2", "mrpc", "rte", "cola"]
 ENCODER_ROWS = {"sst2": "4000", "mrpc": "3368", "rte": "2190", "cola": "4000"}  # n trained on (smoke: 24)
@@ -130,9 +130,12 @@ def encoder(v, root: str, steps: str, curve: str, batch: str):
             grid = compare_grid(method)
             for lr in grid:  # stage 1: the grid, first seed
                 yield train(*at(lr, first))
+            first_cells = {lr: at(lr, first) for lr in grid}
+            first_cell = lambda lr, at=at: at(lr, first)  # noqa: E731
+            yield from extended("lr", first_cells, first_cell)  # a best lr at an end of the grid: one step past it
             if role == "headline":  # stage 2: the other seeds at the lr chosen on held-out rows
                 for seed in v.seeds[1:]:
-                    yield chosen("lr", {lr: at(lr, first) for lr in grid}, lambda lr, seed=seed, at=at: at(lr, seed))
+                    yield chosen("lr", first_cells, lambda lr, seed=seed, at=at: at(lr, seed), first_cell, EXTEND)
 
 
 def decoder(v, root: str, steps: str, curve: str):
@@ -177,14 +180,16 @@ def decoder(v, root: str, steps: str, curve: str):
                 return [*dec_cell("sst2", "main", method), f"trainer.lr={lr}", f"tag=lr{lr}", f"seed={seed}"]
 
             candidates = {lr: sst2_at(lr, dec_first) for lr in grid}  # SST-2's first-seed runs
+            first_cell = lambda lr, at=sst2_at: at(lr, dec_first)  # noqa: E731
             if task == "sst2" and rows == "main":
                 for lr in grid:
                     yield train(*sst2_at(lr, dec_first))
+                yield from extended("lr", candidates, first_cell)  # a best lr at an end: one grid step past it
                 for seed in v.dec_seeds[1:]:
-                    yield chosen("lr", candidates, lambda lr, seed=seed, at=sst2_at: at(lr, seed))
+                    yield chosen("lr", candidates, lambda lr, seed=seed, at=sst2_at: at(lr, seed), first_cell, EXTEND)
             else:  # every seed at the lr of the SST-2 cell: its first seed's held-out best
                 pre = "second_" if second else ""  # a tag too: an output_root= extra puts both sets in one root
                 for seed in v.dec_seeds:
                     cell = dec_cell(task, rows, method)
                     yield chosen("lr", candidates, lambda lr, seed=seed, cell=cell, pre=pre:
-                                 [*cell, f"trainer.lr={lr}", f"tag={pre}lr{lr}", f"seed={seed}"])
+                                 [*cell, f"trainer.lr={lr}", f"tag={pre}lr{lr}", f"seed={seed}"], first_cell, EXTEND)

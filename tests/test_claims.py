@@ -30,7 +30,8 @@ def run(root: Path, method: str, subset: str, lr: float, seed: int, record: dict
 @pytest.mark.parametrize("rule,diff,se,tol,want", [
     ("beats", 3.0, 1.0, 0, HOLDS), ("beats", 1.0, 1.0, 0, UNSEP), ("beats", -3.0, 1.0, 0, FAILS),
     ("beats", 0.5, None, 0, HOLDS),  # one run each: the point value alone
-    ("matches", -1.5, 1.0, 0, HOLDS), ("matches", -2.5, 1.0, 0, FAILS), ("matches", -2.5, 0.5, 2.0, HOLDS),
+    ("matches", -1.5, 1.0, 0, UNSEP), ("matches", -2.5, 1.0, 0, FAILS), ("matches", -2.5, 0.5, 2.0, UNSEP),
+    ("matches", -1.5, 0.5, 2.0, HOLDS),
     ("matches", 4.0, None, 0, HOLDS), ("matches", -0.1, None, 0, FAILS),
 ])
 def test_rules(rule, diff, se, tol, want):

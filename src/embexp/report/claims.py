@@ -71,8 +71,10 @@ def judge(rule: str, diff: float, se: float | None, tol: float = 0.0) -> tuple[s
         if -diff > noise:
             return FAILS, f"behind by {diff:+.2f} points, more than {band}"
         return UNSEP, f"{diff:+.2f} points is within {band}"
+    if -diff <= tol:
+        return HOLDS, f"{diff:+.2f} points is within the tolerance {tol:g}"
     if -diff <= tol + noise:
-        return HOLDS, f"{diff:+.2f} points is within the tolerance {tol:g} + {band}"
+        return UNSEP, f"{diff:+.2f} points is past the tolerance {tol:g} but within {band}"
     return FAILS, f"{diff:+.2f} points is below the tolerance {tol:g} + {band}"
 
 
@@ -140,6 +142,19 @@ def label(run: dict) -> str:
     return f"{run['method']} K={k}" if k is not None and run["method"] == "ktoken" else run["method"]
 
 
+def run_se(run: dict, metric: str) -> float | None:
+    """The sampling s.e. (points) of one run's metric over its eval rows, where it has a closed form: an
+    accuracy (binomial), a correlation (Fisher's z: (1 - r^2) / sqrt(n - 3)); else None."""
+    v, n = final(run, metric), run.get("n_eval_examples") or 0
+    if v is None or n < 4:
+        return None
+    if "accuracy" in metric:
+        return binomial_se(v, n)
+    if metric in ("spearman", "pearson", "mcc"):
+        return 100.0 * (1.0 - (v / 100.0) ** 2) / math.sqrt(n - 3)
+    return None
+
+
 def final(run: dict, metric: str) -> float | None:
     v = (run.get("metrics") or {}).get(metric)
     return float(v) if v is not None else None
@@ -186,10 +201,12 @@ def matches_runs_check(check: dict, runs: list[dict]) -> Verdict:
     if not (m and ref):
         return Verdict(PENDING, "", f"runs missing: `{RUNS_COMMAND}` writes them", [])
     mv, rv = final(m, metric), final(ref, metric)
-    verdict, why = judge("matches", mv - rv, None, float(check.get("tol", 0.0)))
+    verdict, why = judge("matches", mv - rv, diff_se(run_se(m, metric), run_se(ref, metric)),
+                         float(check.get("tol", 0.0)))
     rows = [(f"{meth}{' (untrained)' if un else ''}", final(r, metric), r.get("n_trainable_params"), state_mb(r))
             for (meth, un), r in sorted(got.items())]
-    numbers = f"{check['method']} {mv:.2f} vs {check['against']} {rv:.2f} ({metric}, one seed)"
+    numbers = (f"{check['method']} {fmt(mv, run_se(m, metric))} vs {check['against']} {fmt(rv, run_se(ref, metric))} "
+               f"({metric}, one seed; s.e. over the eval rows)")
     return Verdict(verdict, numbers, why, rows)
 
 

@@ -156,6 +156,27 @@ def run_cli_cached(*args: str) -> CliResult:
         train.main = hydra_main
 
 
+def execute_in_process(cmd: list[str]) -> int:
+    """A sweep's ``execute`` in this process (``python -m embexp.<module> args``): a training run through
+    run_cli_cached, judge and sweep through their entries, the other modules through their main. For
+    tests of what a sweep does with its runs."""
+    import contextlib
+    import importlib
+    import io
+
+    module, args = cmd[2], cmd[3:]
+    if module == "embexp.train":
+        return run_cli_cached(*args).returncode
+    if module in ("embexp.judge", "embexp.sweep"):
+        return run_cli(*args, module=module).returncode
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            importlib.import_module(module).main(args)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 1
+    return 0
+
+
 def record_run(root: Path, task: str, subset: str, model: str, method: str, tag: str, seed: int, record: dict) -> Path:
     """A finished run written by the results API (config.yaml, metrics.json, status.json) in the
     directory a training run of these keys gets; `record` is the rest of its metrics.json."""

@@ -119,6 +119,64 @@ def run_cli(*args: str, module: str = "embexp.train") -> CliResult:
     return CliResult(code, out.getvalue(), err.getvalue())
 
 
+def run_cli_cached(*args: str) -> CliResult:
+    """``python -m embexp.train *args`` as run_cli gives it, except the last step: instead of
+    ``@hydra.main`` composing the tree again (~0.4 s a call, never cached), the config comes from
+    core.cli.compose's cache and goes to the same ``train.run`` through the same one-line error path,
+    in the directory Hydra would make (hydra.run.dir, else the name the config gives, made absolute; conf/train.yaml
+    sets no Hydra logging and no .hydra folder, so Hydra adds nothing else to a run). For tests of what
+    a run does with its inputs; tests of the entry itself (run directories, Hydra's own errors) use
+    run_cli."""
+    import sys
+
+    import embexp.train as train
+    from embexp.core import cli
+    from embexp.core.config import run_name
+
+    def main() -> None:
+        argv = [a for a in sys.argv[1:] if "=" in a and not a.startswith("--")]
+        given = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+") == "hydra.run.dir"]
+
+        @cli.one_line_errors
+        def body():
+            cfg = cli.compose_train([a for a in argv if not a.lstrip("+~").startswith("hydra.")])
+            run_dir = Path(os.path.abspath(given[-1] if given else run_name(
+                cfg.output_root, cfg.task.name, cfg.task.get("subset", ""), cfg.model.name, cfg.method.name,
+                cfg.tag, cfg.seed)))
+            run_dir.mkdir(parents=True, exist_ok=True)  # as Hydra's run_job, before the task function
+            cli.quiet_libraries()
+            train.run(cfg, run_dir)
+
+        body()
+
+    hydra_main, train.main = train.main, main
+    try:
+        return run_cli(*args)
+    finally:
+        train.main = hydra_main
+
+
+def execute_in_process(cmd: list[str]) -> int:
+    """A sweep's ``execute`` in this process (``python -m embexp.<module> args``): a training run through
+    run_cli_cached, judge and sweep through their entries, the other modules through their main. For
+    tests of what a sweep does with its runs."""
+    import contextlib
+    import importlib
+    import io
+
+    module, args = cmd[2], cmd[3:]
+    if module == "embexp.train":
+        return run_cli_cached(*args).returncode
+    if module in ("embexp.judge", "embexp.sweep"):
+        return run_cli(*args, module=module).returncode
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            importlib.import_module(module).main(args)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 1
+    return 0
+
+
 def record_run(root: Path, task: str, subset: str, model: str, method: str, tag: str, seed: int, record: dict) -> Path:
     """A finished run written by the results API (config.yaml, metrics.json, status.json) in the
     directory a training run of these keys gets; `record` is the rest of its metrics.json."""

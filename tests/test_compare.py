@@ -140,10 +140,10 @@ def test_every_method_runs_in_the_comparison_and_gets_one_row(tmp_path):
 
 def test_the_other_seeds_run_at_the_lr_the_first_seed_chose_and_the_table_reports_it(tmp_path, monkeypatch, capsys):
     """The curve sweep through the runner, in this process: LoRA on both kinds, two seeds."""
+    from conftest import execute_in_process
     from embexp.core.records import best_held_out
-    from test_sweep import in_process
 
-    monkeypatch.setattr(sweep.runner, "execute", in_process)
+    monkeypatch.setattr(sweep.runner, "execute", execute_in_process)
     monkeypatch.chdir(tmp_path)
     assert sweep.main(["compare/curves", "--extra", f"debug=smoke output_root={tmp_path}", *BOTH, *SMOKE, "seeds=0 1",
                        "only=lora"]) == 0, capsys.readouterr().err
@@ -195,10 +195,10 @@ def test_an_unknown_metric_is_one_clear_line(tmp_path):
 def test_rte_and_the_second_sentiment_set_run_at_the_lr_sst2_s_first_seed_chose(tmp_path, monkeypatch, capsys):
     """Issue #37's decoder chain through the runner (debug=smoke): K-Token's grid on SST-2 seed 0, then
     every other cell (SST-2 seed 1, RTE, the second set tagged second) at the lr that seed chose."""
+    from conftest import execute_in_process
     from embexp.core.records import best_held_out
-    from test_sweep import in_process
 
-    monkeypatch.setattr(sweep.runner, "execute", in_process)
+    monkeypatch.setattr(sweep.runner, "execute", execute_in_process)
     monkeypatch.chdir(tmp_path)
     assert sweep.main(["compare/curves", "--extra", f"debug=smoke output_root={tmp_path}", "kinds=decoder",
                        "dec_tasks=sst2 rte", "only=ktoken", "ktoken_check=1"]) == 0, capsys.readouterr().err

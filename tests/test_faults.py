@@ -21,7 +21,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from conftest import run_cli, run_train, smoke
+from conftest import run_cli, run_cli_cached, run_train, smoke
 from embexp import EmbexpError, RunBusy
 from embexp.core.records import is_complete
 from embexp.run import lock
@@ -140,7 +140,7 @@ def test_sigkill_mid_run_reads_interrupted_and_resume_equals_an_uninterrupted_ru
     assert lock.state(d) == ("interrupted", None)
     cell = [*args, "trainer.resume=true"]
     assert sweep_train.done(cell) == "" and sweep_train.running(cell) == ""
-    r = run_cli(*args, "trainer.resume=true")
+    r = run_cli_cached(*args, "trainer.resume=true")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     said = warnings_(r.stderr, "stopped without updating its status")
     assert len(said) == 1 and f"pid {proc.pid}" in said[0] and "marked interrupted, now resumed" in said[0], r.stderr
@@ -159,7 +159,7 @@ def test_a_stale_lock_is_taken_over_and_its_run_reported_interrupted(tmp_path):
     (d / "owner.json").write_text(json.dumps({"host": socket.gethostname(), "pid": dead.pid, "started": "then"}))
     (d / "status.json").write_text(json.dumps({"status": "running", "started": "then"}))
     assert lock.live_owner(d) is None and lock.state(d) == ("interrupted", None)
-    r = run_cli(*BASE, "trainer.max_steps=2", "trainer.save_every=0", f"hydra.run.dir={d}")
+    r = run_cli_cached(*BASE, "trainer.max_steps=2", "trainer.save_every=0", f"hydra.run.dir={d}")
     assert r.returncode == 0 and "Traceback" not in r.stderr and not errors(r.stderr), r.stderr
     said = warnings_(r.stderr, "stopped without updating its status")
     assert len(said) == 1 and f"pid {dead.pid}, started then" in said[0] and "marked interrupted" in said[0], r.stderr
@@ -178,7 +178,7 @@ def test_a_corrupt_latest_checkpoint_falls_back_to_the_previous_one_with_one_war
         shutil.copytree(src / name, d / name)
     state = d / "checkpoint" / "state.safetensors"
     state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
-    r = run_cli(*BASE, "trainer.resume=true", f"hydra.run.dir={d}")
+    r = run_cli_cached(*BASE, "trainer.resume=true", f"hydra.run.dir={d}")
     assert r.returncode == 0 and "Traceback" not in r.stderr and not errors(r.stderr), r.stderr
     said = warnings_(r.stderr, "checkpoint unreadable")
     assert len(said) == 1 and f"{d / 'checkpoint'}: SafetensorError" in said[0], r.stderr
@@ -200,7 +200,7 @@ def test_no_readable_checkpoint_is_one_line_and_the_run_failed(whole, tmp_path):
     (d / "checkpoint" / "meta.json").write_text('{"step": 1')
     (d / "checkpoint.prev" / "meta.json").write_text(
         (d / "checkpoint.prev" / "meta.json").read_text().replace('"step": 4', '"step": 2'))  # not its tensors' step
-    r = run_cli(*BASE, "trainer.resume=true", f"hydra.run.dir={d}")
+    r = run_cli_cached(*BASE, "trainer.resume=true", f"hydra.run.dir={d}")
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
     line = errors(r.stderr)[0]
     assert line.startswith(f"embexp: error: no readable checkpoint ({d / 'checkpoint'}: JSONDecodeError: ")
@@ -222,7 +222,7 @@ def test_a_checkpoint_write_that_fails_halfway_is_one_line_and_keeps_the_previou
 
     monkeypatch.setattr(checkpoint, "save_file", disk_full_on_the_second)
     d = tmp_path / "run"
-    r = run_cli(*BASE, f"hydra.run.dir={d}")
+    r = run_cli_cached(*BASE, f"hydra.run.dir={d}")
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
     line = errors(r.stderr)[0]
     assert line.startswith(f"embexp: error: cannot write checkpoint {d / 'checkpoint.tmp' / 'state.safetensors'}: "
@@ -256,7 +256,7 @@ def test_a_record_write_that_fails_is_one_line_and_leaves_no_record_that_looks_c
 
     monkeypatch.setattr(Path, "write_text", quota)
     d = tmp_path / "run"
-    r = run_cli(*BASE, "trainer.max_steps=2", "trainer.save_every=0", f"hydra.run.dir={d}")
+    r = run_cli_cached(*BASE, "trainer.max_steps=2", "trainer.save_every=0", f"hydra.run.dir={d}")
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
     assert errors(r.stderr)[0] == f"embexp: error: cannot write {d / 'metrics.json'}: Disk quota exceeded"
     assert status(d)["status"] == "failed" and not (d / "metrics.json").exists() and not is_complete(d)
@@ -349,7 +349,7 @@ def test_a_full_disk_during_any_record_write_is_one_line_status_failed_and_no_pa
                                                                                           target):
     disk_full(monkeypatch, target)
     d = tmp_path / "run"
-    r = run_cli(*BASE[:-1], "trainer.max_steps=2", "trainer.save_every=0", "export=true", f"hydra.run.dir={d}")
+    r = run_cli_cached(*BASE[:-1], "trainer.max_steps=2", "trainer.save_every=0", "export=true", f"hydra.run.dir={d}")
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
     assert errors(r.stderr)[0] == f"embexp: error: cannot write {d / target}: No space left on device"
     assert status(d)["status"] == "failed" and "No space left on device" in status(d)["error"]  # rewritten in place
@@ -373,7 +373,7 @@ def test_ctrl_c_during_training_checkpoints_its_step_and_marks_interrupted_in_on
 
     presser = threading.Thread(target=press_ctrl_c)
     presser.start()
-    r = run_cli(*args)
+    r = run_cli_cached(*args)
     presser.join()
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
     assert "SIGINT received: stopped after step" in errors(r.stderr)[0] and "trainer.resume=true" in r.stderr
@@ -390,7 +390,7 @@ def test_ctrl_c_outside_the_training_steps_is_one_line_and_interrupted(tmp_path,
 
     monkeypatch.setattr("embexp.train.build", interrupted_build)
     d = tmp_path / "run"
-    r = run_cli(*BASE, f"hydra.run.dir={d}")
+    r = run_cli_cached(*BASE, f"hydra.run.dir={d}")
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
     assert errors(r.stderr)[0].startswith("embexp: error: SIGINT (Ctrl-C) received: stopped; rerun the same command "
                                           "with trainer.resume=true")
@@ -413,7 +413,7 @@ def test_a_non_finite_checkpoint_is_refused_when_it_loads(whole, tmp_path, poiso
         key = next(k for k in state if k.startswith("param/"))
         state[key] = torch.full_like(state[key], float("nan"))
         save_file(state, path, metadata=meta)
-    r = run_cli(*BASE, "trainer.resume=true", f"hydra.run.dir={d}")
+    r = run_cli_cached(*BASE, "trainer.resume=true", f"hydra.run.dir={d}")
     assert "Traceback" not in r.stderr, r.stderr
     if len(poisoned) == 1:  # the previous one is taken, with one warning line naming the latest's NaN
         said = warnings_(r.stderr, "checkpoint unreadable")

@@ -8,13 +8,12 @@ import shutil
 import pytest
 import torch
 
-from conftest import CONF, compose
+from conftest import CONF, compose, run_cli
 from embexp import EmbexpError
 from embexp.core.config import validate
 from embexp.methods import METHODS
 from embexp.methods.registry import registered
 from test_methods import CASES, ROWS
-from test_spine import cli
 
 
 def test_the_method_matrix_covers_every_registered_method():
@@ -76,9 +75,8 @@ def test_choice_fields_are_checked_when_composed(override):
         validate(compose("debug=smoke", override))
 
 
-@pytest.mark.serial
 def test_choice_field_error_from_the_cli_is_one_line(tmp_path):
-    r = cli("debug=smoke", "trainer.optimizer=sgd", f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli("debug=smoke", "trainer.optimizer=sgd", f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines() == [
         "embexp: error: unknown trainer.optimizer 'sgd' (choose from: adam, adamw)"]
@@ -131,9 +129,8 @@ def test_the_special_values_and_boundaries_stay_valid():
                      "trainer.max_grad_norm=0", "trainer.eval_every=0", "seed=0", "trainer.warmup_steps=0"))
 
 
-@pytest.mark.serial
 def test_numeric_error_from_the_cli_is_one_line_and_writes_nothing(tmp_path):
-    r = cli("debug=smoke", "trainer.batch_size=0", f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli("debug=smoke", "trainer.batch_size=0", f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines() == ["embexp: error: trainer.batch_size=0 is out of range (valid: >= 1)"]
     assert not (tmp_path / "run").exists()
@@ -173,7 +170,6 @@ def test_a_wrapped_method_of_the_wrong_model_kind_is_refused_before_any_weights_
     """K-Token's inner method is checked against the model as the outer one is: head-only is an encoder
     method, so on a decoder the command stops in one line, at composition (no backbone is loaded)."""
     import embexp.run.build
-    from conftest import run_cli
 
     def no_model(*a, **kw):
         raise AssertionError("a backbone was loaded")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import compose, run_cli
+from conftest import compose, execute_in_process, run_cli
 from embexp import EmbexpError, sweep
 from embexp.sweep import runner
 
@@ -227,22 +227,9 @@ def test_the_list_names_every_spec():
 
 
 # ---- running: skips, resumes, failures, the report ---------------------------------------------
-def in_process(cmd: list[str]) -> int:
-    """runner.execute, in this process: ``python -m embexp.<module> args`` through the module's entry."""
-    module, args = cmd[2], cmd[3:]
-    if module in ("embexp.train", "embexp.judge", "embexp.sweep"):
-        return run_cli(*args, module=module).returncode
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            importlib.import_module(module).main(args)
-    except SystemExit as e:
-        return e.code if isinstance(e.code, int) else 1
-    return 0
-
-
 def test_a_smoke_table_runs_end_to_end_then_a_rerun_skips_every_cell(tmp_path, monkeypatch, capsys):
     """tinyte/table5 with debug=smoke: six cells, then the report; the second call trains nothing."""
-    monkeypatch.setattr(runner, "execute", in_process)
+    monkeypatch.setattr(runner, "execute", execute_in_process)
     extra = f"debug=smoke output_root={tmp_path}"
     assert sweep.main(["tinyte/table5", "--extra", extra]) == 0
     first = capsys.readouterr().out
@@ -264,7 +251,7 @@ def test_one_table_of_each_paper_runs_end_to_end_with_debug_smoke(spec, assignme
                                                                    monkeypatch, capsys):
     """Every cell and the report, in this process (tinyte: the test above; pete: the slow make test;
     compare: tests/test_compare.py)."""
-    monkeypatch.setattr(runner, "execute", in_process)
+    monkeypatch.setattr(runner, "execute", execute_in_process)
     monkeypatch.chdir(tmp_path)  # reports that default to tables/<paper> write here
     rc = sweep.main([spec, "--extra", f"debug=smoke output_root={tmp_path}", *assignments])
     err = capsys.readouterr().err

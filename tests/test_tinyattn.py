@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import run_cli, run_train, smoke
+from conftest import run_cli_cached, run_train, smoke
 from embexp import EmbexpError
 from embexp.featurize import collate
 from embexp.methods import build_method
@@ -312,8 +312,8 @@ def test_an_unknown_combine_or_layer_modules_is_one_line_naming_the_choices(arg)
     ("method.dropout=1", "method.dropout=1.0 is out of range (valid: >= 0 and < 1)"),
 ])
 def test_a_bad_value_is_one_line_when_composed(arg, line, tmp_path):
-    r = run_cli("debug=smoke", "method=tinyattn", "model=tiny_roberta", "task=glue", arg,
-                f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli_cached("debug=smoke", "method=tinyattn", "model=tiny_roberta", "task=glue", arg,
+                       f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0 and r.stderr.strip().splitlines() == [f"embexp: error: {line}"]
     assert not (tmp_path / "run").exists()  # refused before the run started
 
@@ -326,8 +326,8 @@ def test_a_bad_value_is_one_line_when_composed(arg, line, tmp_path):
 def test_bad_input_is_one_clear_line(args, needle, runs, tmp_path):
     paths = {k: str(v) for k, v in runs.items()} | {"missing": str(tmp_path / "nope")}
     args = [a.format(**paths) for a in args]
-    r = run_cli("debug=smoke", "method=tinyattn", "model=tiny_roberta", "task=glue", *args,
-                f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli_cached("debug=smoke", "method=tinyattn", "model=tiny_roberta", "task=glue", *args,
+                       f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
     assert len(lines) == 1 and needle in lines[0], r.stderr

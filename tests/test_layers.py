@@ -27,8 +27,8 @@ LAYERS = [
      "they import only data"),
     (2, ("embexp.methods",), "methods: one file per method; a method never imports a task"),
     (3, ("embexp.run", "embexp.judge"),
-     "run: the stages of one run (run/: preflight, build, adapter, loop, checkpoint, sharding, curriculum, selection, "
-     "evaluate, record), "
+     "run: the stages of one run (run/: preflight, build, adapter, loop, schedule, checkpoint, sharding, curriculum, "
+     "selection, evaluate, record), "
      "the judges (judge/: prompts, verdict cache, backends, scoring, python -m embexp.judge)"),
     (4, ("embexp.train", "embexp.eval", "embexp.lmeval"),
      "entry points that train or evaluate one run (lmeval: a run as lm-evaluation-harness's model)"),

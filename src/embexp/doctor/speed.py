@@ -29,7 +29,8 @@ from embexp.doctor.common import Section, autocast, compose, matmul_params, mode
 from embexp.featurize import collate, n_tokens
 from embexp.run.build import build
 from embexp.run.evaluate import eos_ids, generate
-from embexp.run.loop import Trainer, TrainInputs, micro_batch_indices
+from embexp.run.loop import Trainer, TrainInputs
+from embexp.run.schedule import micro_batch_indices
 
 GOAL = 1.02  # embexp's seconds per token at most this times the plain loop's (the goal)
 AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16, "no": None}

@@ -66,6 +66,47 @@ def test_a_repeated_compose_is_hydras_config_in_a_copy_of_its_own(tmp_path, monk
     assert compose("debug=smoke").trainer.lr == 0.25
 
 
+def hydra_tree(overrides: list[str]):
+    """Hydra's own compose of the whole list, as YAML (the reference core.cli.compose must equal)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        return OmegaConf.to_yaml(hydra_compose("train", overrides=overrides))
+
+
+@pytest.mark.parametrize("overrides", [
+    ["method=ktoken", "model=tiny_llama", "task=wmt16", "debug=smoke", "method.k=4", "trainer.lr=1e-3", "seed=3",
+     "trainer.curve_at=[2,4]", "trainer.cpu=true", "tag=a_b", "output_root=${oc.env:HOME}/x"],
+    ["experiment=pema_glue", "trainer.max_steps=7", "debug=smoke", "task.subset=rte"],  # group choice after a value
+    ["debug=smoke", "model=tiny_roberta", "task=glue", "method=lora", "method.r=2", "trainer.betas=[0.8,0.9]"],
+    ["debug=smoke", "++trainer.lr=0.5", "seed=2"],  # ++ is not followed: Hydra composes the whole list
+])
+def test_value_overrides_on_a_kept_tree_equal_hydras_compose_of_the_whole_list(overrides):
+    """core.cli.compose composes each list of group choices once and applies value overrides to a copy of
+    that tree as Hydra does after composing; the result is Hydra's own compose of the whole list."""
+    from omegaconf import OmegaConf
+
+    from embexp.core.cli import compose as cli_compose
+
+    expected = hydra_tree(overrides)
+    for _ in range(2):  # composed, then from the kept tree
+        cfg = cli_compose("train", overrides)
+        assert OmegaConf.to_yaml(cfg) == expected and OmegaConf.is_struct(cfg)
+
+
+def test_a_value_override_that_hydra_refuses_is_hydras_error():
+    from hydra.errors import ConfigCompositionException
+
+    from embexp.core.cli import compose as cli_compose
+
+    with pytest.raises(ConfigCompositionException, match="Could not override 'trainer.no_such_key'"):
+        cli_compose("train", ["debug=smoke", "trainer.no_such_key=1"])
+    with pytest.raises(EmbexpError, match="cannot compose .*trainer.max_steps=many"):
+        compose("debug=smoke", "trainer.max_steps=many")
+
+
 @pytest.mark.parametrize("override", ["trainer.optimizer=sgd", "trainer.scheduler=step", "trainer.mixed_precision=tf32",
                                       "model.dtype=int8", "model.kind=seq2seq", "model.source=s3",
                                       "task.source=web", "task.eval_mode=judge"])

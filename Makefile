@@ -41,7 +41,7 @@ demo: install  ## TinyTE-full vs zero-shot and prompt tuning on SmolLM2-135M + t
 TEST_WORKERS ?= 2
 
 ##@ tests and checks
-test: install  ## ruff (lint, import order, 120 columns), then the test suite (not slow, not gpu), offline, about 4 minutes on 2 cores
+test: install  ## ruff (lint, import order, 120 columns), then the test suite (not slow, not gpu), offline, about 3 minutes on 2 cores
 	$(DRY)$(PY) -m ruff check .
 	$(DRY)$(PY) -m pytest -q $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
 

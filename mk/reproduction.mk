@@ -11,11 +11,11 @@ reproduction: install  ## the reproduction ledger docs/reproduction.md: every ce
 # Each paper's central claim, checked with a verdict (docs/claims.md; src/embexp/report/claims.yaml holds the quotes and rules).
 #   make claims                    render docs/claims.md from the comparison's tables (docs/compare) and the claims' runs
 #   make claims_runs               the claims' own runs: PEMA paired with full FT, PETE, K-Token's gap against training rows
-#   make claims_runs PARTS=pema    one part (pema, pete, ktoken); they resume where they stopped
+#   make claims_runs PARTS=pema    one part (pema, pete, ktoken, amazon); they resume where they stopped
 CLAIMS_RUNS ?=
 PARTS ?=
 .PHONY: claims claims_runs
 claims: install  ## each paper's central claim with a verdict: docs/claims.md from the comparison's tables and the claims' runs (CLAIMS_RUNS=..., default outputs/claims)
 	$(DRY)$(PY) -m embexp.report paper=claims $(if $(CLAIMS_RUNS),runs=$(CLAIMS_RUNS))
-claims_runs: install  ## the runs the claims page needs beyond the comparison (hours on a CPU; PARTS="pema pete ktoken"), then make claims
+claims_runs: install  ## the runs the claims page needs beyond the comparison (hours on a CPU; PARTS="pema pete ktoken amazon"), then make claims
 	$(if $(DRY_RUN),@)$(SWEEP) $(sweep_seeds) $(if $(PARTS),parts="$(PARTS)") claims/runs

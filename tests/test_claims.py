@@ -102,6 +102,13 @@ def test_the_gap_check_chooses_on_held_out_rows_at_each_size(tmp_path):
     assert v.verdict == HOLDS and "2,000 rows: 18.0, 8,000 rows: 1.0" in v.numbers
     assert {(r[0], r[1]) for r in v.rows} == {(2000, "lora"), (2000, "ktoken K=2"), (8000, "lora"),
                                               (8000, "ktoken K=2")}
+    # an untrained zero-shot run shows at 0 rows; a balanced metric's majority class is 50
+    run(tmp_path, "zero_shot", "sst2", 1e-3, 0, {"metrics": {"ll_balanced_accuracy": 61.0}, "n_eval_examples": 100})
+    balanced = {**check, "metric": "ll_balanced_accuracy"}
+    v = claims.gap_check(balanced, [r for r in collect_runs(str(tmp_path)) if r["method"] == "zero_shot"],
+                         Config(out="", img=str(tmp_path / "img")))
+    assert v.verdict == PENDING and [(r[0], r[1], r[2]) for r in v.rows] == [(0, "zero-shot", 61.0),
+                                                                           (0, "majority class", 50.0)]
 
 
 def test_the_page_renders_pending_checks_without_numbers(tmp_path):

@@ -232,6 +232,13 @@ def gap_check(check: dict, runs: list[dict], cfg: Config) -> Verdict:
             if c:
                 curve.setdefault(lab, []).append((n, c[0]))
                 table.append((n, lab, c[0], c[1], c[2], c[3], len({r["seed"] for r in at if label(r) == lab})))
+    for r in runs:  # untrained references at 0 rows: zero-shot, and the majority class of the eval rows
+        if r["method"] == "zero_shot" and final(r, metric) is not None:
+            table.append((0, "zero-shot", final(r, metric), run_se(r, metric), "", "", 1))
+    if runs:
+        majority = 50.0 if "balanced" in metric else final(runs[0], f"{metric.split('_')[0]}_majority_baseline")
+        if majority is not None:
+            table.append((0, "majority class", majority, None, "", "", ""))
     against = check["against"]
     gaps = {n: (next(r for r in table if r[0] == n and r[1] == against), [r for r in table if r[0] == n and
                                                                              r[1].startswith(check["method"])])

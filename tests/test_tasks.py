@@ -254,7 +254,8 @@ def test_tree_task_generate_split_by_tree_and_format():
     assert task.resolved_source() == "generate" and task.split_name("eval") == "test"
     t0 = time.perf_counter()
     train, test = task.load("train"), task.load("eval")
-    assert time.perf_counter() - t0 < 0.5 and len(train) + len(test) > 2000
+    # ~0.2 s alone; the bound catches a pathological generator, not a loaded machine (0.77 s was seen under load)
+    assert time.perf_counter() - t0 < 2.0 and len(train) + len(test) > 2000
     trees_train, trees_test = {r["indent_tree"] for r in train}, {r["indent_tree"] for r in test}
     assert len(trees_train) <= 60 and len(trees_test) <= 20 and not trees_train & trees_test
     assert task.load("eval") == test  # deterministic

@@ -1,8 +1,9 @@
 """trainer.strategy=fsdp (src/embexp/run/sharding.py): real `accelerate launch --cpu --num_processes 2` jobs (gloo).
 
-Each launch costs ~15 s on 2 cores (process start and imports), so the fast tests share launches:
-the DDP/FSDP equality runs (full_ft, tinyte_full) also give the memory ratio and the one-run-dir check,
-and the per-method matrix runs in `make test-slow`.
+Each launch costs ~13 s on 2 cores (process start and imports: the launcher, embexp's relaunch through
+torch.distributed.run, two workers), so make test launches once: FSDP on 2 processes against one
+process with the same global batch (trainer.grad_accum=2), which also gives the memory ratio and the
+one-run-dir check. The DDP/FSDP equality launches and the per-method matrix run in `make test-slow`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import run_cli
+from conftest import run_cli, run_cli_cached
 from embexp.eval import reevaluate
 from test_methods import CASES, DECODERS
 
@@ -65,11 +66,33 @@ def assert_same_run(a: dict, b: dict, dir_a: Path, dir_b: Path, tol: float = 1e-
 
 
 @pytest.mark.serial
+def test_fsdp_trains_as_one_process_with_the_same_global_batch(tmp_path):
+    """full_ft under FSDP on 2 processes (batch b each) against one process accumulating 2 micro-batches of b:
+    the same micro-batches, so the same losses (the logged one is the global batch's), metrics and weights
+    (to 1e-5), with clipping on. Each FSDP process holds at most 0.55x of the one process's parameter +
+    gradient + optimizer bytes (a DDP process holds all of them), and the launch writes one run directory."""
+    args = ("method=full_ft", "model=tiny_llama", "task=wmt16", "trainer.max_steps=6", "trainer.max_grad_norm=0.5",
+            "trainer.lr=1e-3")
+    fsdp = launch(tmp_path / "fsdp", *args, "trainer.strategy=fsdp")
+    r = run_cli_cached("debug=smoke", *args, "trainer.grad_accum=2", f"hydra.run.dir={tmp_path / 'one'}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    one = json.loads((tmp_path / "one" / "metrics.json").read_text())
+    assert (fsdp["train"]["strategy"], fsdp["train"]["world_size"], one["train"]["world_size"]) == ("fsdp", 2, 1)
+    assert fsdp["train"]["examples"] == one["train"]["examples"]
+    assert_same_run(fsdp, one, tmp_path / "fsdp", tmp_path / "one")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fsdp", "one"]  # one run dir per launch, not one per process
+    new, old = reevaluate(tmp_path / "fsdp")  # the FSDP run's adapter, on one process
+    assert {k: v for k, v in new.items() if not k.endswith("seconds")} == scores(fsdp)
+    mem_1, mem_f = one["train"]["state_memory"], fsdp["train"]["state_memory"]
+    assert mem_f["total_bytes"] <= 0.55 * mem_1["total_bytes"], (mem_f, mem_1)
+
+
+@pytest.mark.serial
+@pytest.mark.slow  # two launches (~26 s): make test-slow
 @pytest.mark.parametrize("method,model,extra", [
     ("full_ft", "tiny_llama", ("trainer.lr=1e-3",)),
-    pytest.param("tinyte_full", "tiny_llama", ("trainer.lr=0.05", "trainer.grad_accum=2", "trainer.batch_size=2"),
-                 marks=pytest.mark.slow),  # accumulation: no-sync
-    pytest.param("full_ft", "tiny_gemma2", ("trainer.lr=1e-3",), marks=pytest.mark.slow),  # tied + scaled embeddings
+    ("tinyte_full", "tiny_llama", ("trainer.lr=0.05", "trainer.grad_accum=2", "trainer.batch_size=2")),  # no-sync
+    ("full_ft", "tiny_gemma2", ("trainer.lr=1e-3",)),  # tied + scaled embeddings
 ])
 def test_fsdp_equals_ddp_with_the_same_global_batch(tmp_path, method, model, extra):
     """Same losses, metrics and adapter as DDP (to 1e-5), with clipping on; full_ft also holds at

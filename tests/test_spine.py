@@ -226,7 +226,7 @@ def test_submitit_local_sweep_writes_one_complete_run_per_job_and_a_resumed_reru
 
 
 @pytest.mark.serial
-@pytest.mark.slow  # 9 s; make test launches DDP and FSDP through accelerate in tests/test_fsdp.py (one run dir each)
+@pytest.mark.slow  # 9 s; make test launches FSDP through accelerate in tests/test_fsdp.py (one run dir)
 def test_accelerate_cpu_data_parallel_writes_one_run_dir(tmp_path):
     accelerate = Path(sys.executable).with_name("accelerate")
     r = subprocess.run([str(accelerate), "launch", "--cpu", "--num_processes", "2", "-m", "embexp.train", "debug=smoke",

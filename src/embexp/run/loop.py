@@ -154,6 +154,8 @@ class Trainer:
                     g["lr"] = g.get("peak_lr", cfg.lr) * factor
                 step_loss = sum(self._micro_batch(step * cfg.grad_accum + a, a == cfg.grad_accum - 1, window)
                                 for a in range(cfg.grad_accum))
+                if acc.num_processes > 1:  # the global batch's loss, not this process's share: the one logged, and
+                    step_loss = acc.reduce(torch.tensor(step_loss, device=acc.device), "mean").item()  # all stop on it
                 if not math.isfinite(step_loss):  # before the update: the weights and checkpoints stay finite
                     raise EmbexpError(f"non-finite training loss ({step_loss}) at step {step + 1}: run stopped and "
                                       f"marked failed; {self.checkpoint.kept()} (try a lower trainer.lr, or "

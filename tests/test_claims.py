@@ -97,9 +97,14 @@ def test_the_gap_check_chooses_on_held_out_rows_at_each_size(tmp_path):
         run(tmp_path, "ktoken", "sst2", 3e-4, 0, curve(80, kt), k=2, n=n)
     from embexp.core.records import collect_runs
 
-    check = {"runs": "x", "method": "ktoken", "against": "lora", "rule": "gap", "tol": 2.0}
-    v = claims.gap_check(check, collect_runs(str(tmp_path)), Config(out="", img=str(tmp_path / "img")))
+    check = {"name": "gap", "runs": "x", "method": "ktoken", "against": "lora", "rule": "gap", "tol": 2.0,
+             "protocol": "p"}
+    v = claims.gap_check(check, collect_runs(str(tmp_path)), Config(out=str(tmp_path / "docs" / "claims.md"),
+                                                                     img=str(tmp_path / "docs" / "img")))
     assert v.verdict == HOLDS and "2,000 rows: 18.0, 8,000 rows: 1.0" in v.numbers
+    # the curve over the sizes: a PNG per check, linked from the page as the page's folder reaches it
+    assert v.figure == "img/claims_x.png" and (tmp_path / "docs" / "img" / "claims_x.png").stat().st_size > 0
+    assert "![gap: ktoken and lora against the training rows](img/claims_x.png)" in claims.detail(check, v)
     assert {(r[0], r[1]) for r in v.rows} == {(2000, "lora"), (2000, "ktoken K=2"), (8000, "lora"),
                                               (8000, "ktoken K=2")}
     # an untrained zero-shot run shows at 0 rows; a balanced metric's majority class is 50

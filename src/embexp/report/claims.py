@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -57,6 +58,7 @@ class Verdict:
     numbers: str  # the check's numbers in one line
     why: str  # how the rule read them
     rows: list  # (label, value, se) for the check's table
+    figure: str = ""  # a PNG the check drew, as the page links it
 
 
 # ---- the rules -------------------------------------------------------------------------------------------
@@ -252,9 +254,12 @@ def gap_check(check: dict, runs: list[dict], cfg: Config) -> Verdict:
     verdict, why = judge("matches", best[2] - ref[2], diff_se(best[3], ref[3]), float(check.get("tol", 0.0)))
     parts = [f"{n:,} rows: {min(ref[2] - m[2] for m in ms):.1f}" for n, (ref, ms) in sorted(gaps.items())]
     numbers = f"gap to {against} ({metric}) " + ", ".join(parts) + " points"
-    if cfg.out and len(curve) and len(sizes) > 1:
-        plot_gap(curve, Path(cfg.img) / "claims_ktoken_gap.png", metric)
-    return Verdict(verdict, numbers, why, table)
+    figure = ""
+    if cfg.out and len(curve) and len(sizes) > 1:  # one PNG per check, named by its runs' folder
+        png = Path(cfg.img) / f"claims_{check['runs']}.png"
+        plot_gap(curve, png, metric)
+        figure = os.path.relpath(png, Path(cfg.out).parent)
+    return Verdict(verdict, numbers, why, table, figure)
 
 
 def plot_gap(curve: dict, path: Path, metric: str) -> None:
@@ -310,6 +315,9 @@ def detail(check: dict, v: Verdict) -> list[str]:
         lines += [f"| {lab} | {val:.2f} | {tp or ''} | {mb or 0:.0f} |" for lab, val, tp, mb in v.rows]
     if v.rows:
         lines.append("")
+    if v.figure:
+        lines += [f"![{check['name']}: {check['method']} and {check['against']} against the training rows]"
+                  f"({v.figure})", ""]
     lines += [f"Verdict: **{v.verdict}**" + (f": {v.why}." if v.why else "."), ""]
     return lines
 

@@ -88,12 +88,12 @@ def test_paired_runs_pair_on_task_lr_and_seed(tmp_path):
 
 
 def test_the_gap_check_chooses_on_held_out_rows_at_each_size(tmp_path):
-    def curve(held, val):
+    def curve(held, val, flat=False):
         return {"curve": [{"step": 100, "ll_accuracy": val - 5, "select": {"ll_accuracy": held - 5}},
                           {"step": 200, "ll_accuracy": val, "select": {"ll_accuracy": held}}],
-                "metrics": {"ll_accuracy": val}}
+                "metrics": {"ll_accuracy": val}, "train": {"steps": 200, "stopped_early": flat}}
     for n, lora, kt in ((2000, 88.0, 70.0), (8000, 90.0, 89.0)):
-        run(tmp_path, "lora", "sst2", 1e-3, 0, curve(85, lora), n=n)
+        run(tmp_path, "lora", "sst2", 1e-3, 0, curve(85, lora, flat=n > 2000), n=n)
         run(tmp_path, "ktoken", "sst2", 3e-4, 0, curve(80, kt), k=2, n=n)
     from embexp.core.records import collect_runs
 
@@ -107,6 +107,10 @@ def test_the_gap_check_chooses_on_held_out_rows_at_each_size(tmp_path):
     assert "![gap: ktoken and lora against the training rows](img/claims_x.png)" in claims.detail(check, v)
     assert {(r[0], r[1]) for r in v.rows} == {(2000, "lora"), (2000, "ktoken K=2"), (8000, "lora"),
                                               (8000, "ktoken K=2")}
+    # how long each trained and why it stopped: the held-out curve flat (trainer.curve_patience) or the cap
+    assert {(r[0], r[1], r[7]) for r in v.rows if r[1] == "lora"} == {(2000, "lora", "200 (cap)"),
+                                                                   (8000, "lora", "200 (flat)")}
+    assert "| 8,000 | lora | 90.0 | 200 | 0.001 | 1 | 200 (flat) |" in claims.detail(check, v)
     # an untrained zero-shot run shows at 0 rows; a balanced metric's majority class is 50
     run(tmp_path, "zero_shot", "sst2", 1e-3, 0, {"metrics": {"ll_balanced_accuracy": 61.0}, "n_eval_examples": 100})
     balanced = {**check, "metric": "ll_balanced_accuracy"}

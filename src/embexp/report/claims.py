@@ -35,7 +35,7 @@ from embexp.core.records import LOWER, atomic_write, collect_runs
 from embexp.core.tables import pyplot, save_png
 from embexp.report.base import ReportConfig
 from embexp.report.cells import binomial_se, sem
-from embexp.report.compare_curves import candidates, choose
+from embexp.report.compare_curves import candidates, choose, lr_of
 
 SPEC = Path(__file__).with_name("claims.yaml")
 TABLES = ("all",)
@@ -222,25 +222,51 @@ def chosen(runs: list[dict], metric: str) -> tuple[float, float | None, int, str
     return float(np.mean(vals)), sem(vals), pick[1], f"{pick[0]:g}"
 
 
+def trained(runs: list[dict]) -> str:
+    """How long the runs trained and why they stopped: "2,250 (flat)" when trainer.curve_patience found the
+    held-out curve flat, "3,000 (cap)" when they reached trainer.max_steps; one entry per distinct outcome."""
+    seen = []
+    for r in runs:
+        t = r.get("train") or {}
+        if t.get("steps"):
+            s = f"{t['steps']:,} ({'flat' if t.get('stopped_early') else 'cap'})"
+            seen += [s] if s not in seen else []
+    return " / ".join(seen)
+
+
+def epoch_curve(runs: list[dict], metric: str) -> list[tuple[float, float]]:
+    """The eval metric against the epochs trained (step x batch / training rows, so that sizes compare),
+    the mean over the runs' seeds at each curve point."""
+    at: dict[float, list[float]] = {}
+    for r in runs:
+        per_step = (r["config"].get("trainer") or {}).get("batch_size", 1) / max(1, r.get("n_train_examples") or 1)
+        for p in r.get("curve") or []:
+            if p.get(metric) is not None:
+                at.setdefault(round(int(p["step"]) * per_step, 4), []).append(float(p[metric]))
+    return [(e, float(np.mean(v))) for e, v in sorted(at.items())]
+
+
 def gap_check(check: dict, runs: list[dict], cfg: Config) -> Verdict:
     """The method's gap to `against` at each training-set size, each at its held-out choice."""
     metric = check.get("metric") or "ll_accuracy"
     sizes = sorted({r.get("n_train_examples") for r in runs if r.get("n_train_examples")})
-    table, curve = [], {}
+    table, curve, steps = [], {}, {}
     for n in sizes:
         at = [r for r in runs if r.get("n_train_examples") == n]
         for lab in sorted({label(r) for r in at}):
             c = chosen([r for r in at if label(r) == lab], metric)
             if c:
+                picked = [r for r in at if label(r) == lab and f"{lr_of(r):g}" == c[3]]
                 curve.setdefault(lab, []).append((n, c[0]))
-                table.append((n, lab, c[0], c[1], c[2], c[3], len({r["seed"] for r in at if label(r) == lab})))
+                steps[(lab, n)] = epoch_curve(picked, metric)
+                table.append((n, lab, c[0], c[1], c[2], c[3], len({r["seed"] for r in picked}), trained(picked)))
     for r in runs:  # untrained references at 0 rows: zero-shot, and the majority class of the eval rows
         if r["method"] == "zero_shot" and final(r, metric) is not None:
-            table.append((0, "zero-shot", final(r, metric), run_se(r, metric), "", "", 1))
+            table.append((0, "zero-shot", final(r, metric), run_se(r, metric), "", "", 1, ""))
     if runs:
         majority = 50.0 if "balanced" in metric else final(runs[0], f"{metric.split('_')[0]}_majority_baseline")
         if majority is not None:
-            table.append((0, "majority class", majority, None, "", "", ""))
+            table.append((0, "majority class", majority, None, "", "", "", ""))
     against = check["against"]
     gaps = {n: (next(r for r in table if r[0] == n and r[1] == against), [r for r in table if r[0] == n and
                                                                              r[1].startswith(check["method"])])
@@ -257,21 +283,37 @@ def gap_check(check: dict, runs: list[dict], cfg: Config) -> Verdict:
     figure = ""
     if cfg.out and len(curve) and len(sizes) > 1:  # one PNG per check, named by its runs' folder
         png = Path(cfg.img) / f"claims_{check['runs']}.png"
-        plot_gap(curve, png, metric)
+        plot_gap(curve, steps, png, metric)
         figure = os.path.relpath(png, Path(cfg.out).parent)
     return Verdict(verdict, numbers, why, table, figure)
 
 
-def plot_gap(curve: dict, path: Path, metric: str) -> None:
+def plot_gap(curve: dict, epochs: dict, path: Path, metric: str) -> None:
+    """Left: each method's score at its held-out choice against the training rows. Right: each run's
+    validation curve against the epochs trained (was it still rising when it stopped?); one colour per
+    method, one line style per size."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 3.8))
+    colour = {lab: f"C{i}" for i, lab in enumerate(sorted(curve))}
+    sizes = sorted({n for pts in curve.values() for n, _ in pts})
     for lab, pts in sorted(curve.items()):
         xs, ys = zip(*sorted(pts))
-        ax.plot(xs, ys, marker="o", label=lab)
+        ax.plot(xs, ys, marker="o", color=colour[lab], label=lab)
     ax.set_xscale("log")
+    ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+    ax.minorticks_off()
     ax.set_xlabel("training rows")
     ax.set_ylabel(f"{metric} (validation, at the held-out choice)")
     ax.legend(fontsize=8)
+    styles = ["-", "--", ":", "-."]
+    for (lab, n), pts in sorted(epochs.items()):
+        if pts:
+            xs, ys = zip(*pts)
+            bx.plot(xs, ys, marker=".", color=colour[lab], linestyle=styles[sizes.index(n) % len(styles)],
+                    label=f"{lab}, {n:,} rows")
+    bx.set_xlabel("epochs trained")
+    bx.set_ylabel(f"{metric} (validation)")
+    bx.legend(fontsize=7)
     save_png(fig, path)
 
 
@@ -307,9 +349,10 @@ def detail(check: dict, v: Verdict) -> list[str]:
         lines += [f"| {k} | {a:.2f} | {b:.2f} | {d:+.2f} | {ma or 0:.0f} | {mb or 0:.0f} |"
                   for k, a, b, d, ma, mb in v.rows]
     elif v.rows and check["rule"] == "gap":
-        lines += ["| rows | method | metric | step | lr | seeds |", "|---:|---|---:|---:|---:|---:|"]
-        lines += [f"| {n:,} | {lab} | {fmt(val, se)} | {step} | {lr} | {s} |"
-                  for n, lab, val, se, step, lr, s in v.rows]
+        lines += ["| rows | method | metric | step | lr | seeds | trained steps (why it stopped) |",
+                  "|---:|---|---:|---:|---:|---:|---|"]
+        lines += [f"| {n:,} | {lab} | {fmt(val, se)} | {step} | {lr} | {s} | {t} |"
+                  for n, lab, val, se, step, lr, s, t in v.rows]
     elif v.rows:
         lines += ["| run | metric | #TP | state MB |", "|---|---:|---:|---:|"]
         lines += [f"| {lab} | {val:.2f} | {tp or ''} | {mb or 0:.0f} |" for lab, val, tp, mb in v.rows]

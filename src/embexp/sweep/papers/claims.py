@@ -14,8 +14,9 @@ on real rows ($EMBEXP_DATA), each run resumable (trainer.resume=true) so the swe
   rows; 200 held out), each trained until its held-out curve is flat (trainer.curve_patience=3 over curve
   points every ~1/4 epoch, capped at 3 epochs, 2 at 32,000), the point chosen on the held-out rows; K=4 and
   a second seed at the largest size; K=2 also at lr 1e-4, one step below the comparison's choice (3e-4, the
-  low end of its grid). Pilot: K=2 ~2 s and LoRA ~3.3 s a step at batch 8 on one thread; the study is
-  ~20 run-hours, most of it at 32,000 rows.
+  low end of its grid). Measured on one thread beside a second run, curve points included: K=2 ~2.5 s,
+  LoRA ~3.8 s, K=4 ~1.6 s a step at batch 8; at the caps the study is ~37 run-hours (2,000 rows: 2.7;
+  8,000: 5.3; 32,000: 5 runs of 8,000 steps, 29), less where the held-out curve flattens first.
 - amazon: K-Token K=2 against uncompressed LoRA on K-Token's own sentiment task (its prompt and label rule,
   rating >= 3.5 is positive) over the 3,150 Amazon Alexa reviews in $EMBEXP_DATA (not the paper's Fashion
   category; 87% positive, so balanced accuracy decides): 1,000 test rows split as the authors split, the

@@ -15,8 +15,8 @@ on real rows ($EMBEXP_DATA), each run resumable (trainer.resume=true) so the swe
   points every ~1/4 epoch, capped at 3 epochs, 2 at 32,000), the point chosen on the held-out rows; K=4 and
   a second seed at the largest size; K=2 also at lr 1e-4, one step below the comparison's choice (3e-4, the
   low end of its grid). Measured on one thread beside a second run, curve points included: K=2 ~2.5 s,
-  LoRA ~3.8 s, K=4 ~1.6 s a step at batch 8; at the caps the study is ~37 run-hours (2,000 rows: 2.7;
-  8,000: 5.3; 32,000: 5 runs of 8,000 steps, 29), less where the held-out curve flattens first.
+  LoRA ~3.8 s, K=4 ~1.6 s a step at batch 8; at the caps the study is ~39 run-hours (2,000 rows: 2.2;
+  8,000: 5.3; 32,000: 5 runs of 8,000 steps, 31.6), less where the held-out curve flattens first.
 - amazon: K-Token K=2 against uncompressed LoRA on K-Token's own sentiment task (its prompt and label rule,
   rating >= 3.5 is positive) over the 3,150 Amazon Alexa reviews in $EMBEXP_DATA (not the paper's Fashion
   category; 87% positive, so balanced accuracy decides): 1,000 test rows split as the authors split, the

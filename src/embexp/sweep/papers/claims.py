@@ -6,8 +6,8 @@ on real rows ($EMBEXP_DATA), each run resumable (trainer.resume=true) so the swe
 
 - pema: PEMA against full fine-tuning at identical settings (the same lr, seed, rows, weight decay 0) on
   MiniLM, SST-2 (4,000 train rows) and MRPC (3,368), 250 steps at batch 16, the comparison's protocol;
-  lrs 2e-5 and 1e-4 (full FT's and PEMA's comparison lrs), every seed. Pilot (one thread, a loaded
-  2-core CPU): ~17 min a run; 16 runs.
+  lrs 2e-5 and 1e-4 (full FT's and PEMA's comparison lrs), every seed (8 runs a seed). Measured on one
+  thread beside a second run: 5-7 min a run (MRPC); the SST-2 runs took 11-29 min on a more loaded CPU.
 - pete: PETE against the standard encoder, docs/methods_pete.md's recipe (4,800 SNLI pairs, 150 steps at
   batch 32, lr 5e-4), trained and untrained; ~15 min a trained run.
 - ktoken: K-Token K=2 against uncompressed LoRA on SmolLM2 at each training-set size of `sizes` (SST-2 train

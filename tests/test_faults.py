@@ -1,8 +1,9 @@
 """Faults a run meets, each ending in one line with nothing lost (issue 35): one owner per run directory
 (run/lock.py), a run killed with SIGKILL then resumed, a corrupt latest checkpoint, a write that fails
 halfway, unreadable records in a report, a stale lock, a full disk during any record write (adapter,
-method.json, predictions, export, metrics). Every case checks the one line, the exit status,
-the status, that no traceback reaches the user and that no complete-looking record is wrong."""
+method.json, predictions, export, metrics), a stop signal reaching a sweep. Every case checks the one
+line, the exit status, the status, that no traceback reaches the user and that no complete-looking record
+is wrong."""
 
 from __future__ import annotations
 
@@ -395,6 +396,88 @@ def test_ctrl_c_outside_the_training_steps_is_one_line_and_interrupted(tmp_path,
     assert errors(r.stderr)[0].startswith("embexp: error: SIGINT (Ctrl-C) received: stopped; rerun the same command "
                                           "with trainer.resume=true")
     assert status(d)["status"] == "interrupted" and build.build is not interrupted_build
+
+
+# a command that stops after its "step" on SIGTERM, as a train cell does (run/stops.py), or ignores it
+CHILD = """
+import pathlib, signal, sys, time
+marker, obey = pathlib.Path(sys.argv[1]), sys.argv[2] == "obey"
+got = []
+signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
+signal.signal(signal.SIGINT, lambda s, f: got.append(s))
+marker.write_text("started")
+while not (got and obey):
+    time.sleep(0.01)
+marker.write_text("checkpointed " + " ".join(signal.Signals(g).name for g in got))
+sys.exit(1)
+"""
+
+
+def signal_once_waiting(marker: Path, *signums: int):
+    """A thread that sends ``signums`` to this process once the command runs and the sweep passes signals on."""
+    import threading
+
+    from embexp.run.stops import passing_on
+
+    def send():
+        def ready() -> bool:
+            handler = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
+            return marker.is_file() and isinstance(handler, passing_on)
+
+        for s in signums:  # never outside the sweep's handler: there a SIGINT would stop pytest itself
+            deadline = time.time() + 30
+            while time.time() < deadline and not ready():
+                time.sleep(0.005)
+            if not ready():
+                return
+            os.kill(os.getpid(), s)
+            time.sleep(0.2)
+
+    marker.unlink(missing_ok=True)
+    t = threading.Thread(target=send)
+    t.start()
+    return t
+
+
+@pytest.mark.serial
+def test_a_stop_signal_reaching_a_sweep_stops_its_command_after_the_step_and_starts_no_other(tmp_path, monkeypatch,
+                                                                                           capsys):
+    from embexp import sweep
+    from embexp.sweep.runner import SweepStopped, execute
+
+    before = signal.getsignal(signal.SIGTERM)
+    marker = tmp_path / "marker"
+    t = signal_once_waiting(marker, signal.SIGTERM)  # a preemption notice, or `kill <sweep pid>`
+    with pytest.raises(SweepStopped, match="SIGTERM received: the running command stopped \\(exit 1") as e:
+        execute([sys.executable, "-c", CHILD, str(marker), "obey"])
+    t.join()
+    assert marker.read_text() == "checkpointed SIGTERM" and e.value.exit_code == 143  # passed on, waited for
+    assert signal.getsignal(signal.SIGTERM) is before  # the handlers come back
+    # Ctrl-C: the command gets SIGTERM (a second SIGINT would stop it without its checkpoint) ...
+    t = signal_once_waiting(marker, signal.SIGINT)
+    with pytest.raises(SweepStopped) as e:
+        execute([sys.executable, "-c", CHILD, str(marker), "obey"])
+    t.join()
+    assert marker.read_text() == "checkpointed SIGTERM" and e.value.exit_code == 130
+    # ... and a second Ctrl-C kills a command that does not stop
+    t = signal_once_waiting(marker, signal.SIGINT, signal.SIGINT)
+    with pytest.raises(SweepStopped, match=f"exit {-signal.SIGKILL}"):
+        execute([sys.executable, "-c", CHILD, str(marker), "ignore"])
+    t.join()
+    assert marker.read_text() == "started"
+    # the sweep starts no later command and ends in one line with the signal's exit status
+    calls = []
+
+    def stopped(cmd):
+        calls.append(cmd)
+        raise SweepStopped(signal.SIGTERM, cmd, 1)
+
+    monkeypatch.setattr(sweep.runner, "execute", stopped)
+    with pytest.raises(SystemExit) as e:
+        sweep.runner.entry(["tinyte/table5", "--extra", f"debug=smoke output_root={tmp_path}"])
+    err = capsys.readouterr().err
+    assert e.value.code == 143 and len(calls) == 1 and len(errors(err)) == 1 and "Traceback" not in err
+    assert "no later command started; rerun the same sweep command" in errors(err)[0]
 
 
 @pytest.mark.parametrize("poisoned", [("checkpoint",), ("checkpoint", "checkpoint.prev")])

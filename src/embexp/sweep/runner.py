@@ -18,7 +18,9 @@ report step gets the extra's ``debug=`` and, with ``output_root=X``, ``runs=X ou
 A train command built by :func:`chosen` takes the learning rate (or any value) whose candidate cell
 scored best on its held-out rows, once those cells have finished (the dry run prints a placeholder).
 A failed command does not stop the sweep: the report is rendered from what finished and the runner
-exits 1 listing the failures. ``--dry-run`` prints every command and runs nothing.
+exits 1 listing the failures. A stop signal does (Ctrl-C, SIGTERM, SIGUSR1): it is passed on to the
+running command, a train cell checkpoints its step, and no later command starts (:func:`execute`).
+``--dry-run`` prints every command and runs nothing.
 
 ``train.py``, ``analyze.py``, ``judge.py`` and ``report.py`` beside this file hold each command kind's
 additions and its "done" probe.
@@ -32,6 +34,7 @@ import os
 import pkgutil
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -40,6 +43,7 @@ from dataclasses import dataclass, field
 
 from embexp import EmbexpError, RunBusy
 from embexp.core import cli
+from embexp.run.stops import passing_on
 from embexp.sweep import analyze as analyze_kind
 from embexp.sweep import judge as judge_kind
 from embexp.sweep import report as report_kind
@@ -336,9 +340,30 @@ def resolve(cmd: Command, extra: list[str], dry: bool = False) -> None:
         cmd.args = [a for a in cmd.build(str(train_kind.run_dir(cmd.run_dir_of + list(extra)))) if a != ""]
 
 
+class SweepStopped(EmbexpError):
+    """A stop signal reached the sweep (Ctrl-C, a preemption notice): the running command got it and
+    stopped (a train cell after its step, with a checkpoint); no later command starts. Exit status
+    128 + the signal's number, as the shell reports a process the signal ended."""
+
+    def __init__(self, signum: int, cmd: list[str], rc: int) -> None:
+        name = signal.Signals(signum).name
+        self.exit_code = 128 + signum
+        super().__init__(f"{name} received: the running command stopped (exit {rc}: {shlex.join(cmd[:4])} ...) and "
+                         "no later command started; rerun the same sweep command to continue (a train cell resumes "
+                         "from its checkpoint)")
+
+
 def execute(cmd: list[str]) -> int:
-    """Run one command; its exit status (tests run the commands in-process instead)."""
-    return subprocess.run(cmd).returncode
+    """Run one command; its exit status (tests run the commands in-process instead). A stop signal that
+    reaches the sweep (Ctrl-C, SIGTERM, SIGUSR1) is passed on to the command, which stops after its step
+    with a checkpoint (``run.stops.passing_on``); the runner waits for it, then raises :class:`SweepStopped`
+    instead of starting the next command."""
+    proc = subprocess.Popen(cmd)
+    with passing_on(proc) as got:
+        rc = proc.wait()
+    if got:
+        raise SweepStopped(got[0], cmd, rc)
+    return rc
 
 
 def parser() -> argparse.ArgumentParser:

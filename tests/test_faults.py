@@ -442,8 +442,8 @@ def signal_once_waiting(marker: Path, *signums: int):
 @pytest.mark.serial
 def test_a_stop_signal_reaching_a_sweep_stops_its_command_after_the_step_and_starts_no_other(tmp_path, monkeypatch,
                                                                                            capsys):
-    from embexp import sweep
-    from embexp.sweep.runner import SweepStopped, execute
+    from embexp import SweepStopped, sweep
+    from embexp.sweep.runner import execute
 
     before = signal.getsignal(signal.SIGTERM)
     marker = tmp_path / "marker"

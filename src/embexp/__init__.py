@@ -1,5 +1,7 @@
 """embexp: config-driven experiments with embedding-layer methods for language models."""
 
+import signal
+
 __version__ = "0.1.0"
 
 
@@ -17,3 +19,16 @@ class RunBusy(EmbexpError):
     75 (EX_TEMPFAIL: try again later), which the sweep runner reads as "running elsewhere", not failed."""
 
     exit_code = 75
+
+
+class SweepStopped(EmbexpError):
+    """A stop signal reached the sweep (Ctrl-C, a preemption notice): the running command got it and
+    stopped (a train cell after its step, with a checkpoint); no later command starts. Exit status
+    128 + the signal's number, as the shell reports a process the signal ended."""
+
+    def __init__(self, signum: int, cmd: list[str], rc: int) -> None:
+        name = signal.Signals(signum).name
+        self.exit_code = 128 + signum
+        super().__init__(f"{name} received: the running command stopped (exit {rc}: {' '.join(cmd[:4])} ...) and "
+                         "no later command started; rerun the same sweep command to continue (a train cell resumes "
+                         "from its checkpoint)")

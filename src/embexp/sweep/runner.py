@@ -34,14 +34,13 @@ import os
 import pkgutil
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from embexp import EmbexpError, RunBusy
+from embexp import EmbexpError, RunBusy, SweepStopped
 from embexp.core import cli
 from embexp.run.stops import passing_on
 from embexp.sweep import analyze as analyze_kind
@@ -338,19 +337,6 @@ def resolve(cmd: Command, extra: list[str], dry: bool = False) -> None:
         cmd.args = [a for a in cmd.build(train_kind.chosen(cmd.choice, extra, dry)) if a != ""]
     elif cmd.run_dir_of is not None:
         cmd.args = [a for a in cmd.build(str(train_kind.run_dir(cmd.run_dir_of + list(extra)))) if a != ""]
-
-
-class SweepStopped(EmbexpError):
-    """A stop signal reached the sweep (Ctrl-C, a preemption notice): the running command got it and
-    stopped (a train cell after its step, with a checkpoint); no later command starts. Exit status
-    128 + the signal's number, as the shell reports a process the signal ended."""
-
-    def __init__(self, signum: int, cmd: list[str], rc: int) -> None:
-        name = signal.Signals(signum).name
-        self.exit_code = 128 + signum
-        super().__init__(f"{name} received: the running command stopped (exit {rc}: {shlex.join(cmd[:4])} ...) and "
-                         "no later command started; rerun the same sweep command to continue (a train cell resumes "
-                         "from its checkpoint)")
 
 
 def execute(cmd: list[str]) -> int:

@@ -293,7 +293,7 @@ def plot_gap(curve: dict, epochs: dict, path: Path, metric: str) -> None:
     validation curve against the epochs trained (was it still rising when it stopped?); one colour per
     method, one line style per size."""
     plt = pyplot()
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
     colour = {lab: f"C{i}" for i, lab in enumerate(sorted(curve))}
     sizes = sorted({n for pts in curve.values() for n, _ in pts})
     for lab, pts in sorted(curve.items()):
@@ -313,7 +313,7 @@ def plot_gap(curve: dict, epochs: dict, path: Path, metric: str) -> None:
                     label=f"{lab}, {n:,} rows")
     bx.set_xlabel("epochs trained")
     bx.set_ylabel(f"{metric} (validation)")
-    bx.legend(fontsize=7)
+    bx.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))  # outside: curves run to every corner
     save_png(fig, path)
 
 

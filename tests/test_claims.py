@@ -38,6 +38,13 @@ def test_rules(rule, diff, se, tol, want):
     assert judge(rule, diff, se, tol)[0] == want
 
 
+def test_a_failed_match_names_the_bound_it_fell_below():
+    # the bound is tolerance + 2 s.e. as one number, not "2 + 2 s.e. = 0.11" (which reads as a sum of 0.11)
+    assert judge("matches", -3.0, 0.25, 2.0)[1] == \
+        "-3.00 points is below -2.50, the tolerance 2 plus 2 s.e. (0.50)"
+    assert judge("matches", -3.0, None, 2.0)[1] == "-3.00 points is below -2, the tolerance (no s.e.: one run each)"
+
+
 def test_the_spec_names_known_rules_and_every_field():
     papers = yaml.safe_load(claims.SPEC.read_text())
     assert [p["paper"] for p in papers] == ["TinyTE", "PEMA", "PETE", "Tiny-Attention", "K-Token Merging"]

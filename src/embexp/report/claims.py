@@ -75,9 +75,12 @@ def judge(rule: str, diff: float, se: float | None, tol: float = 0.0) -> tuple[s
         return UNSEP, f"{diff:+.2f} points is within {band}"
     if -diff <= tol:
         return HOLDS, f"{diff:+.2f} points is within the tolerance {tol:g}"
+    # the arithmetic spelled out, so "2 + 2 s.e. = 0.11" cannot read as a sum of 0.11
+    bound = f"-{tol + noise:.2f}, the tolerance {tol:g} plus 2 s.e. ({noise:.2f})" if se else \
+        f"-{tol:g}, the tolerance (no s.e.: one run each)"
     if -diff <= tol + noise:
-        return UNSEP, f"{diff:+.2f} points is past the tolerance {tol:g} but within {band}"
-    return FAILS, f"{diff:+.2f} points is below the tolerance {tol:g} + {band}"
+        return UNSEP, f"{diff:+.2f} points is past the tolerance {tol:g} but not below {bound}"
+    return FAILS, f"{diff:+.2f} points is below {bound}"
 
 
 def diff_se(a: float | None, b: float | None) -> float | None:

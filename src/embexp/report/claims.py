@@ -340,7 +340,8 @@ def run_check(check: dict, cfg: Config, runs_by: dict) -> Verdict:
 
 
 def detail(check: dict, v: Verdict) -> list[str]:
-    lines = [f"**{check['name']}** ({check['rule']}). {check['protocol'].strip()}.", ""]
+    protocol = check["protocol"].strip()
+    lines = [f"**{check['name']}** ({check['rule']}). {protocol[:1].upper()}{protocol[1:]}.", ""]
     if check.get("tol_why"):
         lines += [f"Tolerance {check['tol']} points: {check['tol_why']}.", ""]
     if v.rows and "table" in check:

@@ -112,6 +112,8 @@ def test_the_gap_check_chooses_on_held_out_rows_at_each_size(tmp_path):
     # the curve over the sizes: a PNG per check, linked from the page as the page's folder reaches it
     assert v.figure == "img/claims_x.png" and (tmp_path / "docs" / "img" / "claims_x.png").stat().st_size > 0
     assert "![gap: ktoken and lora against the training rows](img/claims_x.png)" in claims.detail(check, v)
+    assert "Gap to lora (ll_accuracy; the best ktoken run at each size), 2,000 rows: 18.0, 8,000 rows: 1.0 " \
+        "points." in claims.detail(check, v)  # the trend beside the verdict's largest size
     assert {(r[0], r[1]) for r in v.rows} == {(2000, "lora"), (2000, "ktoken K=2"), (8000, "lora"),
                                               (8000, "ktoken K=2")}
     # how long each trained and why it stopped: the held-out curve flat (trainer.curve_patience) or the cap

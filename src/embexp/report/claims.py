@@ -282,7 +282,8 @@ def gap_check(check: dict, runs: list[dict], cfg: Config) -> Verdict:
     best = max(ms, key=lambda r: r[2])
     verdict, why = judge("matches", best[2] - ref[2], diff_se(best[3], ref[3]), float(check.get("tol", 0.0)))
     parts = [f"{n:,} rows: {min(ref[2] - m[2] for m in ms):.1f}" for n, (ref, ms) in sorted(gaps.items())]
-    numbers = f"gap to {against} ({metric}) " + ", ".join(parts) + " points"
+    numbers = f"gap to {against} ({metric}; the best {check['method']} run at each size), " + ", ".join(parts) + \
+        " points"
     figure = ""
     if cfg.out and len(curve) and len(sizes) > 1:  # one PNG per check, named by its runs' folder
         png = Path(cfg.img) / f"claims_{check['runs']}.png"
@@ -362,6 +363,8 @@ def detail(check: dict, v: Verdict) -> list[str]:
         lines += [f"| {lab} | {val:.2f} | {tp or ''} | {mb or 0:.0f} |" for lab, val, tp, mb in v.rows]
     if v.rows:
         lines.append("")
+    if v.numbers and check["rule"] == "gap":  # the trend the verdict's largest size sits on
+        lines += [f"{v.numbers[:1].upper()}{v.numbers[1:]}.", ""]
     if v.figure:
         lines += [f"![{check['name']}: {check['method']} and {check['against']} against the training rows]"
                   f"({v.figure})", ""]

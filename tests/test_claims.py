@@ -54,6 +54,21 @@ def test_the_spec_names_known_rules_and_every_field():
             assert c["rule"] in ("beats", "matches", "paired", "gap") and ("table" in c) != ("runs" in c)
 
 
+def test_the_summary_row_shows_the_headline_check_once_it_has_run():
+    paper = {"paper": "P", "short": "claim", "gpu": "make p"}
+    table = ({"name": "at the comparison's budget"}, claims.Verdict(FAILS, "a 70.7 vs b 88.2", "", []))
+    gap = ({"name": "against training rows", "headline": True}, claims.Verdict(FAILS, "gap 12.6, 7.8", "", []))
+    pending = ({"name": "against training rows", "headline": True}, claims.Verdict(PENDING, "", "", []))
+    assert claims.summary_row(paper, [table, gap]) == \
+        f"| P | claim | against training rows | gap 12.6, 7.8 | {FAILS} (2 of 2 checks run) | make p |"
+    # the headline not yet run: the first check that ran, its name beside its numbers
+    assert claims.summary_row(paper, [pending, table]) == \
+        f"| P | claim | at the comparison's budget | a 70.7 vs b 88.2 | {FAILS} (1 of 2 checks run) | make p |"
+    spec = yaml.safe_load(claims.SPEC.read_text())
+    assert [c["name"] for p in spec for c in p["checks"] if c.get("headline")] == \
+        ["SmolLM2-135M, SST-2, gap against training rows"]
+
+
 def compare_table(folder: Path, name: str, rows: list[dict]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     keys = list(dict.fromkeys(k for r in rows for k in r))

@@ -372,6 +372,16 @@ def detail(check: dict, v: Verdict) -> list[str]:
     return lines
 
 
+def summary_row(paper: dict, verdicts: list[tuple[dict, Verdict]]) -> str:
+    """The paper's row of the summary table: its headline check (``headline: true`` in claims.yaml), else
+    its first check that ran, else its first check; the verdict says how many of its checks ran."""
+    done = [(c, v) for c, v in verdicts if v.verdict != PENDING]
+    headline = [(c, v) for c, v in done if c.get("headline")]
+    check, lead = (headline or done or verdicts)[0]
+    verdict = lead.verdict + ("" if len(verdicts) == 1 else f" ({len(done)} of {len(verdicts)} checks run)")
+    return f"| {paper['paper']} | {paper['short']} | {check['name']} | {lead.numbers} | {verdict} | {paper['gpu']} |"
+
+
 def render(cfg: Config) -> dict[str, str]:
     papers = yaml.safe_load(SPEC.read_text())
     runs_by: dict = {}
@@ -386,12 +396,7 @@ def render(cfg: Config) -> dict[str, str]:
     body = []
     for p in papers:
         verdicts = [(c, run_check(c, cfg, runs_by)) for c in p["checks"]]
-        first = verdicts[0][1]
-        done = [v for _, v in verdicts if v.verdict != PENDING]
-        lead = done[0] if done else first
-        verdict = lead.verdict + ("" if len(verdicts) == 1 else f" ({len(done)} of {len(verdicts)} checks run)")
-        head.append(f"| {p['paper']} | {p['short']} | {verdicts[0][0]['name']} | {lead.numbers} | {verdict} | "
-                    f"{p['gpu']} |")
+        head.append(summary_row(p, verdicts))
         body += [f"## {p['paper']}", "", f"> {p['quote'].strip()}", "", f"({p['where']})", ""]
         for c, v in verdicts:
             body += detail(c, v)

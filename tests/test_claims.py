@@ -135,6 +135,7 @@ def test_the_gap_check_chooses_on_held_out_rows_at_each_size(tmp_path):
     assert {(r[0], r[1], r[7]) for r in v.rows if r[1] == "lora"} == {(2000, "lora", "200 (cap)"),
                                                                    (8000, "lora", "200 (flat)")}
     assert "| 8,000 | lora | 90.0 | 200 | 0.001 | 1 | 200 (flat) |" in claims.detail(check, v)
+    assert claims.detail({**check, "reading": "the gap\n  narrows"}, v)[-2] == "What the runs show: the gap narrows."
     # an untrained zero-shot run shows at 0 rows; a balanced metric's majority class is 50
     run(tmp_path, "zero_shot", "sst2", 1e-3, 0, {"metrics": {"ll_balanced_accuracy": 61.0}, "n_eval_examples": 100})
     balanced = {**check, "metric": "ll_balanced_accuracy"}
@@ -151,3 +152,4 @@ def test_the_page_renders_pending_checks_without_numbers(tmp_path):
     text = out.read_text()
     rows = [line for line in text.splitlines() if line.startswith("| ") and " | pending" in line]
     assert len(rows) == 5 and "never edit it by hand" in text
+    assert "What the runs show" not in text  # a reading explains a verdict: none before the runs

@@ -369,6 +369,9 @@ def detail(check: dict, v: Verdict) -> list[str]:
         lines += [f"![{check['name']}: {check['method']} and {check['against']} against the training rows]"
                   f"({v.figure})", ""]
     lines += [f"Verdict: **{v.verdict}**" + (f": {v.why}." if v.why else "."), ""]
+    if check.get("reading") and v.verdict != PENDING:
+        reading = " ".join(check["reading"].split())
+        lines += [f"What the runs show: {reading}.", ""]
     return lines
 
 

@@ -43,6 +43,8 @@ def test_a_failed_match_names_the_bound_it_fell_below():
     assert judge("matches", -3.0, 0.25, 2.0)[1] == \
         "-3.00 points is below -2.50, the tolerance 2 plus 2 s.e. (0.50)"
     assert judge("matches", -3.0, None, 2.0)[1] == "-3.00 points is below -2, the tolerance (no s.e.: one run each)"
+    assert judge("matches", -3.0, None, 2.0, alone="lora has one run")[1] == \
+        "-3.00 points is below -2, the tolerance (no s.e.: lora has one run)"
 
 
 def test_the_spec_names_known_rules_and_every_field():
@@ -143,6 +145,11 @@ def test_the_gap_check_chooses_on_held_out_rows_at_each_size(tmp_path):
                          Config(out="", img=str(tmp_path / "img")))
     assert v.verdict == PENDING and [(r[0], r[1], r[2]) for r in v.rows] == [(0, "zero-shot", 61.0),
                                                                            (0, "majority class", 50.0)]
+    # a second ktoken seed at the largest size: its s.e. is over seeds, lora's one run has none, and the
+    # verdict says which side lacks it
+    run(tmp_path, "ktoken", "sst2", 3e-4, 1, curve(80, 80.0), k=2, n=8000)
+    v = claims.gap_check(check, collect_runs(str(tmp_path)), Config(out="", img=str(tmp_path / "img")))
+    assert v.verdict == FAILS and v.why == "-5.50 points is below -2, the tolerance (no s.e.: lora has one run)"
 
 
 def test_the_page_renders_pending_checks_without_numbers(tmp_path):

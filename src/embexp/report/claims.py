@@ -62,11 +62,11 @@ class Verdict:
 
 
 # ---- the rules -------------------------------------------------------------------------------------------
-def judge(rule: str, diff: float, se: float | None, tol: float = 0.0) -> tuple[str, str]:
+def judge(rule: str, diff: float, se: float | None, tol: float = 0.0, alone: str = "one run each") -> tuple[str, str]:
     """(verdict, reason) for method - reference = diff (points) with standard error se (None: one seed,
-    judged on the point value alone)."""
+    judged on the point value alone; ``alone`` says which side had one run)."""
     noise = 2 * se if se else 0.0
-    band = f"2 s.e. = {noise:.2f}" if se else "no s.e.: one run each"
+    band = f"2 s.e. = {noise:.2f}" if se else f"no s.e.: {alone}"
     if rule == "beats":
         if diff > noise:
             return HOLDS, f"ahead by {diff:+.2f} points, more than {band}"
@@ -77,7 +77,7 @@ def judge(rule: str, diff: float, se: float | None, tol: float = 0.0) -> tuple[s
         return HOLDS, f"{diff:+.2f} points is within the tolerance {tol:g}"
     # the arithmetic spelled out, so "2 + 2 s.e. = 0.11" cannot read as a sum of 0.11
     bound = f"-{tol + noise:.2f}, the tolerance {tol:g} plus 2 s.e. ({noise:.2f})" if se else \
-        f"-{tol:g}, the tolerance (no s.e.: one run each)"
+        f"-{tol:g}, the tolerance (no s.e.: {alone})"
     if -diff <= tol + noise:
         return UNSEP, f"{diff:+.2f} points is past the tolerance {tol:g} but not below {bound}"
     return FAILS, f"{diff:+.2f} points is below {bound}"
@@ -280,7 +280,9 @@ def gap_check(check: dict, runs: list[dict], cfg: Config) -> Verdict:
     top = max(gaps)
     ref, ms = gaps[top]
     best = max(ms, key=lambda r: r[2])
-    verdict, why = judge("matches", best[2] - ref[2], diff_se(best[3], ref[3]), float(check.get("tol", 0.0)))
+    single = [r[1] for r in (best, ref) if r[3] is None]  # one seed: no s.e. over seeds on that side
+    alone = "one run each" if len(single) == 2 else f"{single[0]} has one run" if single else ""
+    verdict, why = judge("matches", best[2] - ref[2], diff_se(best[3], ref[3]), float(check.get("tol", 0.0)), alone)
     parts = [f"{n:,} rows: {min(ref[2] - m[2] for m in ms):.1f}" for n, (ref, ms) in sorted(gaps.items())]
     numbers = f"gap to {against} ({metric}; the best {check['method']} run at each size), " + ", ".join(parts) + \
         " points"

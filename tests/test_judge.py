@@ -15,6 +15,9 @@ from embexp import EmbexpError
 from embexp.core.config import JudgeConfig
 from embexp.judge import HARMBENCH_PROMPT, INSTRUCT_CHOICES, aggregate, build_judge, check, parse, rescore
 
+# the judge continues its prompt's cache by the keyword its transformers takes (cache from 5.24 on)
+pytestmark = pytest.mark.filterwarnings("error:.*past_key_values.*:FutureWarning")
+
 
 def jcfg(**kw):
     c = OmegaConf.structured(JudgeConfig)

@@ -79,6 +79,7 @@ def test_one_pass_equals_the_separate_passes(monkeypatch, case):
 SHORT = ["Q: a?\nA:", "Q: bb?\nA:", "Q: a?\nA:", "Q: ccc c?\nA:"]
 
 
+@pytest.mark.filterwarnings("error:.*past_key_values.*:FutureWarning")  # the cache by the keyword the model takes
 @pytest.mark.parametrize("model", ["tiny_qwen2", "tiny_gemma2"])
 @pytest.mark.parametrize("method", ["zero_shot", "prompt_tuning", "ktoken"])
 def test_one_pass_on_each_family_and_its_stops(monkeypatch, model, method):

@@ -32,6 +32,7 @@ from embexp.judge.prompts import (
     parse,
     token_cutter,
 )
+from embexp.models import cache_kwarg, output_cache
 
 log = logging.getLogger("embexp")
 
@@ -218,7 +219,7 @@ class TransformersBackend:
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **self._keep(1))
         first = torch.log_softmax(out.logits[:, -1].float(), -1)
-        past = out.past_key_values
+        past = output_cache(out)
         scores = [[0.0] * len(choices) for _ in prompts]
         for j in range(len(choices)):
             conts = [pairs[i][j][1] for i in range(len(prompts))]
@@ -230,8 +231,8 @@ class TransformersBackend:
             inp = torch.tensor([c[:-1] + [pad] * (m - len(c)) for c in conts], device=self.device)
             cmask = torch.cat([mask, torch.ones_like(inp)], 1)
             cpos = pos[:, -1:] + 1 + torch.arange(m - 1, device=self.device)
-            o = self.model(input_ids=inp, attention_mask=cmask, position_ids=cpos, past_key_values=copy.deepcopy(past),
-                           use_cache=True)
+            o = self.model(input_ids=inp, attention_mask=cmask, position_ids=cpos, use_cache=True,
+                           **{cache_kwarg(self.model): copy.deepcopy(past)})
             lp = torch.log_softmax(o.logits.float(), -1)
             for i, c in enumerate(conts):
                 scores[i][j] += sum(float(lp[i, k - 1, c[k]]) for k in range(1, len(c)))

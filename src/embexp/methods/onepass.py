@@ -26,6 +26,7 @@ from transformers import DynamicCache
 
 from embexp.featurize import pad
 from embexp.methods.prefix import keeps_logits, kept_logits
+from embexp.models import cache_kwarg
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ class OnePass:
         with self.generating(prompts):
             # the cache is given, as generate gives it (Tiny-Attention keeps its own keys only beside a given one)
             cache = DynamicCache(config=self.backbone_model.config)
-            logits, column, _ = kept_logits(call, {**kw, "use_cache": True, "past_key_values": cache},
+            logits, column, _ = kept_logits(call, {**kw, "use_cache": True, cache_kwarg(self.backbone_model): cache},
                                             self.backbone_model, sorted(set(ends)))
             last = logits[torch.arange(len(ends)), [column[e] for e in ends]].float()
             seen = mask.sum(1)
@@ -129,7 +130,7 @@ class OnePass:
             tmask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in conts], device=device)
             pos = seen[:, None] + torch.arange(width, device=device)[None]
             logits = step(input_ids=ids, attention_mask=torch.cat([mask, tmask.to(mask.dtype)], 1), position_ids=pos,
-                          past_key_values=cache, use_cache=True).logits
+                          use_cache=True, **{cache_kwarg(self.backbone_model): cache}).logits
             cache.crop(-width)
             for row, w in enumerate(longer):
                 if slot < len(w):
@@ -152,7 +153,7 @@ class OnePass:
             if k:
                 mask = torch.cat([mask, mask.new_ones(len(seen), 1)], 1)
                 logits = step(input_ids=nxt[:, None], attention_mask=mask, position_ids=(seen + k - 1)[:, None],
-                              past_key_values=cache, use_cache=True, **keep).logits
+                              use_cache=True, **{cache_kwarg(self.backbone_model): cache}, **keep).logits
                 nxt = logits[:, -1].float().argmax(-1).masked_fill(done, greedy.pad_id)
             for row in torch.nonzero(~done).flatten().tolist():
                 new[row].append(int(nxt[row]))

@@ -76,6 +76,17 @@ class Backbone:
         return [(n, p) for n, p in self.model.named_parameters() if not n.startswith(base)]
 
 
+def cache_kwarg(model: nn.Module) -> str:
+    """The keyword a transformers model's forward takes its KV cache by: ``cache`` from transformers 5.24 on
+    (``past_key_values`` still works there, with a FutureWarning per call site), ``past_key_values`` before."""
+    return "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
+
+
+def output_cache(out):
+    """The KV cache a forward with ``use_cache=True`` returned, under either name (see :func:`cache_kwarg`)."""
+    return out["cache"] if "cache" in out else out["past_key_values"]
+
+
 def untie_embeddings(model: nn.Module) -> bool:
     """Give a tied output head its own frozen copy of the input embedding matrix, in place.
 

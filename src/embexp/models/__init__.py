@@ -50,8 +50,7 @@ from embexp.models.sites import SITES, SiteCall, SiteSpec, after_attention, atte
 __all__ = [
     "CACHE", "DECODER_FAMILIES", "ENCODER_FAMILIES", "LINEAR_HEAD_FAMILIES", "SITES", "TINY", "Backbone", "FirstToken",
     "FirstTokenLinear", "SiteCall", "SiteSpec", "after_attention", "attention_sites", "attn_kwargs", "byte_tokenizer",
-    "cache_kwarg", "output_cache",
-    "check_head", "encoder_special_ids", "from_config", "load_backbone", "minilm_path", "pretrained_model",
-    "resolve_dtype", "scratch_config", "scratch_model", "scratch_tokenizer", "smollm2_path", "text_config",
-    "tiny_model", "untie_embeddings", "use_linear_head",
+    "cache_kwarg", "check_head", "encoder_special_ids", "from_config", "load_backbone", "minilm_path", "output_cache",
+    "pretrained_model", "resolve_dtype", "scratch_config", "scratch_model", "scratch_tokenizer", "smollm2_path",
+    "text_config", "tiny_model", "untie_embeddings", "use_linear_head",
 ]

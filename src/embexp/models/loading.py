@@ -5,6 +5,7 @@ parameters; :func:`untie_embeddings`)."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from dataclasses import dataclass
@@ -79,7 +80,12 @@ class Backbone:
 def cache_kwarg(model: nn.Module) -> str:
     """The keyword a transformers model's forward takes its KV cache by: ``cache`` from transformers 5.24 on
     (``past_key_values`` still works there, with a FutureWarning per call site), ``past_key_values`` before."""
-    return "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
+    return _cache_kwarg(type(model))
+
+
+@functools.cache  # read once per model class: greedy decoding asks at every generated token
+def _cache_kwarg(cls: type) -> str:
+    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
 
 
 def output_cache(out):

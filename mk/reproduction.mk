@@ -9,7 +9,8 @@ reproduction: install  ## the reproduction ledger docs/reproduction.md: every ce
 	$(DRY)$(PY) -m embexp.report paper=ledger $(if $(EMBEXP_DATA),data_dir=$(EMBEXP_DATA)) $(if $(LEDGER_RUNS),runs=$(LEDGER_RUNS))
 
 # Each paper's central claim, checked with a verdict (docs/claims.md; src/embexp/report/claims.yaml holds the quotes and rules).
-#   make claims                    render docs/claims.md from the comparison's tables (docs/compare) and the claims' runs
+#   make claims                    render docs/claims.md from the comparison's tables (docs/compare) and the claims' runs;
+#                                  it keeps their records in docs/claims/<runs>.jsonl (commit them: outputs/ stays behind)
 #   make claims_runs               the claims' own runs: PEMA paired with full FT, PETE, K-Token's gap against training rows
 #   make claims_runs PARTS=pema    one part (pema, pete, ktoken, amazon); they resume where they stopped
 CLAIMS_RUNS ?=

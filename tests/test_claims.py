@@ -4,12 +4,14 @@ own runs read from run records written by the results API exactly as a run write
 from __future__ import annotations
 
 import csv
+import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 from omegaconf import OmegaConf
 
+from embexp import EmbexpError
 from embexp.core.config import run_name
 from embexp.core.records import RunRecord
 from embexp.report import claims
@@ -160,3 +162,35 @@ def test_the_page_renders_pending_checks_without_numbers(tmp_path):
     rows = [line for line in text.splitlines() if line.startswith("| ") and " | pending" in line]
     assert len(rows) == 5 and "never edit it by hand" in text
     assert "What the runs show" not in text  # a reading explains a verdict: none before the runs
+
+
+def test_the_page_renders_the_same_from_the_committed_digest_when_the_runs_are_gone(tmp_path):
+    """Output folders do not travel with the repository: rendering writes each check's run records into a
+    digest, and a checkout without the runs renders the same page from it."""
+    runs, docs = tmp_path / "outputs", tmp_path / "docs"
+    for lr in (2e-5, 1e-4):
+        run(runs / "pema", "full_ft", "sst2", lr, 0, {"metrics": {"accuracy": 80.0}})
+        run(runs / "pema", "pema", "sst2", lr, 0, {"metrics": {"accuracy": 80.5}})
+    cfg = dict(compare=str(tmp_path / "none"), out=str(docs / "claims.md"), img=str(docs / "img"),
+               records=str(docs / "claims"))
+    claims.render(Config(runs=str(runs), **cfg))
+    page = (docs / "claims.md").read_text()
+    digest = docs / "claims" / "pema.jsonl"
+    assert "+0.50 points" in page and len(digest.read_text().splitlines()) == 4
+    assert not (docs / "claims" / "pete.jsonl").exists()  # no records, no digest
+    assert str(tmp_path) not in digest.read_text()  # runs are named by their path under the folder
+
+    shutil.rmtree(runs)  # a new checkout
+    claims.render(Config(runs=str(runs), **cfg))
+    assert (docs / "claims.md").read_text() == page
+
+    # a rerun replaces its own line and keeps the digest's others
+    rerun = run(tmp_path / "rerun" / "pema", "pema", "sst2", 1e-4, 0, {"metrics": {"accuracy": 81.5}})
+    claims.render(Config(runs=str(tmp_path / "rerun"), **cfg))
+    lines = digest.read_text().splitlines()
+    assert len(lines) == 4 and sum('"accuracy":81.5' in line for line in lines) == 1
+    assert "= 1.0 ± 0.5 points over 2 pairs" in (docs / "claims.md").read_text() and rerun.is_dir()
+
+    digest.write_text(digest.read_text() + "{not json\n")
+    with pytest.raises(EmbexpError, match=r"unreadable digest .*pema.jsonl line 5"):
+        claims.render(Config(runs=str(runs), **cfg))

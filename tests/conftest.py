@@ -191,3 +191,56 @@ def record_run(root: Path, task: str, subset: str, model: str, method: str, tag:
     rec.finish({"method": method, "model": model, "task": f"{task}_{subset}" if subset else task,
                 "seed": seed, **record})
     return rec.dir
+
+
+def stub_venv(root: Path) -> Path:
+    """A venv under ``root`` whose python, pip and accelerate print their arguments (shell-quoted, one call
+    a line) instead of running: make's recipe lines show through it without running anything. Its
+    .installed stamp is newer than pyproject.toml, so `make install` has nothing to do."""
+    venv = root / "stub_venv"
+    (venv / "bin").mkdir(parents=True, exist_ok=True)
+    for tool in ("python", "pip", "accelerate"):
+        exe = venv / "bin" / tool
+        exe.write_text('#!/bin/bash\n[ -n "$STUB_LOG" ] && echo "' + tool + ' $*" >> "$STUB_LOG"\n'
+                       "printf '%q' \"$0\"; printf ' %q' \"$@\"; printf '\\n'\n")
+        exe.chmod(0o755)
+    (venv / ".installed").touch()
+    return venv
+
+
+def make_dry(target: str, *args: str, env: dict | None = None) -> CliResult:
+    """``make -s <target> DRY_RUN=1 *args``: what it prints, without a Python interpreter per sweep. The venv
+    is a stub (stub_venv), so each sweep's line is printed, not run; that ``python -m embexp.sweep ...`` line
+    is then run through the sweep's entry in this process (run_cli, with ``env`` in os.environ), its output
+    in the line's place, as the real make prints it (make stops at a sweep that fails). A sweep's dry run
+    composes every cell, which imports every method's schema: ~3 s of a fresh interpreter on 2 cores."""
+    import shlex
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        venv = stub_venv(Path(tmp))
+        base = {k: v for k, v in (env or os.environ).items() if not k.startswith("MAKE") and k != "STUB_LOG"}
+        r = subprocess.run(["make", "-s", "--no-print-directory", target, "DRY_RUN=1", *args, f"VENV={venv}"],
+                           cwd=CONF.parent, env=base, capture_output=True, text=True, timeout=60)
+        if r.returncode:
+            return CliResult(r.returncode, r.stdout, r.stderr)
+        out, err, code = [], [r.stderr], 0
+        saved = dict(os.environ)
+        os.environ.update({k: v for k, v in (env or {}).items() if not k.startswith("MAKE")})
+        try:
+            for line in r.stdout.splitlines():
+                words = shlex.split(line) if line.startswith(str(venv)) else []
+                if words[1:3] != ["-m", "embexp.sweep"]:
+                    out.append(line.replace(str(venv), ".venv") + "\n")
+                    continue
+                s = run_cli(*[w.replace(str(venv), ".venv") for w in words[3:]], module="embexp.sweep")
+                out.append(s.stdout)
+                err.append(s.stderr)
+                if s.returncode:
+                    code = s.returncode
+                    break
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+    return CliResult(code, "".join(out), "".join(err))

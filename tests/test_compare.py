@@ -8,13 +8,11 @@ import json
 import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import compose, run_train
+from conftest import compose, make_dry, run_train
 from embexp import EmbexpError, sweep
 from embexp.methods import METHODS
 
@@ -52,9 +50,8 @@ def test_the_sweep_covers_every_registered_method():
             assert {"task.train_split=train", "task.train_sample_seed=0", "task.eval_split=validation"} <= set(c)
 
 
-def make_dry(*args: str) -> list[list[str]]:
-    r = subprocess.run(["make", "-s", "compare", "DRY_RUN=1", f"PY={sys.executable}", *args], cwd=REPO,
-                       capture_output=True, text=True, env={**os.environ, "EMBEXP_DATA": "/data"})
+def make_compare(*args: str) -> list[list[str]]:
+    r = make_dry("compare", *args, env={**os.environ, "EMBEXP_DATA": "/data"})
     assert r.returncode == 0, r.stderr
     return [shlex.split(line) for line in r.stdout.splitlines()]
 
@@ -62,7 +59,7 @@ def make_dry(*args: str) -> list[list[str]]:
 @pytest.mark.serial
 def test_make_compare_dry_run_trains_on_train_splits_and_reports_on_whole_validation_splits():
     """Issue #37: the headline methods on four tasks with every seed, the others on SST-2 with one."""
-    cmds = make_dry()
+    cmds = make_compare()
     train = [c for c in cmds if c[1:3] == ["-m", "embexp.train"]]
     assert cmds[-1][1:5] == ["-m", "embexp.report", "paper=compare", "table=curves"]
     assert not any("embexp.analyze" in c for c in cmds)  # no split of validation rows any more
@@ -86,7 +83,7 @@ def test_make_compare_dry_run_trains_on_train_splits_and_reports_on_whole_valida
 
 @pytest.mark.serial
 def test_make_compare_kinds_decoder_runs_the_grid_on_seed_one_and_rte_at_the_sst2_choice():
-    cmds = make_dry("KINDS=decoder")
+    cmds = make_compare("KINDS=decoder")
     train = [c for c in cmds if c[1:3] == ["-m", "embexp.train"]]
     assert {a for c in train for a in c if a.startswith("method=")} == \
         {f"method={m}" for m in ("zero_shot", "lora", "prompt_tuning", "tinyte_full", "tinyte_gated", "ktoken")}

@@ -8,14 +8,13 @@ import io
 import json
 import math
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import compose, record_run, run_cli_cached, run_train, smoke
+from conftest import compose, make_dry, record_run, run_cli_cached, run_train, smoke
 from embexp import EmbexpError, sweep
 from embexp.featurize import Featurizer, collate
 from embexp.methods import build_method
@@ -210,14 +209,9 @@ def test_every_sweep_command_composes_with_debug_smoke():
 
 @pytest.mark.serial
 def test_make_target_calls_the_sweep():
-    r = subprocess.run(["make", "-n", "-s", "ktoken_table3", "DRY_RUN=1", "PY=python"], cwd=REPO, capture_output=True,
-                       text=True, env=ENV)  # -n: prints the recipes (and never installs anything)
-    line = next(ln for ln in r.stdout.splitlines() if "embexp.sweep" in ln)
-    args = shlex.split(line)
-    assert args[:3] == ["python", "-m", "embexp.sweep"] and "--dry-run" in args and args[-1] == "ktoken/table3"
-    out = subprocess.run([sys.executable, *args[1:]], cwd=REPO, capture_output=True, text=True,
-                         check=True, env=ENV).stdout
-    lines = [ln for ln in out.splitlines() if "-m embexp.train" in ln]
+    r = make_dry("ktoken_table3", env=ENV)  # the sweep make calls, with --dry-run
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if "-m embexp.train" in ln]
     assert len(lines) == 18 and all("task=commitpack" in ln for ln in lines)  # three seeds: the paper's best of three
     assert [sum(f"seed={s}" in ln.split() for ln in lines) for s in (42, 43, 44)] == [6, 6, 6]
 

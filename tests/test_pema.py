@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import run_train, smoke
+from conftest import make_dry, run_train, smoke
 from embexp import EmbexpError
 from embexp.featurize import Featurizer, collate
 from embexp.methods import build_method
@@ -297,7 +297,6 @@ def test_table2_bert_percentages_need_the_uncased_vocabulary(name, cached_shapes
 def test_pema_tables_name_the_uncased_checkpoints():
     """`make pema_table2 DRY_RUN=1` (and the other PEMA targets) name the checkpoint of every model, and
     the analysis registry counts with the same checkpoints that conf/model trains."""
-    import subprocess
 
     from omegaconf import OmegaConf
 
@@ -305,8 +304,9 @@ def test_pema_tables_name_the_uncased_checkpoints():
     from embexp.studies import vocab
 
     for target in ("pema_table2", "pema_table10", "pema_tables"):
-        out = subprocess.run(["make", "-s", target, "DRY_RUN=1"], cwd=CONF.parent, capture_output=True, text=True,
-                             check=True).stdout
+        r = make_dry(target)
+        assert r.returncode == 0, r.stderr
+        out = r.stdout
         named = dict(line[len("# model="):].split(": ", 1) for line in out.splitlines() if line.startswith("# model="))
         assert named["bert"] == "google-bert/bert-base-uncased", target
         assert named["distilbert"] == "distilbert/distilbert-base-uncased", target

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import run_cli_cached, smoke
+from conftest import make_dry, run_cli_cached, smoke
 from embexp import EmbexpError
 from embexp.methods import build_method
 from embexp.methods.pete import PETEConfig, PETEEmbedding, fourier_features
@@ -261,10 +261,9 @@ def test_export_gives_the_trained_sentence_embeddings_without_embexp(tmp_path):
 def pete_commands(extra: str, runs: str = "") -> list[list[str]]:
     import shlex
 
-    args = (["make", "-s", "-o", "install", "pete_table", "DRY_RUN=1", f"EXTRA={extra}"]
-            + ([f"PETE_RUNS={runs}"] if runs else []))
-    out = subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=True).stdout
-    return [[sys.executable] + shlex.split(line)[1:] for line in out.splitlines() if " -m embexp." in line]
+    r = make_dry("pete_table", f"EXTRA={extra}", *([f"PETE_RUNS={runs}"] if runs else []))
+    assert r.returncode == 0, r.stderr
+    return [[sys.executable] + shlex.split(line)[1:] for line in r.stdout.splitlines() if " -m embexp." in line]
 
 
 def pete_configs(cmds: list[list[str]]) -> list:
@@ -309,8 +308,7 @@ def test_make_pete_table_default_recipe_is_the_papers():
     from embexp.run.record import effective_batch
     from embexp.run.schedule import build_optimizer, lr_factor, total_steps
 
-    args = ["make", "-s", "-o", "install", "pete_table", "DRY_RUN=1"]
-    out = subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=True).stdout
+    out = make_dry("pete_table").stdout
     assert out.splitlines()[0].startswith("# PETE_RECIPE=paper, trainer=pete_paper:"), out
     cfgs = pete_configs(pete_commands(""))
     assert len(cfgs) == 4
@@ -336,16 +334,16 @@ def test_make_pete_table_cpu_recipe_and_bad_recipe():
     import os
 
     env = {**os.environ, "PETE_RECIPE": "cpu", "PETE_STEPS": "300"}
-    out = subprocess.run(["make", "-s", "-o", "install", "pete_table", "DRY_RUN=1"], cwd=REPO, env=env,
-                         capture_output=True, text=True, check=True).stdout
+    r = make_dry("pete_table", env=env)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
     assert out.splitlines()[0].startswith("# PETE_RECIPE=cpu, trainer=pete_cpu: lr=5.0e-4 scheduler=cosine"), out
     cmds = [[sys.executable] + __import__("shlex").split(line)[1:] for line in out.splitlines()
             if " -m embexp." in line]
     for cfg in pete_configs(cmds):
         assert ((cfg.trainer.lr, cfg.trainer.scheduler, cfg.trainer.batch_size, cfg.trainer.max_steps)
                 == (5e-4, "cosine", 128, 300))
-    bad = subprocess.run(["make", "-s", "-o", "install", "pete_table", "DRY_RUN=1", "PETE_RECIPE=fast"], cwd=REPO,
-                         capture_output=True, text=True)
+    bad = make_dry("pete_table", "PETE_RECIPE=fast")
     assert (bad.returncode != 0
             and "embexp: error: unknown recipe 'fast' (choose from: paper, cpu)" in bad.stderr), bad.stderr
     assert " -m embexp." not in bad.stdout  # refused before any command is printed

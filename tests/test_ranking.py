@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import CONF, compose
+from conftest import CONF, compose, make_dry
 from embexp import EmbexpError
 from embexp.studies import correlation
 from embexp.studies.ablation import auc
@@ -221,23 +219,21 @@ def test_report_table8_with_and_without_a_correlation_fit(tmp_path):
 
 
 # ---- make DRY_RUN=1 ------------------------------------------------------------------------------------
-def make_dry(target: str, *more: str) -> list[list[str]]:
-    # a worktree without its own .venv
-    venv = [f"VENV={sys.prefix}"] if (Path(sys.prefix) / ".installed").is_file() else []
-    out = subprocess.run(["make", "-s", target, "DRY_RUN=1", *venv, *more], cwd=ROOT, capture_output=True,
-                         text=True, check=True)
+def make_printed(target: str, *more: str) -> list[list[str]]:
+    out = make_dry(target, *more)
+    assert out.returncode == 0, out.stderr
     return [shlex.split(line) for line in out.stdout.splitlines() if " -m embexp." in line]
 
 
 @pytest.mark.serial
 def test_make_targets_dry_run():
-    cmds = make_dry("tinyte_ranking", "EXTRA=debug=smoke")
+    cmds = make_printed("tinyte_ranking", "EXTRA=debug=smoke")
     assert len(cmds) == 6 and cmds[-1][1:] == ["-m", "embexp.report", "table=ranking", "debug=smoke"]
     assert all(c[-1] == "debug=smoke" and "experiment=tinyte_half_cnndm" in c for c in cmds[:-1])
-    cmds = make_dry("tinyte_table8", "EXTRA=debug=smoke")
+    cmds = make_printed("tinyte_table8", "EXTRA=debug=smoke")
     assert cmds[-1][1:] == ["-m", "embexp.report", "table=8", "debug=smoke"] and len(cmds) == 3 * 2 + 1 + 1
-    assert make_dry("tinyte_fig4", "EXTRA=debug=smoke output_root=/tmp/x")[0][1:] == [
+    assert make_printed("tinyte_fig4", "EXTRA=debug=smoke output_root=/tmp/x")[0][1:] == [
         "-m", "embexp.analyze", "correlation", "tasks=[wmt16,cnndm]", "debug=smoke", "runs=/tmp/x/analysis/ablation"]
-    fig2 = make_dry("pema_fig2", "PEMA_FIG2_ARGS=tokenizer=smollm2 source=local")[0]
+    fig2 = make_printed("pema_fig2", "PEMA_FIG2_ARGS=tokenizer=smollm2 source=local")[0]
     assert (fig2[1:5] == ["-m", "embexp.analyze", "vocab", "what=heaps"]
             and fig2[-2:] == ["tokenizer=smollm2", "source=local"])

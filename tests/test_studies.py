@@ -14,7 +14,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from conftest import CONF, compose
+from conftest import CONF, compose, make_dry
 from embexp import EmbexpError, sweep
 from embexp.studies import ablation, lengths, params
 
@@ -333,8 +333,8 @@ def test_parameter_counts_of_baselines_and_totals():
 
 # ---- sweeps and make ---------------------------------------------------------------------------------
 def printed(target: str, extra: str = "debug=smoke") -> list[list[str]]:
-    out = subprocess.run(["make", "-s", target, "DRY_RUN=1", f"EXTRA={extra}"], cwd=ROOT, capture_output=True,
-                         text=True, check=True)
+    out = make_dry(target, f"EXTRA={extra}")
+    assert out.returncode == 0, out.stderr
     return [shlex.split(line) for line in out.stdout.splitlines() if " -m embexp." in line]
 
 

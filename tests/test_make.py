@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import stub_venv
+
 REPO = Path(__file__).resolve().parents[1]
 WRITTEN = ("outputs", "multirun", "tables", "wheelhouse")  # what the targets write when they run
 GROUPS = ["setup", "tests and checks", "a GPU node without internet", "every paper", "TinyTE", "PEMA", "PETE",
@@ -38,17 +40,10 @@ def help_groups(text: str) -> dict[str, list[str]]:
     return groups
 
 
-@pytest.fixture(scope="module")
-def stub_venv(tmp_path_factory) -> Path:
-    """A venv whose python and pip append their arguments to $STUB_LOG, one call per line."""
-    venv = tmp_path_factory.mktemp("venv")
-    (venv / "bin").mkdir()
-    for tool in ("python", "pip", "accelerate"):
-        exe = venv / "bin" / tool
-        exe.write_text(f'#!/bin/sh\necho "{tool} $*" >> "$STUB_LOG"\necho "{tool} $*"\n')
-        exe.chmod(0o755)
-    (venv / ".installed").touch()  # newer than pyproject.toml: install has nothing to do
-    return venv
+@pytest.fixture(scope="module", name="stub_venv")
+def stub_venv_fixture(tmp_path_factory) -> Path:
+    """A venv whose python, pip and accelerate append their arguments to $STUB_LOG, one call per line."""
+    return stub_venv(tmp_path_factory.mktemp("venv"))
 
 
 def written() -> dict:

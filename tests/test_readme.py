@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import stub_venv
+
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
 
@@ -41,16 +43,10 @@ def entry_points() -> set[str]:
     return found | {p.stem for p in src.glob("*.py") if 'if __name__ == "__main__"' in p.read_text()} - {"__main__"}
 
 
-@pytest.fixture(scope="module")
-def stub_venv(tmp_path_factory) -> Path:
+@pytest.fixture(scope="module", name="stub_venv")
+def stub_venv_fixture(tmp_path_factory) -> Path:
     """A venv whose python and pip only print their arguments: make's recipes run, embexp does not."""
-    venv = tmp_path_factory.mktemp("venv")
-    (venv / "bin").mkdir()
-    for tool in ("python", "pip"):
-        (venv / "bin" / tool).write_text(f'#!/bin/sh\necho "{tool} $*"\n')
-        (venv / "bin" / tool).chmod(0o755)
-    (venv / ".installed").touch()
-    return venv
+    return stub_venv(tmp_path_factory.mktemp("venv"))
 
 
 def test_readme_is_a_front_page():

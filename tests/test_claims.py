@@ -194,3 +194,32 @@ def test_the_page_renders_the_same_from_the_committed_digest_when_the_runs_are_g
     digest.write_text(digest.read_text() + "{not json\n")
     with pytest.raises(EmbexpError, match=r"unreadable digest .*pema.jsonl line 5"):
         claims.render(Config(runs=str(runs), **cfg))
+
+
+def sections(page: str) -> dict[str, str]:
+    """A claims page's check sections by the check's name: from its bold name to the next check or paper."""
+    out, name = {}, None
+    for line in page.splitlines():
+        if line.startswith("## "):
+            name = None
+        elif line.startswith("**"):
+            name = line[2:].split("**", 1)[0]
+            out[name] = ""
+        if name:
+            out[name] += line + "\n"
+    return out
+
+
+def test_the_committed_page_is_what_its_committed_records_render(tmp_path):
+    """Every check of docs/claims.md whose records are in the repository (the comparison's tables in
+    docs/compare, the digests in docs/claims) renders, in a checkout without any run, as committed; a
+    check without them renders pending and is not compared (its runs are not in the repository)."""
+    repo = Path(__file__).resolve().parents[1]
+    page = claims.render(Config(runs=str(tmp_path / "no_runs"), compare=str(repo / "docs" / "compare"),
+                                records=str(repo / "docs" / "claims"), out="", img=str(tmp_path)))["claims"]
+    got, committed = sections(page), sections((repo / "docs" / "claims.md").read_text())
+    assert got.keys() == committed.keys()
+    rendered = [n for n, text in got.items() if "Verdict: **pending**" not in text]
+    assert len(rendered) >= 3, rendered  # the comparison's checks at least
+    for name in rendered:
+        assert got[name] == committed[name], f"{name}: docs/claims.md is not what `make claims` renders"

@@ -34,6 +34,7 @@ from typing import Optional
 import numpy as np
 import yaml
 
+from embexp.core.cli import warn
 from embexp.core.config import f
 from embexp.core.records import LOWER, atomic_write, collect_runs, read_digest, write_digest
 from embexp.core.tables import pyplot, save_png
@@ -351,6 +352,8 @@ def claim_runs(folder: str, cfg: Config) -> list[dict]:
     runs.update(fresh)
     if fresh and digest and cfg.out:
         write_digest(digest, [runs[k] for k in sorted(runs)])
+    if not runs:  # a new checkout without the digest: the page can only say pending
+        warn(f"no run records under {root} and no digest {digest}: its checks render as pending")
     return [runs[k] for k in sorted(runs)]
 
 

@@ -37,7 +37,7 @@ install: $(VENV)/.installed  ## create .venv and install embexp with its depende
 demo: install  ## TinyTE-full vs zero-shot and prompt tuning on SmolLM2-135M + the SST-2 fixture, offline on a CPU
 	$(DRY)$(PY) scripts/demo.py
 
-# pytest-xdist: one worker per core (TEST_WORKERS=1: one process); @pytest.mark.serial tests run one at a time
+# pytest-xdist: one worker per core (TEST_WORKERS=1: one process), test files as units; @pytest.mark.serial tests run one at a time
 TEST_WORKERS ?= 2
 
 ##@ tests and checks

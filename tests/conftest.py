@@ -29,9 +29,9 @@ CONF = conf_dir()
 # @pytest.mark.serial: under pytest-xdist they form one group that a single worker runs one at a time,
 # first (the longest unit of work; the other worker meanwhile takes the in-process tests). A test that
 # starts such a process without the mark fails at the start, so that the rule holds for new tests.
-# The other tests go to the workers file by file: a file's tests compose the same config trees and
-# build the same tiny models, which a worker keeps (core.cli.compose's cache); spread test by test, both
-# workers composed them (make test: 317 s of CPU where it took 363 s, one run each).
+# The other tests go to the workers file by file: a file's tests compose the same config trees, which a
+# worker keeps (core.cli.compose's cache); spread test by test, both workers composed most of them
+# (make test: 317 s of CPU where it took 363 s, one run each).
 LAUNCHERS = ("python", "make", "accelerate", "torchrun")
 
 

@@ -156,8 +156,8 @@ def test_the_gap_check_chooses_on_held_out_rows_at_each_size(tmp_path):
 
 def test_the_page_renders_pending_checks_without_numbers(tmp_path):
     out = tmp_path / "claims.md"
-    claims.render(Config(runs=str(tmp_path / "none"), compare=str(tmp_path / "none"), out=str(out),
-                         img=str(tmp_path / "img")))
+    claims.render(Config(runs=str(tmp_path / "none"), compare=str(tmp_path / "none"), records=str(tmp_path / "none"),
+                         out=str(out), img=str(tmp_path / "img")))
     text = out.read_text()
     rows = [line for line in text.splitlines() if line.startswith("| ") and " | pending" in line]
     assert len(rows) == 5 and "never edit it by hand" in text

@@ -537,3 +537,189 @@ def test_a_huge_row_is_cut_before_it_is_tokenised():
     seen.clear()
     enc = Featurizer(Counting(byte_tokenizer(True)), False, max_source_tokens=32)._cut(huge, huge)[0]
     assert max(seen) <= 32 * CHARS_PER_TOKEN and len(enc["input_ids"]) == 32
+
+
+# ---- a stop signal at every phase of a run (run/stops.py) -----------------------------------------------
+# 4 steps, a checkpoint at step 2 (none at the last), evaluated, the adapter saved
+SHORT = (*BASE[:-1], "trainer.max_steps=4")
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory) -> dict:
+    """The uninterrupted run of SHORT (its history: the loss of every step, debug=smoke logs each)."""
+    return run_train(smoke(*SHORT[1:]), tmp_path_factory.mktemp("straight") / "run")
+
+
+def signalling(monkeypatch, plan: dict[str, int]) -> list[str]:
+    """At each named point of a run the signal ``plan`` names for it, sent to this process (its handler runs on
+    the main thread before the point's code, as a signal from outside would); the points it was sent at.
+    Sent only where the run's handler takes it: anywhere else its default action would end pytest."""
+    from embexp import train
+    from embexp.core import records
+    from embexp.run.loop import Trainer
+    from embexp.run.stops import run_signals
+
+    sent: list[str] = []
+
+    def send(point: str) -> None:
+        if point in plan:
+            handler = getattr(signal.getsignal(plan[point]), "__self__", None)
+            assert handler is not None and handler is run_signals.active, f"no run's handler at {point}"
+            sent.append(point)
+            os.kill(os.getpid(), plan[point])
+
+    def before(owner, name: str, point: str, when=lambda *a: True) -> None:
+        real = getattr(owner, name)
+
+        def hooked(*a, **kw):
+            if when(*a):
+                send(point)
+            return real(*a, **kw)
+
+        monkeypatch.setattr(owner, name, hooked)
+
+    before(train, "build", "build")
+    before(Trainer, "_micro_batch", "last step", lambda self, m, *a: m == self.total * self.cfg.grad_accum - 1)
+    before(Trainer, "_select", "after the steps")
+    before(train, "save_adapter", "adapter")
+    before(train, "evaluate", "evaluation")
+    before(records.RunRecord, "write_jsonl", "predictions")
+    before(records, "write_json", "metrics", lambda path, obj: Path(path).name == "metrics.json")
+    before(records, "write_json", "status", lambda path, obj: obj.get("status") == "complete")
+    return sent
+
+
+def same_result(m: dict, ref: dict) -> None:
+    """The run's scores and losses are the uninterrupted run's (the times aside)."""
+    drop = lambda d: {k: v for k, v in d.items() if k != "eval_seconds"}  # noqa: E731
+    assert drop(m["metrics"]) == drop(ref["metrics"]) and m["metrics"]
+    assert m["train"]["final_train_loss"] == ref["train"]["final_train_loss"]
+    assert [h["loss"] for h in m["train"]["history"]] == [h["loss"] for h in ref["train"]["history"]]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_before_training_stops_at_once_in_one_line(tmp_path, monkeypatch, sig):
+    assert signalling(monkeypatch, {"build": sig}) is not None
+    d = tmp_path / "run"
+    r = run_cli_cached(*SHORT, f"hydra.run.dir={d}")
+    assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
+    assert errors(r.stderr)[0] == (f"embexp: error: {signal.Signals(sig).name} received: stopped; rerun the same "
+                                   f"command with trainer.resume=true to continue (from the last checkpoint, if one "
+                                   f"was written)")
+    assert status(d)["status"] == "interrupted" and signal.getsignal(sig) is signal.SIG_DFL  # the handlers back
+
+
+def test_sighup_in_the_last_step_checkpoints_it_and_signals_after_the_steps_are_held(straight, tmp_path, monkeypatch):
+    """SIGHUP (its default action ended the run with no line, status running) in the last step: that step is
+    checkpointed and the run interrupted; its resume trains no step, and every signal after the steps (after the
+    last step, during the adapter, the evaluation, the predictions, metrics.json, the status) is held: one line,
+    the run ends complete, its results the straight run's."""
+    d = tmp_path / "run"
+    signalling(monkeypatch, {"last step": signal.SIGHUP})
+    r = run_cli_cached(*SHORT, f"hydra.run.dir={d}")
+    assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
+    assert errors(r.stderr)[0].startswith("embexp: error: SIGHUP received: stopped after step 4/4 with a checkpoint")
+    assert status(d)["status"] == "interrupted" and step_of(d / "checkpoint") == 4 and not is_complete(d)
+    monkeypatch.undo()
+    sent = signalling(monkeypatch, {"after the steps": signal.SIGINT, "adapter": signal.SIGTERM,
+                                    "evaluation": signal.SIGHUP, "predictions": signal.SIGTERM,
+                                    "metrics": signal.SIGHUP, "status": signal.SIGTERM})
+    r = run_cli_cached(*SHORT, "trainer.resume=true", f"hydra.run.dir={d}")
+    assert r.returncode == 0 and "Traceback" not in r.stderr and not errors(r.stderr), r.stderr
+    assert sent == ["after the steps", "adapter", "evaluation", "predictions", "metrics", "status"]
+    said = warnings_(r.stderr, "received after the training steps")
+    assert len(said) == 1 and "SIGINT received after the training steps: held while the run finishes" in said[0]
+    assert "resumed from checkpoint at step 4" in r.stderr and " step 4/4 " not in r.stderr  # no step trained again
+    m = json.loads((d / "metrics.json").read_text())
+    assert is_complete(d) and m["train"]["resumed_from_step"] == 4
+    same_result(m, straight)
+
+
+def test_ctrl_c_twice_after_the_steps_is_interrupted_and_its_resume_logs_the_straight_runs_losses(straight, tmp_path,
+                                                                                               monkeypatch):
+    """Ctrl-C twice during the final evaluation stops at once: interrupted, one line; the resume continues from
+    the step-2 checkpoint, and its first log line (trainer.log_every=3: steps 1-3, two of them before the
+    checkpoint) is the mean over those three steps, as the straight run's would be (before: step 3's loss / 3)."""
+    d = tmp_path / "run"
+    sent = signalling(monkeypatch, {"evaluation": signal.SIGINT, "predictions": signal.SIGINT})
+    r = run_cli_cached(*SHORT, "trainer.log_every=3", f"hydra.run.dir={d}")
+    assert sent == ["evaluation", "predictions"], sent
+    assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
+    assert errors(r.stderr)[0].startswith("embexp: error: SIGINT (Ctrl-C) received: stopped; rerun the same command "
+                                          "with trainer.resume=true")
+    assert status(d)["status"] == "interrupted" and not (d / "metrics.json").exists()
+    assert not (d / "predictions.jsonl").exists() and not [p for p in d.iterdir() if ".tmp" in p.name]
+    monkeypatch.undo()
+    r = run_cli_cached(*SHORT, "trainer.log_every=3", "trainer.resume=true", f"hydra.run.dir={d}")
+    assert r.returncode == 0 and "Traceback" not in r.stderr and not errors(r.stderr), r.stderr
+    m = json.loads((d / "metrics.json").read_text())
+    assert is_complete(d) and m["train"]["resumed_from_step"] == 2
+    drop = lambda d: {k: v for k, v in d.items() if k != "eval_seconds"}  # noqa: E731
+    assert drop(m["metrics"]) == drop(straight["metrics"])
+    assert m["train"]["final_train_loss"] == straight["train"]["final_train_loss"]
+    losses = [h["loss"] for h in straight["train"]["history"]]  # steps 1..4
+    assert [(h["step"], h["loss"]) for h in m["train"]["history"]] == [(3, (losses[0] + losses[1] + losses[2]) / 3)]
+
+
+# ---- a checkpoint name that holds a file ---------------------------------------------------------------
+def test_a_file_at_a_checkpoints_name_is_refused_in_one_line_kept_and_the_run_resumes_once_it_is_moved(whole,
+                                                                                                     tmp_path):
+    """Before: resume fell back to checkpoint.prev, then every save failed ("checkpoint.prev: Not a directory":
+    the rotation renamed the file, and removing a folder never removes a file), and a rerun repeated it. The
+    resume also logs the mean over the steps its first log line covers, from a checkpoint of an older embexp
+    (no open log line kept): trainer.log_every=3 at step 6 covers steps 5 and 6 (before: their sum / 3)."""
+    src, done = whole
+    d = tmp_path / "run"
+    shutil.copytree(src / "checkpoint.prev", d / "checkpoint.prev")  # step 4, of a run interrupted then
+    for name in ("config.yaml", "fingerprint.json"):
+        shutil.copy(src / name, d / name)
+    (d / "status.json").write_text(json.dumps({"status": "interrupted"}))
+    meta = json.loads((d / "checkpoint.prev" / "meta.json").read_text())
+    assert meta["result"].pop("log_window") == [0.0, 0]  # debug=smoke logs every step: no open line
+    (d / "checkpoint.prev" / "meta.json").write_text(json.dumps(meta))
+    (d / "checkpoint").write_text("a user's notes\n")
+    args = (*BASE, "trainer.log_every=3", "trainer.resume=true", f"hydra.run.dir={d}")
+    r = run_cli_cached(*args)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
+    assert errors(r.stderr)[0].startswith(f"embexp: error: {d / 'checkpoint'} is a file, not a checkpoint folder")
+    assert "trainable parameters" not in r.stderr  # before the model
+    assert (d / "checkpoint").read_text() == "a user's notes\n" and step_of(d / "checkpoint.prev") == 4
+    (d / "checkpoint").rename(tmp_path / "notes")
+    (d / "checkpoint.old").symlink_to(tmp_path / "notes")  # a link at the rotation's own name: refused, kept too
+    r = run_cli_cached(*args)
+    assert r.returncode == 1 and errors(r.stderr)[0].startswith(
+        f"embexp: error: {d / 'checkpoint.old'} is a symbolic link, not a checkpoint folder"), r.stderr
+    (d / "checkpoint.old").unlink()
+    r = run_cli_cached(*args)
+    assert r.returncode == 0 and "Traceback" not in r.stderr and not errors(r.stderr), r.stderr
+    m = json.loads((d / "metrics.json").read_text())
+    assert m["train"]["resumed_from_step"] == 4 and m["train"]["final_train_loss"] == done["train"]["final_train_loss"]
+    losses = {h["step"]: h["loss"] for h in done["train"]["history"] if "loss" in h}
+    after = [(h["step"], h["loss"]) for h in m["train"]["history"] if h["step"] > 4]
+    assert after == [(6, (losses[5] + losses[6]) / 2)]
+    assert step_of(d / "checkpoint") == 6 and step_of(d / "checkpoint.prev") == 4 and (tmp_path / "notes").is_file()
+
+
+# ---- a full disk under train.log -----------------------------------------------------------------------
+def test_a_train_log_on_a_full_disk_is_one_warning_line_and_the_log_goes_on_to_stderr(tmp_path, capsys):
+    import logging
+
+    from embexp.core import cli
+
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    (tmp_path / "train.log").symlink_to("/dev/full")  # every write: No space left on device
+    cli.setup_logging(tmp_path, True)
+    log = logging.getLogger("embexp")
+    try:
+        for i in range(4):
+            log.info("line %d", i)
+    finally:
+        for h in log.handlers:
+            h.close()
+        log.handlers.clear()
+    err = capsys.readouterr().err
+    assert "Logging error" not in err and "Traceback" not in err, err
+    assert [ln for ln in err.splitlines() if ln.startswith("embexp:")] == [
+        f"embexp: warning: cannot write {tmp_path / 'train.log'}: No space left on device; the log goes to stderr only"]
+    assert [ln.split("] ", 1)[1] for ln in err.splitlines() if "] line" in ln] == [f"line {i}" for i in range(4)]

@@ -27,9 +27,10 @@ from embexp import judge
 from embexp.core import cli
 from embexp.core.config import register_core_schemas
 from embexp.core.records import METRICS, RunRecord, atomic_path
-from embexp.run import curriculum, lock, sharding
+from embexp.run import curriculum, lock, sharding, stops
 from embexp.run.adapter import save_adapter
 from embexp.run.build import Components, build
+from embexp.run.checkpoint import only_folders
 from embexp.run.claim import DONE, claim
 from embexp.run.evaluate import curve_point, select_point, select_score
 from embexp.run.loop import Trainer, TrainInputs, TrainResult
@@ -61,9 +62,12 @@ def run(cfg, run_dir: Path) -> dict:
 
 
 def run_owned(cfg, run_dir: Path, acc: Accelerator, plan: Plan, previous: dict | None = None) -> dict:
-    """Build, fit and finish under the run's record (the caller owns ``run_dir``)."""
+    """Build, fit and finish under the run's record (the caller owns ``run_dir``), and under its stop signals
+    (``run.stops``: before training they stop it at once, in the steps after the step with a checkpoint,
+    after the last step they are held until the record is complete)."""
     record = RunRecord(run_dir, acc.is_main_process)
-    with recording(cfg, record, acc, previous):
+    with recording(cfg, record, acc, previous), stops.run_signals():
+        only_folders(run_dir / "checkpoint")  # a file at a checkpoint's name: one line, before the model loads
         set_seed(cfg.seed)
         c = build(cfg, acc.device, plan=plan)
         log.info("run %s: method=%s model=%s task=%s seed=%d (%d process%s on %s)", run_dir, cfg.method.name,
@@ -72,6 +76,7 @@ def run_owned(cfg, run_dir: Path, acc: Accelerator, plan: Plan, previous: dict |
         sizes = parameter_counts(c)  # as trained, before finalize
         probe(cfg, c, acc.device)  # the selection and curriculum metrics, on two rows: one line, before training
         res, c = fit(cfg, c, acc, run_dir, plan)
+        stops.phase("hold")  # from here the run finishes first (a curriculum's rounds, or no training, left "now")
         if acc.is_main_process or not sharding.wants(cfg.trainer):
             c.method.finalize()  # e.g. parameter averaging, before the adapter is saved and evaluated
         acc.wait_for_everyone()

@@ -5,6 +5,7 @@ arguments of the analyses, reports and the doctor (:func:`parse`, :func:`usage`)
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -331,9 +332,37 @@ def setup_logging(run_dir: Path | None, is_main: bool) -> None:
     log.addHandler(h)
     if run_dir is not None and is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
-        fh = logging.FileHandler(run_dir / "train.log")
+        try:
+            fh = LogFile(run_dir / "train.log")
+        except OSError as e:
+            warn(f"cannot write {run_dir / 'train.log'}: {e.strerror or e}; the log goes to stderr only")
+            return
         fh.setFormatter(fmt)
         log.addHandler(fh)
+
+
+class LogFile(logging.FileHandler):
+    """A run's train.log. A write that fails (a full disk, a quota) is one warning line, once, and the log goes
+    on to stderr only: not logging's "--- Logging error ---" traceback at every line."""
+
+    failed = False
+
+    def emit(self, record) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def flush(self) -> None:
+        if not self.failed:
+            super().flush()
+
+    def handleError(self, record) -> None:  # noqa: N802 (logging's name)
+        if self.failed:
+            return
+        self.failed = True
+        e = sys.exc_info()[1]
+        with contextlib.suppress(Exception):  # its unwritten buffer goes with it
+            self.stream.close()
+        warn(f"cannot write {self.baseFilename}: {getattr(e, 'strerror', None) or e}; the log goes to stderr only")
 
 
 def one_line_errors(fn):

@@ -9,11 +9,14 @@ prev, tmp -> latest, the older prev removed), so a kill at any point leaves at l
 A write that fails (disk full, quota, file size, permissions) stops the run in one line naming the path
 and the OS error; the temporary directory is removed and the kept checkpoints are untouched. Loading
 tries the latest, then (one warning line naming what failed) the previous one; where neither can be
-read it stops in one line. A tensor holding NaN or inf makes a checkpoint unreadable.
+read it stops in one line. A tensor holding NaN or inf makes a checkpoint unreadable. embexp writes only
+folders at these four names: anything else there (a file, a symbolic link) is not its own, so the run
+stops in one line naming it before any step, and nothing of it is renamed or removed.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -47,6 +50,8 @@ class Checkpoint:
         self.names, self.params, self.shapes, self.optimizer = names, params, shapes, optimizer
         self.prev = directory.with_name(directory.name + ".prev") if directory is not None else None
         self.latest_bad = False  # the latest could not be read: the next save replaces it, prev stays
+        if directory is not None:
+            only_folders(directory)
 
     def exists(self) -> bool:
         return self.dir is not None and any((d / "meta.json").is_file() for d in (self.dir, self.prev))
@@ -86,7 +91,7 @@ class Checkpoint:
         tmp = self.dir.with_name(self.dir.name + ".tmp")
         target = tmp
         try:
-            shutil.rmtree(tmp, ignore_errors=True)
+            _clear(tmp)
             tmp.mkdir(parents=True)
             target = tmp / "state.safetensors"
             save_file(tensors, target, metadata={"step": str(step)})
@@ -95,7 +100,8 @@ class Checkpoint:
             target = self.dir
             self._rotate(tmp)
         except (OSError, SafetensorError) as e:
-            shutil.rmtree(tmp, ignore_errors=True)
+            if tmp.is_dir() and not tmp.is_symlink():
+                shutil.rmtree(tmp, ignore_errors=True)
             raise EmbexpError(f"cannot write checkpoint {getattr(e, 'filename', None) or target}: {os_error(e)}; "
                               f"run stopped and marked failed; {self.kept()} (free space or fix the permissions, "
                               f"then rerun with trainer.resume=true)") from None
@@ -104,7 +110,7 @@ class Checkpoint:
         """latest -> prev, tmp -> latest, the older prev removed; a latest that could not be read is
         dropped instead, so prev stays the last good one."""
         old = self.dir.with_name(self.dir.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
+        _clear(old)
         if self.dir.exists():
             if self.latest_bad:
                 self.dir.rename(old)
@@ -114,7 +120,7 @@ class Checkpoint:
                 self.dir.rename(self.prev)
         tmp.rename(self.dir)
         self.latest_bad = False
-        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)  # a folder left here stops the next save in one line (_clear)
 
     def load(self) -> tuple[int, dict, dict | None] | None:
         """Restore the tensors, optimizer and RNG states from the latest checkpoint, else the previous one
@@ -177,6 +183,26 @@ class Checkpoint:
         st = meta["numpy_rng"]
         np.random.set_state((st[0], np.array(st[1], dtype=np.uint32), *st[2:]))
         return meta["step"], meta["result"], best or None
+
+
+def only_folders(directory: Path) -> None:
+    """Anything but a folder at a checkpoint's names (``directory`` and its .prev, .tmp, .old; embexp writes only
+    folders there): one line naming it, before the model loads (``train.run_owned``) and before any step."""
+    for path in (directory.with_name(directory.name + name) for name in ("", ".prev", ".tmp", ".old")):
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            what = "a symbolic link" if path.is_symlink() else "a file" if path.is_file() else "not a folder"
+            raise EmbexpError(f"{path} is {what}, not a checkpoint folder (embexp writes only folders there, and "
+                              f"does not remove what it did not write): move it out of the run directory, then rerun")
+
+
+def _clear(path: Path) -> None:
+    """Remove one of the save's own folders (checkpoint.tmp, checkpoint.old); anything else there is an OSError
+    (the save's one line), never left in the rotation's way."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
+    shutil.rmtree(path, ignore_errors=True)
+    if path.exists():
+        raise OSError(errno.ENOTEMPTY, f"{os.strerror(errno.ENOTEMPTY)} (cannot be removed)", str(path))
 
 
 def finite(fh, key: str) -> torch.Tensor:

@@ -25,6 +25,7 @@ import logging
 
 from omegaconf import OmegaConf
 
+from embexp.run import stops
 from embexp.run.build import featurize
 from embexp.run.evaluate import evaluate
 from embexp.run.loop import Trainer, TrainInputs, TrainResult
@@ -57,6 +58,7 @@ def fit(cfg, c, acc) -> TrainResult:
             if opt_state is not None:
                 trainer.optimizer.load_state_dict(opt_state)
             res = trainer.fit()
+            stops.phase("now")  # the gate's evaluation: a stop signal stops at once (a curriculum keeps no checkpoint)
             opt_state, k = trainer.optimizer.state_dict(), k + 1
             metrics, _ = evaluate(c.method, task, evals, c.featurizer, t.eval_batch_size, acc.device, progress=False)
             c.method.train()

@@ -28,7 +28,7 @@ from embexp.run import sharding
 from embexp.run.checkpoint import Checkpoint
 from embexp.run.schedule import build_optimizer, lr_factor, micro_batch_indices, schedule_warnings, total_steps
 from embexp.run.selection import Selection
-from embexp.run.stops import stop_signals
+from embexp.run.stops import training_steps
 
 log = logging.getLogger("embexp")
 
@@ -52,6 +52,7 @@ class TrainResult:
     best_select_score: float = float("nan")  # the kept state's metric (best, when selecting by a metric)
     resumed_from_step: int = 0
     stopped_early: bool = False  # trainer.curve_patience ended training before max_steps
+    log_window: list = field(default_factory=list)  # [loss sum, steps] of the log line a checkpoint cut, resumed
     state_memory: dict = field(default_factory=dict)
     history: list = field(default_factory=list)
 
@@ -95,9 +96,10 @@ class TrainInputs:
 
 @dataclass
 class Window:
-    """The running totals between two log lines (trainer.log_every)."""
+    """The running totals between two log lines (trainer.log_every): the line's loss is the mean over its steps."""
 
     loss: float = 0.0
+    steps: int = 0
     tokens: int = 0
     start: float = field(default_factory=time.perf_counter)
 
@@ -146,8 +148,8 @@ class Trainer:
         t_start = time.perf_counter() - res.wall_seconds  # a resumed run keeps counting its wall time
         bar = tqdm(total=self.total, initial=start, desc="train", disable=not (cfg.progress and acc.is_main_process),
                    dynamic_ncols=True, leave=False)
-        window = Window()
-        with stop_signals() as stop:
+        window = Window(*res.log_window)  # a resumed run's first line covers the steps a straight run's does
+        with training_steps() as stop:
             for step in range(start, self.total):
                 factor = lr_factor(step, self.total, cfg.warmup_steps, cfg.scheduler)
                 for g in self.optimizer.param_groups:
@@ -168,7 +170,7 @@ class Trainer:
                 res.state_memory = res.state_memory or state_memory(self.method, self.optimizer)
                 self.optimizer.zero_grad(set_to_none=True)
                 res.steps, res.final_train_loss = step + 1, step_loss
-                window.loss += step_loss
+                window.loss, window.steps = window.loss + step_loss, window.steps + 1
                 bar.update(1)
                 bar.set_postfix(loss=f"{step_loss:.4f}", lr=f"{cfg.lr * factor:.2e}")
                 last = res.steps == self.total
@@ -183,10 +185,10 @@ class Trainer:
                         break
                 if cfg.save_every > 0 and res.steps % cfg.save_every == 0 and not last:
                     res.wall_seconds = time.perf_counter() - t_start
-                    self.save(res.steps)
-                if self._stopping(stop) and not last:  # a preemption notice: checkpoint this step and stop
+                    self.save(res.steps, window)
+                if self._stopping(stop):  # a stop signal (the last step's too): checkpoint this step and stop
                     res.wall_seconds = time.perf_counter() - t_start
-                    self.save(res.steps)
+                    self.save(res.steps, window)
                     bar.close()
                     raise RunInterrupted(f"{signal.Signals(stop[0]).name} received: stopped after step {res.steps}/"
                                          f"{self.total} with a checkpoint; rerun the same command with "
@@ -221,8 +223,8 @@ class Trainer:
 
     def _log(self, lr: float, window: Window) -> Window:
         """A log line over the window since the last one (trainer.log_every), kept in the history; a new window."""
-        res, every = self.result, self.cfg.log_every
-        rec = {"step": res.steps, "loss": window.loss / every, "lr": lr,
+        res = self.result
+        rec = {"step": res.steps, "loss": window.loss / max(window.steps, 1), "lr": lr,
                "tokens_per_second": window.tokens / max(time.perf_counter() - window.start, 1e-9),
                **self._log_values()}
         res.history.append(rec)
@@ -254,8 +256,9 @@ class Trainer:
             self._restore(self.best_state)
             res.select_loss, res.select_score = res.best_select_loss, res.best_select_score
 
-    def save(self, step: int) -> None:
-        """A checkpoint of this step (trainer.save_every, or a preemption notice)."""
+    def save(self, step: int, window: Window | None = None) -> None:
+        """A checkpoint of this step (trainer.save_every, or a stop signal), with the open log line's totals."""
+        self.result.log_window = [window.loss, window.steps] if window is not None else []
         self.checkpoint.save(step, self.result, self.best_state)
 
     def resume(self) -> int:

@@ -1,21 +1,38 @@
-"""Signals that stop a training loop between optimizer steps: a preemption notice (SIGTERM, SIGUSR1) and
-Ctrl-C (SIGINT) alike. While training they only set a flag, read after each optimizer step, so the step
-finishes, its checkpoint is written and the run is marked ``interrupted`` (``run.loop.Trainer.fit``).
+"""Signals that stop a run: a preemption notice (SIGTERM, SIGUSR1), Ctrl-C (SIGINT) and a closed terminal
+(SIGHUP) alike. :class:`run_signals` holds them for the whole of a run (``train.run_owned``), by phase:
+
+- before the training steps (the rows, the model, the probe; between curriculum rounds, which keep no
+  checkpoint): the run stops at once (``RunInterrupted``; nothing trained is lost);
+- during the steps (:func:`training_steps`): they only set a flag, read after each optimizer step, so the
+  step finishes, its checkpoint is written (the last step's too) and the run is marked ``interrupted``
+  (``run.loop.Trainer.fit``): ``trainer.resume=true`` continues from that step exactly;
+- after the last step (the selection, the final evaluation, the adapter, the predictions, the export,
+  metrics.json and the status): the signal is held, said in one warning line, and the run finishes first,
+  ending ``complete`` (none of that can be checkpointed; it is bounded work).
+
 A second Ctrl-C stops at once (KeyboardInterrupt; ``run.record.recording`` still marks the run
-``interrupted`` in one line). :class:`passing_on` is the other side, in a process that waits for a
-command (the sweep runner): the signal goes on to the command, which stops as above."""
+``interrupted`` in one line, and resume continues from the last checkpoint). :class:`passing_on` is the
+other side, in a process that waits for a command (the sweep runner): the signal goes on to the command,
+which stops as above."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import signal
 import threading
+
+from embexp import RunInterrupted
+
+log = logging.getLogger("embexp")
 
 
 class stop_signals:  # noqa: N801 (used as a context manager, like contextlib's)
     """Within the block the stop signals set the flag it yields; the previous handlers come back afterwards;
     off the main thread (no signals there) it does nothing."""
 
-    SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGUSR1", "SIGINT") if hasattr(signal, name))
+    SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGUSR1", "SIGINT", "SIGHUP")
+                    if hasattr(signal, name))
 
     def __enter__(self) -> list[int]:
         self.flag: list[int] = []
@@ -33,6 +50,68 @@ class stop_signals:  # noqa: N801 (used as a context manager, like contextlib's)
     def __exit__(self, *exc) -> None:
         for sig, handler in self.previous.items():
             signal.signal(sig, handler)
+
+
+class run_signals(stop_signals):  # noqa: N801
+    """The stop signals of one whole run, by phase (the module's docstring): ``now`` when the block opens,
+    ``steps`` within :func:`training_steps`, ``hold`` after them (:func:`phase` sets it)."""
+
+    active: run_signals | None = None  # the run's, while its block is open on the main thread
+
+    def __enter__(self) -> list[int]:
+        self.phase = "now"
+        flag = super().__enter__()
+        if self.previous:
+            run_signals.active = self
+        return flag
+
+    def __exit__(self, *exc) -> None:
+        if run_signals.active is self:
+            run_signals.active = None
+        super().__exit__(*exc)
+
+    def _note(self, signum, frame) -> None:
+        name = signal.Signals(signum).name
+        if self.phase == "steps":
+            return super()._note(signum, frame)
+        if signum == signal.SIGINT and (self.phase == "now" or signum in self.flag):
+            raise KeyboardInterrupt  # as Python's own Ctrl-C: run.record.recording says it in one line
+        if self.phase == "now":
+            raise RunInterrupted(f"{name} received: stopped; rerun the same command with trainer.resume=true to "
+                                 "continue (from the last checkpoint, if one was written)")
+        if not self.flag:
+            self.held(signum)
+        self.flag.append(signum)
+
+    @staticmethod
+    def held(signum: int) -> None:
+        log.warning("%s received after the training steps: held while the run finishes its evaluation and records; "
+                    "it then ends complete (a second Ctrl-C stops it at once, interrupted)",
+                    signal.Signals(signum).name)
+
+
+def phase(name: str) -> None:
+    """The run's signals from here on: ``now`` (stop at once) or ``hold`` (finish first); a no-op outside a run."""
+    if run_signals.active is not None:
+        run_signals.active.phase = name
+
+
+@contextlib.contextmanager
+def training_steps():
+    """The flag of the training steps: the run's (:class:`run_signals`, in its ``steps`` phase, ``hold`` after
+    the block), or, with no run's handler (a Trainer used on its own), :class:`stop_signals`'."""
+    run = run_signals.active
+    if run is None:
+        with stop_signals() as flag:
+            yield flag
+        return
+    run.phase = "steps"
+    try:
+        yield run.flag
+    finally:
+        run.phase = "hold"
+    if run.flag:  # a signal in a step that ended training (trainer.curve_patience): held from here
+        run.held(run.flag[0])
 
 
 class passing_on(stop_signals):  # noqa: N801

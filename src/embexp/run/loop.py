@@ -134,6 +134,7 @@ class Trainer:
             schedule_warnings(cfg, self.total, len(inputs.train), accelerator.num_processes)
         self.result = TrainResult(select_metric=self.select_name)
         self.best_state = None
+        self.window = Window()
         where = Path(inputs.run_dir) / "checkpoint" if inputs.run_dir else None
         self.checkpoint = Checkpoint(where, accelerator, "fsdp" if self.sharded else "ddp", self.names, self.params,
                                      self.shapes, self.optimizer)
@@ -148,7 +149,7 @@ class Trainer:
         t_start = time.perf_counter() - res.wall_seconds  # a resumed run keeps counting its wall time
         bar = tqdm(total=self.total, initial=start, desc="train", disable=not (cfg.progress and acc.is_main_process),
                    dynamic_ncols=True, leave=False)
-        window = Window(*res.log_window)  # a resumed run's first line covers the steps a straight run's does
+        window = self.window = Window(*res.log_window)  # a resumed run's first log line: a straight run's steps
         with training_steps() as stop:
             for step in range(start, self.total):
                 factor = lr_factor(step, self.total, cfg.warmup_steps, cfg.scheduler)
@@ -175,7 +176,7 @@ class Trainer:
                 bar.set_postfix(loss=f"{step_loss:.4f}", lr=f"{cfg.lr * factor:.2e}")
                 last = res.steps == self.total
                 if cfg.log_every > 0 and res.steps % cfg.log_every == 0:
-                    window = self._log(cfg.lr * factor, window)
+                    window = self.window = self._log(cfg.lr * factor, window)
                 if sel.eval_every > 0 and inputs.select and res.steps % sel.eval_every == 0 and not last:
                     self._periodic_eval(res.steps)
                 if inputs.curve_point is not None and res.steps in sel.curve_at and not last:
@@ -185,10 +186,10 @@ class Trainer:
                         break
                 if cfg.save_every > 0 and res.steps % cfg.save_every == 0 and not last:
                     res.wall_seconds = time.perf_counter() - t_start
-                    self.save(res.steps, window)
+                    self.save(res.steps)
                 if self._stopping(stop):  # a stop signal (the last step's too): checkpoint this step and stop
                     res.wall_seconds = time.perf_counter() - t_start
-                    self.save(res.steps, window)
+                    self.save(res.steps)
                     bar.close()
                     raise RunInterrupted(f"{signal.Signals(stop[0]).name} received: stopped after step {res.steps}/"
                                          f"{self.total} with a checkpoint; rerun the same command with "
@@ -256,9 +257,9 @@ class Trainer:
             self._restore(self.best_state)
             res.select_loss, res.select_score = res.best_select_loss, res.best_select_score
 
-    def save(self, step: int, window: Window | None = None) -> None:
+    def save(self, step: int) -> None:
         """A checkpoint of this step (trainer.save_every, or a stop signal), with the open log line's totals."""
-        self.result.log_window = [window.loss, window.steps] if window is not None else []
+        self.result.log_window = [self.window.loss, self.window.steps]
         self.checkpoint.save(step, self.result, self.best_state)
 
     def resume(self) -> int:

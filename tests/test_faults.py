@@ -57,6 +57,15 @@ def step_of(d: Path) -> int:
     return json.loads((d / "meta.json").read_text())["step"]
 
 
+def recorded(src: Path, d: Path, state: str = "interrupted") -> None:
+    """``d`` holds the run record of ``src``'s config (config.yaml, fingerprint.json) with status ``state``, as
+    a run of it stopped there leaves it: an embexp run that may be resumed or replaced (run/claim.py)."""
+    d.mkdir(parents=True, exist_ok=True)
+    for name in ("config.yaml", "fingerprint.json"):
+        shutil.copy(src / name, d / name)
+    (d / "status.json").write_text(json.dumps({"status": state, "started": "then"}))
+
+
 def start(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "embexp.train", *args], cwd=REPO, env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -151,14 +160,13 @@ def test_sigkill_mid_run_reads_interrupted_and_resume_equals_an_uninterrupted_ru
     assert not (d / "owner.json").exists() and lock.state(d) == ("complete", None)
 
 
-def test_a_stale_lock_is_taken_over_and_its_run_reported_interrupted(tmp_path):
+def test_a_stale_lock_is_taken_over_and_its_run_reported_interrupted(whole, tmp_path):
     d = tmp_path / "run"
-    d.mkdir()
+    recorded(whole[0], d, "running")
     dead = subprocess.Popen(["true"])
     dead.wait()
     (d / "run.lock").write_text("")
     (d / "owner.json").write_text(json.dumps({"host": socket.gethostname(), "pid": dead.pid, "started": "then"}))
-    (d / "status.json").write_text(json.dumps({"status": "running", "started": "then"}))
     assert lock.live_owner(d) is None and lock.state(d) == ("interrupted", None)
     r = run_cli_cached(*BASE, "trainer.max_steps=2", "trainer.save_every=0", f"hydra.run.dir={d}")
     assert r.returncode == 0 and "Traceback" not in r.stderr and not errors(r.stderr), r.stderr
@@ -177,6 +185,7 @@ def test_a_corrupt_latest_checkpoint_falls_back_to_the_previous_one_with_one_war
     d = tmp_path / "run"  # as a run killed after its step-6 checkpoint leaves it
     for name in ("checkpoint", "checkpoint.prev"):
         shutil.copytree(src / name, d / name)
+    recorded(src, d)
     state = d / "checkpoint" / "state.safetensors"
     state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
     r = run_cli_cached(*BASE, "trainer.resume=true", f"hydra.run.dir={d}")
@@ -198,6 +207,7 @@ def test_no_readable_checkpoint_is_one_line_and_the_run_failed(whole, tmp_path):
     d = tmp_path / "run"
     shutil.copytree(src / "checkpoint", d / "checkpoint")
     shutil.copytree(src / "checkpoint.prev", d / "checkpoint.prev")
+    recorded(src, d)
     (d / "checkpoint" / "meta.json").write_text('{"step": 1')
     (d / "checkpoint.prev" / "meta.json").write_text(
         (d / "checkpoint.prev" / "meta.json").read_text().replace('"step": 4', '"step": 2'))  # not its tensors' step
@@ -488,6 +498,7 @@ def test_a_non_finite_checkpoint_is_refused_when_it_loads(whole, tmp_path, poiso
     d = tmp_path / "run"
     for name in ("checkpoint", "checkpoint.prev"):
         shutil.copytree(src / name, d / name)
+    recorded(src, d)
     for name in poisoned:  # the trained tensors turned NaN, as a diverged run would leave them
         path = d / name / "state.safetensors"
         with safe_open(path, framework="pt") as fh:
@@ -671,9 +682,7 @@ def test_a_file_at_a_checkpoints_name_is_refused_in_one_line_kept_and_the_run_re
     src, done = whole
     d = tmp_path / "run"
     shutil.copytree(src / "checkpoint.prev", d / "checkpoint.prev")  # step 4, of a run interrupted then
-    for name in ("config.yaml", "fingerprint.json"):
-        shutil.copy(src / name, d / name)
-    (d / "status.json").write_text(json.dumps({"status": "interrupted"}))
+    recorded(src, d)
     meta = json.loads((d / "checkpoint.prev" / "meta.json").read_text())
     assert meta["result"].pop("log_window") == [0.0, 0]  # debug=smoke logs every step: no open line
     (d / "checkpoint.prev" / "meta.json").write_text(json.dumps(meta))

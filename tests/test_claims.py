@@ -3,6 +3,7 @@ own runs read from run records written by the results API exactly as a run write
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import shutil
 from pathlib import Path
@@ -18,15 +19,32 @@ from embexp.report import claims
 from embexp.report.claims import FAILS, HOLDS, PENDING, UNSEP, Config, judge
 
 
-def run(root: Path, method: str, subset: str, lr: float, seed: int, record: dict, k=None, tag="", n=None) -> Path:
+def run(root: Path, method: str, subset: str, lr: float, seed: int, record: dict, k=None, tag="", n=None,
+        config: dict | None = None, model: str = "m") -> Path:
+    """A finished run written by the results API; ``config``: its config beyond these fields (a check's protocol)."""
     tag = tag or f"lr{lr:g}" + (f"_n{n}" if n else "")
-    rec = RunRecord(Path(run_name(str(root), "glue", subset, "m", method, tag, seed)))
+    model = (config or {}).get("model", {}).get("name", model)
+    rec = RunRecord(Path(run_name(str(root), "glue", subset, model, method, tag, seed)))
     method_cfg = {"name": method, **({"k": k} if k is not None else {})}
-    rec.start(OmegaConf.create({"task": {"name": "glue", "subset": subset}, "model": {"name": "m"},
-                                "method": method_cfg, "trainer": {"lr": lr}, "tag": tag, "seed": seed}))
-    rec.finish({"method": method, "model": "m", "task": f"glue_{subset}", "seed": seed,
+    rec.start(OmegaConf.merge(config or {}, {"task": {"name": "glue", "subset": subset}, "model": {"name": model},
+                                             "method": method_cfg, "trainer": {"lr": lr}, "tag": tag, "seed": seed}))
+    rec.finish({"method": method, "model": model, "task": f"glue_{subset}", "seed": seed,
                 **({"n_train_examples": n} if n else {}), **record})
     return rec.dir
+
+
+def protocol(folder: str, alternative: int = 0, **changes) -> dict:
+    """The config of a run of the check on runs/<folder> as claims.yaml's run_config states it (of a list of
+    values, the first), with ``changes`` (dotted keys as a__b)."""
+    check = next(c for p in yaml.safe_load(claims.SPEC.read_text()) for c in p["checks"] if c.get("runs") == folder)
+    out: dict = {}
+    for key, v in {**check["run_config"][alternative], **{k.replace("__", "."): v for k, v in changes.items()}}.items():
+        *parents, last = key.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = v[0] if isinstance(v, list) and key != "task.datasets" else v
+    return out
 
 
 @pytest.mark.parametrize("rule,diff,se,tol,want", [
@@ -164,36 +182,122 @@ def test_the_page_renders_pending_checks_without_numbers(tmp_path):
     assert "What the runs show" not in text  # a reading explains a verdict: none before the runs
 
 
-def test_the_page_renders_the_same_from_the_committed_digest_when_the_runs_are_gone(tmp_path):
-    """Output folders do not travel with the repository: rendering writes each check's run records into a
-    digest, and a checkout without the runs renders the same page from it."""
+def test_the_page_renders_the_same_from_the_committed_digest_when_the_runs_are_gone(tmp_path, capsys):
+    """Output folders do not travel with the repository: write_digests=true writes each check's run records into a
+    digest, and a checkout without the runs renders the same page from it. Rendering alone writes no digest: it
+    names the lines the runs would change."""
     runs, docs = tmp_path / "outputs", tmp_path / "docs"
+    pema = protocol("pema")
     for lr in (2e-5, 1e-4):
-        run(runs / "pema", "full_ft", "sst2", lr, 0, {"metrics": {"accuracy": 80.0}})
-        run(runs / "pema", "pema", "sst2", lr, 0, {"metrics": {"accuracy": 80.5}})
+        run(runs / "pema", "full_ft", "sst2", lr, 0, {"metrics": {"accuracy": 80.0}}, config=pema)
+        run(runs / "pema", "pema", "sst2", lr, 0, {"metrics": {"accuracy": 80.5}}, config=pema)
     cfg = dict(compare=str(tmp_path / "none"), out=str(docs / "claims.md"), img=str(docs / "img"),
                records=str(docs / "claims"))
+    digest = docs / "claims" / "pema.jsonl"
     claims.render(Config(runs=str(runs), **cfg))
     page = (docs / "claims.md").read_text()
-    digest = docs / "claims" / "pema.jsonl"
-    assert "+0.50 points" in page and len(digest.read_text().splitlines()) == 4
+    keys = "glue_sst2/minilm/full_ft_lr0.0001/seed0, glue_sst2/minilm/full_ft_lr2e-05/seed0, " \
+        "glue_sst2/minilm/pema_lr0.0001/seed0, glue_sst2/minilm/pema_lr2e-05/seed0"
+    assert "+0.50 points" in page and not digest.exists()
+    assert f"embexp: warning: {digest} left as it is; the runs would change it, 0 -> 4 lines: 4 added ({keys}) " \
+        "(write_digests=true writes it)\n" in capsys.readouterr().err
+    claims.render(Config(runs=str(runs), write_digests=True, **cfg))  # the explicit step
+    assert f"(written: {digest}, 0 -> 4 lines: 4 added ({keys}))" in capsys.readouterr().out
+    assert (docs / "claims.md").read_text() == page and len(digest.read_text().splitlines()) == 4
     assert not (docs / "claims" / "pete.jsonl").exists()  # no records, no digest
     assert str(tmp_path) not in digest.read_text()  # runs are named by their path under the folder
+    claims.render(Config(runs=str(runs), write_digests=True, **cfg))  # nothing changed: nothing written or said
+    assert "(written: " not in capsys.readouterr().out
 
     shutil.rmtree(runs)  # a new checkout
     claims.render(Config(runs=str(runs), **cfg))
     assert (docs / "claims.md").read_text() == page
 
-    # a rerun replaces its own line and keeps the digest's others
-    rerun = run(tmp_path / "rerun" / "pema", "pema", "sst2", 1e-4, 0, {"metrics": {"accuracy": 81.5}})
+    # a rerun replaces its own line and keeps the digest's others, once asked to
+    rerun = run(tmp_path / "rerun" / "pema", "pema", "sst2", 1e-4, 0, {"metrics": {"accuracy": 81.5}}, config=pema)
+    before = digest.read_bytes()
     claims.render(Config(runs=str(tmp_path / "rerun"), **cfg))
+    assert digest.read_bytes() == before and "= 1.0 ± 0.5 points over 2 pairs" in (docs / "claims.md").read_text()
+    assert "4 -> 4 lines: 1 replaced (glue_sst2/minilm/pema_lr0.0001/seed0)" in capsys.readouterr().err
+    claims.render(Config(runs=str(tmp_path / "rerun"), write_digests=True, **cfg))
     lines = digest.read_text().splitlines()
-    assert len(lines) == 4 and sum('"accuracy":81.5' in line for line in lines) == 1
-    assert "= 1.0 ± 0.5 points over 2 pairs" in (docs / "claims.md").read_text() and rerun.is_dir()
+    assert len(lines) == 4 and sum('"accuracy":81.5' in line for line in lines) == 1 and rerun.is_dir()
+    assert "4 -> 4 lines: 1 replaced (glue_sst2/minilm/pema_lr0.0001/seed0))" in capsys.readouterr().out
 
     digest.write_text(digest.read_text() + "{not json\n")
-    with pytest.raises(EmbexpError, match=r"unreadable digest .*pema.jsonl line 5"):
+    with pytest.raises(EmbexpError, match=r".*pema.jsonl:5: not JSON"):
         claims.render(Config(runs=str(runs), **cfg))
+
+
+def committed(tmp_path: Path) -> Path:
+    """A copy of the committed digests, to plant runs beside."""
+    records = tmp_path / "records"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "docs" / "claims", records)
+    return records
+
+
+def test_a_smoke_run_of_another_model_is_skipped_named_and_the_digest_is_unchanged(tmp_path, capsys):
+    """Two tiny-model debug=smoke runs under the PEMA check's runs folder once became a fifth pair and two more
+    digest lines: a run enters a check only when its config is the check's protocol (claims.yaml run_config)."""
+    from embexp.report import main
+
+    records, runs = committed(tmp_path), tmp_path / "runs"
+    smoke = protocol("pema", model__name="tiny_bert", model__source="tiny", task__source="fixture",
+                     task__max_train_samples=24, task__select_size=6, trainer__batch_size=4, trainer__max_steps=4,
+                     output_root="outputs/smoke")
+    planted = [run(runs / "pema", m, "sst2", 2e-5, 0, {"metrics": {"accuracy": 50.0}}, config=smoke)
+               for m in ("full_ft", "pema")]
+    cheat = run(runs / "pema", "pema", "sst2", 1e-4, 0, {"metrics": {"accuracy": 99.0}},  # real model, 24 rows
+                config=protocol("pema", task__max_train_samples=24))
+    before = (records / "pema.jsonl").read_bytes()
+    args = [f"runs={runs}", f"records={records}", f"out={tmp_path / 'claims.md'}", f"img={tmp_path}"]
+    for extra in ([], ["write_digests=true"]):
+        main(["paper=claims", *args, *extra])
+        err = capsys.readouterr().err
+        assert (records / "pema.jsonl").read_bytes() == before  # bytes equal, written or not
+        for d in planted:
+            assert (f"embexp: warning: skipped the run {d} for the check 'MiniLM-L6, SST-2 and MRPC, identical "
+                    f"settings': model.name is \"tiny_bert\" (the check's runs: \"minilm\"); model.source is \"tiny\" "
+                    f"(the check's runs: \"minilm\"); task.source is \"fixture\" (the check's runs: \"auto\"); "
+                    f"4 more\n") in err
+        assert f"skipped the run {cheat} for the check 'MiniLM-L6, SST-2 and MRPC, identical settings': " \
+            "task.max_train_samples is 24 (the check's runs: 4000)\n" in err
+        assert "over 4 pairs" in (tmp_path / "claims.md").read_text()
+
+
+def test_every_committed_digest_line_is_a_run_of_its_check_and_the_sweep_writes_only_such_runs():
+    """claims.yaml's run_config is what src/embexp/sweep/papers/claims.py writes: each train command of the
+    sweep's dry run (tests/golden) sets every run_config field it names to a value the check accepts, and every
+    committed digest line is read (none skipped)."""
+    import shlex
+
+    from embexp.report import digest
+
+    repo = Path(__file__).resolve().parents[1]
+    checks = {c["runs"]: c for p in yaml.safe_load(claims.SPEC.read_text()) for c in p["checks"] if "runs" in c}
+    for path in sorted((repo / "docs" / "claims").glob("*.jsonl")):
+        for i, rec in digest.read(path):
+            assert digest.protocol_error(rec, checks[path.stem]) == "", f"{path.name}:{i}"
+    seen = set()
+    for cmd in (repo / "tests" / "golden" / "sweep" / "claims_runs.txt").read_text().splitlines():
+        args = dict(a.split("=", 1) for a in shlex.split(cmd)[3:])
+        if "embexp.train" not in cmd:
+            continue
+        folder = args["output_root"].rsplit("/", 1)[1]
+        given: dict = {}  # the fields the command sets, nested as in a run's config
+        for k, v in args.items():
+            *parents, last = {"method": "method.name", "model": "model.name", "task": "task.name"}.get(k, k).split(".")
+            node = given
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[last] = yaml.safe_load(v)
+            with contextlib.suppress(TypeError, ValueError):  # 5e-4: a float to Hydra, a string to YAML 1.1
+                node[last] = float(node[last]) if isinstance(node[last], str) else node[last]
+        alternatives = [{k: v for k, v in alt.items() if digest.value_at(given, k) is not KeyError}
+                        for alt in checks[folder]["run_config"]]
+        assert any(not digest.mismatch(given, alt) for alt in alternatives), cmd
+        seen.add(folder)
+    assert seen == set(checks)
 
 
 def sections(page: str) -> dict[str, str]:
@@ -223,3 +327,57 @@ def test_the_committed_page_is_what_its_committed_records_render(tmp_path):
     assert len(rendered) >= 3, rendered  # the comparison's checks at least
     for name in rendered:
         assert got[name] == committed[name], f"{name}: docs/claims.md is not what `make claims` renders"
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"\x89PNG\r\n\x1a\n\x00\xff\xfe", r"pema\.jsonl:1: not UTF-8 text \(expected one JSON object a line"),
+    (b"{}\n", r"pema\.jsonl:1: no 'run' \(expected one JSON object a line, a run's record"),
+    (b'{"run": "a/seed0"}\n', r"pema\.jsonl:1: no 'method' \(expected"),
+    (b"[1, 2]\n", r"pema\.jsonl:1: a JSON list, not an object"),
+    (b"\n{not json\n", r"pema\.jsonl:2: not JSON \(Expecting property name"),
+    (b'{"run": "a", "method": "pema", "seed": 0, "task": "glue_sst2", "subset": "sst2", "metrics": {}, '
+     b'"config": {"model": {}, "task": {}, "method": {}}}\n', r"pema\.jsonl:1: no config\.trainer mapping"),
+    (b'{"run": "a", "method": "pema", "seed": "0", "task": "t", "subset": "", "metrics": {}, "config": {}}\n',
+     r"""pema\.jsonl:1: 'seed' is "0", not a int"""),
+    (b'{"run": "a", "method": "pema", "seed": 0, "task": "t", "subset": "", "metrics": {"accuracy": "high"}, '
+     b'"config": {"model": {}, "task": {}, "method": {}, "trainer": {"lr": 1}}}\n',
+     r"pema\.jsonl:1: metrics\.accuracy is not a number"),
+])
+def test_a_records_file_that_is_no_digest_is_one_line_naming_the_file_and_line(tmp_path, capsys, content, expected):
+    from embexp.report import main
+
+    records = committed(tmp_path)
+    (records / "pema.jsonl").write_bytes(content)
+    page = tmp_path / "claims.md"
+    with pytest.raises(SystemExit) as e:
+        main(["paper=claims", f"records={records}", f"runs={tmp_path}", f"out={page}", f"img={tmp_path}",
+              "write_digests=true"])
+    err = capsys.readouterr().err
+    assert e.value.code != 0 and err.count("\n") == 1 and err.startswith("embexp: error: ") and "Traceback" not in err
+    import re
+
+    assert re.search(expected, err), err
+    assert (records / "pema.jsonl").read_bytes() == content and not page.exists()  # nothing written
+
+
+def test_a_digest_that_repeats_a_run_and_the_claims_folders_are_checked_first(tmp_path, capsys):
+    from embexp.report import main
+
+    records = committed(tmp_path)
+    first = (records / "pema.jsonl").read_text().splitlines()[0]
+    (records / "pema.jsonl").write_text(first + "\n" + first + "\n")
+    cases = [([f"records={records}"], "pema.jsonl:2: the run 'glue_mrpc/minilm/full_ft_lr0.0001/seed0' again "
+                                      "(line 1): one line a run"),
+             ([f"records={records / 'pete.jsonl'}"], "is a file: records names the folder of the digests"),
+             ([f"records={tmp_path / 'none'}"], "does not exist (the folder of the digests"),
+             (["records=''", "write_digests=true"], "write_digests=true needs records= a folder"),
+             (["records="], "records= (empty) is not text; for empty text: records=''"),
+             ([f"compare={tmp_path / 'none'}"], "is not a folder (the comparison's rendered tables"),
+             ([f"runs={tmp_path / 'none'}"], "does not exist (runs names the run directories"),
+             (["write_digests=maybe"], "write_digests=maybe is not true or false")]
+    for args, message in cases:
+        with pytest.raises(SystemExit) as e:
+            main(["paper=claims", f"runs={tmp_path}", f"out={tmp_path / 'claims.md'}", f"img={tmp_path}", *args])
+        err = capsys.readouterr().err
+        assert e.value.code != 0 and err.count("\n") == 1 and message in err, (args, err)
+    assert not (tmp_path / "claims.md").exists()

@@ -176,6 +176,32 @@ def test_a_bad_paper_or_table_is_one_line_naming_the_choices(tmp_path, capsys, a
     assert e.value.code != 0 and capsys.readouterr().err == f"embexp: error: {message}\n"
 
 
+@pytest.mark.parametrize("args, message", [
+    (["paper=tinyattn", "table=table8", "seeds=[abc]"], "seeds=[abc] is not a list of integers, e.g. [0,1] (valid: "
+                                                         "each >= 0)"),
+    (["paper=tinyattn", "seeds=[-1]"], "seeds entry -1 is out of range (valid: >= 0)"),
+    (["paper=tinyattn", "seeds=3"], "seeds=3 is not a list of integers, e.g. [0,1] (valid: each >= 0)"),
+    (["paper=ktoken", "table=table1", "seeds=[1.5]"], "seeds=[1.5] is not a list of integers, e.g. [0,1] (valid: "
+                                                       "each >= 0)"),
+    (["paper=tinyte", "table=1", "bootstrap_iters=many"], "bootstrap_iters=many is not an integer (valid: >= 1)"),
+    (["paper=compare", "strict=maybe"], "strict=maybe is not true or false"),
+    (["paper=tinyattn", "runs={tmp}/none"], "runs={tmp}/none: {tmp}/none does not exist (runs names the run "
+                                            "directories: a folder that holds them, one run directory or a glob)"),
+    (["paper=tinyattn", "runs={tmp}/x*"], "runs={tmp}/x*: the glob {tmp}/x* matches no folder"),
+    (["paper=ledger", "table=pema", "runs={tmp},{tmp}/none"], "runs={tmp},{tmp}/none: {tmp}/none does not exist"),
+])
+def test_a_report_option_outside_its_schema_is_one_line_and_writes_nothing(tmp_path, capsys, args, message):
+    """Checked through the typed schema (core.cli.parse, the fields' domains) before any work: seeds=[abc] once
+    wrote a table."""
+    out = tmp_path / "tables"
+    with pytest.raises(SystemExit) as e:
+        main([f"runs={tmp_path}", f"out={out}", *[a.format(tmp=tmp_path) for a in args]])
+    err = capsys.readouterr().err
+    assert e.value.code != 0 and err.startswith(f"embexp: error: {message.format(tmp=tmp_path)}") and \
+        err.count("\n") == 1, err
+    assert not out.exists()
+
+
 def test_table_alone_keeps_meaning_tinyte_compare_or_curve_and_help_lists_every_paper(capsys):
     from embexp.report import compare, pete, run_curves, select, tinyte
 

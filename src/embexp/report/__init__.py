@@ -29,9 +29,9 @@ import sys
 from embexp import EmbexpError
 from embexp.core import cli
 
-# Modules of this package that are not report modules: the shared config and cells, and the curve
+# Modules of this package that are not report modules: the shared config and cells, the claims' digests, and the curve
 # comparison (``paper=compare table=curves``).
-HELPERS = ("base", "cells", "compare_curves")
+HELPERS = ("base", "cells", "compare_curves", "digest")
 # Without paper=: these table= values name a report module, any other is TinyTE's.
 WITHOUT_PAPER = {"compare": "compare", "curve": "run_curves"}
 DEFAULT = "tinyte"
@@ -77,7 +77,32 @@ def configure(argv: list[str]):
     module, rest = select(argv)
     cfg = parse(module.Config, rest)
     validate(cfg)
+    check_runs(module.Config, cfg)
+    if hasattr(module, "check"):  # the module's own checks of its options (claims: its folders)
+        module.check(cfg)
     return module, cfg
+
+
+def check_runs(config_cls, cfg) -> None:
+    """A ``runs`` that the command line names (not the field's default, which a new checkout may lack) is a
+    folder or run directory that exists, or a glob that matches one (the ledger's: each of its comma-separated
+    parts): a typo is one line, not a table of empty cells."""
+    import glob
+    from pathlib import Path
+
+    field = next((fl for fl in dataclasses.fields(config_cls) if fl.name == "runs"), None)
+    value = getattr(cfg, "runs", None)
+    if field is None or not value or value == field.default or Path(value).is_dir():
+        return
+    for part in value.split(",") if not Path(value).exists() else [value]:
+        if any(c in part for c in "*?["):
+            if not any(Path(p).is_dir() for p in glob.glob(part)):
+                raise EmbexpError(f"runs={value}: the glob {part} matches no folder (runs names the run directories: "
+                                  f"a folder that holds them, one run directory or a glob)")
+        elif not Path(part).is_dir():
+            what = "is a file, not a folder" if Path(part).exists() else "does not exist"
+            raise EmbexpError(f"runs={value}: {part} {what} (runs names the run directories: a folder that holds "
+                              f"them, one run directory or a glob)")
 
 
 def usage(paper: str | None) -> str:

@@ -3,6 +3,7 @@
     python -m embexp.report paper=claims                         # docs/claims.md (+ docs/img/claims_*.png)
     python -m embexp.report paper=claims out=                    # print the page only
     python -m embexp.report paper=claims runs=/data/claims       # the claims' own runs live elsewhere
+    python -m embexp.report paper=claims write_digests=true      # + docs/claims/<runs>.jsonl from the runs
 
 One row per paper: the claim quoted with its table, the check embexp runs on this machine's scale (model,
 rows, budget, how the lr was chosen, seeds), the numbers beside the majority class, zero-shot and the
@@ -14,10 +15,11 @@ what each rule means). Two sources, never a number typed into this module or the
 - the claims' own run records under ``runs`` (default outputs/claims; ``make claims_runs`` writes them),
   for checks the comparison cannot answer: PEMA against full FT at identical settings, PETE against the
   standard encoder, K-Token's gap against the number of training rows. Output folders do not travel with
-  the repository, so rendering the page also writes each check's records into a committed digest
-  (``records``, default docs/claims: one JSON Lines file per check's runs, one line per run: its
-  metrics.json and config as the run wrote them); a new checkout renders the same page from the digests.
-  Records under ``runs`` replace the digest's line of the same run; runs only the digest holds are kept.
+  the repository, so each check's records are kept in a committed digest (``records``, default docs/claims:
+  one JSON Lines file per check's runs, one line per run: its metrics.json and config as the run wrote them);
+  a new checkout renders the same page from the digests. Only a run of the check's protocol (claims.yaml
+  ``run_config``) is read: any other is skipped and named (report/digest.py). Rendering never writes a
+  digest: it says which lines the runs would change, and ``write_digests=true`` (``make claims``) writes them.
 
 A check whose table or runs are missing is rendered as pending with the command that produces it.
 """
@@ -25,6 +27,7 @@ A check whose table or runs are missing is rendered as pending with the command 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -34,13 +37,13 @@ from typing import Optional
 import numpy as np
 import yaml
 
-from embexp.core.cli import warn
 from embexp.core.config import f
-from embexp.core.records import LOWER, atomic_write, collect_runs, read_digest, write_digest
+from embexp.core.records import LOWER, atomic_write
 from embexp.core.tables import pyplot, save_png
 from embexp.report.base import ReportConfig
 from embexp.report.cells import binomial_se, sem
 from embexp.report.compare_curves import candidates, choose, lr_of
+from embexp.report.digest import check_folders, claim_runs
 
 SPEC = Path(__file__).with_name("claims.yaml")
 TABLES = ("all",)
@@ -53,8 +56,10 @@ class Config(ReportConfig):
     table: str = f("all", "The claims page (one table: all).", choices=TABLES)
     runs: str = f("outputs/claims", "Root of the claims' own run records (make claims_runs writes them).")
     compare: str = f("docs/compare", "Folder of the comparison's rendered tables (make compare writes them).")
-    records: str = f("docs/claims", "Folder of the committed digests of the claims' run records (<runs folder>.jsonl): "
-                     "rewritten from `runs` with the page, read for runs that `runs` does not hold.")
+    records: str = f("docs/claims", "Folder of the committed digests of the claims' run records (<runs folder>.jsonl), "
+                     "read for runs that `runs` does not hold; written only with write_digests=true.")
+    write_digests: bool = f(False, "Also write each check's digest under `records` from its runs (make claims), naming "
+                                   "the lines added, replaced or removed; false: name them only.")
     out: Optional[str] = f("docs/claims.md", "The page; out= (empty) prints it only.")
     img: str = f("docs/img", "Folder for the figures (the K-Token gap curve); ignored when out is empty.")
 
@@ -337,31 +342,11 @@ def fmt(v: float | None, se: float | None) -> str:
     return f"{v:.1f} ± {se:.1f}" if se is not None else f"{v:.1f}"
 
 
-# ---- the digest: the claims' run records, committed --------------------------------------------------------
-def claim_runs(folder: str, cfg: Config) -> list[dict]:
-    """One check's runs: the finished run records under ``runs/<folder>`` over the digest
-    ``records/<folder>.jsonl`` (a record replaces the digest's line of the same run, keyed by its path
-    under the folder); when the page is written and the folder held records, the digest is rewritten."""
-    root = Path(cfg.runs) / folder
-    fresh = {}
-    for r in collect_runs(str(root), cfg.strict):
-        r["run"] = Path(r.pop("run_dir")).resolve().relative_to(root.resolve()).as_posix()
-        fresh[r["run"]] = r
-    digest = Path(cfg.records) / f"{folder}.jsonl" if cfg.records else None
-    runs = {r["run"]: r for r in read_digest(digest)} if digest and digest.is_file() else {}
-    runs.update(fresh)
-    if fresh and digest and cfg.out:
-        write_digest(digest, [runs[k] for k in sorted(runs)])
-    if not runs:  # a new checkout without the digest: the page can only say pending
-        warn(f"no run records under {root} and no digest {digest}: its checks render as pending")
-    return [runs[k] for k in sorted(runs)]
-
-
-def run_check(check: dict, cfg: Config, runs_by: dict) -> Verdict:
+def run_check(check: dict, cfg: Config, runs_by: dict, writes: list) -> Verdict:
     if "table" in check:
         return table_check(check, cfg)
     if check["runs"] not in runs_by:
-        runs_by[check["runs"]] = claim_runs(check["runs"], cfg)
+        runs_by[check["runs"]] = claim_runs(check, cfg, writes)
     runs = runs_by[check["runs"]]
     runs = [r for r in runs if r.get("weights") != "random"]
     if check["rule"] == "paired":
@@ -416,9 +401,15 @@ def summary_row(paper: dict, verdicts: list[tuple[dict, Verdict]]) -> str:
     return f"| {paper['paper']} | {paper['short']} | {check['name']} | {lead.numbers} | {verdict} | {paper['gpu']} |"
 
 
+def check(cfg: Config) -> None:
+    """The claims' folders, checked before any work (report/digest.py)."""
+    check_folders(cfg, {fl.name: fl.default for fl in dataclasses.fields(Config)})
+
+
 def render(cfg: Config) -> dict[str, str]:
     papers = yaml.safe_load(SPEC.read_text())
     runs_by: dict = {}
+    writes: list = []  # the digests write_digests=true writes, once every check has read its records
     head = ["# Each paper's central claim, checked", "",
             "Generated by `python -m embexp.report paper=claims` (`make claims`) from the comparison's rendered "
             f"tables (`{cfg.compare}`) and the claims' own run records (`{cfg.runs}`, written by "
@@ -429,12 +420,14 @@ def render(cfg: Config) -> dict[str, str]:
             "| Paper | Claim | Check | Numbers | Verdict | The paper's scale |", "|---|---|---|---|---|---|"]
     body = []
     for p in papers:
-        verdicts = [(c, run_check(c, cfg, runs_by)) for c in p["checks"]]
+        verdicts = [(c, run_check(c, cfg, runs_by, writes)) for c in p["checks"]]
         head.append(summary_row(p, verdicts))
         body += [f"## {p['paper']}", "", f"> {p['quote'].strip()}", "", f"({p['where']})", ""]
         for c, v in verdicts:
             body += detail(c, v)
     text = "\n".join(head + [""] + body).rstrip() + "\n"
+    for write in writes:
+        write()
     if cfg.out:
         Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
         atomic_write(Path(cfg.out), text)

@@ -78,7 +78,8 @@ class Config(ReportConfig):
     table: str = f("all", "Which table: table1, table2, table3, ablation (Fig. 6), or all.", choices=TABLES + ("all",))
     out: str = f("", "Folder for <table>.md/.csv (and ablation.png) ('' = tables/ktoken, or "
                      "<output_root>/tables/ktoken with debug=...).")
-    seeds: list = f([], "Seeds to read, e.g. [42,43,44] (the paper: the best of three runs); [] = every seed found.")
+    seeds: list[int] = f([], "Seeds to read, e.g. [42,43,44] (the paper: the best of three runs); [] = every seed "
+                              "found.", ge=0)
     select_on: str = f("heldout", "Tree tables (table1, ablation): the cells whose curriculum gate read held-out trees "
                        "(heldout, ours) or the stage's test split (reported, the authors'; tags <column>_paper). "
                        "Tables 2 and 3 select nothing.",

@@ -66,8 +66,8 @@ class Config(ReportConfig):
                    choices=TABLES + ("all",))
     out: str = f("", "Folder for <table>.md/.csv ('' = tables/tinyattn, or <output_root>/tables/tinyattn "
                      "with debug=...).")
-    seeds: list = f([], "Seeds to read, e.g. [0] or [1,2,3,4] (Table 1: the paper's mean of 4 seeds); "
-                        "[] = every seed found.")
+    seeds: list[int] = f([], "Seeds to read, e.g. [0] or [1,2,3,4] (Table 1: the paper's mean of 4 seeds); "
+                        "[] = every seed found.", ge=0)
     select_on: str = f("both", "GLUE tables: rows of the held-out cells (heldout, ours), of the paper's protocol "
                        "(reported: selected on the reported dev split, tags <setting>_paper), or both. "
                        "Table 1 selects nothing.",

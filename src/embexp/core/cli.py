@@ -167,11 +167,37 @@ def parse(config_cls, args: list[str], check: bool = True):
     try:
         cfg = OmegaConf.merge(OmegaConf.structured(config_cls), OmegaConf.from_dotlist(args))
     except OmegaConfBaseException as e:
-        valid = ", ".join(fl.name for fl in dataclasses.fields(config_cls))
-        raise EmbexpError(f"{str(e).splitlines()[0]} (valid keys: {valid})") from None
+        raise EmbexpError(_parse_error(config_cls, args, e)) from None
     if check:
         validate(cfg)
     return cfg
+
+
+TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "text", "list": "a list",
+              "list[int]": "a list of integers, e.g. [0,1]", "list[str]": "a list of names, e.g. [a,b]"}
+
+
+def _parse_error(config_cls, args: list[str], e) -> str:
+    """The one line for a dot-list that does not fit the schema: a value of the wrong type names the field, the
+    value and what the field takes (its type and domain); an unknown key names the valid keys."""
+    from omegaconf.errors import ConfigKeyError
+
+    from embexp.core.config import domain_text
+
+    fields = {fl.name: fl for fl in dataclasses.fields(config_cls)}
+    key = str(getattr(e, "full_key", "") or "")
+    fl = fields.get(key.split("[")[0].split(".")[0])
+    if fl is None or isinstance(e, ConfigKeyError):
+        return f"{str(e).splitlines()[0]} (valid keys: {', '.join(fields)})"
+    given = next((a.split("=", 1)[1] for a in reversed(args) if a.split("=", 1)[0] == fl.name), "")
+    typ = str(fl.type).removeprefix("Optional[").removesuffix("]") if str(fl.type).startswith("Optional[") \
+        else str(fl.type)
+    domain = domain_text(fl.metadata) if "choices" in fl.metadata or "range" in fl.metadata else ""
+    each = "each " if typ.startswith("list") else ""
+    if given == "":  # key= reads as null, which the field does not take
+        return f"{fl.name}= (empty) is not {TYPE_WORDS.get(typ, typ)}" + (f" (valid: {domain})" if domain else "") + \
+            (f"; for empty text: {fl.name}=''" if typ == "str" else "")
+    return f"{fl.name}={given} is not {TYPE_WORDS.get(typ, typ)}" + (f" (valid: {each}{domain})" if domain else "")
 
 
 def usage(name: str, config_cls) -> str:

@@ -138,3 +138,81 @@ def test_the_command_prints_lm_eval_s_table_and_bad_input_is_one_line(runs, sst2
     with pytest.raises(SystemExit):
         lmeval.main([f"run_dir={runs['ktoken']}", "tasks=[sst2]"])
     assert "pip install -e '.[lmeval]'" in capsys.readouterr().err
+
+
+LOCAL_TASK = """task: {name}
+dataset_path: {source}
+{kwargs}output_type: multiple_choice
+validation_split: validation
+doc_to_text: "{{{{sentence}}}}\\nAnswer:"
+doc_to_target: label
+doc_to_choice: ["negative", "positive"]
+metric_list:
+  - metric: acc
+"""
+
+
+def task_yaml(folder: Path, file: str, name: str, source: str = "json", data: str | None = "rows.jsonl") -> Path:
+    kwargs = f"dataset_kwargs:\n  data_files:\n    validation: {folder / data}\n" if data else ""
+    (folder / file).write_text(LOCAL_TASK.format(name=name, source=source, kwargs=kwargs))
+    return folder / file
+
+
+def test_bad_task_files_outputs_and_hub_tasks_offline_are_one_line_before_the_model_loads(runs, tmp_path, capsys,
+                                                                                         monkeypatch):
+    """Every input the evaluation reads or writes is checked before EmbexpLM is built (here it would raise), and
+    a single task name (tasks=sst2, tasks=a,b: lm-eval's --tasks) is a list of tasks."""
+    import datasets.config
+    import huggingface_hub.constants
+
+    import embexp.lmeval.model
+    from embexp import lmeval
+
+    def no_model(*a, **kw):
+        raise AssertionError("the model loaded")
+
+    monkeypatch.setattr(embexp.lmeval.model, "EmbexpLM", no_model)
+    for module in (datasets.config, huggingface_hub.constants):  # a hub dataset is looked for offline: no network
+        monkeypatch.setattr(module, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True, raising=False)
+    (tmp_path / "rows.jsonl").write_text('{"sentence": "good", "label": 1, "idx": 0}\n')
+    good = task_yaml(tmp_path, "good.yaml", "good_local")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "broken.yaml").write_text("task: [unclosed\n")
+    (tmp_path / "bad" / "list.yaml").write_text("- task: sst2_local\n  dataset_path: json\n")
+    (tmp_path / "bad" / "noname.yaml").write_text("dataset_path: json\n")
+    missing = task_yaml(tmp_path / "bad", "missing.yaml", "missing_local", data="nope.jsonl")
+    nodata = task_yaml(tmp_path / "bad", "nodata.yaml", "nodata_local", data=None)
+    hub = task_yaml(tmp_path / "bad", "hub.yaml", "hub_local", source="embexp-no-such-user/no-such-dataset", data=None)
+    (tmp_path / "twin").mkdir()
+    twin = task_yaml(tmp_path / "twin", "b.yaml", "twin_local", data="../rows.jsonl")
+    task_yaml(tmp_path / "twin", "a.yaml", "twin_local", data="../rows.jsonl")  # the index names a.yaml
+    run = f"run_dir={runs['zero_shot']}"
+    for argv, line in [
+        ([f"tasks={tmp_path / 'bad' / 'broken.yaml'}"], "does not parse as YAML (line 2, column 1)"),
+        ([f"tasks={tmp_path / 'bad' / 'list.yaml'}"], "it holds a list, not a mapping of a task's fields"),
+        ([f"tasks={tmp_path / 'bad' / 'noname.yaml'}"], "names no task: lm-eval reads a task's name from 'task: NAME'"),
+        ([f"tasks=[{missing}]"], f"the data file '{tmp_path / 'bad' / 'nope.jsonl'}' of split 'validation' does not"),
+        ([f"tasks={nodata}"], "dataset_path: json reads local files, but dataset_kwargs.data_files names none"),
+        ([f"tasks={good},{missing}"], f"task file '{missing}': the data file"),
+        ([f"tasks={hub}"], "lm-eval task 'hub_local' could not be loaded: Couldn't reach"),
+        ([f"tasks={twin}"], f"names task 'twin_local', and so does {tmp_path / 'twin' / 'a.yaml'} beside it"),
+        ([f"tasks={good}", f"output={tmp_path / 'no' / 'r.json'}"], f"the folder {tmp_path / 'no'} does not exist"),
+        ([f"tasks={good}", f"output={tmp_path}"], f"output='{tmp_path}' is a directory: name the JSON file"),
+        ([f"tasks={good}", f"output={good}/r.json"], f"{good} is not a directory"),
+        ([f"tasks={good}", "output=/proc/embexp_results.json"], "output='/proc/embexp_results.json' cannot be written"),
+        ([f"tasks={good}", f"include_path={tmp_path / 'none'}"], f"include_path '{tmp_path / 'none'}' is not a folder"),
+        ([f"tasks={good}", "limit=0"], "limit=0 is out of range"),
+        (["run_dir=/nonexistent", "tasks=sst2"], "run_dir '/nonexistent' does not exist"),
+        ([f"run_dir={tmp_path}", "tasks=sst2"], f"run_dir '{tmp_path}' has no config.yaml"),
+    ]:
+        with pytest.raises(SystemExit) as e:
+            lmeval.main(argv if argv[0].startswith("run_dir=") else [run, *argv])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 1 and len(err) == 1 and line in err[0], (argv, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "good.yaml", "rows.jsonl", "twin"]  # nothing written
+    with pytest.raises(AssertionError, match="the model loaded"):  # one task without brackets: every check passes
+        lmeval.main([run, f"tasks={good}", f"output={tmp_path / 'r.json'}"])
+    assert lmeval.configure([run, "tasks=sst2"]).tasks == ["sst2"]
+    assert lmeval.configure([run, "tasks=sst2,boolq"]).tasks == ["sst2", "boolq"]
+    assert lmeval.configure([run, "tasks=[sst2,boolq]"]).tasks == ["sst2", "boolq"]

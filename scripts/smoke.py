@@ -4,6 +4,9 @@ Every run goes through the same code path as `python -m embexp.train ... debug=s
 CPU, a few seconds each). Prints one line per run and exits non-zero if any failed. A cell whose
 model kind the method does not run on (its class's `model_kinds`: ktoken on an encoder, head_only
 on a decoder) is printed as `skip` with that reason, not run and not counted as a failure.
+Each run trains afresh, so a second `make smoke` checks the code as it is now: trainer.overwrite=true
+replaces the run a previous one left in outputs/smoke (only embexp's records there go, run/claim.py).
+`python scripts/smoke.py [override ...]` appends overrides to every run (e.g. output_root=DIR).
 """
 
 from __future__ import annotations
@@ -33,17 +36,20 @@ def plan() -> list[tuple[str, str, str, str]]:
             for method in sorted(registered()) for model, task in CELLS]
 
 
-def main() -> int:
+def main(overrides: list[str] | None = None, methods: list[str] | None = None) -> int:
+    """Every cell of :func:`plan` (of ``methods`` only, where given), with ``overrides`` appended to each run."""
     from embexp.train import run
 
     quiet_libraries()
     failures = 0
     for method, model, task, skip in plan():
+        if methods is not None and method not in methods:
+            continue
         if skip:
             print(f"skip  {method:<17}{model:<14}{task:<7}{skip}", flush=True)
             continue
         cfg = compose_train(["debug=smoke", f"method={method}", f"model={model}", f"task={task}",
-                             "trainer.log_every=0"])
+                             "trainer.log_every=0", "trainer.overwrite=true", *(overrides or [])])
         run_dir = Path(run_name(cfg.output_root, cfg.task.name, cfg.task.subset, model, method, cfg.tag, cfg.seed))
         t0 = time.perf_counter()
         try:
@@ -60,4 +66,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

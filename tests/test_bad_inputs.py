@@ -64,6 +64,23 @@ def lock_dir(tmp: Path, _run=None) -> Path:
     return tmp / "locked"
 
 
+def dangling(tmp: Path, _run=None) -> Path:
+    (tmp / "gone").symlink_to(tmp / "nowhere")
+    return tmp / "gone" / "run"
+
+
+def loop(tmp: Path, _run=None) -> Path:
+    (tmp / "a").symlink_to(tmp / "b")
+    (tmp / "b").symlink_to(tmp / "a")
+    return tmp / "a" / "run"
+
+
+def linked(tmp: Path, _run=None) -> Path:
+    (tmp / "real").mkdir()
+    (tmp / "link").symlink_to(tmp / "real")
+    return tmp / "link"
+
+
 def copy_of(tmp: Path, run: Path) -> Path:
     return Path(shutil.copytree(run, tmp / "copy"))
 
@@ -101,6 +118,11 @@ def failed_status(d: Path) -> None:
     (d / "status.json").write_text(json.dumps({"status": "failed", "error": "boom"}))
 
 
+def empty(tmp: Path) -> Path:
+    (tmp / "empty").mkdir()
+    return tmp / "empty"
+
+
 def tool(module: str, *args, at=None):
     """``python -m <module> run_dir=<the finished run, or at(tmp, run)> *args``; ``{tmp}`` in an argument is
     the test's folder."""
@@ -131,8 +153,14 @@ CASES = [  # (id, input, exit status, what the one line says)
      "afile is not a directory"),
     ("train output_root a file", lambda tmp, run: ("embexp.train", [*TRAIN, f"output_root={a_file(tmp)}"]), 2,
      "afile is not a directory"),
+    ("train run dir through a dangling symlink", train_at(dangling), 2, "gone is a symlink to "),
+    ("train run dir through a symlink loop", train_at(loop), 2, "is a symlink loop"),
+    ("train run dir a symlink", train_at(linked), 2, "link: it is a symlink (to "),
+    ("train tag too long", lambda tmp, run: ("embexp.train", [*TRAIN, "tag=" + "x" * 300, f"output_root={tmp}"]), 2,
+     "tag is 300 characters long"),
+    ("train tag a glob", lambda tmp, run: ("embexp.train", [*TRAIN, "tag=a*", f"output_root={tmp}"]), 2,
+     "tag='a*' is not a name: it holds '*'"),
     ("train run.lock a directory", train_at(lock_dir), 1, "Is a directory"),
-    ("train rerun of a complete run", train_at(copy_of), 1, "already holds this complete run"),
     ("train another seed into a complete run", train_at(copy_of, "seed=3"), 1, "seed (0 -> 3)"),
     ("train resume with another lr", train_at(copy_of, "trainer.lr=0.1", "trainer.resume=true"), 1,
      "trainer.lr (0.05 -> 0.1)"),
@@ -167,7 +195,9 @@ CASES = [  # (id, input, exit status, what the one line says)
     ("report unknown table", plain("embexp.report", "table=nope"), 1, "unknown table"),
     ("report unknown se", plain("embexp.report", "table=compare", "runs={run}", "out={tmp}/t", "se=nope"), 1,
      "unknown se 'nope'"),
-    ("report no runs", plain("embexp.report", "table=compare", "runs={tmp}/none", "out={tmp}/t"), 1,
+    ("report runs missing", plain("embexp.report", "table=compare", "runs={tmp}/none", "out={tmp}/t"), 1,
+     "none does not exist (runs names the run directories"),
+    ("report no runs", lambda tmp, run: ("embexp.report", ["table=compare", f"runs={empty(tmp)}", f"out={tmp}/t"]), 1,
      "no finished runs"),
     ("analyze params unknown model", plain("embexp.analyze", "params", "models=[nope]", "out={tmp}/t"), 1,
      "unknown models entry 'nope' (choose from: gemma2,"),

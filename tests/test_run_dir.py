@@ -63,8 +63,6 @@ def test_the_fingerprint_is_recorded_and_ignores_presentation_fields(complete):
 
 
 @pytest.mark.parametrize("extra, needles", [
-    ((), ["already holds this complete run", "trainer.resume=true returns its metrics",
-          "trainer.overwrite=true trains it again"]),
     (("seed=3",), ["holds a complete run of another config", "1 field: seed (0 -> 3)", "trainer.overwrite=true"]),
     (("trainer.lr=0.1", "trainer.resume=true"), ["trainer.lr (0.05 -> 0.1)", "trainer.resume=true accepts changes "
                                                  "only to: notes, output_root, trainer.progress"]),
@@ -78,9 +76,13 @@ def test_a_complete_run_is_never_silently_replaced(complete, tmp_path, extra, ne
     assert snapshot(d) == before and is_complete(d)  # nothing written: the complete run is as it was
 
 
-def test_resume_of_a_complete_run_of_the_same_config_returns_it_and_overwrite_trains_again(complete, tmp_path):
+def test_the_same_config_on_its_complete_run_returns_it_and_overwrite_trains_again(complete, tmp_path):
+    """make's "nothing to be done": the same command twice exits 0 with the run's metrics, writing nothing."""
     d = copy(complete, tmp_path)
     before = snapshot(d)
+    r = run_cli(*BASE, "trainer.max_steps=4", "trainer.save_every=2", f"hydra.run.dir={d}")
+    assert r.returncode == 0 and "already complete; nothing to be done" in r.stderr and snapshot(d) == before, r.stderr
+    assert not errors(r.stderr) and "metrics: " in r.stderr
     r = run_cli(*BASE, "trainer.max_steps=4", "trainer.save_every=2", "trainer.resume=true", "trainer.progress=false",
                 f"hydra.run.dir={d}")
     assert r.returncode == 0 and "already complete; nothing to resume" in r.stderr and snapshot(d) == before, r.stderr

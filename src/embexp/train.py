@@ -26,12 +26,12 @@ from hydra.core.hydra_config import HydraConfig
 from embexp import judge
 from embexp.core import cli
 from embexp.core.config import register_core_schemas
-from embexp.core.records import METRICS, RunRecord, atomic_path
+from embexp.core.records import RunRecord, atomic_path
 from embexp.run import curriculum, lock, sharding, stops
 from embexp.run.adapter import save_adapter
 from embexp.run.build import Components, build
 from embexp.run.checkpoint import only_folders
-from embexp.run.claim import DONE, claim
+from embexp.run.claim import CONTINUE, DONE, check, claim, complete_metrics
 from embexp.run.evaluate import curve_point, select_point, select_score
 from embexp.run.loop import Trainer, TrainInputs, TrainResult
 from embexp.run.preflight import Plan, check_tracker, preflight, probe
@@ -48,16 +48,23 @@ def run(cfg, run_dir: Path) -> dict:
     """Train and evaluate ``cfg`` into ``run_dir``; returns metrics.json's content ({} on the other processes)."""
     acc = make_accelerator(cfg, run_dir)
     plan = preflight(cfg, world_size=acc.num_processes)  # what cannot run: one line, before the rows and the model
+    if acc.is_main_process and lock.live_owner(run_dir) is None:
+        check(cfg, run_dir)  # no run of embexp's there, or one it cannot read: one line, before the lock's files
     with lock.owning(run_dir, acc.is_main_process) as previous:  # one owner: another live one is one line
         cli.setup_logging(run_dir, acc.is_main_process)
+        # another config's run there, what is no readable run, a resume whose checkpoint is gone: one line
+        verdict = claim(cfg, run_dir, acc.is_main_process)  # (run/claim.py)
         if previous:  # its process died while running: marked interrupted, now continued or started again
             log.warning("run %s: the previous run's process (%s) stopped without updating its status (killed?): "
                         "marked interrupted, now %s", run_dir, lock.describe(previous["previous_owner"]),
-                        "resumed" if cfg.trainer.resume else "started again (trainer.resume=true continues it)")
-        # another config's run there, or this complete run without trainer.resume=true: one line (run/claim.py)
-        if claim(cfg, run_dir, acc.is_main_process) == DONE:
-            log.info("run %s is already complete; nothing to resume", run_dir)
-            return json.loads((run_dir / METRICS).read_text())
+                        "resumed" if cfg.trainer.resume and verdict == CONTINUE else
+                        "started again" + ("" if cfg.trainer.resume else " (trainer.resume=true continues it)"))
+        if verdict == DONE:  # the same config's complete run: its metrics, nothing trained or written
+            metrics = complete_metrics(run_dir)
+            log.info("run %s is already complete; nothing to %s (trainer.overwrite=true trains it again)", run_dir,
+                     "resume" if cfg.trainer.resume else "be done")
+            log.info("metrics: %s", json.dumps(metrics.get("metrics", {})))
+            return metrics
         return run_owned(cfg, run_dir, acc, plan, previous)
 
 

@@ -281,8 +281,9 @@ def check_compose(config_name: str, argv: list[str]) -> None:
 
 def check_run_dir(argv: list[str]) -> None:
     """The run directory (hydra.run.dir, else the one the config names) can be made and written, checked
-    before Hydra creates it: a path through a file, or a read-only parent, is one line. Skipped for sweeps
-    and Hydra's own flags (--help, --cfg), as :func:`check_compose` is."""
+    before Hydra creates it (``core.rundir.check_path``): a path through a file, a read-only parent, a name the
+    filesystem refuses, a symlink on the way are one line. Skipped for sweeps and Hydra's own flags (--help,
+    --cfg), as :func:`check_compose` is."""
     if any(a in ("-m", "--multirun") or a.startswith("--") for a in argv):
         return
     given = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+") == "hydra.run.dir"]
@@ -297,13 +298,12 @@ def check_run_dir(argv: list[str]) -> None:
             die(str(e))
         target = Path(run_name(cfg.output_root, cfg.task.name, cfg.task.get("subset", ""), cfg.model.name,
                                cfg.method.name, cfg.tag, cfg.seed))
-    probe = target.absolute()
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not probe.is_dir():
-        die(f"cannot use the run directory {target}: {probe} is not a directory")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        die(f"cannot use the run directory {target}: {probe} is not writable")
+    from embexp.core.rundir import check_path
+
+    try:
+        check_path(target)
+    except EmbexpError as e:
+        die(str(e))
 
 
 def relaunch_cpu_data_parallel(module: str, argv: list[str]) -> None:

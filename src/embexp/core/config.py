@@ -140,18 +140,45 @@ def fill_defaults(node, schema: type) -> None:
                 node[fl.name] = fl.default
 
 
+NAME_MAX = 255  # bytes in one file or folder name (Linux, macOS)
+GLOB = "*?[]"  # a run directory named with these could not be named by runs= (core.records.run_dirs reads a pattern)
+
+
 def check_names(cfg) -> None:
-    """The parts of a run directory's name (``run_name``) stay names: a tag or model name with a path separator,
-    or one that starts with a dot ('..'), would put the run outside output_root; one line."""
+    """The parts of a run directory's name (``run_name``) stay names, one line where they do not: a tag or model
+    name with a path separator, or one that starts with a dot ('..'), would put the run outside output_root; a
+    control character, an undecodable byte or a glob character (``* ? [ ]``) makes a name no report can be
+    pointed at; a part over :data:`NAME_MAX` bytes is a name the filesystem refuses (File name too long)."""
     if not (hasattr(cfg, "get") and "output_root" in cfg):
         return  # not a train config
-    model = cfg.get("model")
-    for key, value in (("tag", cfg.get("tag")), ("model.name", model.get("name") if model is not None else None)):
-        if isinstance(value, str) and ("/" in value or "\\" in value or value.startswith(".")):
-            from embexp import EmbexpError
+    from embexp import EmbexpError
 
+    def of(group: str, key: str):
+        node = cfg.get(group)
+        return node.get(key) if node is not None and hasattr(node, "get") else None
+
+    tag = cfg.get("tag")
+    for key, value in (("tag", tag), ("model.name", of("model", "name"))):
+        if not isinstance(value, str):
+            continue
+        if "/" in value or "\\" in value or value.startswith("."):
             raise EmbexpError(f"{key}={value!r} is not a name (no '/', no leading '.'): it names a part of the run "
                               f"directory, which stays inside output_root (a run elsewhere: hydra.run.dir=DIR)")
+        bad = sorted({c for c in value if c in GLOB or ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) < 0xE000})
+        if bad:
+            raise EmbexpError(f"{key}={value!r} is not a name: it holds {', '.join(map(repr, bad))} (a run directory's "
+                              f"name takes no control characters, undecodable bytes or glob characters * ? [ ], "
+                              f"which runs= would read as a pattern)")
+    task, subset, method = of("task", "name"), of("task", "subset"), of("method", "name")
+    parts = (("task.subset", f"{task}_{subset}" if subset else task), ("model.name", of("model", "name")),
+             ("tag" if tag else "method.name", f"{method}_{tag}" if tag else method))
+    for key, part in parts:
+        size = len(str(part).encode("utf-8", "replace")) if part is not None else 0
+        if size > NAME_MAX:
+            value = {"tag": tag, "model.name": of("model", "name"), "task.subset": subset}.get(key, method)
+            raise EmbexpError(f"{key} is {len(str(value))} characters long: the run directory's name "
+                              f"{str(part)[:24]!r}... would be {size} bytes, over the {NAME_MAX} a file name may have "
+                              f"(a shorter {key})")
 
 
 CHECKS.append(check_names)

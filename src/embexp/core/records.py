@@ -121,16 +121,18 @@ class RunRecord:
 
     def start(self, cfg, resume: bool = False, previous: dict | None = None) -> None:
         """``running``; ``previous``: the status of an earlier run of this directory that died (kept in the
-        new status, ``embexp.run.lock``)."""
+        new status, ``embexp.run.lock``). A resume keeps the step of the last checkpoint written
+        (:func:`note_checkpoint`)."""
         if not self.is_main:
             return
         self.dir.mkdir(parents=True, exist_ok=True)
+        kept = checkpoint_note(self.dir) if resume else {}
         (self.dir / METRICS).unlink(missing_ok=True)
         if not resume:
             (self.dir / "predictions.jsonl").unlink(missing_ok=True)
         atomic_write(self.dir / CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
         write_json(self.dir / STATUS, {"status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                                       **({"previous": previous} if previous else {})})
+                                       **({"previous": previous} if previous else {}), **kept})
 
     def write_jsonl(self, name: str, rows: list[dict]) -> None:
         if self.is_main:
@@ -141,7 +143,8 @@ class RunRecord:
         if not self.is_main:
             return
         write_json(self.dir / METRICS, metrics)
-        write_json(self.dir / STATUS, {"status": "complete", "finished": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        write_json(self.dir / STATUS, {"status": "complete", "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                       **checkpoint_note(self.dir)})
 
     def interrupt(self, message: str) -> None:
         """Stopped on a preemption notice with a checkpoint: never ``complete``; resume continues it."""
@@ -156,11 +159,39 @@ class RunRecord:
         error that ended the run is the one reported, and the status left (running, no live owner) reads
         interrupted."""
         if self.is_main and self.dir.is_dir():
+            status = {**status, **checkpoint_note(self.dir)}
             try:
                 write_json(self.dir / STATUS, status)
             except EmbexpError:  # a full disk has no block for a new file: rewrite the old one's in place
                 with contextlib.suppress(OSError):
                     (self.dir / STATUS).write_text(json.dumps(_finite(status), default=_default) + "\n")
+
+
+CHECKPOINT_STEP = "checkpoint_step"  # status.json: the step of the last checkpoint the run wrote
+
+
+def checkpoint_note(run_dir: Path) -> dict:
+    """``{"checkpoint_step": N}`` where the run's status.json records the last checkpoint it wrote, else {}:
+    carried into each status the run writes after it, so a resume whose checkpoint is gone is told from a
+    run that never wrote one (``run.claim``)."""
+    try:
+        status = json.loads((Path(run_dir) / STATUS).read_text())
+        step = status.get(CHECKPOINT_STEP) if isinstance(status, dict) else None
+    except (OSError, ValueError):
+        return {}
+    return {CHECKPOINT_STEP: step} if isinstance(step, int) and not isinstance(step, bool) else {}
+
+
+def note_checkpoint(run_dir: Path, step: int) -> None:
+    """Record in status.json that the run wrote the checkpoint of ``step`` (called once it is in place).
+    Only a note: where status.json cannot be read or written it is left as it is."""
+    path = Path(run_dir) / STATUS
+    try:
+        status = json.loads(path.read_text())
+        if isinstance(status, dict):
+            write_json(path, {**status, CHECKPOINT_STEP: int(step)})
+    except (OSError, ValueError, EmbexpError):
+        pass
 
 
 # ---- find and load -------------------------------------------------------------------------------------

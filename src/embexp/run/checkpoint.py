@@ -32,6 +32,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from embexp import EmbexpError
+from embexp.core.records import note_checkpoint
 from embexp.run import sharding
 
 log = logging.getLogger("embexp")
@@ -99,6 +100,7 @@ class Checkpoint:
             target.write_text(json.dumps(meta))
             target = self.dir
             self._rotate(tmp)
+            note_checkpoint(self.dir.parent, step)  # so a resume can tell it is gone (run.claim)
         except (OSError, SafetensorError) as e:
             if tmp.is_dir() and not tmp.is_symlink():
                 shutil.rmtree(tmp, ignore_errors=True)

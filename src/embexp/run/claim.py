@@ -1,16 +1,30 @@
-"""One config per run directory: what a new run may do with the record it finds there.
+"""One config per run directory, and embexp's hands only on its own files: what a new run may do with what it
+finds in its directory.
 
-A run directory records the fingerprint of the config that wrote it (``core.fingerprint``,
-``fingerprint.json``). Before a run writes anything (under the lock of ``run.lock``), :func:`claim`
-compares the record there with the new config:
+A folder holds a run when it holds that run's record: ``config.yaml`` and ``status.json``, both readable
+(beside them ``fingerprint.json``, the fingerprint of the config that wrote it, ``core.fingerprint``). Before a
+run writes anything, on the main process (once before it takes the lock of ``run.lock``, so that a refusal
+leaves no file behind, and again under it), :func:`claim` compares what it finds with the new config:
 
-- no record: the run starts;
-- ``trainer.overwrite=true``: the old record (metrics, predictions, adapter, export, checkpoints,
-  config, status) is removed and the run starts again (the Hugging Face Trainer's ``overwrite_output_dir``);
+- nothing of a run (a new or empty folder, or one that holds other files only): the run starts and writes its
+  own names (:data:`RECORDS`) beside whatever is there;
+- some of a run's names (a stray ``export/``, a ``config.yaml`` that is no run's) without a run record, or a
+  ``status.json`` or ``config.yaml`` that cannot be read: one line naming the folder and what it holds,
+  nothing written or removed, under ``trainer.overwrite=true`` too (embexp replaces only a run it can read);
+- ``trainer.overwrite=true`` where the folder holds a run: the run's records (:data:`RECORDS`: metrics,
+  predictions, adapter, export, checkpoints, config, status) are removed and the run starts again (the
+  Hugging Face Trainer's ``overwrite_output_dir``); every other file there stays. A folder that holds no run
+  but other files is refused in one line naming them (there is nothing of embexp's to replace);
+- a ``fingerprint.json`` that cannot be read, or whose fields are not those of the run's config (a field
+  removed or edited): one line naming the file (and the missing fields); ``trainer.overwrite=true`` replaces it;
 - a complete or resumable run (one with a checkpoint) of another fingerprint: one line naming the
   differing fields, nothing written; under ``trainer.resume=true`` the same, with the fields a resume
   may change (:data:`core.fingerprint.SAFE_TO_CHANGE`);
-- the same complete run without ``trainer.resume=true``: one line (its result is already there);
+- the same complete run: DONE, the caller returns its metrics and trains nothing (make's "nothing to be
+  done": the same command twice is safe); ``trainer.overwrite=true`` trains it again;
+- ``trainer.resume=true`` on an unfinished run whose checkpoint is gone though the run wrote one (its
+  ``status.json`` names the step, ``core.records.note_checkpoint``): one line, nothing written
+  (``trainer.overwrite=true`` starts it again from step 0);
 - a failed or interrupted run without a checkpoint: replaced, with one warning line when its config differs.
 """
 
@@ -19,19 +33,24 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import shutil
 from pathlib import Path
 
 from embexp import EmbexpError
 from embexp.core import fingerprint as fp
-from embexp.core.records import CONFIG, METRICS, STATUS, UnreadableRecord, is_complete
-from embexp.run.lock import read_status
+from embexp.core.records import CHECKPOINT_STEP, CONFIG, METRICS, STATUS, UnreadableRecord, is_complete, load_config
+from embexp.run.lock import LOCK, OWNER
 
 log = logging.getLogger("embexp")
 # what a run writes into its directory, removed by trainer.overwrite=true (train.log and the verdict cache stay:
 # a log is appended to, and a verdict does not depend on the run that asked for it)
 RECORDS = (METRICS, STATUS, CONFIG, fp.FINGERPRINT, "predictions.jsonl", "adapter.safetensors", "method.json",
-           "export", "checkpoint", "checkpoint.prev", "checkpoint.tmp", "trackers")
+           "export", "checkpoint", "checkpoint.prev", "checkpoint.tmp", "checkpoint.old", "trackers")
+# embexp's other files in a run directory: never removed, and a folder that holds only these holds no run
+SIDE = ("train.log", "judge_cache.jsonl", LOCK, OWNER)
+TEMPORARY = re.compile(r"\.(.+)\.tmp\d+")  # core.records.atomic_write's and atomic_path's, of a record's name
+STATUSES = ("running", "failed", "interrupted", "complete")
 FRESH, CONTINUE, DONE = "fresh", "continue", "done"
 
 
@@ -39,27 +58,92 @@ def resumable(run_dir: Path) -> bool:
     return any((Path(run_dir) / d / "meta.json").is_file() for d in ("checkpoint", "checkpoint.prev"))
 
 
-def has_record(run_dir: Path) -> bool:
-    return any((Path(run_dir) / name).exists() for name in (STATUS, CONFIG, fp.FINGERPRINT))
+def contents(run_dir: Path) -> tuple[list[str], list[str]]:
+    """(the names of a run's records in ``run_dir``, the names there that are not embexp's), sorted; a folder
+    name ends in '/'."""
+    ours, others = [], []
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for p in sorted(Path(run_dir).iterdir()):
+            name = p.name + ("/" if p.is_dir() and not p.is_symlink() else "")
+            temporary = TEMPORARY.fullmatch(p.name)
+            if p.name in RECORDS:
+                ours.append(name)
+            elif p.name not in SIDE and not (temporary and temporary.group(1) in RECORDS + SIDE):
+                others.append(name)
+    return ours, others
+
+
+def listed(names: list[str], most: int = 5) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def check(cfg, run_dir: Path) -> dict | None:
+    """What a run of ``cfg`` finds in ``run_dir`` and may do there, without touching it: the run's status.json
+    (a dict) where the folder holds a run record, None where it holds nothing of a run; raises
+    :class:`EmbexpError` (one line naming the folder and what it holds) where the run may not start there."""
+    run_dir = Path(run_dir)
+    if cfg.trainer.resume and cfg.trainer.overwrite:
+        raise EmbexpError("trainer.resume=true and trainer.overwrite=true contradict each other: resume continues "
+                          "the run in the directory, overwrite replaces it (choose one)")
+    ours, others = contents(run_dir)
+    if not ours:
+        if cfg.trainer.overwrite and others:
+            raise EmbexpError(f"trainer.overwrite=true replaces only a run embexp recorded, and {run_dir} holds none "
+                              f"(no config.yaml and status.json) but {listed(others)}: nothing removed (choose "
+                              f"another hydra.run.dir, or empty the folder yourself)")
+        return None
+    missing = [n for n in (CONFIG, STATUS) if not (run_dir / n).is_file()]
+    neither = " (trainer.overwrite=true neither)" if cfg.trainer.overwrite else ""
+    if missing:
+        raise EmbexpError(f"run directory {run_dir} holds {listed(ours)} but no run record ({' and '.join(missing)} "
+                          f"missing): not a run embexp can resume or replace, so nothing is written or removed "
+                          f"there{neither}; choose another hydra.run.dir, or remove those yourself")
+    try:
+        status = read_status(run_dir)
+        load_config(run_dir)
+    except UnreadableRecord as e:
+        raise EmbexpError(f"{e}: embexp resumes or replaces only a run whose record it can read, so nothing is "
+                          f"written or removed there{neither}; fix or remove that file yourself, or choose another "
+                          f"hydra.run.dir") from None
+    return status
+
+
+def read_status(run_dir: Path) -> dict:
+    """status.json as a dict with a known ``status``; :class:`UnreadableRecord` naming it otherwise."""
+    path = Path(run_dir) / STATUS
+    try:
+        status = json.loads(path.read_text())
+        if not isinstance(status, dict):
+            raise ValueError(f"expected a JSON object, got {type(status).__name__}")
+        if status.get("status") not in STATUSES:
+            raise ValueError(f"status {status.get('status')!r} is none of {', '.join(STATUSES)}")
+    except (OSError, ValueError) as e:
+        raise UnreadableRecord(path, e) from None
+    return status
 
 
 def claim(cfg, run_dir: Path, is_main: bool = True) -> str:
     """FRESH (start from nothing), CONTINUE (the same config's unfinished run: resumed or started again) or
-    DONE (``trainer.resume=true`` on the same config's complete run); raises :class:`EmbexpError` (one line)
-    where the directory holds another config's run or the same complete run without resume or overwrite."""
+    DONE (the same config's complete run: its metrics are the result); raises :class:`EmbexpError` (one line)
+    where the directory holds another config's run, something that is no readable run, or (with
+    ``trainer.overwrite=true``) other files and no run. Only the main process removes anything; the others
+    decide alike (under overwrite they leave the checks to it)."""
     run_dir = Path(run_dir)
-    resume, overwrite = bool(cfg.trainer.resume), bool(cfg.trainer.overwrite)
-    if resume and overwrite:
-        raise EmbexpError("trainer.resume=true and trainer.overwrite=true contradict each other: resume continues "
-                          "the run in the directory, overwrite replaces it (choose one)")
-    if not has_record(run_dir):
+    if not is_main and cfg.trainer.overwrite:
+        return FRESH  # the main process refuses (the launch stops) or clears the directory
+    status = check(cfg, run_dir)
+    if status is None:
         return FRESH
-    status = (read_status(run_dir) or {}).get("status", "unreadable")
-    if overwrite:
-        if is_main:
-            clear(run_dir)
-        log.warning("run %s: trainer.overwrite=true: replaced the %s run that was there", run_dir, status)
+    if cfg.trainer.overwrite:
+        clear(run_dir)
+        log.warning("run %s: trainer.overwrite=true: replaced the %s run that was there", run_dir, status["status"])
         return FRESH
+    return compare(cfg, run_dir, status)
+
+
+def compare(cfg, run_dir: Path, status: dict) -> str:
+    """:func:`claim`'s verdict on a run record of ``run_dir`` (its ``status``) without trainer.overwrite."""
+    resume = bool(cfg.trainer.resume)
     try:
         old = recorded_fields(run_dir)
     except UnreadableRecord as e:
@@ -72,12 +156,15 @@ def claim(cfg, run_dir: Path, is_main: bool = True) -> str:
         raise EmbexpError(f"run directory {run_dir} holds a {what} of another config, which differs in "
                           f"{len(diff)} field{'s' if len(diff) > 1 else ''}: {'; '.join(shown(diff))}{hint}; use "
                           f"another seed, tag or hydra.run.dir, or trainer.overwrite=true to replace it")
-    if complete and not resume:
-        raise EmbexpError(f"run directory {run_dir} already holds this complete run: trainer.resume=true returns its "
-                          f"metrics, trainer.overwrite=true trains it again")
+    step = written_checkpoint(status)
+    if resume and not complete and not keeps and step is not None:
+        raise EmbexpError(f"trainer.resume=true: run directory {run_dir} has no checkpoint to resume, though its run "
+                          f"wrote one{f' (step {step})' if step else ''}: checkpoint/ and checkpoint.prev/ are gone "
+                          f"or hold no meta.json; nothing written (trainer.overwrite=true starts the run again "
+                          f"from step 0)")
     if diff:
         log.warning("run %s: replacing the %s run there (no checkpoint to resume), whose config differed in: %s",
-                    run_dir, status, "; ".join(shown(diff)))
+                    run_dir, status["status"], "; ".join(shown(diff)))
         return FRESH
     changed = safe_changes(cfg, run_dir)
     if changed and resume:
@@ -85,31 +172,84 @@ def claim(cfg, run_dir: Path, is_main: bool = True) -> str:
     return DONE if complete else CONTINUE
 
 
+def written_checkpoint(status: dict) -> int | None:
+    """The step of the last checkpoint an unfinished run says it wrote (0 where it says so without the step:
+    a preemption notice's status from before the step was recorded), else None."""
+    step = status.get(CHECKPOINT_STEP)
+    if isinstance(step, int) and not isinstance(step, bool):
+        return step
+    return 0 if status.get("status") == "interrupted" and "with a checkpoint" in str(status.get("reason", "")) \
+        else None
+
+
+def complete_metrics(run_dir: Path) -> dict:
+    """metrics.json of a complete run (:data:`DONE`); one line naming it where it cannot be read."""
+    path = Path(run_dir) / METRICS
+    try:
+        metrics = json.loads(path.read_text())
+        if not isinstance(metrics, dict):
+            raise ValueError(f"expected a JSON object, got {type(metrics).__name__}")
+    except (OSError, ValueError) as e:
+        raise UnreadableRecord(path, e) from None
+    return metrics
+
+
 def recorded_fields(run_dir: Path) -> dict | None:
     """The result fields a run directory recorded: fingerprint.json's, else (a run from before it) those of
-    its config.yaml; None where it holds neither. An unreadable file raises ``core.records.UnreadableRecord``."""
-    from omegaconf import OmegaConf
-
+    its config.yaml; None where it holds neither. An unreadable file raises ``core.records.UnreadableRecord``,
+    and so does a fingerprint.json whose fields are not those of the run's config.yaml (written together, they
+    hold the same fields) or do not hash to its fingerprint: a field removed or edited, which would let another
+    config pass as this run."""
     run_dir = Path(run_dir)
     path = run_dir / fp.FINGERPRINT
     try:
         if path.is_file():
-            fields = json.loads(path.read_text())["fields"]
+            record = json.loads(path.read_text())
+            fields = record["fields"]
             if not isinstance(fields, dict):
                 raise ValueError("'fields' is not an object")
+            consistent(record, run_dir)
             return fields
         path = run_dir / CONFIG
         if path.is_file():
-            cfg = OmegaConf.load(path)
-            if not OmegaConf.is_dict(cfg):
-                raise ValueError("expected a mapping")
-            return fp.result_fields(cfg)
+            return fp.result_fields(load_yaml(path))
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise UnreadableRecord(path, e) from None
     except Exception as e:  # yaml's and omegaconf's parse errors
         text = str(e).splitlines()[0] if str(e) else ""
         raise UnreadableRecord(path, ValueError(f"{type(e).__name__}: {text}")) from None
     return None
+
+
+def consistent(record: dict, run_dir: Path) -> None:
+    """ValueError where fingerprint.json's ``fields`` lack a field of the run's config.yaml (or hold one it lacks)
+    or do not hash to its ``fingerprint``. The two files are written together from one config, so the comparison
+    leaves out the presentation fields the record itself names (not today's list, which may have grown)."""
+    fields, presentation = record["fields"], tuple(record.get("presentation") or fp.PRESENTATION)
+    try:
+        written = {k for k in fp.flatten(load_yaml(run_dir / CONFIG)) if k not in presentation}
+    except Exception:  # config.yaml is checked on its own (claim.check); the hash still holds the fields
+        written = None
+    if written is not None:
+        lacks, extra = sorted(written - set(fields)), sorted(set(fields) - written)
+        if lacks or extra:
+            raise ValueError("its fields are not those of the run's config.yaml: "
+                             + "; ".join(([f"lacks {listed(lacks, 6)}"] if lacks else [])
+                                         + ([f"has {listed(extra, 6)} that config.yaml lacks"] if extra else []))
+                             + " (a damaged or edited record: embexp cannot tell whether this config's result is "
+                               "there)")
+    if fp.digest(fields) != record.get("fingerprint"):
+        raise ValueError(f"its fields do not hash to its fingerprint {record.get('fingerprint')!r} (a damaged or "
+                         f"edited record)")
+
+
+def load_yaml(path: Path):
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(path)
+    if not OmegaConf.is_dict(cfg):
+        raise ValueError("expected a mapping")
+    return cfg
 
 
 def shown(diff: list[str], most: int = 6) -> list[str]:
@@ -130,9 +270,13 @@ def safe_changes(cfg, run_dir: Path) -> list[str]:
 
 
 def clear(run_dir: Path) -> None:
-    """Remove the records of the run in ``run_dir`` (trainer.overwrite=true); a failure is one line."""
-    for name in RECORDS:
-        path = Path(run_dir) / name
+    """Remove the records of the run in ``run_dir`` (trainer.overwrite=true): :data:`RECORDS` and their temporary
+    files, nothing else; a failure is one line."""
+    run_dir = Path(run_dir)
+    temporary = [p.name for p in run_dir.iterdir() if (m := TEMPORARY.fullmatch(p.name)) and m.group(1) in RECORDS]
+    record = (fp.FINGERPRINT, CONFIG, STATUS)  # last: a removal that fails leaves a run record, to replace again
+    for name in (*temporary, *(n for n in RECORDS if n not in record), *record):
+        path = run_dir / name
         try:
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)

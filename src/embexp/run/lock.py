@@ -5,10 +5,11 @@ and holds it to the end (:func:`owning`); then it writes ``owner.json`` (host, p
 kernel releases the lock when the process exits, however it exits (SIGKILL, the OOM killer), so a
 lock that can be taken means no live owner, whatever the files say. A second process that cannot take
 it stops in one line naming the owner; one that takes it over from a run whose ``status.json`` still
-says ``running`` (its owner died without updating it) marks that run ``interrupted`` first, and
-then resumes it (``trainer.resume=true``) or starts again. :func:`live_owner` probes the lock without
-keeping it and :func:`state` reads a directory's status the same way (a ``running`` run without a live
-owner reads ``interrupted``): the sweep runner and anyone reading a status go through them.
+says ``running`` (its owner died without updating it) marks that run ``interrupted`` first (keeping the
+step of its last checkpoint, ``core.records.note_checkpoint``), and then resumes it (``trainer.resume=true``)
+or starts again. :func:`live_owner` probes the lock without keeping it and :func:`state` reads a directory's
+status the same way (a ``running`` run without a live owner reads ``interrupted``): the sweep runner and
+anyone reading a status go through them.
 
 *Shared filesystems across hosts.* ``flock`` is taken by the filesystem: on a local disk and on a
 filesystem that propagates it between clients (NFSv4, Lustre mounted with ``flock``, GPFS), a live
@@ -32,7 +33,7 @@ import time
 from pathlib import Path
 
 from embexp import EmbexpError, RunBusy
-from embexp.core.records import STATUS, atomic_write, write_json
+from embexp.core.records import STATUS, atomic_write, checkpoint_note, write_json
 
 LOCK, OWNER = "run.lock", "owner.json"
 UNSUPPORTED = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
@@ -132,7 +133,7 @@ def _take_over(run_dir: Path) -> dict | None:
     prev = read_owner(run_dir) or {}
     note = {"status": "interrupted",
             "reason": f"its process ({describe(prev)}) stopped without updating the status (killed?)",
-            "previous_owner": prev, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            "previous_owner": prev, "at": time.strftime("%Y-%m-%dT%H:%M:%S"), **checkpoint_note(run_dir)}
     write_json(run_dir / STATUS, note)
     return note
 

@@ -11,6 +11,7 @@ no quality metric (``train.finish``); ``embexp.eval`` refuses it.
 
 from __future__ import annotations
 
+import os
 import zlib
 
 import torch
@@ -100,7 +101,80 @@ def check_random(cfg) -> None:
     if SPECS[cfg.name]["kind"] != cfg.kind:
         raise EmbexpError(f"model.init=random: the stored architecture of '{cfg.name}' is an "
                           f"{SPECS[cfg.name]['kind']}, but model.kind is {cfg.kind}")
-    checked_architecture(cfg.name, dict(cfg.get("spec") or {}))
+    spec = dict(cfg.get("spec") or {})
+    check_spec(cfg.name, spec)
+    checked_architecture(cfg.name, spec)
+
+
+def check_spec(name: str, spec: dict) -> None:
+    """``model.spec`` names only fields of the architecture's config class, each of the type of its stored (or
+    class default) value, and a size (an integer field whose stored value is positive) stays >= 1: one line
+    naming the field and what is valid. transformers' configs take any keyword as an attribute, so a misspelled
+    field would otherwise be ignored and the full-size model built."""
+    import difflib
+
+    import transformers as tf
+
+    family = SPECS[name]["family"]
+    known = {**tf.CONFIG_MAPPING[family]().to_dict(), **SPECS[name]["config"]}
+    for key, value in spec.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, list(known), n=3)
+            raise EmbexpError(f"model.spec.{key} is not a field of {name}'s architecture ({family}'s "
+                              f"{tf.CONFIG_MAPPING[family].__name__})"
+                              + (f"; did you mean {', '.join(close)}?" if close else "")
+                              + f" (its sizes: {', '.join(k for k in SIZES if k in known)})")
+        stored = known[key]
+        if isinstance(stored, bool) or stored is None:
+            if isinstance(stored, bool) and not isinstance(value, bool):
+                raise EmbexpError(f"model.spec.{key}={value!r} is not true or false")
+            continue
+        if isinstance(stored, int) and (isinstance(value, bool) or not isinstance(value, int)):
+            raise EmbexpError(f"model.spec.{key}={value!r} is not a whole number (valid: an integer, as the stored "
+                              f"{stored})")
+        if isinstance(stored, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise EmbexpError(f"model.spec.{key}={value!r} is not a number (valid: a number, as the stored {stored})")
+        if isinstance(stored, int) and stored > 0 and value < 1:
+            raise EmbexpError(f"model.spec.{key}={value} is out of range (valid: >= 1; {name} has {stored})")
+
+
+SIZES = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+         "vocab_size")  # the fields a spec usually shrinks, named in its error line
+
+
+def check_fits(cfg, device: str, processes: int = 1) -> int:
+    """The parameter count of the random-weight model ``cfg.model`` as built (shapes on the meta device, no
+    memory); one line with that count and the memory of its float32 weights where they exceed the memory free
+    on ``device`` (a process's share on the CPU), before anything is allocated. Returns the count."""
+    mcfg = cfg.model
+    with torch.device("meta"):
+        model, _ = random_model(mcfg, mcfg.kind == "decoder", 2, False, device="meta")
+    count = sum(p.numel() for p in model.parameters())
+    need, free = 4 * count, free_memory(device) // max(1, processes)
+    if free and need > free:
+        spec = dict(mcfg.get("spec") or {})
+        raise EmbexpError(f"model.init=random: {mcfg.name}{f' with model.spec {spec}' if spec else ''} has "
+                          f"{count:,} parameters, {need / 2**30:.1f} GiB of float32 weights as built, more than the "
+                          f"{free / 2**30:.1f} GiB free on {device}{' per process' if processes > 1 else ''} "
+                          f"(shrink it: +model.spec.num_hidden_layers=N)")
+    return count
+
+
+def free_memory(device: str) -> int:
+    """Bytes free on ``device``: the GPU's free memory, else the CPU's MemAvailable; 0 where it cannot be told."""
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return int(torch.cuda.mem_get_info()[0])
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return 0
 
 
 def random_model(cfg, is_decoder: bool, num_labels: int, mlm: bool, device=None):

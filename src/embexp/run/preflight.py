@@ -18,6 +18,7 @@ import copy
 import os
 from dataclasses import dataclass
 
+import torch
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError, judge
@@ -44,7 +45,7 @@ def preflight(cfg, training: bool = True, world_size: int | None = None) -> Plan
     ``training=False`` (re-evaluating a finished run) validates and builds the task only; ``world_size``
     (the accelerator's processes; train passes it) adds what cannot run sharded."""
     validate(cfg)
-    check_random_weights(cfg)
+    check_random_weights(cfg, world_size)
     task = build_task(cfg.task)  # an unknown task fails before any model loads
     fits = bool(cfg.do_train) and METHODS.get_class(cfg.method.name).trains
     plan = Plan(task, fits, Selection.of(cfg.trainer, fits))
@@ -83,17 +84,25 @@ def check_export(cfg) -> None:
                           "(set export=false)")
 
 
-def check_random_weights(cfg) -> None:
-    """model.init=random: a stored architecture of the model's kind, and no export (a random model with a
-    synthetic tokenizer is no model to publish)."""
+def check_random_weights(cfg, world_size: int | None = None) -> None:
+    """model.init=random: a stored architecture of the model's kind, a model.spec of its fields in their domains,
+    weights that fit the memory free (counted on the meta device), and no export (a random model with a
+    synthetic tokenizer is no model to publish). model.spec with pretrained weights is refused: it would change
+    nothing."""
     if cfg.model.init != "random":
+        if cfg.model.get("spec"):
+            raise EmbexpError(f"model.spec={dict(cfg.model.spec)} replaces fields of a stored architecture, which only "
+                              f"model.init=random builds; model.init={cfg.model.init} loads {cfg.model.name}'s weights "
+                              f"with their own shapes (drop model.spec, or set model.init=random)")
         return
-    from embexp.models.random_weights import check_random
+    from embexp.models.random_weights import check_fits, check_random
 
     check_random(cfg.model)
     if cfg.export:
         raise EmbexpError("export=true with model.init=random: a model with random weights and a synthetic "
                           "tokenizer is not exported (set export=false)")
+    on_cpu = cfg.trainer.cpu or not torch.cuda.is_available()
+    check_fits(cfg, "cpu" if on_cpu else "cuda", (world_size or 1) if on_cpu else 1)
 
 
 def check_selection(cfg, task=None, sel: Selection | None = None) -> None:

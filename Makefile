@@ -58,7 +58,7 @@ bench: install  ## training throughput of embexp against a plain PyTorch loop (d
 # fetch them; the repository never vendors them). XCHECK takes scripts/xcheck.py's other options (only=, write=false).
 AUTHORS ?=
 XCHECK ?=
-xcheck: install  ## each method's module against the authors' own code (AUTHORS=<folder> of their checkouts), in seconds -> docs/xcheck.md
+xcheck: install  ## each method's module against the authors' own code (AUTHORS=<folder> of their checkouts), on a CPU -> docs/xcheck.md
 	$(DRY)$(PY) scripts/xcheck.py authors="$(AUTHORS)" $(XCHECK)
 
 # GPU_CHECK takes python -m embexp.doctor's key=value options, e.g. GPU_CHECK="models=[smollm2] fsdp=never"

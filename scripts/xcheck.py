@@ -212,8 +212,13 @@ def main(argv: list[str]) -> int:
     import warnings
 
     warnings.filterwarnings("ignore")
-    rows, seconds = run_checks(methods, {n: p for n, (p, _) in found.items()}, REPO / opts["build"],
-                               lambda r: print(line(r), flush=True))
+    from xcheck_methods import AuthorsCodeError
+
+    try:
+        rows, seconds = run_checks(methods, {n: p for n, (p, _) in found.items()}, REPO / opts["build"],
+                                   lambda r: print(line(r), flush=True))
+    except AuthorsCodeError as e:
+        sys.exit(f"embexp: error: {e}")
     if opts["write"] == "true" and methods == METHODS:
         out = REPO / opts["out"]
         out.write_text(render(rows, {n: c for n, (_, c) in found.items()}, seconds))

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from xcheck_methods import Row, embexp_method, load_file, load_package, max_diff
+from xcheck_methods import AuthorsCodeError, Row, embexp_method, load_file, load_package, max_diff
 
 # ---- PETE (HMUNACHI/pete) -------------------------------------------------------------------------------
 V, D_PETE, SEQ = 30522, 512, 128  # BERT's uncased vocabulary, the paper's d, the authors' max_seq_len
@@ -32,9 +32,14 @@ def pete_authors(root: Path, build: Path):
         files = [src / "index.cpp"] + [src / f"{k}_kernel.cpp" for k in
                                         ("chebyshev", "fourier", "legendre", "hermite", "laguerre")]
         build.mkdir(parents=True, exist_ok=True)
-        sys.modules["_polynomial_embeddings_C"] = cpp_extension.load(
-            name="_polynomial_embeddings_C", sources=[str(f) for f in files], extra_cflags=["-O3"],
-            build_directory=str(build))
+        try:
+            sys.modules["_polynomial_embeddings_C"] = cpp_extension.load(
+                name="_polynomial_embeddings_C", sources=[str(f) for f in files], extra_cflags=["-O3"],
+                build_directory=str(build))
+        except (RuntimeError, OSError) as e:  # no compiler, no ninja, a failed build
+            last = (str(e).strip().splitlines() or ["?"])[-1]
+            raise AuthorsCodeError(f"building the authors' PETE kernel from {src} into {build} failed ({last}); it "
+                                   "needs a C++ compiler and ninja, or leave PETE out with only=") from e
     load_package("polynomial_embeddings", root / "polynomial_embeddings")
     state = torch.random.get_rng_state()
     mod = load_file("authors_pete", root / "src" / "pete.py")  # its import seeds torch and numpy with 0

@@ -54,27 +54,33 @@ class Row:
 
 
 # ---- loading the authors' code -----------------------------------------------------------------------
-def load_package(name: str, folder: Path):
-    """Import the package in ``folder`` under ``name`` (its own submodules import each other by that name)."""
+class AuthorsCodeError(Exception):
+    """The authors' code cannot be loaded here (a missing package, no C++ compiler): one line, not a traceback."""
+
+
+def _load(name: str, spec, where: Path):
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, folder / "__init__.py",
-                                                  submodule_search_locations=[str(folder)])
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
-    spec.loader.exec_module(mod)
+    try:
+        spec.loader.exec_module(mod)
+    except ImportError as e:
+        del sys.modules[name]
+        raise AuthorsCodeError(f"importing the authors' {where} needs {e.name or e}: install it, or leave the "
+                               "method out with only=") from e
     return mod
+
+
+def load_package(name: str, folder: Path):
+    """Import the package in ``folder`` under ``name`` (its own submodules import each other by that name)."""
+    return _load(name, importlib.util.spec_from_file_location(name, folder / "__init__.py",
+                                                              submodule_search_locations=[str(folder)]), folder)
 
 
 def load_file(name: str, path: Path):
     """Import one module of the authors' from its file, under ``name``."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return _load(name, importlib.util.spec_from_file_location(name, path), path)
 
 
 def _extended_attention_mask(self, attention_mask, input_shape, device=None):

@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from xcheck_methods import Row  # noqa: E402
+from xcheck_methods import AuthorsCodeError, Row, load_package  # noqa: E402
 
 
 def load_script():
@@ -92,6 +92,15 @@ def test_bad_input_is_one_line(tmp_path):
     assert "tiny-attn is at " in line and line.endswith(f"not 03eee7e: git -C {tmp_path}/tiny-attn checkout 03eee7e")
     assert "unknown option 'autors=x'" in one_line(script("autors=x"))
     assert "unknown method 'lora' (choose from: tinyattn, pete, ktoken, pema)" in one_line(script("only=lora"))
+
+
+def test_authors_code_that_cannot_be_imported_is_named_in_one_line(tmp_path):
+    pkg = tmp_path / "authors_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("import no_such_module_of_theirs\n")
+    with pytest.raises(AuthorsCodeError, match="needs no_such_module_of_theirs: install it, or leave the method out"):
+        load_package("xcheck_test_authors_pkg", pkg)
+    assert "xcheck_test_authors_pkg" not in sys.modules
 
 
 def test_the_committed_page_holds_every_check_at_the_pinned_commits_and_no_failure():

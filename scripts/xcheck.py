@@ -156,7 +156,7 @@ def render(rows, commits: dict[str, str], seconds: dict[str, float]) -> str:
         "- **Tiny-Attention.** `rewriter/model/RobertaForSC.py` (1H, `structure=m0` sequential and `s0` parallel) "
         "and `RobertaForSCAda.py` (4 modules), their RoBERTa layers holding the tiny RoBERTa's weights. transformers "
         "5 removed `modeling_utils.apply_chunking_to_forward` and `get_extended_attention_mask`'s old form; the shims "
-        "put back 4.19.2's. The averaged model is train_ada.py's evaluation (L150-159, inside `train()`, so repeated "
+        "put back 4.19.2's. The averaged model is train_ada.py's evaluation (L173-184, inside `train()`, so repeated "
         "in the script line for line). The initialisation rows replay transformers 4.19.2's `from_pretrained`: the "
         "model built without weight init (`no_init_weights`, so `TinyAttention.__init__`'s x0.01 stays), the "
         "checkpoint loaded, then `_init_weights` (RoBERTa's, 4.19.2) on every module with a key the checkpoint "

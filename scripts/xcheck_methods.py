@@ -256,7 +256,7 @@ def _ta_save_run(cfg, bb, m, folder: Path) -> None:
 
 @torch.no_grad()
 def _ta_average_as_train_ada(model, model_temp) -> None:
-    """The authors' evaluation of the averaged 4H model, rewriter/run/train_ada.py @03eee7e L150-159 (inside
+    """The authors' evaluation of the averaged 4H model, rewriter/run/train_ada.py @03eee7e L173-184 (inside
     ``train()``, so not importable): every Linear and MHA tensor of ``model_temp`` (the 1H model loaded from the
     warm-start checkpoint) becomes the mean of the 4 modules; its LayerNorm and classifier are not touched."""
     from torch.nn.parameter import Parameter
@@ -303,7 +303,7 @@ def ta_averaged(root: Path) -> list[Row]:
 
 
 # transformers 4.19.2 (the authors' pin) as from_pretrained runs it; 5.x initialises differently, so the
-# shims below are 4.19.2's code: the model is built under no_init_weights() (modeling_utils.py L2020-2023: the
+# shims below are 4.19.2's code: the model is built under no_init_weights() (modeling_utils.py L2020-2024: the
 # x0.01 of TinyAttention.__init__ stays), the checkpoint loads, then every module with a key missing from the
 # checkpoint gets _init_weights (L2147-2153, retrieve_modules_from_names L2291-2310).
 def _init_weights_419(module: nn.Module, std: float) -> None:

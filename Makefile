@@ -13,7 +13,7 @@ DRY_RUN ?=
 DRY = $(if $(DRY_RUN),@echo )
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install install-offline wheelhouse demo test test-slow smoke bench gpu-check tables clean docs
+.PHONY: help install install-offline wheelhouse demo test test-slow smoke bench gpu-check xcheck tables clean docs
 # make help: one group per file (its `##@ name` line), the papers in this order, then any other mk/*.mk.
 HELP_ORDER := tinyte pema pete tinyattn ktoken compare reproduction
 HELP_FILES := Makefile $(HELP_ORDER:%=mk/%.mk) $(filter-out $(HELP_ORDER:%=mk/%.mk),$(sort $(wildcard mk/*.mk)))
@@ -53,6 +53,13 @@ smoke: install  ## one debug=smoke run per method on a tiny model, offline
 
 bench: install  ## training throughput of embexp against a plain PyTorch loop (docs/benchmarks.md)
 	$(DRY)$(PY) scripts/bench.py throughput
+
+# AUTHORS: a folder with git checkouts of the four papers' code at the pinned commits (docs/xcheck.md says how to
+# fetch them; the repository never vendors them). XCHECK takes scripts/xcheck.py's other options (only=, write=false).
+AUTHORS ?=
+XCHECK ?=
+xcheck: install  ## each method's module against the authors' own code (AUTHORS=<folder> of their checkouts), on a CPU -> docs/xcheck.md
+	$(DRY)$(PY) scripts/xcheck.py authors="$(AUTHORS)" $(XCHECK)
 
 # GPU_CHECK takes python -m embexp.doctor's key=value options, e.g. GPU_CHECK="models=[smollm2] fsdp=never"
 GPU_CHECK ?=

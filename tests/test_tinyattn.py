@@ -75,6 +75,24 @@ def test_output_projection_starts_at_one_hundredth_of_the_default_init():
     assert m.n_trainable(include_head=False) == 2 * (2 * 64 + 3 * 4 * 64 + 3 * 4 + 64 * 4 + 64)
 
 
+def test_init_normal_draws_the_linears_as_the_authors_from_pretrained_leaves_them():
+    """method.init=normal: the authors' code as it runs under transformers 4.19.2, whose from_pretrained gives every
+    module missing from the checkpoint RoBERTa's _init_weights (docs/xcheck.md): both Linears and the MHA's
+    out-projection N(0, initializer_range), biases 0; the LayerNorm and the MHA in-projection keep their init."""
+    bb = backbone("roberta")
+    std = bb.model.config.initializer_range
+    m = build_method(method_cfg(init="normal", mha_proj=True, head_dim=4), bb)
+    weights = torch.cat([m.qkv_weight.detach().flatten(), m.out_weight.detach().flatten()])  # 2,048 draws
+    assert abs(float(weights.std()) - std) < 0.1 * std and abs(float(weights.mean())) < 0.1 * std
+    assert float(m.mha_out_weight.detach().std()) < 3 * std  # 32 draws: only their scale
+    for t in (m.qkv_bias, m.out_bias, m.mha_out_bias, m.mha_in_bias, m.ln_bias):
+        assert not t.detach().any()
+    assert torch.equal(m.ln_weight.detach(), torch.ones_like(m.ln_weight))
+    assert 0.9 * math.sqrt(6 / 16) < float(m.mha_in_weight.detach().abs().max()) <= math.sqrt(6 / 16)  # xavier
+    paper = build_method(method_cfg(head_dim=4, mha_proj=True), backbone("roberta"))
+    assert float(paper.out_weight.detach().std()) < 0.2 * std  # the paper's x0.01: ~0.0029 against 0.02
+
+
 def authors_module(m, layer: int, k: int, d: int, D: int) -> nn.Module:
     """Module k of a layer as the authors' code builds it (tiny_attn.TinyAttention: nn.LayerNorm,
     nn.Linear, torch's nn.MultiheadAttention with key_padding_mask, nn.Linear), with our weights."""
@@ -294,6 +312,31 @@ def test_warm_start_copies_the_one_module_run_plus_noise(runs, combine):
     torch.testing.assert_close(logits(m, batch), logits(one, batch), atol=1e-4, rtol=0)
 
 
+@pytest.mark.parametrize("norm", ["init_from", "mean"])
+def test_average_norm_init_from_evaluates_with_the_warm_start_layernorm(runs, norm):
+    """method.average_norm=init_from: the averaged model's LayerNorm is the warm-start run's, as the authors'
+    train_ada.py evaluates a copy of the 1H model; every other tensor is the mean of the modules (mean: all)."""
+    from safetensors.torch import load_file
+
+    src = load_file(runs["one"] / "adapter.safetensors")
+    cfg = smoke("method=tinyattn", "model=tiny_roberta", "task=glue", "method.heads=4",
+                f"method.init_from={runs['one']}", f"method.average_norm={norm}")
+    m = build_method(cfg.method, load_backbone(cfg.model, num_labels=2))
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # the 4 modules move apart, their LayerNorms included
+        for t in m.method_tensors().values():
+            t.add_(torch.randn(t.shape, generator=g) * 0.1)
+    mean = {n: t.detach().mean(1, keepdim=True) for n, t in m.method_tensors().items()}
+    m.eval()
+    for before in (m._weights(), None):
+        if before is None:  # finalize(): what the saved adapter holds
+            m.finalize()
+            before = m.method_tensors()
+        for n, t in before.items():
+            want = src[n] if norm == "init_from" and n.startswith("ln_") else mean[n]
+            torch.testing.assert_close(t.detach(), want, atol=1e-6, rtol=0)
+
+
 @pytest.mark.parametrize("arg", ["method.combine=stacked", "method.layer_modules=every"])
 def test_an_unknown_combine_or_layer_modules_is_one_line_naming_the_choices(arg):
     from embexp.core.config import validate
@@ -310,6 +353,9 @@ def test_an_unknown_combine_or_layer_modules_is_one_line_naming_the_choices(arg)
     ("method.head_dim=0", "method.head_dim=0 is out of range (valid: >= 1)"),
     ("method.placement=diagonal", "unknown method.placement 'diagonal' (choose from: sequential, parallel)"),
     ("method.dropout=1", "method.dropout=1.0 is out of range (valid: >= 0 and < 1)"),
+    ("method.average_norm=init_from", "method.average_norm=init_from takes the averaged model's LayerNorm from the "
+                                      "warm-start run: set method.init_from=<run_dir> (or method.average_norm=mean)"),
+    ("method.init=uniform", "unknown method.init 'uniform' (choose from: paper, normal)"),
 ])
 def test_a_bad_value_is_one_line_when_composed(arg, line, tmp_path):
     r = run_cli_cached("debug=smoke", "method=tinyattn", "model=tiny_roberta", "task=glue", arg,

@@ -39,14 +39,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import CHECKS, f
 from embexp.methods.base import Comparison, Method, MethodConfig
-from embexp.methods.registry import register_method
+from embexp.methods.registry import method_and_model, register_method
 from embexp.models import after_attention, attention_sites
 
 PLACEMENTS = ("sequential", "parallel")
 LAYER_MODULES = ("shared", "per_depth")
 COMBINES = ("sequential", "paper", "mean")
+INITS = ("paper", "normal")
+AVERAGE_NORMS = ("mean", "init_from")
 # name -> shape after [L, M]; "mha_*" only with mha_proj=true (the authors' nn.MultiheadAttention)
 TENSORS = ("ln_weight", "ln_bias", "qkv_weight", "qkv_bias", "out_weight", "out_bias")
 MHA_TENSORS = ("mha_in_weight", "mha_in_bias", "mha_out_weight", "mha_out_bias")
@@ -77,9 +79,16 @@ class TinyAttnConfig(MethodConfig):
                            "depth, as the authors' ALBERT code (AlbertLayerBL) has it; per_depth = a separate module "
                            "set per depth (num_hidden_layers times the parameters; ours). Every other family runs each "
                            "layer once, where the two are the same.", choices=LAYER_MODULES)
-    init_scale: float = f(0.01, "The output projection Linear(D, d) starts at PyTorch's default init times this "
-                          "(authors' code and paper: 0.01, i.e. U(-0.01/sqrt(D), 0.01/sqrt(D)) for weight and bias); 0 "
-                          "makes the method an exact identity at start.", ge=0)
+    init_scale: float = f(0.01, "init=paper: the output projection Linear(D, d) starts at PyTorch's default init "
+                          "times this (the paper: 0.01, i.e. U(-0.01/sqrt(D), 0.01/sqrt(D)) for weight and bias; the "
+                          "authors' __init__ multiplies by 0.01 too, which their from_pretrained then undoes: "
+                          "init=normal); 0 makes the method an exact identity at start.", ge=0)
+    init: str = f("paper", "How the modules start. paper: Linear(d, 3D), Linear(D, d) and the LayerNorm as torch "
+                  "initialises them, the output projection times init_scale (the paper's text; the authors' __init__ "
+                  "has the same x0.01). normal: as the authors' code runs: their from_pretrained (transformers "
+                  "4.19.2) re-initialises every module missing from the checkpoint with the backbone's _init_weights, "
+                  "which undoes the x0.01: both Linears (and with mha_proj the MHA out-projection) N(0, "
+                  "initializer_range) (0.02 on RoBERTa), biases 0 (docs/xcheck.md).", choices=INITS)
     dropout: float = f(0.1, "Dropout on the adapter's attention probabilities while training (authors' code: "
                        "nn.MultiheadAttention dropout 0.1; the paper does not say).", ge=0, lt=1)
     layer_norm_eps: float = f(1e-5, "eps of the adapter's LayerNorm (authors' code: nn.LayerNorm default 1e-5).", gt=0)
@@ -93,6 +102,11 @@ class TinyAttnConfig(MethodConfig):
     init_from: str = f("", "Warm start (paper App. B.1, Tiny-Attn-4H): a finished tinyattn run directory on the same "
                        "model whose adapter has 1 module per layer (or M): every module starts from it plus N(0, "
                        "init_noise^2) noise, the encoder head is copied unchanged (ours). '' = fresh init.")
+    average_norm: str = f("mean", "The LayerNorm of the averaged model (average=true, M > 1). mean: the mean of the M "
+                          "modules' LayerNorms, as every other tensor (the paper averages all parameters). init_from: "
+                          "the warm-start run's LayerNorm (method.init_from, without the noise), as the authors' "
+                          "train_ada.py evaluates its averaged model, a copy of the 1H model whose LayerNorm (and "
+                          "head: not reproduced) stay the 1H checkpoint's (docs/xcheck.md).", choices=AVERAGE_NORMS)
     init_noise: float = f(1e-6, "Std of the noise added to each copied adapter tensor on warm start (paper: 1e-6; the "
                           "authors' code perturbs only Linear(d, 3D)).", ge=0)
     train_backbone: list = f([], "Backbone parameters trained as well, each given by its name in the transformers "
@@ -106,6 +120,18 @@ class TinyAttnConfig(MethodConfig):
     frozen_dropout: bool = f(False, "Keep the frozen backbone's own dropout active while training. false (authors' "
                              "code): the backbone runs in eval mode; the adapters' attention dropout and the encoder "
                              "head's dropout stay active.")
+
+
+def check_tinyattn(cfg) -> None:
+    """average_norm=init_from reads the warm-start run's LayerNorm: without init_from, one line before anything loads
+    (registered in ``core.config.CHECKS``)."""
+    method, _ = method_and_model(cfg)
+    if method is not None and method.name == "tinyattn" and method.average_norm == "init_from" and not method.init_from:
+        raise EmbexpError("method.average_norm=init_from takes the averaged model's LayerNorm from the warm-start "
+                          "run: set method.init_from=<run_dir> (or method.average_norm=mean)")
+
+
+CHECKS.append(check_tinyattn)
 
 
 @register_method("tinyattn")
@@ -178,6 +204,11 @@ class TinyAttention(Method):
             self.mha_in_bias.zero_()
             self.mha_out_weight.uniform_(-1.0 / math.sqrt(D), 1.0 / math.sqrt(D))
             self.mha_out_bias.zero_()
+        if self.cfg.init == "normal":  # transformers' _init_weights on the Linears from_pretrained found missing
+            std = float(getattr(self.backbone_model.config, "initializer_range", 0.02))
+            for n in ("qkv", "out") + (("mha_out",) if self.cfg.mha_proj else ()):
+                getattr(self, f"{n}_weight").normal_(0.0, std)
+                getattr(self, f"{n}_bias").zero_()
 
     def _backbone_tensors(self, names: list[str]) -> dict[str, nn.Parameter]:
         """method.train_backbone: the named backbone parameters (exact names or dotted prefixes)."""
@@ -220,6 +251,8 @@ class TinyAttention(Method):
         code); with combine=paper the output projection is summed instead (Eq. 6-8: M times the mean)."""
         if self.cfg.combine == "paper" and name in ("out_weight", "out_bias"):
             return t.sum(dim=1, keepdim=True)
+        if self.cfg.average_norm == "init_from" and name in ("ln_weight", "ln_bias"):
+            return getattr(self, f"init_{name}").to(t.dtype)  # the warm-start run's LayerNorm (the authors')
         return t.mean(dim=1, keepdim=True)
 
     @torch.no_grad()
@@ -273,6 +306,8 @@ class TinyAttention(Method):
         src_m = state["ln_weight"].shape[1]
         if src_m not in (1, m):
             raise EmbexpError(f"method.init_from='{run_dir}' has {src_m} modules per layer; warm start needs 1 or {m}")
+        for n in ("ln_weight", "ln_bias"):  # average_norm=init_from: [L, 1, d], the run's own (mean of its modules)
+            self.register_buffer(f"init_{n}", state[n].float().mean(1, keepdim=True), persistent=False)
         g = torch.Generator().manual_seed(0)
         with torch.no_grad():
             for n in self.tensor_names():

@@ -49,6 +49,15 @@ SPEC = Path(__file__).with_name("claims.yaml")
 TABLES = ("all",)
 HOLDS, FAILS, UNSEP, PENDING = "holds at this scale", "does not hold at this scale", "not separable", "pending"
 RUNS_COMMAND = "make claims_runs"
+# a check's runs folder -> the part of `make claims_runs PARTS=...` that writes it (sweep/papers/claims.py)
+RUNS_PART = {"pema": "pema", "pete": "pete", "ktoken_gap": "ktoken", "ktoken_amazon": "amazon"}
+
+
+def missing(check: dict, what: str) -> str:
+    """A pending check's reason: what is missing, and the commands that make its records."""
+    part = RUNS_PART.get(check.get("runs", ""))
+    return (f"{what}: its run records are neither under the runs folder nor in its digest ({check.get('runs')}.jsonl); "
+            f"`{RUNS_COMMAND}{f' PARTS={part}' if part else ''}` runs them, then `make claims` writes the digest")
 
 
 @dataclass
@@ -188,7 +197,7 @@ def paired_check(check: dict, runs: list[dict]) -> Verdict:
     by = {m: {key(r): r for r in runs if r["method"] == m} for m in (check["method"], check["against"])}
     pairs = sorted(set(by[check["method"]]) & set(by[check["against"]]))
     if not pairs:
-        return Verdict(PENDING, "", f"no paired runs yet: `{RUNS_COMMAND}` writes them", [])
+        return Verdict(PENDING, "", missing(check, "no paired runs yet"), [])
     metric = metric_of(runs, check.get("metric"))
     diffs, rows = [], []
     for k in pairs:
@@ -216,7 +225,7 @@ def matches_runs_check(check: dict, runs: list[dict]) -> Verdict:
         got[(r["method"], r.get("tag") == "untrained")] = r
     m, ref = got.get((check["method"], False)), got.get((check["against"], False))
     if not (m and ref):
-        return Verdict(PENDING, "", f"runs missing: `{RUNS_COMMAND}` writes them", [])
+        return Verdict(PENDING, "", missing(check, "runs missing"), [])
     mv, rv = final(m, metric), final(ref, metric)
     verdict, why = judge("matches", mv - rv, diff_se(run_se(m, metric), run_se(ref, metric)),
                          float(check.get("tol", 0.0)))
@@ -288,7 +297,7 @@ def gap_check(check: dict, runs: list[dict], cfg: Config) -> Verdict:
             for n in sizes if any(r[0] == n and r[1] == against for r in table)}
     gaps = {n: (ref, ms) for n, (ref, ms) in gaps.items() if ms}
     if not gaps:
-        return Verdict(PENDING, "", f"no paired sizes yet: `{RUNS_COMMAND}` writes them", table)
+        return Verdict(PENDING, "", missing(check, "no paired sizes yet"), table)
     top = max(gaps)
     ref, ms = gaps[top]
     best = max(ms, key=lambda r: r[2])

@@ -62,11 +62,12 @@ gpu-check: install  ## does this machine run embexp right and fast: numerics, me
 ##@ a GPU node without internet
 # A GPU node without internet (docs/running.md): the wheels embexp needs beyond a PyTorch GPU image's packages,
 # written here (where pip reaches PyPI) and installed there with pip --no-index. WHEELHOUSE_ARGS: scripts/wheelhouse.py
-# --help (--python-version, --platform, --have-file node-freeze.txt, --offline-models).
+# --help (--python-version, --platform, --have-file node-freeze.txt, --offline-models). DRY_RUN=1 runs its --check:
+# the options checked (a bad one is one line and a failed make), the command printed, nothing downloaded.
 WHEELHOUSE ?= wheelhouse
 WHEELHOUSE_ARGS ?=
 wheelhouse: install  ## the wheels a GPU node without internet needs beyond a PyTorch GPU image (Python 3.12) -> wheelhouse/
-	$(DRY)$(PY) scripts/wheelhouse.py --out $(WHEELHOUSE) $(WHEELHOUSE_ARGS)
+	$(if $(DRY_RUN),@)$(PY) scripts/wheelhouse.py $(if $(DRY_RUN),--check )--out $(WHEELHOUSE) $(WHEELHOUSE_ARGS)
 
 install-offline:  ## on the node: .venv over the system's packages, the wheelhouse with pip --no-index, embexp editable
 	$(if $(DRY_RUN),@echo "test -x $(PY) || python3 -m venv --system-site-packages $(VENV)",@test -x $(PY) || python3 -m venv --system-site-packages $(VENV))

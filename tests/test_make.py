@@ -2,8 +2,9 @@
 
 The targets run against a stand-in venv whose `python` and `pip` only record their arguments, so the
 test starts no Python of embexp and reads in a second: a recipe line that DRY_RUN=1 does not echo
-shows up as a recorded call. The one call allowed is a sweep's own dry run (`-m embexp.sweep
---dry-run`), which prints its commands and writes nothing (tests/test_sweep.py holds its output).
+shows up as a recorded call. The calls allowed are those that only check and print: a sweep's own dry
+run (`-m embexp.sweep --dry-run`), which prints its commands and writes nothing (tests/test_sweep.py
+holds its output), and the wheelhouse's `--check`, which checks WHEELHOUSE_ARGS and prints its command.
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ def help_groups(text: str) -> dict[str, list[str]]:
 def stub_venv_fixture(tmp_path_factory) -> Path:
     """A venv whose python, pip and accelerate append their arguments to $STUB_LOG, one call per line."""
     return stub_venv(tmp_path_factory.mktemp("venv"))
+
+
+def checks_only(call: str) -> bool:
+    """A recorded call that DRY_RUN=1 runs on purpose: it checks its arguments and prints, writing nothing."""
+    return ("-m embexp.sweep" in call and "--dry-run" in call) or "scripts/wheelhouse.py --check " in call
 
 
 def written() -> dict:
@@ -90,6 +96,39 @@ def test_every_target_honours_dry_run(stub_venv, tmp_path):
         r = make(target, "DRY_RUN=1", venv=stub_venv, env=env)
         assert r.returncode == 0, f"make {target} DRY_RUN=1: {r.stderr}"
         assert r.stdout.strip() or target == "install", f"make {target} DRY_RUN=1 prints nothing"
-        ran = [c for c in log.read_text().splitlines() if not ("-m embexp.sweep" in c and "--dry-run" in c)]
+        ran = [c for c in log.read_text().splitlines() if not checks_only(c)]
         assert not ran, f"make {target} DRY_RUN=1 ran {ran}"
         assert written() == before, f"make {target} DRY_RUN=1 wrote files"
+
+
+def real_python_venv(root: Path) -> Path:
+    """A venv under ``root`` whose python is this interpreter (its .installed stamp current: no install)."""
+    import sys
+
+    venv = root / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text(f'#!/bin/bash\nexec {sys.executable} "$@"\n')
+    (venv / "bin" / "python").chmod(0o755)
+    (venv / ".installed").touch()
+    return venv
+
+
+@pytest.mark.serial
+@pytest.mark.parametrize("args, says", [
+    ("--python-version x", "--python-version 'x' is not a Python version (valid: major.minor, e.g. 3.12)"),
+    ("--platform bad", "--platform 'bad' is not a Linux wheel platform tag (valid: e.g. manylinux_2_28_x86_64"),
+    ("--have-file {tmp}/nope.txt", "nope.txt' is not a file (valid: the node's `pip list --format=freeze`"),
+])
+def test_wheelhouse_dry_run_checks_its_arguments(tmp_path, args, says):
+    """DRY_RUN=1 runs the script's --check: a bad WHEELHOUSE_ARGS is its one line and a failed make, not an echo."""
+    venv = real_python_venv(tmp_path)
+    before = written()
+    r = make("wheelhouse", "DRY_RUN=1", f"WHEELHOUSE_ARGS={args.format(tmp=tmp_path)}", venv=venv)
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error: ")]
+    assert r.returncode != 0 and len(errors) == 1 and says in errors[0], r.stderr
+    assert "Traceback" not in r.stderr and not r.stdout.strip(), r.stdout
+    assert written() == before
+    ok = make("wheelhouse", "DRY_RUN=1", "WHEELHOUSE_ARGS=--python-version 3.11", venv=venv)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.splitlines()[0].endswith("scripts/wheelhouse.py --out wheelhouse --python-version 3.11")
+    assert "beyond" in ok.stdout and written() == before

@@ -54,10 +54,11 @@ smoke: install  ## one debug=smoke run per method on a tiny model, offline
 bench: install  ## training throughput of embexp against a plain PyTorch loop (docs/benchmarks.md)
 	$(DRY)$(PY) scripts/bench.py throughput
 
-# GPU_CHECK takes python -m embexp.doctor's key=value options, e.g. GPU_CHECK="models=[smollm2] fsdp=never"
+# GPU_CHECK takes python -m embexp.doctor's key=value options, e.g. GPU_CHECK="models=[smollm2] fsdp=never";
+# DRY_RUN=1 runs its --check: the options checked against the doctor's schema (a bad one fails make), nothing run
 GPU_CHECK ?=
 gpu-check: install  ## does this machine run embexp right and fast: numerics, memory, speed, FSDP -> outputs/gpu_check/
-	$(DRY)$(PY) -m embexp.doctor $(GPU_CHECK)
+	$(if $(DRY_RUN),@)$(PY) -m embexp.doctor $(if $(DRY_RUN),--check )$(GPU_CHECK)
 
 ##@ a GPU node without internet
 # A GPU node without internet (docs/running.md): the wheels embexp needs beyond a PyTorch GPU image's packages,

@@ -221,6 +221,7 @@ def test_a_chosen_value_is_a_placeholder_in_a_dry_run_and_the_best_candidate_whe
     (["ktoken/table1", "tree=huge"], "unknown tree 'huge' (choose from: paper, small)"),
     (["ktoken/table2", "select_on=reported"], "unknown sweep variable 'select_on' (choose from: seeds)"),
     (["tinyte/table1", "tinyte/table2"], "one sweep at a time (got: tinyte/table1, tinyte/table2)"),
+    (["tinyte/table5", "--extra", "debug=smoke 'x"], "--extra \"debug=smoke 'x\": No closing quotation (valid: "),
 ])
 def test_bad_sweep_input_is_one_line(args, message):
     r = run_cli(*args, "--dry-run", module="embexp.sweep")

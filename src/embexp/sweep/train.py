@@ -24,6 +24,15 @@ def args(cmd_args: list[str], extra: list[str], paper: str) -> list[str]:
     return out + extra
 
 
+def split_words(option: str, text: str) -> list[str]:
+    """An option's value split as a shell splits it (``--extra``, ``--launch``): an unclosed quote is one line."""
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        raise EmbexpError(f"{option} {text!r}: {e} (valid: words as a shell splits them, every quote closed)") \
+            from None
+
+
 def launcher(launch: str, py: str, dry: bool) -> list[str]:
     """The words of ``--launch`` (train commands start with them), checked before any cell starts, a dry run
     too: the first is a program on PATH, or beside the interpreter ``--py`` (a venv's bin/accelerate: run by that
@@ -31,11 +40,7 @@ def launcher(launch: str, py: str, dry: bool) -> list[str]:
     if not dry and not shutil.which(py):
         raise EmbexpError(f"--py '{py}' is not an executable file (valid: the Python interpreter of the commands, "
                           "e.g. .venv/bin/python)")
-    try:
-        words = shlex.split(launch)
-    except ValueError as e:  # an unclosed quote
-        raise EmbexpError(f"--launch {launch!r}: {e} (valid: a launcher's words, e.g. 'accelerate launch -m')") \
-            from None
+    words = split_words("--launch", launch)
     if not words:
         return []
     found = shutil.which(words[0]) and words[0] or shutil.which(words[0], path=str(Path(py).parent))

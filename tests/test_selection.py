@@ -132,6 +132,24 @@ def test_fixture_holdout_keeps_fixture_size_training_rows_for_every_subtask():
     assert t._eval_subsets == [e.meta["subset"] for e in ev]
 
 
+@pytest.mark.parametrize("task", ["glue", "superglue", "alpaca", "bsd", "amazon", "commitpack"])
+def test_a_fixture_holdout_past_the_fixture_s_rows_is_one_line_before_anything_runs(task, tmp_path):
+    """A fixture makes as many rows as a carve asks for: task.select_size=100000 on a 24-row fixture made
+    100,000 selection rows, scored at every evaluation (minutes). Refused before the run directory is made."""
+    args = (f"task={task}", "task.select_split=train_holdout", "task.select_size=100000")
+    cfg = smoke(*args)
+    with pytest.raises(EmbexpError, match=r"task.select_size=100000 is more than the 24 rows of task \S+'s "
+                                          r"fixture split '\w+' \(valid with task.source=fixture: 1 to 24"):
+        build_task(cfg.task).load("train")
+    r = run_cli_cached("method=tinyte_full", "model=tiny_llama", "debug=smoke", *args,
+                       f"hydra.run.dir={tmp_path / 'run'}")
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 1 and len(lines) == 1 and "task.select_size=100000 is more than" in lines[0], r.stderr
+    assert not any((tmp_path / "run").rglob("*.json"))  # no status, no metrics: nothing that looks like a run
+    t = build_task(smoke(f"task={task}", "task.select_split=train_holdout", "task.select_size=24").task)
+    assert len(t.load("select")) >= 24  # the fixture's size itself is allowed (bsd: 24 requests, several rows each)
+
+
 def test_alpaca_train_select_and_eval_are_three_disjoint_sets(tmp_path):
     rows = [{"instruction": f"task {i}", "input": "", "output": str(i), "text": ""} for i in range(60)]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

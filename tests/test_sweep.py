@@ -221,6 +221,7 @@ def test_a_chosen_value_is_a_placeholder_in_a_dry_run_and_the_best_candidate_whe
     (["ktoken/table1", "tree=huge"], "unknown tree 'huge' (choose from: paper, small)"),
     (["ktoken/table2", "select_on=reported"], "unknown sweep variable 'select_on' (choose from: seeds)"),
     (["tinyte/table1", "tinyte/table2"], "one sweep at a time (got: tinyte/table1, tinyte/table2)"),
+    (["tinyte/table5", "--extra", "debug=smoke 'x"], "--extra \"debug=smoke 'x\": No closing quotation (valid: "),
 ])
 def test_bad_sweep_input_is_one_line(args, message):
     r = run_cli(*args, "--dry-run", module="embexp.sweep")
@@ -289,10 +290,39 @@ def test_a_failed_report_step_fails_the_sweep(tmp_path, monkeypatch, capsys):
 
 
 def test_the_launch_prefix_replaces_the_interpreter_for_training_only(capsys):
+    import shutil
+    import sys
+
     sweep.main(["tinyte/table5", "--dry-run", "--launch", "accelerate launch -m"])
     lines = capsys.readouterr().out.splitlines()
-    assert all(ln.startswith("accelerate launch -m embexp.train ") for ln in lines[:-1])
-    assert " -m embexp.report " in lines[-1] and not lines[-1].startswith("accelerate")
+    # accelerate on PATH as it is typed, else the one beside the interpreter (a venv not activated) by its path
+    prog = "accelerate" if shutil.which("accelerate") else str(Path(sys.executable).parent / "accelerate")
+    assert all(ln.startswith(f"{prog} launch -m embexp.train ") for ln in lines[:-1]), lines[0]
+    assert " -m embexp.report " in lines[-1] and not lines[-1].startswith(prog)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--launch", "no-such-launcher -m"], "--launch 'no-such-launcher -m': 'no-such-launcher' is not a program on "
+                                          "PATH, beside --py "),
+    (["--launch", "{tmp}/afile -m"], "afile' is not a program on PATH, beside --py "),
+    (["--launch", "accelerate 'launch"], "--launch \"accelerate 'launch\": No closing quotation (valid: "),
+    (["--py", "{tmp}/nope/python"], "nope/python' is not an executable file (valid: the Python interpreter"),
+])
+@pytest.mark.parametrize("dry", [False, True], ids=["run", "dry-run"])
+def test_a_launcher_or_interpreter_that_is_not_there_is_one_line_before_any_cell(args, says, dry, tmp_path,
+                                                                                  monkeypatch):
+    (tmp_path / "afile").write_text("not a program")
+    monkeypatch.setattr(runner, "execute", lambda cmd: pytest.fail(f"a cell started: {cmd}"))
+    if dry and args[0] == "--py":  # a dry run prints the interpreter, never runs it (make passes .venv/bin/python)
+        assert run_cli("tinyte/table5", "--dry-run", *args, module="embexp.sweep").returncode == 0
+        return
+    before = sorted(tmp_path.rglob("*"))
+    r = run_cli("tinyte/table5", *(["--dry-run"] * dry), *(a.format(tmp=tmp_path) for a in args),
+                "--extra", f"debug=smoke output_root={tmp_path}", module="embexp.sweep")
+    lines = r.stderr.splitlines()
+    assert r.returncode == 1 and len(lines) == 1 and lines[0].startswith("embexp: error: "), r.stderr
+    assert says in lines[0] and r.stdout == "" and "Traceback" not in r.stderr, r.stderr
+    assert sorted(tmp_path.rglob("*")) == before
 
 
 # ---- the grid rule: a choice at an end of its grid takes one more grid step past it -------------------

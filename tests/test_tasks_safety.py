@@ -139,12 +139,12 @@ def test_bsd_selection_holds_out_whole_requests(tmp_path):
 
 
 def test_advbench_evaluates_advbench_and_trains_on_bsd(tmp_path):
-    task = adv(fixture_size=20)
+    task = adv(fixture_size=20, select_size=5)  # a fixture's carve holds out at most its fixture_size requests
     ev = task.load("eval")
     assert len(ev) == 20 and all({k: type(v) for k, v in r.items()} == ADV_TYPES for r in ev)
     assert all(r["target"].startswith("Sure, here is") for r in ev)
-    assert task.load("train") == bsd(fixture_size=20).load("train")  # the same BSD rows as task=bsd
-    assert task.examples("train")[0] == bsd(fixture_size=20).examples("train")[0]
+    assert task.load("train") == bsd(fixture_size=20, select_size=5).load("train")  # the same BSD rows as task=bsd
+    assert task.examples("train")[0] == bsd(fixture_size=20, select_size=5).examples("train")[0]
     ex = task.examples("eval")[0]
     assert ex.prompt == f"Question: {ev[0]['prompt']}\nAnswer:" and ex.target == " " + ev[0]["target"]
     assert ex.meta == {"question": ev[0]["prompt"]}

@@ -114,7 +114,7 @@ def test_superglue_prompts_are_lm_eval_verbatim():
 
 
 def test_superglue_multitask_rows_caps_and_scores():
-    task = sg("all", source="fixture", fixture_size=10, max_eval_samples=4)
+    task = sg("all", source="fixture", fixture_size=10, select_size=4, max_eval_samples=4)  # holds out <= 10
     exs = task.examples("eval")
     assert [e.meta["subset"] for e in exs] == [s for s in SUBSETS for _ in range(4)]
     assert all(e.prompt.startswith(e.meta["subset"] + ": ") for e in exs)
@@ -372,5 +372,5 @@ def test_alpaca_heldout_carve_is_disjoint_and_deterministic(tmp_path):
     assert ids(capped) == ids(held)[:3]
     with pytest.raises(EmbexpError, match="heldout_size=50"):
         make(AlpacaTask, AlpacaConfig, data_dir=str(tmp_path), heldout_size=50).load("eval")
-    fx = alpaca(heldout_size=7, fixture_size=20)
+    fx = alpaca(heldout_size=7, fixture_size=20, select_size=5)  # a fixture's carve holds out <= fixture_size
     assert len(fx.load("train")) == 20 and len(fx.load("eval")) == 7

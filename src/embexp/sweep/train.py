@@ -6,6 +6,8 @@ and a chosen value: the one whose train cell scored best on its held-out rows
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
 from pathlib import Path
 
 from embexp import EmbexpError
@@ -20,6 +22,33 @@ def args(cmd_args: list[str], extra: list[str], paper: str) -> list[str]:
     if not any(a.startswith("trainer.resume=") for a in out):
         out.append("trainer.resume=true")
     return out + extra
+
+
+def split_words(option: str, text: str) -> list[str]:
+    """An option's value split as a shell splits it (``--extra``, ``--launch``): an unclosed quote is one line."""
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        raise EmbexpError(f"{option} {text!r}: {e} (valid: words as a shell splits them, every quote closed)") \
+            from None
+
+
+def launcher(launch: str, py: str, dry: bool) -> list[str]:
+    """The words of ``--launch`` (train commands start with them), checked before any cell starts, a dry run
+    too: the first is a program on PATH, or beside the interpreter ``--py`` (a venv's bin/accelerate: run by that
+    path). A real run checks ``--py`` itself as well (a dry run prints it: make passes .venv/bin/python)."""
+    if not dry and not shutil.which(py):
+        raise EmbexpError(f"--py '{py}' is not an executable file (valid: the Python interpreter of the commands, "
+                          "e.g. .venv/bin/python)")
+    words = split_words("--launch", launch)
+    if not words:
+        return []
+    found = shutil.which(words[0]) and words[0] or shutil.which(words[0], path=str(Path(py).parent))
+    if not found:
+        raise EmbexpError(f"--launch '{launch}': '{words[0]}' is not a program on PATH, beside --py {py} or an "
+                          "executable file (valid: a launcher whose last words run a module, e.g. 'accelerate "
+                          "launch -m', 'torchrun --nproc_per_node 2 -m')")
+    return [found, *words[1:]]
 
 
 def overrides(cmd_args: list[str]) -> list[str]:

@@ -111,7 +111,7 @@ class AlpacaTask(Task):
         split, k = self.cfg.train_split, self.cfg.heldout_size
         source = self.resolved_source()
         if source == "fixture":  # fixture_size training rows + the held-out rows (+ the selection rows)
-            rows = self.read_split(split, -1, extra=k + (self.cfg.select_size if self.holdout else 0))
+            rows = self.read_split(split, -1, extra=k + (self.fixture_holdout() if self.holdout else 0))
         else:
             rows = self.read_split(split, -1)
         if not 0 < k < len(rows):

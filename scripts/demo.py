@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 COMMON = ["model=smollm2", "task=glue", "task.subset=sst2", "task.source=fixture", "task.fixture_size=256",
-          "task.max_eval_samples=200", "task.max_new_tokens=4", "trainer.batch_size=16", "trainer.eval_batch_size=32",
+          "task.max_eval_samples=200", "task.max_new_tokens=4", "trainer.batch_size=8", "trainer.eval_batch_size=32",
           "trainer.max_steps=30", "trainer.warmup_steps=3", "trainer.log_every=5", "trainer.eval_every=0",
           "trainer.select_best=false", "trainer.save_every=0", "trainer.max_eval_loss_batches=1", "trainer.cpu=true"]
 METHODS = {  # method -> its own overrides (learning rates ours, for 30 steps on a CPU)

@@ -108,17 +108,23 @@ def check(cfg, run_dir: Path) -> dict | None:
     return status
 
 
+def read_object(path: Path) -> dict:
+    """A JSON object from ``path``; :class:`UnreadableRecord` naming it otherwise."""
+    try:
+        data = json.loads(Path(path).read_text())
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+    except (OSError, ValueError) as e:
+        raise UnreadableRecord(path, e) from None
+    return data
+
+
 def read_status(run_dir: Path) -> dict:
     """status.json as a dict with a known ``status``; :class:`UnreadableRecord` naming it otherwise."""
     path = Path(run_dir) / STATUS
-    try:
-        status = json.loads(path.read_text())
-        if not isinstance(status, dict):
-            raise ValueError(f"expected a JSON object, got {type(status).__name__}")
-        if status.get("status") not in STATUSES:
-            raise ValueError(f"status {status.get('status')!r} is none of {', '.join(STATUSES)}")
-    except (OSError, ValueError) as e:
-        raise UnreadableRecord(path, e) from None
+    status = read_object(path)
+    if status.get("status") not in STATUSES:
+        raise UnreadableRecord(path, ValueError(f"status {status.get('status')!r} is none of {', '.join(STATUSES)}"))
     return status
 
 
@@ -184,14 +190,7 @@ def written_checkpoint(status: dict) -> int | None:
 
 def complete_metrics(run_dir: Path) -> dict:
     """metrics.json of a complete run (:data:`DONE`); one line naming it where it cannot be read."""
-    path = Path(run_dir) / METRICS
-    try:
-        metrics = json.loads(path.read_text())
-        if not isinstance(metrics, dict):
-            raise ValueError(f"expected a JSON object, got {type(metrics).__name__}")
-    except (OSError, ValueError) as e:
-        raise UnreadableRecord(path, e) from None
-    return metrics
+    return read_object(Path(run_dir) / METRICS)
 
 
 def recorded_fields(run_dir: Path) -> dict | None:

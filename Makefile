@@ -55,11 +55,11 @@ bench: install  ## training throughput of embexp against a plain PyTorch loop (d
 	$(DRY)$(PY) scripts/bench.py throughput
 
 # AUTHORS: a folder with git checkouts of the four papers' code at the pinned commits (docs/xcheck.md says how to
-# fetch them; the repository never vendors them). XCHECK takes scripts/xcheck.py's other options (only=, write=false).
+# fetch them; the repository never vendors them). XCHECK takes python -m embexp.xcheck's other options (only=, write=false).
 AUTHORS ?=
 XCHECK ?=
 xcheck: install  ## each method's module against the authors' own code (AUTHORS=<folder> of their checkouts), on a CPU -> docs/xcheck.md
-	$(DRY)$(PY) scripts/xcheck.py authors="$(AUTHORS)" $(XCHECK)
+	$(DRY)$(PY) -m embexp.xcheck authors="$(AUTHORS)" $(XCHECK)
 
 # GPU_CHECK takes python -m embexp.doctor's key=value options, e.g. GPU_CHECK="models=[smollm2] fsdp=never";
 # DRY_RUN=1 runs its --check: the options checked against the doctor's schema (a bad one fails make), nothing run

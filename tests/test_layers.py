@@ -33,11 +33,11 @@ LAYERS = [
     (4, ("embexp.train", "embexp.eval", "embexp.lmeval"),
      "entry points that train or evaluate one run (lmeval: a run as lm-evaluation-harness's model)"),
     (5, ("embexp.studies",), "studies: analyses that compute with models or data (python -m embexp.analyze)"),
-    (6, ("embexp.report", "embexp.analyze", "embexp.sweep", "embexp.doctor", "embexp.__main__"),
+    (6, ("embexp.report", "embexp.analyze", "embexp.sweep", "embexp.doctor", "embexp.xcheck", "embexp.__main__"),
      "top: tables from run records (one module per paper), the analyze CLI, the sweep runner (sweep/: the runner, "
      "the paper tables as Python functions, each command kind with its done probe), "
      "the machine check (doctor/: python -m embexp.doctor, make gpu-check: it builds runs through every lower layer), "
-     "the package's help"),
+     "the check against the authors' code (xcheck/: python -m embexp.xcheck, make xcheck), the package's help"),
 ]
 
 

@@ -1,9 +1,8 @@
-"""make xcheck (scripts/xcheck.py): verdicts, docs/xcheck.md from rows, one line on bad input; the module checks
+"""make xcheck (python -m embexp.xcheck): verdicts, docs/xcheck.md from rows, one line on bad input; the module checks
 against the authors' code run only when AUTHORS names a folder with their checkouts (slow)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -11,25 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from embexp import xcheck
+from embexp.xcheck.methods import AuthorsCodeError, Row, load_package
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-
-from xcheck_methods import AuthorsCodeError, Row, load_package  # noqa: E402
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("xcheck_script", REPO / "scripts" / "xcheck.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-xcheck = load_script()
 
 
 def script(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, str(REPO / "scripts" / "xcheck.py"), *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "embexp.xcheck", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=60)
 
 

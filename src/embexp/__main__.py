@@ -10,6 +10,7 @@ ENTRY_POINTS = (
     ("judge", "run_dir=DIR judge.model=...", "score a finished run's generations with a judge model"),
     ("lmeval", "run_dir=DIR tasks=[sst2,...]", "a saved run on lm-evaluation-harness's tasks ('.[lmeval]')"),
     ("doctor", "[key=value ...]", "does this machine run embexp right and fast (make gpu-check)"),
+    ("xcheck", "authors=DIR [only=...]", "each method's module against the authors' own code (make xcheck)"),
 )
 
 

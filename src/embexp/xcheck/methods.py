@@ -1,4 +1,4 @@
-"""The module checks of ``scripts/xcheck.py``: the helpers, the rows and Tiny-Attention (cindermond/tiny-attn)
+"""The module checks of ``python -m embexp.xcheck``: the helpers, the rows and Tiny-Attention (cindermond/tiny-attn)
 against embexp's module (PETE, K-Token merging and PEMA: ``xcheck_embeddings.py``).
 
 Every check imports the authors' modules from their checkout as they are (by file path, through importlib),

@@ -1,11 +1,11 @@
 """make xcheck AUTHORS=<folder>: embexp's method modules against the authors' published code (docs/xcheck.md).
 
-    python scripts/xcheck.py authors=<folder> [only=tinyattn,pete,ktoken,pema] [out=docs/xcheck.md] [write=true]
+    python -m embexp.xcheck authors=<folder> [only=tinyattn,pete,ktoken,pema] [out=docs/xcheck.md] [write=true]
         [build=outputs/xcheck/pete_build]
 
 ``authors`` holds git checkouts of the four repositories at the commits of :data:`REPOS`, each in the folder named
 there (the user fetches them: the repository never vendors them; docs/xcheck.md gives the commands). Their modules
-are imported as they are, by file path (scripts/xcheck_methods.py, scripts/xcheck_embeddings.py), on tiny
+are imported as they are, by file path (embexp/xcheck/methods.py, embexp/xcheck/embeddings.py), on tiny
 random-weight models with the same weights on both sides; every row prints as it is measured, and docs/xcheck.md is
 written from the rows (``write=false``: print only; ``only=``: a subset, never written, so the page always holds
 every check). A row is a tolerance (max |Δ| within it), a parameter count (equal), or a documented choice of embexp
@@ -111,7 +111,7 @@ def render(rows, commits: dict[str, str], seconds: dict[str, float]) -> str:
     out = [
         "# Reference check against the authors' code",
         "",
-        f"Written by `{COMMAND}` (`python scripts/xcheck.py authors=<folder>`) from what it measured; not edited by "
+        f"Written by `{COMMAND}` (`python -m embexp.xcheck authors=<folder>`) from what it measured; not edited by "
         "hand. Each method's embexp module runs beside the authors' own module, imported from their checkout as it "
         "is (by file path, with embexp's shims where a newer library removed a symbol), with the same weights, on "
         "tiny random-weight models (d = 64, 2 layers; PETE at the paper's d = 512 over BERT's 30,522 ids), in "
@@ -182,9 +182,8 @@ def render(rows, commits: dict[str, str], seconds: dict[str, float]) -> str:
 
 def run_checks(methods: list[str], roots: dict[str, Path], build: Path, report) -> tuple[list, dict]:
     """Each method's rows (``report`` is called with each row as it comes) and the seconds each took."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import xcheck_embeddings
-    import xcheck_methods
+    from embexp.xcheck import embeddings as xcheck_embeddings
+    from embexp.xcheck import methods as xcheck_methods
 
     xcheck_methods.shim_transformers()
     checks = {"tinyattn": lambda: xcheck_methods.ta_all(roots["tiny-attn"]),
@@ -212,7 +211,7 @@ def main(argv: list[str]) -> int:
     import warnings
 
     warnings.filterwarnings("ignore")
-    from xcheck_methods import AuthorsCodeError
+    from embexp.xcheck.methods import AuthorsCodeError
 
     try:
         rows, seconds = run_checks(methods, {n: p for n, (p, _) in found.items()}, REPO / opts["build"],
@@ -227,7 +226,3 @@ def main(argv: list[str]) -> int:
     if failed:
         sys.exit(f"embexp: error: {len(failed)} check(s) failed: " + "; ".join(f"{r.method} {r.what}" for r in failed))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

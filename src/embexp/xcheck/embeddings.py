@@ -1,6 +1,6 @@
-"""The module checks of ``scripts/xcheck.py`` for the embedding-layer methods: PETE (HMUNACHI/pete), K-Token
+"""The module checks of ``python -m embexp.xcheck`` for the embedding-layer methods: PETE (HMUNACHI/pete), K-Token
 merging (shsjxzh/K-Token-Merging) and PEMA (mlsw/partial-embedding-matrix-adaptation), each against embexp's
-module with the same weights (the Tiny-Attention checks and the helpers: ``xcheck_methods.py``)."""
+module with the same weights (the Tiny-Attention checks and the helpers: ``embexp.xcheck.methods``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from xcheck_methods import AuthorsCodeError, Row, embexp_method, load_file, load_package, max_diff
+from embexp.xcheck.methods import AuthorsCodeError, Row, embexp_method, load_file, load_package, max_diff
 
 # ---- PETE (HMUNACHI/pete) -------------------------------------------------------------------------------
 V, D_PETE, SEQ = 30522, 512, 128  # BERT's uncased vocabulary, the paper's d, the authors' max_seq_len

@@ -1,0 +1,120 @@
+"""A YAML under conf/ holds its defaults list, its name and the values that differ from what the rest of its
+composition gives: the schema dataclasses are the one place a default is written.
+
+Every option of every group is composed twice through the project's composition (``core.cli.compose``): in the
+config tree as it is, and in a copy where that group's files hold only their defaults list and name. A key whose
+value is the same without it is named (file and key). The keys of an experiment or debug preset under a group the
+preset does not choose itself (``model.*`` in an experiment; every group in ``debug/``) are compared with that
+group's value under each of its options: such a key is needed where any option gives another value.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import yaml
+from omegaconf import OmegaConf
+
+from conftest import CONF
+from embexp.core import cli
+
+GROUPS = ("method", "model", "task", "trainer")  # the files of one option each, on top of the group's schema
+PRESETS = ("experiment", "debug")  # @package _global_: values for any group, after the groups
+KEEP = ("defaults", "name")
+
+
+def leaves(node, prefix: str = "") -> dict[str, object]:
+    """Dotted path -> value of every leaf of a YAML mapping (a list or an empty mapping is one leaf)."""
+    out = {}
+    for k, v in node.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(leaves(v, path + "."))
+        else:
+            out[path] = v
+    return out
+
+
+def at(tree: dict, path: str):
+    node = tree
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return KeyError
+        node = node[part]
+    return node
+
+
+def own_keys(group: str, option: str) -> dict[str, object]:
+    """The composed paths and values that conf/<group>/<option>.yaml sets (not its defaults list or name)."""
+    data = yaml.safe_load((CONF / group / f"{option}.yaml").read_text()) or {}
+    body = {k: v for k, v in data.items() if k not in KEEP}
+    return leaves(body) if group in PRESETS else leaves(body, f"{group}.")
+
+
+def stripped_tree(root: Path, groups: tuple[str, ...]) -> Path:
+    """A copy of conf/ whose files in `groups` hold only their package line, defaults list and name."""
+    tree = root / "_".join(groups)
+    shutil.copytree(CONF, tree)
+    for group in groups:
+        for path in (tree / group).glob("*.yaml"):
+            text = path.read_text()
+            data = yaml.safe_load(text) or {}
+            head = "# @package _global_\n" if "# @package _global_" in text else ""
+            path.write_text(head + yaml.safe_dump({k: data[k] for k in KEEP if k in data}, sort_keys=False))
+    return tree
+
+
+def composed(tree: Path, overrides: list[str], monkeypatch) -> dict:
+    monkeypatch.setenv("EMBEXP_CONF", str(tree))
+    return OmegaConf.to_container(cli.compose("train", overrides), resolve=False)
+
+
+def zipped(options: dict[str, list[str]]) -> list[list[str]]:
+    """Override lists that together choose every option of every group once (one compose covers an option of
+    each group: the groups' nodes do not read each other)."""
+    n = max(len(v) for v in options.values())
+    return [[f"{g}={v[i % len(v)]}" for g, v in options.items()] for i in range(n)]
+
+
+def chosen_groups(group: str, option: str) -> set[str]:
+    """The groups a preset chooses itself (``- override /task: glue`` -> task)."""
+    data = yaml.safe_load((CONF / group / f"{option}.yaml").read_text()) or {}
+    return {k.removeprefix("override ").strip("/") for d in data.get("defaults", []) if isinstance(d, dict) for k in d}
+
+
+def test_no_yaml_key_equals_what_its_composition_gives_without_it(tmp_path, monkeypatch):
+    cli.compose_train([])  # registers every schema
+    options = {g: cli.choices(g) for g in GROUPS + PRESETS}
+    assert all(options.values()), options
+    # each option's composed config in the tree as it is (real) and with its file's own keys removed (bare)
+    real, bare = {g: {} for g in GROUPS}, {}
+    tree = stripped_tree(tmp_path, GROUPS)
+    for ovr in zipped({g: options[g] for g in GROUPS}):
+        full, base = composed(CONF, ovr, monkeypatch), composed(tree, ovr, monkeypatch)
+        for o in ovr:
+            g, option = o.split("=")
+            real[g][option], bare[o] = full, base
+    tree = stripped_tree(tmp_path, PRESETS)
+    for g in PRESETS:
+        for option in options[g]:
+            bare[f"{g}={option}"] = composed(tree, [f"{g}={option}"], monkeypatch)
+    # a debug preset comes after any experiment: its keys meet every experiment's values too (composed when the
+    # other values leave the key looking repeated)
+    exp = lambda: [composed(CONF, [f"experiment={e}"], monkeypatch) for e in options["experiment"]]  # noqa: E731
+
+    repeated = []
+    for g in GROUPS + PRESETS:
+        for option in options[g]:
+            chosen = chosen_groups(g, option)
+            for path, value in own_keys(g, option).items():
+                group = path.split(".")[0]
+                without = [at(bare[f"{g}={option}"], path)]
+                if g in PRESETS and group in GROUPS and group not in chosen:
+                    without += [at(full, path) for full in real[group].values()]
+                same = all(w is not KeyError and w == value for w in without)
+                if same and g == "debug":
+                    same = all(at(full, path) == value for full in exp())
+                if same:
+                    repeated.append(f"conf/{g}/{option}.yaml: {path}={value!r}")
+    assert not repeated, f"{len(repeated)} keys equal what the composition gives without them:\n" + "\n".join(repeated)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import stub_venv
+from conftest import compose, stub_venv
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
@@ -86,11 +86,11 @@ def test_every_python_command_of_the_readme_names_an_entry_point_and_parses():
             for group in ("method", "model", "task", "debug", "experiment"):
                 if group in kv:
                     assert (REPO / "conf" / group / f"{kv[group]}.yaml").is_file(), f"{group}={kv[group]}"
-            task = yaml.safe_load((REPO / "conf" / "task" / f"{kv['task']}.yaml").read_text())
+            task = compose(f"task={kv['task']}").task  # the file's values over its schema's defaults
             root = "outputs"
             if "debug" in kv:
                 root = yaml.safe_load((REPO / "conf" / "debug" / f"{kv['debug']}.yaml").read_text())["output_root"]
-            trained.append(run_name(kv.get("output_root", root), task["name"], task.get("subset", ""),
+            trained.append(run_name(kv.get("output_root", root), task.name, task.subset,
                                     kv["model"], kv["method"], kv.get("tag", ""), int(kv.get("seed", 0))))
         elif module == "embexp.eval":  # the run directory of a train command above
             assert kv["run_dir"] in trained, f"run_dir={kv['run_dir']} is none of the README's runs {trained}"

@@ -310,7 +310,7 @@ def test_a_config_from_an_older_run_takes_the_schema_defaults_of_the_fields_it_l
     place a default is written), so the pre-flight and build read every field without a fallback of their own."""
     from omegaconf import OmegaConf
 
-    from embexp.eval import with_defaults
+    from embexp.core.upgrade import upgrade
     from embexp.run.preflight import preflight
 
     cfg = smoke("method=tinyte_full", "model=tiny_llama", "task=superglue")
@@ -319,7 +319,7 @@ def test_a_config_from_an_older_run_takes_the_schema_defaults_of_the_fields_it_l
         del old.trainer[key]
     for node, key in ((old.model, "init"), (old.task, "loss_on"), (old.task, "cloze_loss"), (old, "judge")):
         del node[key]
-    got = with_defaults(old)
+    got = upgrade(old)
     assert (got.trainer.select_on, got.trainer.select_metric, got.trainer.curve_select, got.trainer.strategy,
             got.trainer.log_with, got.trainer.curriculum_metric) == ("heldout", "loss", False, "ddp", "none",
                                                                       "em_accuracy")

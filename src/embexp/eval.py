@@ -21,12 +21,11 @@ from pathlib import Path
 
 import hydra
 import torch
-from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
 from embexp import EmbexpError
 from embexp.core import cli
-from embexp.core.config import TrainConfig, fill_defaults, register_core_schemas, validate
+from embexp.core.config import register_core_schemas, validate
 from embexp.core.records import CONFIG, METRICS, is_complete, load_config
 from embexp.run.adapter import load_adapter
 from embexp.run.build import build
@@ -70,7 +69,7 @@ def rebuild_run(run_dir: Path, max_eval_samples=None, cpu=False, trust_remote_co
     if not is_complete(run_dir):
         raise EmbexpError(f"run_dir '{run_dir}' did not finish (status.json is not 'complete'); rerun it with "
                           "trainer.resume=true")
-    cfg = with_defaults(load_config(run_dir))
+    cfg = load_config(run_dir)  # an older run's config with the values it ran with (core.upgrade)
     no_code(cfg, trust_remote_code)
     if cfg.model.init == "random":
         raise EmbexpError(f"run_dir '{run_dir}' trained a model with random weights (model.init=random): it has no "
@@ -84,20 +83,6 @@ def rebuild_run(run_dir: Path, max_eval_samples=None, cpu=False, trust_remote_co
     if c.method.trains and cfg.do_train:
         load_adapter(c, run_dir)
     return cfg, c, device
-
-
-def with_defaults(cfg):
-    """A run directory's config with every schema field an older embexp did not write at its default
-    (``core.config.fill_defaults``: the top level, model, trainer, judge, and the task's and method's own)."""
-    from embexp.methods import METHODS
-    from embexp.tasks.registry import TASKS
-
-    fill_defaults(cfg, TrainConfig)
-    for group, registry in (("task", TASKS), ("method", METHODS)):
-        name = cfg[group].get("name") if OmegaConf.is_dict(cfg.get(group)) else None
-        if name in registry:
-            fill_defaults(cfg[group], registry[name].Config)
-    return cfg
 
 
 def reevaluate(run_dir: Path, max_eval_samples=None, batch_size=None, cpu=False,
@@ -145,7 +130,7 @@ def export_difference(run_dir: Path, rows: int = 64, cpu: bool = False,
     if not (Path(run_dir) / "export" / "config.json").is_file():
         raise EmbexpError(f"run_dir '{run_dir}' has no export/ (train it with export=true)")
     cfg, c, device = rebuild_run(run_dir, cpu=cpu, trust_remote_code=trust_remote_code)
-    if cfg.task.get("cloze", False):
+    if c.task.cloze:
         raise EmbexpError("check_export compares sentence embeddings, class logits and next-token logits; a cloze "
                           "(PET) run's outputs are its masked-LM head at the mask, which it does not compare")
     kind = "sentence" if c.task.kind in SENTENCE_KINDS else "decoder" if c.backbone.is_decoder else "encoder"

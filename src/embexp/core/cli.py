@@ -296,7 +296,7 @@ def check_run_dir(argv: list[str]) -> None:
             cfg = compose_train([a for a in argv if "=" in a and not a.lstrip("+~").startswith("hydra.")])
         except EmbexpError as e:
             die(str(e))
-        target = Path(run_name(cfg.output_root, cfg.task.name, cfg.task.get("subset", ""), cfg.model.name,
+        target = Path(run_name(cfg.output_root, cfg.task.name, cfg.task.subset, cfg.model.name,
                                cfg.method.name, cfg.tag, cfg.seed))
     from embexp.core.rundir import check_path
 

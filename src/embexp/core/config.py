@@ -119,27 +119,6 @@ def validate(cfg) -> None:
         check(cfg)
 
 
-def fill_defaults(node, schema: type) -> None:
-    """Set every field of the dataclass ``schema`` that ``node`` lacks to the schema's default, in place, nested
-    dataclass fields too. For a config read from a run directory (``core.records.load_config``: plain YAML) that an
-    older embexp wrote before a field existed: the schema stays the one place a default is written."""
-    import dataclasses
-    import typing
-
-    hints = typing.get_type_hints(schema)
-    for fl in dataclasses.fields(schema):
-        typ = hints.get(fl.name)
-        if dataclasses.is_dataclass(typ):
-            if fl.name not in node:
-                node[fl.name] = OmegaConf.to_container(OmegaConf.structured(typ))
-            fill_defaults(node[fl.name], typ)
-        elif fl.name not in node:
-            if fl.default_factory is not dataclasses.MISSING:
-                node[fl.name] = fl.default_factory()
-            elif fl.default not in (dataclasses.MISSING, MISSING):
-                node[fl.name] = fl.default
-
-
 NAME_MAX = 255  # bytes in one file or folder name (Linux, macOS)
 GLOB = "*?[]"  # a run directory named with these could not be named by runs= (core.records.run_dirs reads a pattern)
 

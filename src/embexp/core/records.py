@@ -33,6 +33,7 @@ from omegaconf import OmegaConf
 
 from embexp import EmbexpError
 from embexp.core.fingerprint import config_key, differences, seedless
+from embexp.core.upgrade import upgrade
 
 STATUS, METRICS, CONFIG = "status.json", "metrics.json", "config.yaml"
 
@@ -259,8 +260,9 @@ def load_run(run_dir: Path) -> dict:
 
 
 def load_config(run_dir: Path):
-    """A run directory's config.yaml as a DictConfig, checked to be a run's; an unreadable or unparseable one
-    raises :class:`UnreadableRecord` naming it. Read as data: nothing in it is resolved or run here."""
+    """A run directory's config.yaml as a DictConfig, checked to be a run's, with every field an older embexp did
+    not write set to the value that run had (``core.upgrade.upgrade``); an unreadable or unparseable one raises
+    :class:`UnreadableRecord` naming it. Read as data: nothing in it is resolved or run here."""
     path = Path(run_dir) / CONFIG
     try:
         cfg = OmegaConf.load(path)
@@ -271,7 +273,7 @@ def load_config(run_dir: Path):
     except Exception as e:  # yaml's and omegaconf's parse errors
         text = str(e).splitlines()[0] if str(e) else ""
         raise UnreadableRecord(path, ValueError(f"{type(e).__name__}: {text}")) from None
-    return cfg
+    return upgrade(cfg)
 
 
 class UnreadableRecord(EmbexpError):

@@ -103,7 +103,7 @@ CACHE_FILE = "judge_cache.jsonl"
 
 def run_kind(cfg) -> str:
     """The kind that scores a run's generations: judge.kind, else the task's own (task.judge)."""
-    return str(cfg.judge.get("kind", "") or cfg.task.get("judge", "") or "")
+    return str(cfg.judge.kind or cfg.task.judge or "")
 
 
 def check(cfg, task=None) -> None:
@@ -125,7 +125,7 @@ def check(cfg, task=None) -> None:
     from embexp.tasks import build_task
 
     task = task if task is not None else build_task(cfg.task)
-    mode = cfg.task.get("eval_mode", "auto")
+    mode = cfg.task.eval_mode
     generates = (cfg.model.kind == "decoder" and task.kind not in ("perplexity", *SENTENCE_KINDS)
                  and (task.kind != "classification" or mode in ("auto", "generate", "both")))
     if not generates:

@@ -197,10 +197,10 @@ def load_backbone(cfg, num_labels: int = 0, sentence: bool = False, mlm: bool = 
     elif not is_decoder and num_labels <= 0:
         raise EmbexpError(f"model {cfg.name} is an encoder: it needs a classification, regression "
                           "or sentence-embedding task")
-    linear_head = getattr(cfg, "head", "transformers") == "linear" and not is_decoder and num_labels > 0
+    linear_head = cfg.head == "linear" and not is_decoder and num_labels > 0
     if linear_head:
         check_head("linear", cfg.family)  # before the weights load, where the family is configured
-    if cfg.get("init", "pretrained") == "random":  # .get: the config.yaml of a run from before the field
+    if cfg.init == "random":
         from embexp.models.random_weights import random_model
 
         model, tok = random_model(cfg, is_decoder, num_labels, mlm, device)

@@ -109,15 +109,16 @@ class Task:
     # change the input length record it); with `pl_score`, also K-Token's P-L score from the accuracy
     reports_length_reduction: ClassVar[bool] = False
     pl_score: ClassVar[bool] = False
+    # its examples are PET cloze examples (superglue's task.cloze=true): scored by the masked-LM head at the mask
+    cloze: bool = False
 
     def __init__(self, cfg):
         # its fields' domains (subset, source, loss_on, ...) are checked when it is composed (core.config.validate)
         self.cfg = cfg
-        # .get: the config.yaml of a run written before these fields existed (embexp.eval) means
-        # what that run did: no selection split, loss on the target
-        self.select_split = cfg.get("select_split", "")
+        # a run directory's config.yaml holds these too, an older run's with the values it ran with (core.upgrade)
+        self.select_split = cfg.select_split
         self._counting = False  # set by counted_rows: the split is only counted, so a hidden label is allowed
-        self.loss_on = cfg.get("loss_on", "target")
+        self.loss_on = cfg.loss_on
         if self.select_split == TRAIN_HOLDOUT and cfg.select_size <= 0:
             raise EmbexpError(f"task.select_size={cfg.select_size}: select_split=train_holdout needs the number of "
                               "training rows to hold out (> 0)")
@@ -248,7 +249,7 @@ class Task:
         rows, or a sample drawn with train_sample_seed >= 0)."""
         self.check_which(which)
         source = self.resolved_source()
-        seed = self.cfg.get("train_sample_seed", -1) if which == "train" else -1  # .get: older run configs
+        seed = self.cfg.train_sample_seed if which == "train" else -1
         if self.holdout and which != "eval":
             split, cap = self.cfg.train_split, (self.cfg.max_train_samples if which == "train" else -1)
             rows = self.carve(self.read_split(split, -1, extra=self.fixture_holdout()), which)

@@ -143,7 +143,7 @@ class SuperGlueTask(Task):
         self.multitask = cfg.subset == "all"
         self.required_fields = ("subset", "label") if self.multitask else SPECS[cfg.subset][0] + ("label",)
         self._eval_subsets: list[str] | None = None  # sub-task of each eval example (multitask scoring)
-        self.cloze = bool(cfg.get("cloze", False))
+        self.cloze = bool(cfg.cloze)
         if self.cloze and cfg.subset not in CLOZE_SUBSETS:
             raise EmbexpError(f"task.cloze=true: PET cloze patterns exist here for {', '.join(CLOZE_SUBSETS)}, "
                               f"not task.subset={cfg.subset} (choose from: {', '.join(CLOZE_SUBSETS)})")

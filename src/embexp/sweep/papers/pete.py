@@ -5,6 +5,10 @@ from __future__ import annotations
 from embexp.sweep.runner import Var, analyze, note, on, report, settings, table, train
 
 DROPOUTS = ["attention_dropout", "mlp_dropout", "embedding_dropout"]
+# the trainer fields each recipe's note states (the paper's optimisation recipe; ours for a CPU)
+RECIPE_FIELDS = {"paper": ("optimizer", "lr", "weight_decay", "betas", "eps", "scheduler", "warmup_steps", "batch_size",
+                           "grad_accum", "max_steps", "max_grad_norm", "mixed_precision", "tf32"),
+                 "cpu": ("lr", "scheduler", "warmup_steps", "batch_size", "max_steps", "epochs")}
 
 
 @table(seeds=Var([0]),
@@ -26,7 +30,7 @@ def table2(v):
     SNLI + MNLI train from the hub (the paper); `data_args` adds task overrides.
     python -m embexp.sweep pete/table2 [--dry-run] [recipe=paper|cpu] [steps=N] [dropout=0.1] [data_args=...]"""
     trainer = f"pete_{v.recipe}"
-    text = f"PETE_RECIPE={v.recipe}, trainer={trainer}: {settings('trainer', trainer)}"
+    text = f"PETE_RECIPE={v.recipe}, trainer={trainer}: {settings('trainer', trainer, RECIPE_FIELDS[v.recipe])}"
     if on(v.steps):
         text += f"; PETE_STEPS: max_steps={v.steps}"
     if v.smoke:

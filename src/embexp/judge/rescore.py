@@ -28,13 +28,12 @@ def rescore(run_dir, jcfg, what: str = "generation", cpu: bool = False) -> dict:
     if what not in ("generation", "reference"):
         raise EmbexpError(f"unknown what '{what}' (choose from: generation, reference)")
     cfg = load_config(run_dir)
-    own = OmegaConf.to_container(cfg.get("judge") or {})
-    run_primary = str(own.get("kind", "") or cfg.task.get("judge", "") or "")
+    run_primary = str(cfg.judge.kind or cfg.task.judge or "")
     from embexp.core.config import JudgeConfig
 
     j = OmegaConf.merge(OmegaConf.structured(JudgeConfig), jcfg)
     if not j.model:
-        j.model = own.get("model", "")
+        j.model = cfg.judge.model
     if not j.model:
         raise EmbexpError("judge.model is empty and the run had no judge: name one (e.g. judge.model=smollm2)")
     check_model_name(j)

@@ -43,7 +43,7 @@ class Judge:
         self.cfg = jcfg
         self.backend = backend
         self.name = str(jcfg.model)
-        self.cache = VerdictCache(cache_path if getattr(jcfg, "cache", True) else None)
+        self.cache = VerdictCache(cache_path if jcfg.cache else None)
         self.calls = 0
         self.total_calls = 0
         self.unparsed = 0

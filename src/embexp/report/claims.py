@@ -263,7 +263,7 @@ def epoch_curve(runs: list[dict], metric: str) -> list[tuple[float, float]]:
     the mean over the runs' seeds at each curve point."""
     at: dict[float, list[float]] = {}
     for r in runs:
-        per_step = (r["config"].get("trainer") or {}).get("batch_size", 1) / max(1, r.get("n_train_examples") or 1)
+        per_step = r["config"]["trainer"]["batch_size"] / max(1, r.get("n_train_examples") or 1)
         for p in r.get("curve") or []:
             if p.get(metric) is not None:
                 at.setdefault(round(int(p["step"]) * per_step, 4), []).append(float(p[metric]))

@@ -44,7 +44,7 @@ def lr_edge(lr: float, lrs: list[float]) -> str:
 
 
 def lr_of(run: dict) -> float:
-    return float(run.get("config", {}).get("trainer", {}).get("lr", 0.0))
+    return float(run["config"]["trainer"]["lr"])
 
 
 def candidates(runs: list[dict], metric: str) -> dict[tuple[float, int], dict[int, tuple[float, float]]]:

@@ -53,7 +53,7 @@ def rows(cfg: Config) -> list[dict]:
             group = [r for r in runs if r["method"] == method and r["tag"] == tag]
             mean = lambda xs: statistics.fmean(xs) if xs else None  # noqa: E731
             per_step = [r["train"]["wall_seconds"] / r["train"]["steps"] for r in group if r["train"].get("steps")]
-            batch = [r["config"].get("trainer", {}).get("batch_size", 0) for r in group]
+            batch = [r["config"]["trainer"]["batch_size"] for r in group]
             per_epoch = [s * math.ceil(r["n_train_examples"] / b) for s, r, b in zip(per_step, group, batch) if b]
             out.append({
                 "Method": method, "Tag": tag, "Seeds": len(group),

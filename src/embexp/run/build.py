@@ -61,7 +61,7 @@ def build(cfg, device: torch.device, training: bool = True, plan: Plan | None = 
     plan = plan or preflight(cfg, training)
     task = plan.task
     sentence = task.kind in SENTENCE_KINDS  # sentence embeddings: the encoder without a head (objectives/sentence.py)
-    cloze = bool(getattr(task, "cloze", False))  # PET cloze: masked-LM logits of the verbalizers (objectives/cloze.py)
+    cloze = task.cloze  # PET cloze: masked-LM logits of the verbalizers (objectives/cloze.py)
     examples = read_rows(cfg, plan, training)
     backbone = load_backbone(cfg.model, num_labels=task.num_labels, sentence=sentence, mlm=cloze, device=device)
     n_backbone = count_params(backbone.model)  # before LoRA injects its layers or PEMA swaps the matrix

@@ -188,26 +188,6 @@ def hub_id(model: str) -> str:
     return next((val.strip('"') for key, val in _settings("model", model) if key == "id"), "")
 
 
-def settings(group: str, name: str, fields: tuple[str, ...]) -> str:
-    """``key=value ...`` of `fields` in ``<group>=<name>``'s composed config (the schema's default where the file
-    sets none), numbers as the YAML files write them (``2.0e-5``, ``epochs=1``, ``0.0``)."""
-    node = cli.compose_train([f"{group}={name}"])[group]
-    return " ".join(f"{key}={_as_written(node[key])}" for key in fields)
-
-
-def _as_written(value) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float) and 0 < abs(value) < 1e-3:
-        mantissa, exponent = f"{value:e}".split("e")
-        return f"{float(mantissa)!r}e{int(exponent)}"
-    if isinstance(value, float) and value and value.is_integer():  # epochs: 1, not 1.0
-        return str(int(value))
-    if isinstance(value, (int, float, str)):
-        return str(value)
-    return "[" + ", ".join(_as_written(v) for v in value) + "]"
-
-
 def compared(kind: str) -> list[str]:
     """The methods that take part in the comparison on a model of this kind, in its order (read from
     the method classes: ``Method.comparison`` and ``Method.model_kinds``)."""

@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
-from embexp.sweep.runner import Var, analyze, note, on, report, settings, table, train
+from embexp.core import cli
+from embexp.sweep.runner import Var, analyze, note, on, report, table, train
 
 DROPOUTS = ["attention_dropout", "mlp_dropout", "embedding_dropout"]
 # the trainer fields each recipe's note states (the paper's optimisation recipe; ours for a CPU)
 RECIPE_FIELDS = {"paper": ("optimizer", "lr", "weight_decay", "betas", "eps", "scheduler", "warmup_steps", "batch_size",
                            "grad_accum", "max_steps", "max_grad_norm", "mixed_precision", "tf32"),
                  "cpu": ("lr", "scheduler", "warmup_steps", "batch_size", "max_steps", "epochs")}
+
+
+def settings(group: str, name: str, fields: tuple[str, ...]) -> str:
+    """``key=value ...`` of `fields` in ``<group>=<name>``'s composed config (the schema's default where the file
+    sets none), numbers as the YAML files write them (``2.0e-5``, ``epochs=1``, ``0.0``)."""
+    node = cli.compose_train([f"{group}={name}"])[group]
+    return " ".join(f"{key}={_as_written(node[key])}" for key in fields)
+
+
+def _as_written(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and 0 < abs(value) < 1e-3:
+        mantissa, exponent = f"{value:e}".split("e")
+        return f"{float(mantissa)!r}e{int(exponent)}"
+    if isinstance(value, float) and value and value.is_integer():  # epochs: 1, not 1.0
+        return str(int(value))
+    if isinstance(value, (int, float, str)):
+        return str(value)
+    return "[" + ", ".join(_as_written(v) for v in value) + "]"
 
 
 @table(seeds=Var([0]),

@@ -26,8 +26,10 @@ def run(root: Path, method: str, subset: str, lr: float, seed: int, record: dict
     model = (config or {}).get("model", {}).get("name", model)
     rec = RunRecord(Path(run_name(str(root), "glue", subset, model, method, tag, seed)))
     method_cfg = {"name": method, **({"k": k} if k is not None else {})}
-    rec.start(OmegaConf.merge(config or {}, {"task": {"name": "glue", "subset": subset}, "model": {"name": model},
-                                             "method": method_cfg, "trainer": {"lr": lr}, "tag": tag, "seed": seed}))
+    full = {"trainer": {"batch_size": 8}}  # a run's config.yaml holds every field: where the protocol sets none
+    rec.start(OmegaConf.merge(full, config or {}, {"task": {"name": "glue", "subset": subset}, "model": {"name": model},
+                                                   "method": method_cfg, "trainer": {"lr": lr}, "tag": tag,
+                                                   "seed": seed}))
     rec.finish({"method": method, "model": model, "task": f"glue_{subset}", "seed": seed,
                 **({"n_train_examples": n} if n else {}), **record})
     return rec.dir

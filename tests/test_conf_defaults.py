@@ -1,11 +1,12 @@
 """A YAML under conf/ holds its defaults list, its name and the values that differ from what the rest of its
 composition gives: the schema dataclasses are the one place a default is written.
 
-Every option of every group is composed twice through the project's composition (``core.cli.compose``): in the
-config tree as it is, and in a copy where that group's files hold only their defaults list and name. A key whose
-value is the same without it is named (file and key). The keys of an experiment or debug preset under a group the
-preset does not choose itself (``model.*`` in an experiment; every group in ``debug/``) are compared with that
-group's value under each of its options: such a key is needed where any option gives another value.
+Every option of every group is composed through the project's composition (``core.cli.compose``) without its own
+keys: a group's option (method, model, task, trainer) in a copy of the tree where those files hold only their
+defaults list and name, a preset (experiment, debug) as the group options it chooses. A key whose value is the same
+without it is named (file and key). The keys of a preset under a group it does not choose itself (``model.*`` in an
+experiment; every group in ``debug/``) are compared with that group's value under each of its options: such a key
+is needed where any option gives another value.
 """
 
 from __future__ import annotations
@@ -52,16 +53,14 @@ def own_keys(group: str, option: str) -> dict[str, object]:
     return leaves(body) if group in PRESETS else leaves(body, f"{group}.")
 
 
-def stripped_tree(root: Path, groups: tuple[str, ...]) -> Path:
-    """A copy of conf/ whose files in `groups` hold only their package line, defaults list and name."""
-    tree = root / "_".join(groups)
+def stripped_tree(root: Path) -> Path:
+    """A copy of conf/ whose files in :data:`GROUPS` hold only their defaults list and name."""
+    tree = root / "conf"
     shutil.copytree(CONF, tree)
-    for group in groups:
+    for group in GROUPS:
         for path in (tree / group).glob("*.yaml"):
-            text = path.read_text()
-            data = yaml.safe_load(text) or {}
-            head = "# @package _global_\n" if "# @package _global_" in text else ""
-            path.write_text(head + yaml.safe_dump({k: data[k] for k in KEEP if k in data}, sort_keys=False))
+            data = yaml.safe_load(path.read_text()) or {}
+            path.write_text(yaml.safe_dump({k: data[k] for k in KEEP if k in data}, sort_keys=False))
     return tree
 
 
@@ -77,10 +76,11 @@ def zipped(options: dict[str, list[str]]) -> list[list[str]]:
     return [[f"{g}={v[i % len(v)]}" for g, v in options.items()] for i in range(n)]
 
 
-def chosen_groups(group: str, option: str) -> set[str]:
-    """The groups a preset chooses itself (``- override /task: glue`` -> task)."""
+def chosen_groups(group: str, option: str) -> dict[str, str]:
+    """The group options a preset chooses itself (``- override /task: glue`` -> task: glue)."""
     data = yaml.safe_load((CONF / group / f"{option}.yaml").read_text()) or {}
-    return {k.removeprefix("override ").strip("/") for d in data.get("defaults", []) if isinstance(d, dict) for k in d}
+    return {k.removeprefix("override ").strip("/"): v for d in data.get("defaults", []) if isinstance(d, dict)
+            for k, v in d.items()}
 
 
 def test_no_yaml_key_equals_what_its_composition_gives_without_it(tmp_path, monkeypatch):
@@ -89,16 +89,16 @@ def test_no_yaml_key_equals_what_its_composition_gives_without_it(tmp_path, monk
     assert all(options.values()), options
     # each option's composed config in the tree as it is (real) and with its file's own keys removed (bare)
     real, bare = {g: {} for g in GROUPS}, {}
-    tree = stripped_tree(tmp_path, GROUPS)
+    tree = stripped_tree(tmp_path)
     for ovr in zipped({g: options[g] for g in GROUPS}):
         full, base = composed(CONF, ovr, monkeypatch), composed(tree, ovr, monkeypatch)
         for o in ovr:
             g, option = o.split("=")
             real[g][option], bare[o] = full, base
-    tree = stripped_tree(tmp_path, PRESETS)
-    for g in PRESETS:
+    for g in PRESETS:  # a preset without its own keys composes as the group options it chooses
         for option in options[g]:
-            bare[f"{g}={option}"] = composed(tree, [f"{g}={option}"], monkeypatch)
+            chosen = [f"{k}={v}" for k, v in chosen_groups(g, option).items()]
+            bare[f"{g}={option}"] = composed(CONF, chosen, monkeypatch)
     # a debug preset comes after any experiment: its keys meet every experiment's values too (composed when the
     # other values leave the key looking repeated)
     exp = lambda: [composed(CONF, [f"experiment={e}"], monkeypatch) for e in options["experiment"]]  # noqa: E731

@@ -84,14 +84,24 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 SRC = REPO / "src" / "embexp"
 # A repository path: src/, conf/, tests/, scripts/, docs/, mk/ or .ci/ and what follows, not preceded by another
 # path's characters (the authors' `pete/src/pete.py` names a file of their checkout, not of this repository).
-CITED_PATH = re.compile(r"(?<![\w./~$:@=-])((?:src|conf|tests|scripts|docs|mk|\.ci)/[\w./*<>-]*[\w/*>])")
+CITED_PATH = re.compile(r"(?<![\w./~$:@=-])((?:src|conf|tests|scripts|docs|mk|\.ci)/"
+                        r"(?:\{[\w.,-]+\}|[\w./*<>-])*[\w/*>}])")
 # The names whose first part is also a record or config section: metrics.json's "train" figures, the judge group.
 SECTIONS = {"train": "a key of metrics.json's train record", "judge": "a field of the judge config (JudgeConfig)"}
 
 
 def cited_paths(text: str) -> list[str]:
-    """The repository paths a doc names; a path with a placeholder (`<paper>`) names a pattern, not a file."""
-    return [p for p in CITED_PATH.findall(text) if "<" not in p]
+    """The repository paths a doc names, `{a,b}` expanded; a path with a placeholder (`<paper>`) names a
+    pattern, not a file."""
+    out = []
+    for path in CITED_PATH.findall(text):
+        alternatives = re.search(r"\{([^}]*)\}", path)
+        if alternatives:
+            out += cited_paths(" ".join(path.replace(alternatives.group(0), a, 1)
+                                        for a in alternatives.group(1).split(",")))
+        elif "<" not in path:
+            out.append(path)
+    return out
 
 
 def resolves(name: str) -> bool:
@@ -157,6 +167,7 @@ def test_every_module_name_the_docs_cite_resolves():
 def test_a_dangling_path_or_name_is_caught():
     text = "See `src/embexp/cloze.py`, `report.PAPERS`, `core.cli.check_compose` and the authors' `pete/src/pete.py`."
     assert cited_paths(text) == ["src/embexp/cloze.py"] and not (REPO / cited_paths(text)[0]).exists()
+    assert cited_paths("`conf/task/{glue,nope}.yaml`, conf/<group>/") == ["conf/task/glue.yaml", "conf/task/nope.yaml"]
     assert cited_names(text) == ["report.PAPERS", "core.cli.check_compose"]
     assert [resolves(n) for n in cited_names(text)] == [False, True]
     assert in_section("train.tokens") and not in_section("train.no_such_figure") and in_section("judge.model")

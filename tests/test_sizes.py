@@ -1,4 +1,4 @@
-"""Size limits of src/embexp: no module over 450 lines, no function over 80 (issue #24).
+"""Size limits of src/embexp: no module over 450 lines, no function over 80, no exceptions.
 
 Every module is parsed with ``ast`` (nothing is imported); a function's length runs from its ``def``
 line to its last line (docstring and nested functions included), and methods and nested functions
@@ -14,11 +14,6 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "embexp"
 MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 80
-
-# Temporary: modules of other lanes of issue #24 that are over a limit, each with its owner, who brings
-# it under and removes the entry (test_the_allow_list_holds_only_modules_still_over fails on a stale one).
-# Of inference.py, data.py, methods/base.py, config.py and cli.py none is over today: the list is empty.
-ALLOWED: dict[str, str] = {}
 
 
 def functions(tree: ast.AST, prefix: str = ""):
@@ -49,12 +44,7 @@ def offenders(package: Path = PACKAGE) -> list[str]:
 
 
 def test_no_module_or_function_over_the_limits():
-    assert [o for o in offenders() if o.split(":")[0] not in ALLOWED] == []
-
-
-def test_the_allow_list_holds_only_modules_still_over():
-    over = {o.split(":")[0] for o in offenders()}
-    assert sorted(set(ALLOWED) - over) == []
+    assert offenders() == []
 
 
 def test_an_offender_is_reported(tmp_path):

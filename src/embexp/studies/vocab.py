@@ -36,7 +36,7 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.core.tables import markdown
+from embexp.core.tables import markdown, pyplot, save_png
 
 GLUE = ("cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "stsb", "wnli")
 GLUE_LABELS = {"cola": "CoLA", "mnli": "MNLI", "mrpc": "MRPC", "qnli": "QNLI", "qqp": "QQP", "rte": "RTE",
@@ -290,12 +290,7 @@ def heaps(cfg, counter: TokenCache) -> tuple[str, dict]:
 
 
 def plot_heaps(path: Path, rows, curves, subsets, fit, vocab, title) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = pyplot().subplots(figsize=(7, 4.5))
     for s, r in zip(subsets, rows):
         n, u = curves[s]
         if len(n):
@@ -311,10 +306,8 @@ def plot_heaps(path: Path, rows, curves, subsets, fit, vocab, title) -> Path:
     ax.set(xscale="log", yscale="log", xlabel="total tokens", ylabel="unique tokens")
     ax.set_title(title[:90] + ("…" if len(title) > 90 else ""), fontsize=8)
     ax.legend(fontsize=8, loc="upper left")
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path)
     return path
 
 

@@ -42,12 +42,12 @@ Modules: ``prompts`` (kinds, prompts, allowed answers, parsing, truncation), ``c
 cache), ``backends`` (transformers, vllm, openai), ``scoring`` (:class:`Judge`, :func:`aggregate`, a
 run's :func:`check` and :func:`score_run`), ``rescore`` (``python -m embexp.judge``: re-score a
 finished run). This package's namespace holds what the rest of embexp and its users call: the judge, its
-aggregation, a run's check and scoring, the re-score, the kinds and their metrics.
+aggregation, a run's check and scoring, the re-score and its entry point, the kinds and their metrics.
 """
 
 from embexp.judge.prompts import HARMBENCH_PROMPT, INSTRUCT_CHOICES, KINDS, METRIC, parse
-from embexp.judge.rescore import rescore
+from embexp.judge.rescore import entry, rescore
 from embexp.judge.scoring import Judge, aggregate, build_judge, check, score_run
 
 __all__ = ["HARMBENCH_PROMPT", "INSTRUCT_CHOICES", "KINDS", "METRIC", "Judge", "aggregate", "build_judge", "check",
-           "parse", "rescore", "score_run"]
+           "entry", "parse", "rescore", "score_run"]

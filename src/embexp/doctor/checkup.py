@@ -40,6 +40,7 @@ from embexp import EmbexpError
 from embexp.core import cli
 from embexp.core.config import f
 from embexp.doctor import common
+from embexp.doctor.common import Section
 from embexp.models.specs import SPECS
 
 FULL = dict(models=["smollm2", "minilm", "tiny_gemma2"], memory_models=["smollm2"], speed_model="smollm2",
@@ -188,10 +189,9 @@ def usage() -> str:
 
 def accelerator(s, device: torch.device):
     """The Accelerator a run on this device gets (trainer.mixed_precision=auto: bf16 on a bf16 GPU, TF32 on)."""
-    from embexp.doctor.common import compose
     from embexp.train import make_accelerator
 
-    return make_accelerator(compose(s.speed_model, "tinyte_full", s.seq_len, s.batch_size, device))
+    return make_accelerator(common.compose(s.speed_model, "tinyte_full", s.seq_len, s.batch_size, device))
 
 
 def headline(s, device: torch.device) -> list[str]:
@@ -229,8 +229,6 @@ def progress_printer(on: bool):
 
 def guarded(name: str, fn) -> object:
     """A check's Section; a check that raises is a failed section with the error (the others still run)."""
-    from embexp.doctor.common import Section
-
     try:
         return fn()
     except Exception as e:  # noqa: BLE001  (a doctor reports what broke and goes on)
@@ -243,7 +241,6 @@ def run(cfg: Config) -> int:
     """Every check on this machine; the report printed and written (after each check, so a run cut short
     leaves what it measured). 0 when every check passes, else 3."""
     from embexp.doctor import env, fsdp, memory, numerics, report, speed
-    from embexp.doctor.common import Section
 
     device = resolve_device(cfg.device)
     s = settings(cfg, device)

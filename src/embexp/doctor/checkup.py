@@ -182,9 +182,7 @@ def settings(cfg: Config, device: torch.device) -> object:
 
 
 def usage() -> str:
-    from embexp.core.cli import usage as fields
-
-    return __doc__.strip().replace("``", "") + "\n\n" + fields("", Config).split("\n", 2)[2]
+    return __doc__.strip().replace("``", "") + "\n\n" + cli.usage("", Config).split("\n", 2)[2]
 
 
 def accelerator(s, device: torch.device):

@@ -37,7 +37,7 @@ from embexp.core.cli import (  # noqa: E402
 )
 
 # the plain-loop comparison lives in the package, shared with python -m embexp.doctor (make gpu-check)
-from embexp.doctor.speed import alternating, embexp_loop, fixed_batches, plain_loop  # noqa: E402,F401
+from embexp.doctor.speed import alternated, alternating, fixed_batches, loop_speeds  # noqa: E402
 from embexp.models import smollm2_path  # noqa: E402
 
 
@@ -112,14 +112,7 @@ def throughput(argv: list[str]) -> None:
                             "trainer.max_grad_norm=1.0"])
         feats = [c.featurizer.train_features(e) for e in c.task.examples("train")]
         c.method.setup({"train": [f["input_ids"] for f in feats], "eval": []})
-        state = {k: v.clone() for k, v in c.method.trainable_state().items()}
-        plain_loop(cfg, c, feats)  # warm-up (allocator, kernels)
-        runs = {"plain": [], "embexp": []}
-        for r in range(int(o["repeats"])):
-            # whichever loop runs first after a reset pays for freeing the previous optimizer's state
-            for which in alternating(r, ["plain", "embexp"]):
-                c.method.load_trainable_state(state)
-                runs[which].append(plain_loop(cfg, c, feats) if which == "plain" else embexp_loop(cfg, c, feats, acc))
+        runs = loop_speeds(cfg, c, feats, acc, int(o["repeats"]))
         p, e = statistics.median(runs["plain"]), statistics.median(runs["embexp"])
         print(f"{method:<14}{p:>14.0f}{e:>14.0f}{e / p:>8.3f}   per repeat: plain {[round(x) for x in runs['plain']]}, "
               f"embexp {[round(x) for x in runs['embexp']]}")
@@ -248,12 +241,8 @@ def pete(argv: list[str]) -> None:
         inputs = TrainInputs(c.train_features, c.backbone.tokenizer.pad_token_id, cfg.seed)
         trainers[m] = Trainer(c.method, cfg.trainer, acc, inputs)
         fit_clocks(trainers[m])
-    wall, cpu = {m: [] for m in methods}, {m: [] for m in methods}
-    for r in range(int(o["repeats"])):
-        for m in alternating(r, list(methods)):
-            w, c = fit_clocks(trainers[m])
-            wall[m].append(w)
-            cpu[m].append(c)
+    got = alternated({m: lambda m=m: fit_clocks(trainers[m]) for m in methods}, int(o["repeats"]))
+    wall, cpu = {m: [w for w, _ in got[m]] for m in methods}, {m: [c for _, c in got[m]] for m in methods}
     med = {m: (statistics.median(wall[m]), statistics.median(cpu[m])) for m in methods}
     for m in methods:
         n = built[m][1].method.n_trainable(include_head=False)

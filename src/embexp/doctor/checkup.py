@@ -35,12 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 
 from embexp import EmbexpError
 from embexp.core import cli
 from embexp.core.config import f
 from embexp.doctor import common
+from embexp.doctor.common import Section
 from embexp.models.specs import SPECS
 
 FULL = dict(models=["smollm2", "minilm", "tiny_gemma2"], memory_models=["smollm2"], speed_model="smollm2",
@@ -141,13 +141,11 @@ def cached_hub_models() -> list[str]:
     """conf/model configs of hub models whose files the local Hugging Face cache holds."""
     from huggingface_hub import try_to_load_from_cache
 
-    out = []
-    for name in cli.choices("model"):
-        y = OmegaConf.load(cli.conf_dir() / "model" / f"{name}.yaml")
-        hub = y.get("source", "hub") == "hub" and y.get("id")
-        if hub and isinstance(try_to_load_from_cache(y.id, "config.json"), str):
-            out.append(name)
-    return out
+    from embexp.judge.backends import model_config
+
+    hub = [(name, model_config(name)) for name in cli.choices("model")]
+    return [name for name, m in hub if m.source == "hub" and m.id
+            and isinstance(try_to_load_from_cache(m.id, "config.json"), str)]
 
 
 def offline_weights() -> bool:
@@ -184,17 +182,14 @@ def settings(cfg: Config, device: torch.device) -> object:
 
 
 def usage() -> str:
-    from embexp.core.cli import usage as fields
-
-    return __doc__.strip().replace("``", "") + "\n\n" + fields("", Config).split("\n", 2)[2]
+    return __doc__.strip().replace("``", "") + "\n\n" + cli.usage("", Config).split("\n", 2)[2]
 
 
 def accelerator(s, device: torch.device):
     """The Accelerator a run on this device gets (trainer.mixed_precision=auto: bf16 on a bf16 GPU, TF32 on)."""
-    from embexp.doctor.common import compose
     from embexp.train import make_accelerator
 
-    return make_accelerator(compose(s.speed_model, "tinyte_full", s.seq_len, s.batch_size, device))
+    return make_accelerator(common.compose(s.speed_model, "tinyte_full", s.seq_len, s.batch_size, device))
 
 
 def headline(s, device: torch.device) -> list[str]:
@@ -232,8 +227,6 @@ def progress_printer(on: bool):
 
 def guarded(name: str, fn) -> object:
     """A check's Section; a check that raises is a failed section with the error (the others still run)."""
-    from embexp.doctor.common import Section
-
     try:
         return fn()
     except Exception as e:  # noqa: BLE001  (a doctor reports what broke and goes on)
@@ -246,7 +239,6 @@ def run(cfg: Config) -> int:
     """Every check on this machine; the report printed and written (after each check, so a run cut short
     leaves what it measured). 0 when every check passes, else 3."""
     from embexp.doctor import env, fsdp, memory, numerics, report, speed
-    from embexp.doctor.common import Section
 
     device = resolve_device(cfg.device)
     s = settings(cfg, device)

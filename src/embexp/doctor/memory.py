@@ -33,9 +33,10 @@ import gc
 
 import torch
 
-from embexp.doctor.common import Section, compose, matmul_params, mib, model_config, model_label, table
+from embexp.doctor.common import Section, compose, matmul_params, mib, model_label, table
+from embexp.doctor.numerics import methods_for
 from embexp.doctor.speed import AUTOCAST, fixed_batches
-from embexp.methods.registry import registered, unsupported
+from embexp.methods.registry import registered
 from embexp.models.loading import text_config
 from embexp.run.build import build
 from embexp.run.loop import Trainer, TrainInputs
@@ -155,9 +156,8 @@ def step_memory(model: str, method: str, s, device: torch.device, acc, batch_siz
 def check(s, device: torch.device, acc, progress) -> Section:
     rows = []
     for model, only in s.memory_models:  # only: the methods for a larger model the cache holds
-        mcfg = model_config(model)
-        for name in only or s.methods or registered():
-            if not registered()[name].trains or unsupported(name, mcfg):
+        for name in methods_for(model, only or s.methods):
+            if not registered()[name].trains:
                 continue
             progress(f"memory: {name} on {model_label(model)}")
             rows.append(step_memory(model, name, s, device, acc))

@@ -41,6 +41,17 @@ def alternating(r: int, items: list) -> list:
     return items if r % 2 == 0 else items[::-1]
 
 
+def alternated(sides: dict, repeats: int, reset=lambda: None) -> dict[str, list]:
+    """Each side's results (``sides``: name -> a call) over ``repeats`` repeats in :func:`alternating` order,
+    ``reset`` called before each call."""
+    out = {k: [] for k in sides}
+    for r in range(repeats):
+        for k in alternating(r, list(sides)):
+            reset()
+            out[k].append(sides[k]())
+    return out
+
+
 def fixed_batches(feats, steps: int, batch: int, pad: int, seed: int = 0) -> list[dict]:
     """The collated batches the Trainer would draw for `steps` steps (one micro-batch each)."""
     return [collate([feats[i] for i in micro_batch_indices(len(feats), batch, 1, 0, seed, m)], pad)
@@ -84,6 +95,18 @@ def plain_loop(cfg, c, feats, device: torch.device | None = None, dtype: torch.d
             opt.zero_grad(set_to_none=True)
     seconds, _ = timed(run, device)
     return tokens / seconds
+
+
+def loop_speeds(cfg, c, feats, acc, repeats: int, device: torch.device | None = None,
+                dtype: torch.dtype | None = None) -> dict[str, list[float]]:
+    """Tokens/s of :func:`plain_loop` and :func:`embexp_loop` per repeat: one warm-up of the plain loop
+    (allocator, kernels), then ``repeats`` alternating repeats (whichever loop runs first after a reset pays
+    for freeing the previous optimizer's state), each from the same trainable state."""
+    state = {k: v.detach().clone() for k, v in c.method.trainable_state().items()}
+    plain_loop(cfg, c, feats, device, dtype)
+    return alternated({"plain": lambda: plain_loop(cfg, c, feats, device, dtype),
+                       "embexp": lambda: embexp_loop(cfg, c, feats, acc)}, repeats,
+                      lambda: c.method.load_trainable_state(state))
 
 
 def matmul_rate(device: torch.device, dtype: torch.dtype, n: int, reps: int) -> float:
@@ -133,15 +156,8 @@ def train_speed(model: str, method: str, s, device: torch.device, acc, batch: in
                   "trainer.max_grad_norm=1.0", "trainer.weight_decay=0.0", "trainer.scheduler=cosine", f"seed={s.seed}",
                   *s.model_extra)
     c = build(cfg, device)
-    feats, dtype = c.train_features, AUTOCAST[acc.mixed_precision]
-    state = {k: v.detach().clone() for k, v in c.method.trainable_state().items()}
-    plain_loop(cfg, c, feats, device, dtype)  # warm-up: allocator, kernels
-    runs = {"plain": [], "embexp": []}
-    for r in range(s.repeats):
-        for which in alternating(r, ["plain", "embexp"]):
-            c.method.load_trainable_state(state)
-            fn = plain_loop if which == "plain" else None
-            runs[which].append(fn(cfg, c, feats, device, dtype) if fn else embexp_loop(cfg, c, feats, acc))
+    feats = c.train_features
+    runs = loop_speeds(cfg, c, feats, acc, s.repeats, device, AUTOCAST[acc.mixed_precision])
     p, e = statistics.median(runs["plain"]), statistics.median(runs["embexp"])
     batches = fixed_batches(feats, s.steps, batch, c.backbone.tokenizer.pad_token_id, cfg.seed)
     fpt = flops_per_token(c)
@@ -189,11 +205,9 @@ def generation_speed(model: str, s, device: torch.device) -> dict | None:
     sides = {"plain": lambda: plain_generate(c, ids, s.batch_size, s.gen_tokens, device),
              "embexp": lambda: generate(c.method, c.featurizer, prompts, s.batch_size, s.gen_tokens, device,
                                         progress=False)}
-    runs, out = {"plain": [], "embexp": []}, {}
-    for r in range(s.repeats):
-        for which in alternating(r, ["plain", "embexp"]):
-            sec, out[which] = timed(sides[which], device)
-            runs[which].append(sec)
+    got = alternated({k: lambda fn=fn: timed(fn, device) for k, fn in sides.items()}, s.repeats)
+    runs = {k: [sec for sec, _ in v] for k, v in got.items()}
+    out = {k: v[-1][1] for k, v in got.items()}  # the last repeat's outputs
     p, e = statistics.median(runs["plain"]), statistics.median(runs["embexp"])
     (_, count), same = out["plain"], sum(a == b for a, b in zip(out["plain"][0], out["embexp"]))
     return {"model": model, "prompts": len(prompts), "new tokens": count,

@@ -41,55 +41,13 @@ keeps what it scored and a re-score costs no judge call (``Judge.calls``).
 Modules: ``prompts`` (kinds, prompts, allowed answers, parsing, truncation), ``cache`` (the verdict
 cache), ``backends`` (transformers, vllm, openai), ``scoring`` (:class:`Judge`, :func:`aggregate`, a
 run's :func:`check` and :func:`score_run`), ``rescore`` (``python -m embexp.judge``: re-score a
-finished run). This package's namespace holds their API.
+finished run). This package's namespace holds what the rest of embexp and its users call: the judge, its
+aggregation, a run's check and scoring, the re-score and its entry point, the kinds and their metrics.
 """
 
-from embexp.judge.backends import OpenAIBackend, TransformersBackend, VllmBackend, model_config, resolve_dtype
-from embexp.judge.cache import VerdictCache, cache_key
-from embexp.judge.prompts import (
-    BACKENDS,
-    FIELDS,
-    HARMBENCH_CHOICES,
-    HARMBENCH_PROMPT,
-    INSTRUCT_ANSWER_PREFIX,
-    INSTRUCT_CHOICES,
-    INSTRUCT_PROMPT,
-    INSTRUCT_SYSTEM,
-    JUDGED,
-    KINDS,
-    METRIC,
-    NLI_ANSWER_PREFIX,
-    NLI_CHOICES,
-    NLI_PROMPT,
-    TRUE_CHOICES,
-    TRUE_PROMPT,
-    VERDICTS,
-    check_kind,
-    fit,
-    messages,
-    parse,
-    token_cutter,
-)
-from embexp.judge.rescore import entry, eval_questions, rescore
-from embexp.judge.scoring import (
-    CACHE_FILE,
-    Judge,
-    aggregate,
-    build_judge,
-    check,
-    check_model_name,
-    items,
-    keys_for,
-    run_kind,
-    score_records,
-    score_run,
-)
+from embexp.judge.prompts import HARMBENCH_PROMPT, INSTRUCT_CHOICES, KINDS, METRIC, parse
+from embexp.judge.rescore import entry, rescore
+from embexp.judge.scoring import Judge, aggregate, build_judge, check, score_run
 
-__all__ = [
-    "BACKENDS", "CACHE_FILE", "FIELDS", "HARMBENCH_CHOICES", "HARMBENCH_PROMPT", "INSTRUCT_ANSWER_PREFIX",
-    "INSTRUCT_CHOICES", "INSTRUCT_PROMPT", "INSTRUCT_SYSTEM", "JUDGED", "KINDS", "METRIC", "NLI_ANSWER_PREFIX",
-    "NLI_CHOICES", "NLI_PROMPT", "TRUE_CHOICES", "TRUE_PROMPT", "VERDICTS", "Judge", "OpenAIBackend",
-    "TransformersBackend", "VerdictCache", "VllmBackend", "aggregate", "build_judge", "cache_key", "check",
-    "check_kind", "check_model_name", "entry", "eval_questions", "fit", "items", "keys_for", "messages",
-    "model_config", "parse", "rescore", "resolve_dtype", "run_kind", "score_records", "score_run", "token_cutter",
-]
+__all__ = ["HARMBENCH_PROMPT", "INSTRUCT_CHOICES", "KINDS", "METRIC", "Judge", "aggregate", "build_judge", "check",
+           "entry", "parse", "rescore", "score_run"]

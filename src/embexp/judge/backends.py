@@ -12,9 +12,8 @@ import time
 
 import torch
 
-from embexp import EmbexpError
+from embexp import EmbexpError, models
 from embexp.judge.prompts import (
-    FIELDS,
     HARMBENCH_CHOICES,
     HARMBENCH_PROMPT,
     INSTRUCT_ANSWER_PREFIX,
@@ -38,9 +37,8 @@ log = logging.getLogger("embexp")
 
 
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    if name == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+    """judge.dtype: auto is bf16 on a GPU (a judge only infers), else model.dtype's reading of the name."""
+    return torch.bfloat16 if name == "auto" and device.type == "cuda" else models.resolve_dtype(name)
 
 
 def model_config(name: str):
@@ -78,7 +76,7 @@ class TransformersBackend:
                                   "NLI model")
             from embexp.models import load_backbone
 
-            mcfg.dtype = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}[dtype]
+            mcfg.dtype = str(dtype).removeprefix("torch.")
             bb = load_backbone(mcfg)
             self._model, self.tok, self.type = self._ready(bb.model), bb.tokenizer, "causal"
             config = bb.model.config
@@ -170,7 +168,7 @@ class TransformersBackend:
         return len(self.tok(text, add_special_tokens=not self.chat)["input_ids"]) + reserve
 
     def render(self, kind: str, item: dict) -> str:
-        item = fit({k: item[k] for k in FIELDS[kind]}, kind, lambda it: self.n_tokens(kind, it), self.limit, self.cut)
+        item = fit(item, kind, lambda it: self.n_tokens(kind, it), self.limit, self.cut)
         if self.type == "seqcls":
             return json.dumps({"premise": item["premise"], "hypothesis": item["hypothesis"]}, ensure_ascii=False)
         return self.text(kind, item)
@@ -292,8 +290,7 @@ class VllmBackend:
             if kind == "harmbench":
                 return HARMBENCH_PROMPT.format(**it)
             return self.tok.apply_chat_template(messages(kind, it), tokenize=False, add_generation_prompt=True)
-        item = fit({k: item[k] for k in FIELDS[kind]}, kind,
-                   lambda it: len(self.tok(text(it), add_special_tokens=False)["input_ids"]),
+        item = fit(item, kind, lambda it: len(self.tok(text(it), add_special_tokens=False)["input_ids"]),
                    self.cfg.max_input_tokens, self.cut)
         return text(item)
 
@@ -321,9 +318,8 @@ class OpenAIBackend:
 
     def render(self, kind: str, item: dict) -> str:
         limit = 4 * self.cfg.max_input_tokens
-        item = fit({k: item[k] for k in FIELDS[kind]}, kind,
-                   lambda it: sum(len(m["content"]) for m in messages(kind, it)),
-                   limit, lambda t, over: t[:max(0, len(t) - over)])
+        item = fit(item, kind, lambda it: sum(len(m["content"]) for m in messages(kind, it)), limit,
+                   lambda t, over: t[:max(0, len(t) - over)])
         return json.dumps(messages(kind, item), ensure_ascii=False)
 
     def verdicts(self, kind: str, prompts: list[str]) -> list[float]:

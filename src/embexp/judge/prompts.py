@@ -80,8 +80,9 @@ def check_kind(kind: str) -> None:
 
 
 def fit(item: dict, kind: str, count: Callable[[dict], int], limit: int, cut: Callable[[str, int], str]) -> dict:
-    """`item` with its judged text, then its other text, shortened at the end until ``count(item) <= limit``."""
-    item = dict(item)
+    """`item`'s fields of the kind, its judged text, then its other text, shortened at the end until
+    ``count(item) <= limit``."""
+    item = {k: item[k] for k in FIELDS[kind]}
     order = [JUDGED[kind]] + [k for k in FIELDS[kind] if k != JUDGED[kind]]
     for name in order:
         for _ in range(8):  # re-tokenising a cut text can shift a count by a token or two

@@ -45,8 +45,6 @@ class Judge:
         self.name = str(jcfg.model)
         self.cache = VerdictCache(cache_path if jcfg.cache else None)
         self.calls = 0
-        self.total_calls = 0
-        self.unparsed = 0
 
     def prompts(self, kind: str, items: Sequence[dict]) -> list[str]:
         """The full prompt text of each item, as the judge reads it (after truncation)."""
@@ -75,10 +73,7 @@ class Judge:
             rows = [{"key": k, "verdict": float(v), "kind": kind, "judge": self.name} for k, v in zip(chunk, verdicts)]
             got.update({r["key"]: r["verdict"] for r in rows})
             self.cache.add(rows)
-        self.total_calls += self.calls
-        res = [v if v is not None else got[k] for k, v in zip(keys, out)]
-        self.unparsed = sum(1 for v in res if v != v)
-        return res
+        return [v if v is not None else got[k] for k, v in zip(keys, out)]
 
 
 def build_judge(jcfg, device=None, cache_path=None) -> Judge:

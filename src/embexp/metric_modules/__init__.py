@@ -35,6 +35,17 @@ from embexp import EmbexpError
 NAMES = ("embexp_translation", "embexp_rouge", "embexp_classification", "embexp_correlation", "embexp_pl_score")
 
 
+def info(doc: str, kwargs: str, predictions: str, references: str):
+    """A module's ``evaluate.MetricInfo``: its docstring, its arguments' text and the ``datasets`` value types of
+    its two columns."""
+    import datasets
+    import evaluate
+
+    features = {"predictions": datasets.Value(predictions), "references": datasets.Value(references)}
+    return evaluate.MetricInfo(description=doc, citation="", inputs_description=kwargs,
+                               features=datasets.Features(features))
+
+
 def path(name: str) -> str:
     """The folder of one module, for ``evaluate.load``."""
     if name not in NAMES:

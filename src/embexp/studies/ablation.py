@@ -41,7 +41,7 @@ from embexp import EmbexpError
 from embexp.core.cli import compose_train
 from embexp.core.config import JudgeConfig, f
 from embexp.core.records import atomic_write, write_json
-from embexp.core.tables import write_table
+from embexp.core.tables import pyplot, save_png, write_table
 
 log = logging.getLogger("embexp")
 
@@ -149,12 +149,7 @@ def plot_curves(panels: list[tuple[str, list[tuple[str, list[float], list[float]
                 ylabel: str = "BLEU-4 vs. unablated") -> None:
     """Score-vs-p curves, one panel per (title, [(label, ps, scores), ...]) side by side
     (Figures 5/7: a panel per model, a curve per dataset); a PNG written with the Agg backend."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(4.5 * max(1, len(panels)), 3.5), squeeze=False)
+    fig, axes = pyplot().subplots(1, max(1, len(panels)), figsize=(4.5 * max(1, len(panels)), 3.5), squeeze=False)
     for ax, (title, curves) in zip(axes[0], panels or [("", [])]):
         for label, ps, scores in curves:
             ax.plot([p * 100 for p in ps], scores, marker="o", ms=3, label=label)
@@ -166,9 +161,7 @@ def plot_curves(panels: list[tuple[str, list[tuple[str, list[float], list[float]
         if curves:
             ax.legend(fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path)
 
 
 # ---- the model side -------------------------------------------------------------------------

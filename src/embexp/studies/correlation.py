@@ -28,7 +28,6 @@ Choices (ours; the paper gives the population but not these rules):
 
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +37,8 @@ import numpy as np
 from embexp import EmbexpError
 from embexp.core.config import f
 from embexp.core.records import atomic_write, debug_output_root, write_json
-from embexp.core.tables import markdown
+from embexp.core.tables import markdown, pyplot, save_png, write_csv
+from embexp.studies.ablation import pct
 
 
 @dataclass
@@ -62,10 +62,6 @@ LABELS = {"bleu": "BLEU-4", "nli": "NLI"}
 
 def auc_key(metric: str) -> str:
     return AUC_KEYS.get(metric, f"auc_{metric}")
-
-
-def pct(p: float) -> str:
-    return f"{p * 100:g}%"
 
 
 # ---- pure functions (tested on synthetic curves) ------------------------------------------------
@@ -132,10 +128,6 @@ def predict_auc(metric: str, p: float, value: float, data: dict | str | Path) ->
 def plot_heatmap(results: list[dict], path: Path) -> list[tuple[int, int]]:
     """Figure 4. Returns the (row, column) cells that got the black outline, read back from the axes
     (columns index the union of the metrics' portions, sorted)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
     ps = sorted({p for res in results for p in res["ps"]})
@@ -143,7 +135,7 @@ def plot_heatmap(results: list[dict], path: Path) -> list[tuple[int, int]]:
     for i, res in enumerate(results):
         for p, r in zip(res["ps"], res["r"]):
             grid[i, ps.index(p)] = np.nan if r is None else r
-    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(ps), 0.9 + 0.7 * len(results)))
+    fig, ax = pyplot().subplots(figsize=(1.0 + 0.75 * len(ps), 0.9 + 0.7 * len(results)))
     im = ax.imshow(grid, cmap="viridis", vmin=-1, vmax=1, aspect="auto")
     for i, res in enumerate(results):
         for p, r, sig in zip(res["ps"], res["r"], res["significant"]):
@@ -158,22 +150,15 @@ def plot_heatmap(results: list[dict], path: Path) -> list[tuple[int, int]]:
     ax.set_title("Pearson r: value at p vs. AUC (outline: significant)", fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.04)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
     cells = sorted((int(round(pt.get_xy()[1] + 0.5)), int(round(pt.get_xy()[0] + 0.5)))
                    for pt in ax.patches if isinstance(pt, Rectangle))
-    plt.close(fig)
+    save_png(fig, path)
     return cells
 
 
 def plot_best(results: list[dict], path: Path) -> None:
     """Figure 8: per metric, the value at the most correlated p against the AUC, with the fit."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, max(1, len(results)), figsize=(4.2 * max(1, len(results)), 3.6), squeeze=False)
+    fig, axes = pyplot().subplots(1, max(1, len(results)), figsize=(4.2 * max(1, len(results)), 3.6), squeeze=False)
     for ax, res in zip(axes[0], results):
         p = res["best_p"]
         if p is None:
@@ -191,9 +176,7 @@ def plot_best(results: list[dict], path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path)
 
 
 # ---- the analysis -----------------------------------------------------------------------------------
@@ -244,10 +227,7 @@ def run(cfg: Config) -> dict:
     long = [{"metric": r["metric"], "p": p, "n_curves": r["n_curves"], "r": v, "pvalue": pv, "significant": sig,
              "slope": (fit or {}).get("slope"), "intercept": (fit or {}).get("intercept"), "best": p == r["best_p"]}
             for r in results for p, v, pv, sig, fit in zip(r["ps"], r["r"], r["pvalue"], r["significant"], r["fit"])]
-    with open(out / "correlation.csv", "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(long[0]) if long else ["metric"])
-        w.writeheader()
-        w.writerows(long)
+    write_csv(long, list(long[0]) if long else ["metric"], out / "correlation.csv")
     outlined = plot_heatmap(results, out / "figure4.png")
     plot_best(results, out / "figure8.png")
     data = {"analysis": "correlation", "runs": str(root), "alpha": cfg.alpha, "notes": notes,

@@ -27,6 +27,7 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.core.config import f
+from embexp.studies.vocab import load_tokenizer  # smollm2, minilm (offline), a hub id or folder
 from embexp.tasks.base import read_jsonl
 from embexp.tasks.metrics import rouge_scores, split_sentences
 
@@ -49,15 +50,6 @@ def stats(xs) -> str:
     xs = np.asarray(xs, float)
     return (f"mean {xs.mean():.1f}, median {np.median(xs):.0f}, p95 {np.percentile(xs, 95):.0f}, "
             f"p99 {np.percentile(xs, 99):.0f}, max {xs.max():.0f}")
-
-
-def load_tokenizer(name: str):
-    from transformers import AutoTokenizer
-
-    from embexp import models
-
-    path = {"smollm2": models.smollm2_path, "minilm": models.minilm_path}.get(name)
-    return AutoTokenizer.from_pretrained(str(path()) if path else name)
 
 
 def n_tokens(tok, texts: list[str], space: bool = True) -> np.ndarray:

@@ -49,12 +49,9 @@ MODELS = ["gemma2", "qwen25", "llama31", "llama2", "smollm2", "roberta", "debert
 
 def known_models() -> tuple[str, ...]:
     """What params can count: the stored architectures and the source=scratch models of conf/model."""
-    from omegaconf import OmegaConf
+    from embexp.judge.backends import model_config
 
-    from embexp.core.cli import choices, conf_dir
-
-    scratch = [m for m in choices("model") if OmegaConf.load(conf_dir() / "model" / f"{m}.yaml").get("source") ==
-               "scratch"]
+    scratch = [m for m in cli.choices("model") if model_config(m).source == "scratch"]
     return tuple(SPECS) + tuple(m for m in scratch if m not in SPECS)
 
 

@@ -36,7 +36,8 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.core.tables import markdown
+from embexp.core.tables import markdown, pyplot, save_png
+from embexp.models.specs import SPECS
 
 GLUE = ("cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "stsb", "wnli")
 GLUE_LABELS = {"cola": "CoLA", "mnli": "MNLI", "mrpc": "MRPC", "qnli": "QNLI", "qqp": "QQP", "rte": "RTE",
@@ -52,9 +53,7 @@ class ModelSpec(NamedTuple):
 
 
 _ROBERTA = dict(max_position_embeddings=514, type_vocab_size=1)
-_DEBERTA = dict(vocab_size=128100, max_position_embeddings=512, type_vocab_size=0, relative_attention=True,
-                position_buckets=256, max_relative_positions=-1, pos_att_type=["p2c", "c2p"],
-                position_biased_input=False, norm_rel_ebd="layer_norm", share_att_key=True)
+_DEBERTA = SPECS["deberta"]["config"]  # DeBERTaV3-base (models/specs.py); the other sizes change its shape fields
 # Keys are conf/model names. Parameter counts from these fields equal the paper's Tables 5 and 6
 # (tests/test_pema.py), except BERT and DistilBERT: Table 5 prints the cased checkpoints (28,996 rows,
 # N 108.3M / 65.8M), but every BERT and DistilBERT cell of Table 2 follows from its embedding % only
@@ -69,22 +68,18 @@ MODELS = {
     "distilmbert": ModelSpec("DistilmBERT", "distilbert/distilbert-base-multilingual-cased", "distilbert",
                              dict(vocab_size=119547)),
     "bert": ModelSpec("BERT", "google-bert/bert-base-uncased", "bert", dict(vocab_size=BERT_UNCASED_VOCAB)),
-    "roberta_base": ModelSpec("RoBERTa", "FacebookAI/roberta-base", "roberta", dict(vocab_size=50265, **_ROBERTA)),
-    "deberta": ModelSpec("DeBERTaV3", "microsoft/deberta-v3-base", "deberta-v2",
-                         dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-                              **_DEBERTA)),
+    "roberta_base": ModelSpec("RoBERTa", "FacebookAI/roberta-base", "roberta", SPECS["roberta_base"]["config"]),
+    "deberta": ModelSpec("DeBERTaV3", "microsoft/deberta-v3-base", "deberta-v2", _DEBERTA),
     "mbert": ModelSpec("mBERT", "google-bert/bert-base-multilingual-cased", "bert", dict(vocab_size=119547)),
     "xlmr": ModelSpec("XLM-RoBERTa", "FacebookAI/xlm-roberta-base", "xlm-roberta", dict(vocab_size=250002, **_ROBERTA)),
     "xlmv": ModelSpec("XLM-V", "facebook/xlm-v-base", "xlm-roberta", dict(vocab_size=901629, **_ROBERTA)),
     "deberta_v3_xsmall": ModelSpec("XSmall", "microsoft/deberta-v3-xsmall", "deberta-v2",
-                                   dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=6,
-                                        intermediate_size=1536, **_DEBERTA)),
+                                   dict(_DEBERTA, hidden_size=384, num_attention_heads=6, intermediate_size=1536)),
     "deberta_v3_small": ModelSpec("Small", "microsoft/deberta-v3-small", "deberta-v2",
-                                  dict(hidden_size=768, num_hidden_layers=6, num_attention_heads=12,
-                                       intermediate_size=3072, **_DEBERTA)),
+                                  dict(_DEBERTA, num_hidden_layers=6)),
     "deberta_v3_large": ModelSpec("Large", "microsoft/deberta-v3-large", "deberta-v2",
-                                  dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
-                                       intermediate_size=4096, **_DEBERTA)),
+                                  dict(_DEBERTA, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                                       intermediate_size=4096)),
     # offline: all-MiniLM-L6-v2 (BERT uncased WordPiece, 30,522 rows, the tokenizer of bert and
     # distilbert above: tokenizer_override=minilm gives their real numbers offline), config read from its folder
     "minilm": ModelSpec("MiniLM-L6 (BERT WordPiece)", "minilm", "", {}),
@@ -290,12 +285,7 @@ def heaps(cfg, counter: TokenCache) -> tuple[str, dict]:
 
 
 def plot_heaps(path: Path, rows, curves, subsets, fit, vocab, title) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = pyplot().subplots(figsize=(7, 4.5))
     for s, r in zip(subsets, rows):
         n, u = curves[s]
         if len(n):
@@ -311,10 +301,8 @@ def plot_heaps(path: Path, rows, curves, subsets, fit, vocab, title) -> Path:
     ax.set(xscale="log", yscale="log", xlabel="total tokens", ylabel="unique tokens")
     ax.set_title(title[:90] + ("…" if len(title) > 90 else ""), fontsize=8)
     ax.legend(fontsize=8, loc="upper left")
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path)
     return path
 
 

@@ -132,17 +132,13 @@ def pete_checks(root: Path, build: Path) -> list[Row]:
 PROMPTS = ["Is node 3 a child of node 1?", "hi", "The quick brown fox jumps"]
 
 
-def ktoken_authors(root: Path):
-    return load_package("k_token_merging", root / "src" / "k_token_merging")
-
-
 def _ktoken_embexp(k: int, *args: str):
     return embexp_method("model=tiny_qwen2", "method=ktoken", "task=glue", "method.inner=none", f"method.k={k}",
                          *args)
 
 
 def ktoken_checks(root: Path) -> list[Row]:
-    ktm = ktoken_authors(root)
+    ktm = load_package("k_token_merging", root / "src" / "k_token_merging")
     rows = []
     for k in (2, 3, 4):
         _, bb, m = _ktoken_embexp(k, "method.zero_init=false")
@@ -216,10 +212,6 @@ def _ktoken_layout(ktm, k: int) -> list[Row]:
 ROWS = [[2, 40, 41, 42, 3], [2, 50, 51, 40, 60, 61, 3], [2, 70, 3]]  # tiny BERT ids ([CLS] .. [SEP]); pad 0
 
 
-def pema_authors(root: Path):
-    return load_package("partial_embedding_matrix_adaptation", root / "src" / "partial_embedding_matrix_adaptation")
-
-
 def _pema_batch(pad: int) -> tuple[torch.Tensor, torch.Tensor]:
     n = max(map(len, ROWS))
     ids = torch.tensor([r + [pad] * (n - len(r)) for r in ROWS])
@@ -238,7 +230,7 @@ def pema_checks(root: Path) -> list[Row]:
     import datasets
 
     datasets.disable_progress_bars()
-    pema = pema_authors(root)
+    pema = load_package("partial_embedding_matrix_adaptation", root / "src" / "partial_embedding_matrix_adaptation")
     from partial_embedding_matrix_adaptation.data.token_counter import TokenCounter
 
     _, bb, m = embexp_method("model=tiny_bert", "method=pema", "task=glue", "method.inner=emb_tuning",

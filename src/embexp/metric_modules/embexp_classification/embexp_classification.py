@@ -4,9 +4,9 @@ tree, amazon), mcc (CoLA), macro_f1 (lm-eval's CB F1, over ``num_classes``), bal
 majority_baseline (K-Token Merging's tree/amazon set). A prediction of -1 (no valid answer) counts
 as wrong; for f1/mcc it is scored as the wrong class."""
 
-import datasets
 import evaluate
 
+from embexp.metric_modules import info
 from embexp.tasks.metrics import accuracy, binary_summary, f1_score, macro_f1, mcc_score
 
 _DESCRIPTION = __doc__
@@ -25,10 +25,7 @@ CHOICES = ("accuracy", "f1", "mcc", "macro_f1", "balanced_accuracy", "majority_b
 
 class EmbexpClassification(evaluate.Metric):
     def _info(self):
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION, citation="", inputs_description=_KWARGS,
-            features=datasets.Features({"predictions": datasets.Value("int64"), "references": datasets.Value("int64")}),
-        )
+        return info(_DESCRIPTION, _KWARGS, "int64", "int64")
 
     def _compute(self, predictions, references, metrics=("accuracy",), num_classes=None):
         bad = [m for m in metrics if m not in CHOICES]

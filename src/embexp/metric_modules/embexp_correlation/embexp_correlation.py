@@ -5,9 +5,9 @@ Predictions are numbers (the default config), or generated strings with
 ``evaluate.load(path, "generated")``: a string must be a number as a whole (strict parsing), and an
 unparseable or non-finite prediction scores as ``invalid_value``."""
 
-import datasets
 import evaluate
 
+from embexp.metric_modules import info
 from embexp.tasks.metrics import regression_scores
 
 _DESCRIPTION = __doc__
@@ -23,12 +23,7 @@ Returns:
 
 class EmbexpCorrelation(evaluate.Metric):
     def _info(self):
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION, citation="", inputs_description=_KWARGS,
-            features=datasets.Features({"predictions": datasets.Value("string" if self.config_name == "generated"
-                                                                      else "float64"),
-                                        "references": datasets.Value("float64")}),
-        )
+        return info(_DESCRIPTION, _KWARGS, "string" if self.config_name == "generated" else "float64", "float64")
 
     def _compute(self, predictions, references, invalid_value=2.5):
         return regression_scores(references, predictions, float(invalid_value))

@@ -4,9 +4,9 @@ by the functions a run uses (``embexp.tasks.metrics``): the accuracy of the clas
 per-example ``prompt_tokens`` and the ``positions`` the backbone read, as ``run.evaluate`` does), and
 ``pl_score`` = 2PL/(P+L) with both as fractions (a negative reduction counts as 0)."""
 
-import datasets
 import evaluate
 
+from embexp.metric_modules import info
 from embexp.tasks.metrics import accuracy, pl_from_accuracy
 from embexp.tasks.metrics import length_reduction as measured_reduction
 
@@ -24,10 +24,7 @@ Returns:
 
 class EmbexpPlScore(evaluate.Metric):
     def _info(self):
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION, citation="", inputs_description=_KWARGS,
-            features=datasets.Features({"predictions": datasets.Value("int64"), "references": datasets.Value("int64")}),
-        )
+        return info(_DESCRIPTION, _KWARGS, "int64", "int64")
 
     def _compute(self, predictions, references, length_reduction=None, prompt_tokens=None, positions=None):
         if (length_reduction is None) == (prompt_tokens is None or positions is None):

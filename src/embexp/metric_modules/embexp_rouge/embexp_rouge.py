@@ -3,9 +3,9 @@ mean over examples, with the standard errors of the L means, computed by
 ``embexp.tasks.metrics.rouge_scores``, the function the cnndm, alpaca and bsd tasks score runs with
 (Porter stemming on by default; rougeLsum over embexp's sentence split of both sides)."""
 
-import datasets
 import evaluate
 
+from embexp.metric_modules import info
 from embexp.tasks.metrics import rouge_scores
 
 _DESCRIPTION = __doc__
@@ -21,11 +21,7 @@ Returns:
 
 class EmbexpRouge(evaluate.Metric):
     def _info(self):
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION, citation="", inputs_description=_KWARGS,
-            features=datasets.Features({"predictions": datasets.Value("string"),
-                                        "references": datasets.Value("string")}),
-        )
+        return info(_DESCRIPTION, _KWARGS, "string", "string")
 
     def _compute(self, predictions, references, use_stemmer=True):
         return rouge_scores(references, predictions, bool(use_stemmer))

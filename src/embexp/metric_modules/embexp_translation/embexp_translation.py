@@ -3,9 +3,9 @@ chrF (0-100), computed by ``embexp.tasks.metrics.translation_scores``, the funct
 scores runs with (whitespace-stripped hypotheses and references, sacreBLEU's defaults, one
 reference per hypothesis)."""
 
-import datasets
 import evaluate
 
+from embexp.metric_modules import info
 from embexp.tasks.metrics import TRANSLATION, translation_scores
 
 _DESCRIPTION = __doc__
@@ -21,11 +21,7 @@ Returns:
 
 class EmbexpTranslation(evaluate.Metric):
     def _info(self):
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION, citation="", inputs_description=_KWARGS,
-            features=datasets.Features({"predictions": datasets.Value("string"),
-                                        "references": datasets.Value("string")}),
-        )
+        return info(_DESCRIPTION, _KWARGS, "string", "string")
 
     def _compute(self, predictions, references, metrics=TRANSLATION):
         return translation_scores(references, predictions, tuple(metrics))

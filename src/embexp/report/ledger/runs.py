@@ -30,7 +30,6 @@ from functools import lru_cache
 
 from embexp.report.ledger import sources
 
-GPU = "one H100-80GB SXM"
 PEAK = {"fp32": 67e12, "tf32": 494.7e12, "bf16": 989.4e12, "fp16": 989.4e12}
 HBM, HBM_EFF, GPU_GB = 3.35e12, 0.5, 80
 

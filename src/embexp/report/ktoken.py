@@ -31,7 +31,7 @@ from embexp.core.config import f
 from embexp.core.records import Runs, collect_runs
 from embexp.core.tables import pyplot, save_png, table_dirs, write_text_table
 from embexp.report.base import ReportConfig
-from embexp.report.cells import sem
+from embexp.report.cells import mean, sem
 from embexp.report.ledger.core import inputs
 from embexp.tasks.metrics import pl_from_accuracy, pl_from_perplexity
 
@@ -83,10 +83,6 @@ class Config(ReportConfig):
     questions: str = f("balanced", "Table 1: the cells asked balanced questions (balanced, make ktoken_table1's "
                        "default) or the released code's uniform pairs (random, ~99.5% 'false' at x3large; tags "
                        "<column>_uniform).", choices=("balanced", "random"))
-
-
-def mean(vals):
-    return sum(vals) / len(vals) if vals else None
 
 
 def batch_text(recs: list[dict]) -> str:

@@ -112,10 +112,6 @@ def no_se():
     return SE("none", 0, Path(os.devnull))
 
 
-def mean(vals):
-    return sum(vals) / len(vals) if vals else None
-
-
 # TinyTE: the ledger's method labels -> (method, tag) of the runs (report/tinyte.py TABLE11)
 TINYTE = {
     "base": ("zero_shot", ""),
@@ -181,6 +177,7 @@ def tinyattn(table: str, tag: str, model: str, tasks: tuple, seeds: tuple = ()):
 
     def get(idx):
         from embexp.report import tinyattn as rep
+        from embexp.report.cells import mean
 
         got = rep.gather(idx, table, list(seeds), "heldout")
         out = []

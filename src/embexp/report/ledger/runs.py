@@ -321,6 +321,11 @@ def estimate(key: str, build, note: str = "") -> Estimate:
     return _EST[key]
 
 
+def derived(key: str, note: str) -> Estimate:
+    """The estimate of a GPU row with no run of its own (a mean or a ratio of other rows): its note."""
+    return estimate(key, lambda: [], note)
+
+
 # GLUE: training rows (PEMA Table 7), validation rows (MNLI: matched + mismatched), tokens per row as a batch
 # pads them (≈ 1.5 × the mean length of the pair, capped at 128; ours)
 GLUE = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from embexp.report.ledger import measured, sources
 from embexp.report.ledger.core import Compute
-from embexp.report.ledger.runs import GLUE, Run, Work, arch, estimate, glue_run
+from embexp.report.ledger.runs import GLUE, Run, Work, arch, derived, estimate, glue_run
 from embexp.studies.vocab import GLUE_LABELS
 
 HEAD = "model.head=linear"  # the authors' Linear(d, n) head on <s>, every tinyattn GLUE experiment
@@ -135,10 +135,6 @@ def glue(model: str, task: str, heads: int = 1, tag: str = "", copies: int = 1):
         ]
 
     return estimate(f"tinyattn.{model}.{heads}H{tag}.{task}.{copies}", build)
-
-
-def derived(key: str, note: str):
-    return estimate(key, lambda: [], note)
 
 
 def t8_computes() -> dict:

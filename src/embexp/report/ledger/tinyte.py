@@ -15,6 +15,7 @@ from embexp.report.ledger.runs import (
     Run,
     Work,
     arch,
+    derived,
     estimate,
     judge_run,
     loglik_run,
@@ -82,10 +83,15 @@ NOTES = {
 }
 
 
+def method_of(method: str) -> tuple:
+    """The overrides of a method (its Table 1 label)."""
+    name, ov = METHODS[method]
+    return (f"method={name}", *ov)
+
+
 def tp(model: str, method: str) -> Compute:
     """The trainable parameters of a method (its Table 1 label) on a model."""
-    name, overrides = METHODS[method]
-    return Compute(lambda _d, m=model, o=(f"method={name}", *overrides): sources.tp(m, *o))
+    return Compute(lambda _d, m=model, o=method_of(method): sources.tp(m, *o))
 
 
 def peft_default(model: str) -> Compute:
@@ -121,11 +127,6 @@ def repeat_rl(data_dir) -> float:
     task = sources.task("alpaca", "", data_dir, train_split="train_sample2000", eval_split="train_sample2000")
     exs = task.examples("eval")
     return task.score_text([e.target for e in exs], [question(e) for e in exs], exs)["rougeL"]
-
-
-def method_of(method: str) -> tuple:
-    name, ov = METHODS[method]
-    return (f"method={name}", *ov)
 
 
 def nlg_estimate(model: str, method: str, task: str):
@@ -194,7 +195,7 @@ def t3_computes() -> dict:
                     )
                 note = "no run of its own: the mean of the five cells above"
                 out[f"tinyte.t3.{model}.{tag}.avg"] = Compute(
-                    gpu=estimate(f"tinyte.{model}.{method}.avg", lambda: [], note),
+                    gpu=derived(f"tinyte.{model}.{method}.avg", note),
                     measure=measured.tinyte_superglue(model, method, (5,)),
                 )
             else:

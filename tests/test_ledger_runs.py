@@ -15,8 +15,8 @@ from embexp.core.records import RunRecord
 from embexp.report import ledger
 from embexp.report.ledger import markdown
 from embexp.report.ledger.core import decide
-from embexp.report.ledger.runs import Estimate
 from embexp.report.ledger.measured import decide_with_runs, index
+from embexp.report.ledger.runs import Estimate
 
 ROWS = {r.id: r for p in ("tinyte", "pema", "tinyattn", "ktoken") for r in ledger.paper_rows(p)}
 

@@ -1,4 +1,4 @@
-"""The ledger's GPU rows read finished runs (ledger/measured.py, ledger/lookups.py): run records written
+"""The ledger's GPU rows read finished runs (ledger/measured.py): run records written
 by the results API exactly as a run writes them, the ledger pointed at them (runs=<tmp>); a complete run
 shows its metric at the paper's precision with a measured status, a failed, running or smoke run is
 ignored, and without runs a row is what it was."""
@@ -15,8 +15,8 @@ from embexp.core.records import RunRecord
 from embexp.report import ledger
 from embexp.report.ledger import markdown
 from embexp.report.ledger.core import decide
-from embexp.report.ledger.gpu import Estimate
 from embexp.report.ledger.measured import decide_with_runs, index
+from embexp.report.ledger.runs import Estimate
 
 ROWS = {r.id: r for p in ("tinyte", "pema", "tinyattn", "ktoken") for r in ledger.paper_rows(p)}
 
@@ -100,7 +100,7 @@ def test_the_ledger_renders_a_measured_row(runs, monkeypatch, capsys):
 
 def test_every_tinyte_method_of_the_lookups_is_a_cell_of_the_report():
     from embexp.report import tinyte
-    from embexp.report.ledger import lookups
+    from embexp.report.ledger import measured
 
     cells = {c for _, group in tinyte.TABLE11 for c in group}
-    assert set(lookups.TINYTE.values()) == cells
+    assert set(measured.TINYTE.values()) == cells

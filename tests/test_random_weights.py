@@ -28,7 +28,7 @@ def random_cfg(model: str, *extra: str):
 def test_every_stored_architecture_has_the_real_models_parameter_count(model):
     """Built with random weights on the meta device through load_backbone, each model has the count the
     reproduction ledger uses (studies.params on the same architecture)."""
-    from embexp.report.ledger.measure import count
+    from embexp.report.ledger.sources import count
 
     cfg = random_cfg(model)
     decoder = cfg.model.kind == "decoder"

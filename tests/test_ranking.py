@@ -178,7 +178,7 @@ def test_report_ranking_table(tmp_path):
     from embexp.report import tinyte
 
     for seed, vals in enumerate([(31.0, 29.0, 27.0, 28.0, 27.5), (33.0, 30.0, 28.0, 29.0, 28.5)]):
-        for (_, _, tag, _), v in zip(tinyte.RANKING, vals):
+        for (_, _, tag), v in zip(tinyte.RANKING, vals):
             hand_run(tmp_path, "cnndm", "gemma2", "tinyte_half", seed, {"rougeLsum": v}, tag, n_method=1152)
     hand_run(tmp_path, "cnndm", "qwen25", "tinyte_half", 0, {"rougeLsum": 1.0}, "rank_ig_low")  # another model: ignored
     md = tinyte.render(tinyte.Config(table="ranking", runs=str(tmp_path), out=str(tmp_path / "t")))["ranking"]

@@ -14,14 +14,14 @@ import pytest
 
 from conftest import DATA
 from embexp.report import ledger
-from embexp.report.ledger import markdown, sheet
+from embexp.report.ledger import core, markdown
 from embexp.report.ledger.core import KINDS, Row, compare, decide, missing_files, printed
 
 REPO = Path(__file__).resolve().parents[1]
 ROWS = [r for rows in ledger.all_rows().values() for r in rows]  # building the rows computes nothing
 BY_ID = {r.id: r for r in ROWS}
 # the cases: every row of the data files that embexp computes (on a CPU, from the code or the real data)
-CELLS = [BY_ID[c["id"]] for p in ledger.PAPERS for c in sheet.read(p)]
+CELLS = [BY_ID[c["id"]] for p in ledger.PAPERS for c in core.sheet(p)]
 COMPUTED = [r for r in CELLS if not (r.gpu or r.hub or r.absent)]
 
 
@@ -51,11 +51,11 @@ def test_a_printed_cell_is_ours_at_its_precision_or_its_recorded_value(row):
 
 
 def test_each_paper_s_printed_cells_are_a_data_file_that_ships_with_the_package():
-    assert sorted(p.stem for p in sheet.DIR.glob("*.csv")) == sorted(ledger.PAPERS)
+    assert sorted(p.stem for p in core.DIR.glob("*.csv")) == sorted(ledger.PAPERS)
     pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
     assert '[tool.setuptools.package-data]' in pyproject and '"embexp.report.ledger" = ["printed/*.csv"]' in pyproject
     for paper in ledger.PAPERS:
-        cells = sheet.read(paper)
+        cells = core.sheet(paper)
         ids = [c["id"] for c in cells]
         assert len(ids) == len(set(ids)) and all(i.startswith(paper + ".") for i in ids), paper
         assert all(c["kind"] in KINDS for c in cells), paper
@@ -72,10 +72,9 @@ def test_a_row_computes_or_says_what_it_needs_and_the_code_keeps_no_printed_cell
     for r in CELLS:
         assert (r.ours is not None) + bool(r.gpu or r.hub or r.absent) == 1, r.id
         assert r.ours is None or not (r.hub or r.absent), r.id
-    for paper, modules in ledger.MODULES.items():
-        for m in modules:
-            source = inspect.getsource(importlib.import_module(f"embexp.report.ledger.{m}"))
-            assert "Row(" not in source and "def computes()" in source, m
+    for paper in ledger.PAPERS:
+        source = inspect.getsource(importlib.import_module(f"embexp.report.ledger.{paper}"))
+        assert "Row(" not in source and "def computes()" in source, paper
 
 
 def test_a_computed_id_missing_from_the_data_file_is_an_error(monkeypatch):
@@ -181,7 +180,7 @@ def test_every_paper_has_gpu_rows_and_every_status_kind_occurs():
 
 
 def test_an_estimate_is_arithmetic_that_adds_up():
-    from embexp.report.ledger.gpu import Arch, Estimate, Run, Work
+    from embexp.report.ledger.runs import Arch, Estimate, Run, Work
 
     a = Arch("toy", n=2_000_000_000, n_matmul=1_000_000_000, d=1024, layers=10, vocab=1000, kv=256)
     run = Run(
@@ -241,3 +240,29 @@ def test_the_ledger_s_four_honesty_points():
     assert "LoRA targets calibrated" in markdown.STATUSES  # llama31's row is equal: its kind says it
     for model in ("gemma2", "qwen25", "llama31"):
         assert decide(by_id[f"tinyte.t2.{model}.lorar8.peft_default"]).status == "unprinted"
+
+
+def test_no_report_module_holds_a_copy_of_a_printed_number():
+    """The paper's numbers live in ledger/printed/<paper>.csv only: a report module reads them there
+    (``core.printed_cell``, ``printed_numbers``, ``inputs``). No module under src/embexp/report holds, as a
+    code literal, a printed number with a fraction and three significant digits or more (96.6, 88.57, 0.664)
+    or a string that is a printed cell ('77.40')."""
+    import ast
+    import re
+
+    cells, numbers = set(), set()
+    for paper in ledger.PAPERS:
+        for c in core.sheet(paper):
+            cells.add(c["paper"].strip())
+            for t in re.findall(r"\d+\.\d+", f"{c['paper']} {c['inputs']}"):
+                if len(t.replace(".", "").lstrip("0")) >= 3 and float(t) != int(float(t)):
+                    numbers.add(float(t))
+    assert {96.6, 88.57, 0.664, 1.293} <= numbers and "77.40" in cells  # the scan sees what it looks for
+    copies = []
+    for path in sorted((REPO / "src" / "embexp" / "report").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            value = getattr(node, "value", None) if isinstance(node, ast.Constant) else None
+            if (isinstance(value, float) and value in numbers) or (isinstance(value, str) and value in cells
+                                                                    and re.fullmatch(r"\d+\.\d+", value)):
+                copies.append(f"{path.relative_to(REPO)}:{node.lineno}: {value!r}")
+    assert not copies, "printed numbers copied into report modules (read them from the CSVs): " + ", ".join(copies)

@@ -1,13 +1,12 @@
 """The numbers in a table's cells: a mean over seeds and its standard error, the one way every table
 computes them (``embexp.report.<paper>``, and the ledger through them).
 
-*Standard errors.* ``sem``: the standard error of the mean across seeds (sample s.d. / sqrt(n); None
-below two values), the only formula for it. ``SE``, the policy a table's ``se=`` names: seeds =
-``sem``; examples = the uncertainty from the test examples of each run: the task's recorded
-``<metric>_stderr`` (ROUGE), a bootstrap over sentences for corpus BLEU/TER (sacreBLEU's sentence
-statistics, ``bootstrap_iters`` resamples, cached in ``<out>/.se_cache.json``), the binomial s.e.
-for accuracies; with several seeds, their mean / sqrt(n). auto = seeds where a cell has >= 2
-seeds, else examples.
+*Standard errors.* ``sem``: the standard error of the mean across seeds (sample s.d. / sqrt(n); None below two
+values; ``mean``, None for no values), the only formula for it. ``SE``, the policy a table's ``se=`` names:
+seeds = ``sem``; examples = the uncertainty from the test examples of each run: the task's recorded
+``<metric>_stderr`` (ROUGE), a bootstrap over sentences for corpus BLEU/TER (sacreBLEU's sentence statistics,
+``bootstrap_iters`` resamples, cached in ``<out>/.se_cache.json``), the binomial s.e. for accuracies; with
+several seeds, their mean / sqrt(n). auto = seeds where a cell has >= 2 seeds, else examples.
 
 *Cells.* ``cell`` (mean ± s.e. of a metric), ``n_params``, ``majority`` (the eval split's
 majority class), and ``method_row``: one method's quality and cost cells, the row of both
@@ -24,6 +23,11 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.core.records import METRICS, atomic_write, read_predictions
+
+
+def mean(values: list[float]) -> float | None:
+    """The plain mean; None for no values."""
+    return sum(values) / len(values) if values else None
 
 
 def sem(values: list[float]) -> float | None:

@@ -31,7 +31,8 @@ from embexp.core.config import f
 from embexp.core.records import Runs, collect_runs
 from embexp.core.tables import pyplot, save_png, table_dirs, write_text_table
 from embexp.report.base import ReportConfig
-from embexp.report.cells import sem
+from embexp.report.cells import mean, sem
+from embexp.report.ledger.core import inputs
 from embexp.tasks.metrics import pl_from_accuracy, pl_from_perplexity
 
 MODEL = "qwen25_05b"
@@ -46,15 +47,10 @@ ABLATION, EPOCHS = ("init_average", "init_random"), 10
 # tags get PAPER_TAG, the table marks the cells)
 PAPER_TAG, MARK = "_paper", "\u2020"
 MARK_NOTE = f"{MARK} paper protocol: the curriculum gate selected on the reported split (trainer.select_on=reported)"
-# the paper's rows, as printed (each the best of three runs): column -> (accuracy or perplexity, length reduction)
-PAPER = {
-    "table1": {"uncompressed": (99.97, 0.0), "selective_context": (90.43, 52.5), "llmlingua2": (82.17, 27.0),
-               "k2": (99.91, 50.0), "k3": (98.63, 66.7), "k4": (98.38, 75.0)},
-    "table2": {"uncompressed": (93.54, 0.0), "selective_context": (91.30, 44.6), "llmlingua2": (91.49, 51.0),
-               "k2": (92.51, 50.0), "k3": (92.23, 66.7), "k4": (91.05, 75.0)},
-    "table3": {"uncompressed": (1.293, 0.0), "selective_context": (1.380, 39.9), "llmlingua2": (1.381, 30.0),
-               "k2": (1.343, 50.0), "k3": (1.382, 66.7), "k4": (1.391, 75.0)},
-}
+# each column's P–L row in ledger/printed/ktoken.csv: its printed inputs are the paper's figures of the column (each
+# the best of three runs): accuracy or perplexity (Table 3: and the uncompressed perplexity), length reduction
+PL_ROWS = {"uncompressed": "uncompressed", "selective_context": "selectivecontext", "llmlingua2": "llmlingua2",
+           "k2": "2-token", "k3": "3-token", "k4": "4-token"}
 NOTES = ["best of N: the paper's protocol (each cell the best of three runs), i.e. the run chosen by its reported "
          "score; mean \u00b1 s.e. over the same N runs (s.e. = sample s.d./sqrt(N), '-' below two) is the figure "
          "that does not select on the reported split.",
@@ -89,10 +85,6 @@ class Config(ReportConfig):
                        "<column>_uniform).", choices=("balanced", "random"))
 
 
-def mean(vals):
-    return sum(vals) / len(vals) if vals else None
-
-
 def batch_text(recs: list[dict]) -> str:
     """The effective batch the records trained with (metrics.json train.effective_batch; per stage: a/b/..)."""
     seen = []
@@ -117,9 +109,9 @@ def column(table: str, tag: str, recs: list[dict], base_best: float | None) -> d
     """A column's cells: best of N, mean and s.e., reduction and P-L, beside the paper's figures."""
     ppl = table == "table3"
     metric, best_of = ("perplexity", min) if ppl else ("em_accuracy", max)
-    p_perf, p_red = PAPER[table][tag]
-    p_pl = (pl_from_perplexity(p_perf, PAPER[table]["uncompressed"][0], p_red) if ppl
-            else pl_from_accuracy(p_perf, p_red))
+    printed = inputs("ktoken", f"ktoken.t{table[-1]}.{PL_ROWS[tag]}.pl")
+    p_perf, p_red = printed[0], printed[-1]
+    p_pl = pl_from_perplexity(*printed) if ppl else pl_from_accuracy(*printed)
     row = {"column": tag, "paper protocol": reported(recs), "paper": p_perf, "N": len(recs), "paper reduction": p_red,
            "paper P-L": p_pl}
     if not recs:

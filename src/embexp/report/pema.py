@@ -33,10 +33,9 @@ from embexp.core.config import f
 from embexp.core.records import atomic_write, collect_runs, debug_output_root
 from embexp.core.tables import emit
 from embexp.report.base import ReportConfig
+from embexp.studies.vocab import GLUE
+from embexp.studies.vocab import GLUE_LABELS as LABELS
 
-GLUE = ("cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "stsb", "wnli")
-LABELS = {"cola": "CoLA", "mnli": "MNLI", "mrpc": "MRPC", "qnli": "QNLI", "qqp": "QQP", "rte": "RTE",
-          "sst2": "SST-2", "stsb": "STS-B", "wnli": "WNLI"}
 METRIC = {"cola": "mcc", "qqp": "f1", "stsb": "spearman"}  # the paper's Table 10 metric; accuracy otherwise
 TABLES = ("table9", "table10")
 

@@ -22,8 +22,8 @@ from embexp.core.config import f
 from embexp.core.records import collect_runs, debug_output_root
 from embexp.core.tables import write_table
 from embexp.report.base import ReportConfig
+from embexp.report.ledger.core import printed_cell
 
-PAPER = {"pete": ("8.9M", "77.40"), "full_ft": ("24.3M", "77.54")}
 TABLES = ("table2",)
 COLUMNS = ["Method", "Tag", "Seeds", "Parameters", "STS-B Spearman", "STS-B Pearson", "s/step", "s/epoch",
            "Paper params", "Paper Spearman"]
@@ -61,9 +61,19 @@ def rows(cfg: Config) -> list[dict]:
                 "STS-B Spearman": mean([r["metrics"]["spearman"] for r in group]),
                 "STS-B Pearson": mean([r["metrics"]["pearson"] for r in group]),
                 "s/step": mean(per_step), "s/epoch": mean(per_epoch),
-                "Paper params": PAPER.get(method, ("", ""))[0], "Paper Spearman": PAPER.get(method, ("", ""))[1],
+                **dict(zip(("Paper params", "Paper Spearman"), paper(method))),
             })
     return out
+
+
+def paper(method: str) -> tuple[str, str]:
+    """(parameters, STS-B Spearman) as the paper prints them for a method (ledger/printed/pete.csv), '' where it
+    prints none."""
+    row = {"pete": "pete", "full_ft": "baseline"}.get(method)
+    if row is None:
+        return "", ""
+    return (printed_cell("pete", f"pete.t2.{row}.params").replace(" million", "M"),
+            printed_cell("pete", f"pete.t2.{row}.stsb"))
 
 
 def render(cfg: Config) -> dict[str, str]:

@@ -44,6 +44,7 @@ from embexp.core.records import Runs, collect_runs
 from embexp.core.tables import emit, pyplot, save_png, table_dirs
 from embexp.report.base import ReportConfig
 from embexp.report.cells import SE, binomial_se, cell, n_params, pooled
+from embexp.report.ledger.core import printed_numbers
 
 # the paper's model names
 DISPLAY = {"gemma2": "Gemma-2", "qwen25": "Qwen-2.5", "llama31": "Llama-3.1", "llama2": "Llama-2-7b"}
@@ -372,16 +373,16 @@ def table_10(cfg, root: Path, out: Path):
                           "BLEU-4 and entailment (NLI, judge: " + nli_judges(root, "variance") + ") of ablated")
     return merged, cols[:1] + ["Metric"] + cols[1:], title, pm
 # ---- §4.2 sorting heuristics and Table 8 (App. E) ---------------------------------------------------
-# (label, tag of the TinyTE-half Gemma-2 CNN/DM run, the paper's R-L); variance/lowest is Table 1's cell
-RANKING = [("variance", "lowest", "", 30.71), ("variance", "highest", "rank_var_high", 29.62),
-           ("random", "", "rank_random", 27.70),
-           ("integrated gradients", "lowest", "rank_ig_low", 28.61),
-           ("integrated gradients", "highest", "rank_ig_high", 27.94)]
+# (label, tag of the TinyTE-half Gemma-2 CNN/DM run); variance/lowest is Table 1's cell; the paper's R-L of the i-th
+# is ledger/printed/tinyte.csv's tinyte.s42.ranking.<i>
+RANKING = [("variance", "lowest", ""), ("variance", "highest", "rank_var_high"), ("random", "", "rank_random"),
+           ("integrated gradients", "lowest", "rank_ig_low"), ("integrated gradients", "highest", "rank_ig_high")]
 
 
 def table_ranking(cfg, idx, se):
     rows = []
-    for ranking, select, tag, paper in RANKING:
+    for i, (ranking, select, tag) in enumerate(RANKING):
+        paper = printed_numbers("tinyte", f"tinyte.s42.ranking.{i}")[0]
         runs = idx.get("cnndm", "gemma2", "tinyte_half", tag)
         row = {"Ranking": ranking, "Dims": {"lowest": "bottom half", "highest": "top half"}.get(select, "random half"),
                "paper R-L": paper, "seeds": len(runs) or None}
@@ -393,11 +394,20 @@ def table_ranking(cfg, idx, se):
             f"(± s.e. over {se.mode})", True)
 
 
-# (label, model, method, the paper's # Params, BLEU-4 at 30%, Est. AUC, R-L)
-TABLE8 = [("TinyTE-all (Llama-2-7b)", "llama2", "tinyte_full", 4096, 10.21, 7.38, 35.9),
-          ("Repeating the question", "", "repeat_prompt", 0, None, None, 18.58),
-          ("TinyTE-all (GPT-J-6b)", "gptj", "tinyte_full", 4096, 4.36, 3.44, 12.03),
-          ("TinyTE-all (Qwen-2.5-0.5b)", "qwen25_05b", "tinyte_full", 896, 1.84, 1.74, 15.21)]
+# (label, model, method); the paper's figures are ledger/printed/tinyte.csv's (``table8_paper``)
+TABLE8 = [("TinyTE-all (Llama-2-7b)", "llama2", "tinyte_full"), ("Repeating the question", "", "repeat_prompt"),
+          ("TinyTE-all (GPT-J-6b)", "gptj", "tinyte_full"), ("TinyTE-all (Qwen-2.5-0.5b)", "qwen25_05b", "tinyte_full")]
+
+
+def table8_paper(model: str) -> list:
+    """The paper's # Params, BLEU-4 at 30%, Est. AUC and R-L of a Table 8 row (model '': repeating the question,
+    on Llama-2's # Params row; no ablation)."""
+    if not model:
+        return [printed_numbers("tinyte", "tinyte.t8.llama2.repeatingthequestion.tp")[0], None, None,
+                printed_numbers("tinyte", "tinyte.t8.repeat.rl")[0]]
+    return (printed_numbers("tinyte", f"tinyte.t8.{model}.tinyte-full.tp")
+            + printed_numbers("tinyte", f"tinyte.t8.{model}.ablation")
+            + printed_numbers("tinyte", f"tinyte.t8.{model}.rl"))
 
 
 def table_8(cfg, idx, se, root: Path):
@@ -409,7 +419,8 @@ def table_8(cfg, idx, se, root: Path):
     fit = json.loads(corr.read_text()) if corr.is_file() else None
     sums = [s for s in ablation_summaries(root, "variance") if s.get("task_name") == "alpaca"]
     rows = []
-    for label, model, method, *paper in TABLE8:
+    for label, model, method in TABLE8:
+        paper = table8_paper(model)
         runs = idx.get("alpaca", model, method) if model else sorted(
             (r for k, rs in idx.by_key.items() if k[0] == "alpaca" and k[3] == method for r in rs),
             key=lambda r: r["model"] != "llama2")

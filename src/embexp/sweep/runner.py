@@ -22,8 +22,8 @@ exits 1 listing the failures. A stop signal does (Ctrl-C, SIGTERM, SIGUSR1): it 
 running command, a train cell checkpoints its step, and no later command starts (:func:`execute`).
 ``--dry-run`` prints every command and runs nothing.
 
-``train.py``, ``analyze.py``, ``judge.py`` and ``report.py`` beside this file hold each command kind's
-additions and its "done" probe.
+``train.py`` beside this file holds the train commands' additions and "done" probe, ``probes.py`` those of an
+ablation and of a judge's reference scoring.
 """
 
 from __future__ import annotations
@@ -43,13 +43,9 @@ from dataclasses import dataclass, field
 from embexp import EmbexpError, RunBusy, SweepStopped
 from embexp.core import cli
 from embexp.run.stops import passing_on
-from embexp.sweep import analyze as analyze_kind
-from embexp.sweep import judge as judge_kind
-from embexp.sweep import report as report_kind
+from embexp.sweep import probes
 from embexp.sweep import train as train_kind
 
-# each kind: args() (what the runner adds) and done() (the folder of a command already finished, else '')
-KINDS = {"train": train_kind, "analyze": analyze_kind, "judge": judge_kind, "report": report_kind}
 GRID = (0.3, 1.0, 3.0)  # compare_grid: the learning rates tried around a method's comparison lr
 EXTEND = 2  # extended: grid steps a choice may take past the end of its grid
 
@@ -188,14 +184,6 @@ def hub_id(model: str) -> str:
     return next((val.strip('"') for key, val in _settings("model", model) if key == "id"), "")
 
 
-def compared(kind: str) -> list[str]:
-    """The methods that take part in the comparison on a model of this kind, in its order (read from
-    the method classes: ``Method.comparison`` and ``Method.model_kinds``)."""
-    from embexp.methods.registry import compared as of_kind
-
-    return of_kind(kind)
-
-
 def compare_grid(method: str) -> list[str]:
     """The three learning rates around a method's comparison lr (x 0.3, 1, 3); none where it trains
     nothing there."""
@@ -299,10 +287,23 @@ def check_cells(tab: Table, cmds: list[Command], extra: list[str]) -> None:
 
 
 def with_extra(cmd: Command, extra: list[str], paper: str) -> list[str]:
-    """The arguments the runner adds (module doc): its kind's ``args`` (a note's text as it is)."""
-    if cmd.kind not in KINDS:
-        return list(cmd.args)
-    return KINDS[cmd.kind].args(cmd.args, list(extra) if cmd.extra else [], paper)
+    """The arguments the runner adds (module doc): a train command resumed and the extra appended, an analyze
+    command the extra appended, a report the extra's ``debug=`` and, with ``output_root=X``, ``runs=X
+    out=X/tables/<paper>``; a judge command (and a note's text) as written."""
+    extra = list(extra) if cmd.extra else []
+    out = list(cmd.args)
+    if cmd.kind == "train":
+        return train_kind.args(out, extra)
+    if cmd.kind == "analyze":
+        return out + extra
+    if cmd.kind == "report":
+        root = [e.split("=", 1)[1] for e in extra if e.startswith("output_root=")]
+        out += [e for e in extra if e.startswith("debug=")]
+        if root and not any(a.startswith("runs=") for a in out):
+            out.append(f"runs={root[-1]}")
+        if root and not any(a.startswith("out=") for a in out):
+            out.append(f"out={root[-1]}/tables/{paper}")
+    return out
 
 
 def command_lines(name: str, assignments: list[str] = (), extra: list[str] = ()) -> list[list[str]]:
@@ -318,8 +319,10 @@ def command_lines(name: str, assignments: list[str] = (), extra: list[str] = ())
 
 
 def done(kind: str, args: list[str]) -> str:
-    """The folder of a command that already finished, else '' (its kind's probe)."""
-    return KINDS[kind].done(args)
+    """The folder of a command that already finished, else '' (a report is never done: it is rendered again
+    from whatever finished)."""
+    probe = {"train": train_kind.done, "analyze": probes.ablation_done, "judge": probes.reference_done}.get(kind)
+    return probe(args) if probe else ""
 
 
 def resolve(cmd: Command, extra: list[str], dry: bool = False) -> None:

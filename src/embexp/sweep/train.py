@@ -16,7 +16,7 @@ from embexp.core.records import METRICS, STATUS, best_held_out, is_complete
 from embexp.run import lock
 
 
-def args(cmd_args: list[str], extra: list[str], paper: str) -> list[str]:
+def args(cmd_args: list[str], extra: list[str]) -> list[str]:
     """Resumed (an interrupted cell continues from its checkpoint), the extra overrides appended."""
     out = list(cmd_args)
     if not any(a.startswith("trainer.resume=") for a in out):

@@ -9,27 +9,28 @@ For every table of the five papers, each cell one CPU can compute is computed (p
 the ``meta`` device, tokenizer and split counts on the real data, the Textualized Tree generator,
 the K-Token P–L formula, recipe hyper-parameters), with the paper's value, embexp's, the command and
 a status (ledger/core.py); every other cell says what it needs: a GPU (with an estimate of its
-GPU-hours and peak memory, stated as arithmetic: ledger/gpu.py), data (``EMBEXP_DATA``), the hub,
+GPU-hours and peak memory, stated as arithmetic: ledger/runs.py), data (``EMBEXP_DATA``), the hub,
 or a method embexp does not have. The GPU rows that are metrics of one run set read the finished runs
 under ``runs`` (default outputs, where the table targets write) through the paper's report module
-(ledger/measured.py, ledger/lookups.py): the measured value and its status, the estimate beside it.
-Each paper's printed cells are data, ledger/printed/<paper>.csv (ledger/sheet.py: the paper's value as
-printed, the kind of check, the reason for a difference); its rows modules (papers.MODULES) hold only
+(ledger/measured.py): the measured value and its status, the estimate beside it.
+Each paper's printed cells are data, ledger/printed/<paper>.csv (ledger/core.py: the paper's value as
+printed, the kind of check, the reason for a difference); its module, ledger/<paper>.py, holds only
 what computes embexp's values, keyed by the same ids (``computes()``). ``make reproduction`` runs this.
 The file is generated: never edit it by hand (tests/test_reproduction.py checks it is current).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from embexp.core.config import f
-from embexp.report.ledger.core import Compute, Row, bucket, bucket_labels
-from embexp.report.ledger.papers import COMMAND, MODULES, PAPERS, TABLES  # noqa: F401  (COMMAND: the ledger's API)
+from embexp.report.ledger import core
+from embexp.report.ledger.core import COMMAND, PAPERS, Compute, Row, bucket, bucket_labels  # noqa: F401 (the API)
+
+TABLES = tuple(PAPERS)
 
 
 @dataclass
@@ -58,23 +59,16 @@ def table_key(name: str) -> tuple:
 
 def paper_rows(paper: str) -> list[Row]:
     """The rows of one paper: its printed cells (ledger/printed/<paper>.csv) joined by id with how embexp
-    computes each (its rows modules' ``computes()``), table by table (``table_key``); the estimates they
+    computes each (ledger/<paper>.py ``computes()``), table by table (``table_key``); the estimates they
     share are numbered (<paper>-E1, ...) in order of first use."""
     import importlib
 
-    from embexp.report.ledger import sheet
-
-    computes: dict = {}
-    for m in MODULES[paper]:
-        for rid, c in importlib.import_module(f"embexp.report.ledger.{m}").computes().items():
-            if rid in computes:
-                raise ValueError(f"ledger: {rid} is computed twice ({m})")
-            computes[rid] = c
-    cells = sheet.read(paper)
+    computes = importlib.import_module(f"embexp.report.ledger.{paper}").computes()
+    cells = core.sheet(paper)
     unknown = set(computes) - {c["id"] for c in cells}
     if unknown:
-        raise ValueError(f"ledger: computed but not in {sheet.path(paper).name}: {', '.join(sorted(unknown))}")
-    found = [Row(**{k: c[k] for k in sheet.ROW}, **vars(computes.get(c["id"], Compute()))) for c in cells]
+        raise ValueError(f"ledger: computed but not in {core.sheet_path(paper).name}: {', '.join(sorted(unknown))}")
+    found = [Row(**{k: c[k] for k in core.ROW}, **vars(computes.get(c["id"], Compute()))) for c in cells]
     idle = [r.id for r in found if r.data_free and r.ours is None]
     if idle:
         raise ValueError(f"ledger: {', '.join(idle)} say nothing of how embexp computes them")
@@ -117,8 +111,3 @@ def render(cfg: Config) -> str:
     else:
         print(text)
     return text
-
-
-def env_data_dir() -> Optional[Path]:
-    d = os.environ.get("EMBEXP_DATA", "")
-    return Path(d) if d else None

@@ -2,8 +2,15 @@
 
 A row is one cell of a paper's table (or a group of cells one run set produces, for the rows that
 need a GPU): the paper's value as printed, a function computing embexp's, the command a user runs
-for it, and what it needs. Its printed half (id, cell, value, kind, reason, command) is a line of the
-paper's data file (ledger/sheet.py), its code half a ``Compute`` keyed by the same id. Its status:
+for it, and what it needs. Its printed half is a line of the paper's data file, ledger/printed/<paper>.csv
+(``sheet``): its ``id``, the ``table`` and ``cell`` it transcribes, the ``paper``'s value exactly as printed
+(its precision is the comparison's), the ``kind`` of check an equal value rests on (``KINDS``), the
+``reason`` a value differs and the value embexp records then (``expected``: ours at the paper's precision,
+so a test fails if it moves), the ``command`` that computes it, what a row needs that embexp cannot give
+here (``hub``, ``absent``), and for a row whose check is the paper's formula on its own numbers, the
+printed numbers it applies it to (``inputs``, space-separated: they are printed cells too, some of no
+other row). Its code half is a ``Compute`` keyed by the same id in the paper's module, ledger/<paper>.py
+(``computes()``): a function, the data files it reads, a GPU estimate, a lookup in finished runs. Its status:
 
 - ``equal``: ours, rendered at the paper's printed precision ("176K" -> thousands, "54.9" -> one
   decimal, "8.9M" -> 0.1M, "1e-8" -> the number itself), is the printed text;
@@ -14,21 +21,31 @@ paper's data file (ledger/sheet.py), its code half a ``Compute`` keyed by the sa
 - ``measured`` / ``partial``: a GPU row read from finished runs (ledger/measured.py) that differs from
   the paper (no reason is recorded for a measurement: the row says by how much), or whose run set is
   only partly finished; a measured row that matches is ``equal``; neither fails a test;
-- ``gpu`` / ``data`` / ``hub`` / ``absent``: needs a GPU (with an estimate, ledger/gpu.py), reads
+- ``gpu`` / ``data`` / ``hub`` / ``absent``: needs a GPU (with an estimate, ledger/runs.py), reads
   ``EMBEXP_DATA`` (computed when the files are there, else the missing file is named), needs a
   tokenizer, model or data set that only the hub has, or is a method/setting embexp does not have.
 """
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Optional
 
 from embexp import EmbexpError
 
+PAPERS = {
+    "tinyte": "TinyTE (papers/tinyte.md)",
+    "pema": "PEMA (papers/pema.md)",
+    "pete": "PETE (papers/pete.md)",
+    "tinyattn": "Tiny-Attention (papers/tiny-attention.md)",
+    "ktoken": "K-Token Merging (papers/k-token-merging.md)",
+}  # each paper's section title; its rows module is ledger/<paper>.py (``computes()``: id -> Compute)
+COMMAND = "python -m embexp.report paper=ledger"
 LABELS = {
     "equal": "equal at the paper's precision",
     "differs": "differs (explained)",
@@ -134,7 +151,7 @@ class Row:
     reason: str = ""
     expected: str = ""
     data: tuple = ()
-    gpu: object = None  # an Estimate (ledger/gpu.py)
+    gpu: object = None  # an Estimate (ledger/runs.py)
     # a GPU row's lookup in the finished runs: (records.Runs) -> a value per printed cell (None: no run)
     measure: Optional[Callable[[object], list]] = None
     hub: str = ""
@@ -153,7 +170,7 @@ class Row:
 @dataclass(frozen=True)
 class Compute:
     """How embexp gets one row's value: the code half of a row, keyed by the row's id in its paper's
-    data file (ledger/sheet.py), which holds the printed half. ``ours``, ``data``, ``gpu`` and ``measure``
+    data file (ledger/printed/<paper>.csv), which holds the printed half. ``ours``, ``data``, ``gpu`` and ``measure``
     are the Row's fields of the same names."""
 
     ours: Optional[Callable[[Optional[Path]], object]] = None
@@ -239,5 +256,52 @@ def compare(row: Row, value) -> Outcome:
     return Outcome("unexplained", ours, f"differs by {p.delta(value)} (unexplained)")
 
 
-def fmt_int(n: float) -> str:
-    return f"{int(round(n)):,}"
+# the columns of ledger/printed/<paper>.csv (module doc)
+FIELDS = ("id", "table", "cell", "paper", "kind", "reason", "expected", "command", "hub", "absent", "inputs")
+ROW = FIELDS[:-1]  # the Row's fields; ``inputs`` is what a formula row computes from
+DIR = Path(__file__).parent / "printed"
+
+
+def sheet_path(paper: str) -> Path:
+    return DIR / f"{paper}.csv"
+
+
+@lru_cache(maxsize=None)
+def sheet(paper: str) -> tuple:
+    """The paper's rows as dicts of FIELDS, in the file's order (the ledger's, table by table)."""
+    with sheet_path(paper).open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        if tuple(reader.fieldnames or ()) != FIELDS:
+            raise ValueError(f"{sheet_path(paper)}: columns {reader.fieldnames}, expected {', '.join(FIELDS)}")
+        return tuple(dict(r) for r in reader)
+
+
+def inputs(paper: str, rid: str) -> tuple:
+    """The printed numbers a formula row of the paper applies its formula to (the ``inputs`` column)."""
+    found = [r["inputs"] for r in sheet(paper) if r["id"] == rid]
+    if not found or not found[0]:
+        raise ValueError(f"{sheet_path(paper).name}: {rid} has no inputs")
+    return tuple(float(x) for x in found[0].split())
+
+
+_LEADING = re.compile(r"[~≈]?(\d[\d,]*(?:\.\d+)?)")
+
+
+def printed_cell(paper: str, rid: str) -> str:
+    """A row's cell as the paper prints it (its ``paper`` column). The report modules read the paper's numbers
+    here and in ``printed_numbers`` and ``inputs``, never a copy (tests/test_reproduction.py)."""
+    text = next((c["paper"] for c in sheet(paper) if c["id"] == rid), None)
+    if text is None:
+        raise ValueError(f"{sheet_path(paper).name}: no row {rid}")
+    return text
+
+
+def printed_numbers(paper: str, rid: str) -> list:
+    """The numbers a row's printed cell holds, one per '/'-separated part, each the part's leading number (an int
+    where it has no decimals): '88.57±2.99 / 68.38±2.53' -> [88.57, 68.38], '89.3/89.6' -> [89.3, 89.6],
+    '10.21 / 7.38 (real: 7.51)' -> [10.21, 7.38]."""
+    text = printed_cell(paper, rid)
+    found = [_LEADING.match(part.strip()) for part in text.split("/")]
+    if not all(found):
+        raise ValueError(f"{sheet_path(paper).name}: {rid}'s printed cell {text!r} is not numbers")
+    return [float(m[1].replace(",", "")) if "." in m[1] else int(m[1].replace(",", "")) for m in found]

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import importlib
 
-from embexp.report.ledger import gpu
-from embexp.report.ledger.core import Outcome, Row, bucket, bucket_labels
-from embexp.report.ledger.gpu import hrs
-from embexp.report.ledger.papers import COMMAND, PAPERS
+from embexp.report.ledger import runs as gpu
+from embexp.report.ledger.core import COMMAND, PAPERS, Outcome, Row, bucket, bucket_labels
+from embexp.report.ledger.runs import hrs
 
 HEAD = ["| id | cell | paper | embexp | status | command |", "|---|---|---|---|---|---|"]
 
@@ -32,24 +31,11 @@ def tables(rows: list) -> dict:
     return out
 
 
-def notes_of(paper: str) -> dict:
-    """The paper's INTRO and per-table NOTES, from its rows modules (``<paper>.py``, ``<paper>_*.py``)."""
-    import importlib
-    import pkgutil
-
-    notes = {"_intro": ""}
-    for m in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda m: m.name):
-        if m.name == paper or m.name.startswith(paper + "_"):
-            mod = importlib.import_module(f"embexp.report.ledger.{m.name}")
-            for table, text in getattr(mod, "NOTES", {}).items():
-                notes[table] = f"{notes[table]} {text}" if table in notes else text
-            notes["_intro"] = notes["_intro"] or getattr(mod, "INTRO", "")
-    return notes
-
-
 def section(paper: str, rows: list) -> str:
-    notes = notes_of(paper)
-    out = [f"## {PAPERS[paper]}", ""] + ([notes["_intro"], ""] if notes["_intro"] else [])
+    """A paper's section: its INTRO, and each table with its NOTES (ledger/<paper>.py), rows and estimates."""
+    mod = importlib.import_module(f"embexp.report.ledger.{paper}")
+    notes, intro = mod.NOTES, mod.INTRO
+    out = [f"## {PAPERS[paper]}", ""] + ([intro, ""] if intro else [])
     seen: set = set()
     for table, group in tables(rows).items():
         out += [f"### {table}", ""] + ([notes[table], ""] if notes.get(table) else []) + HEAD

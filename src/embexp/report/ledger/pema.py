@@ -1,20 +1,32 @@
-"""PEMA (papers/pema.md), part 1 (part 2: pema_tables.py; the GPU rows: pema_gpu.py): Tables 5 and 6
-(vocabulary and parameters of the registry's models, on the meta device) and Table 2's BERT and
-DistilBERT cells on the GLUE tasks whose splits are in EMBEXP_DATA (the uncased WordPiece of
-all-MiniLM-L6-v2 = bert-base-uncased's); Table 2's other models need the hub's tokenizers. The printed
-cells are ledger/printed/pema.csv."""
+"""PEMA (papers/pema.md): the ledger's rows of the paper, whose printed cells are ledger/printed/pema.csv.
+Tables 5 and 6 (vocabulary and parameters of the registry's models, on the meta device); Table 2's BERT
+and DistilBERT cells on the GLUE tasks whose splits are in EMBEXP_DATA (the uncased WordPiece of
+all-MiniLM-L6-v2 = bert-base-uncased's; Table 2's other models need the hub's tokenizers); Table 7's
+split sizes (EMBEXP_DATA) and Table 8's hyper-parameters against conf/. Table 9's fine-tuning column
+and Table 10 need a GPU: full fine-tuning of each model on each GLUE task, 3 epochs, batch 32, fp32
+(conf/trainer/pema_paper.yaml), 5 seeds. Tables 1, 3 and 4, the §3 / Fig. 2 claims and Table 9's PEMA
+column need the hub's tokenizers: they are rows of the printed cells with nothing to compute here."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from embexp.report.ledger import data
+from embexp.report.ledger import measured, sources
 from embexp.report.ledger.core import Compute
+from embexp.report.ledger.runs import encoder_arch, estimate, glue_run
+from embexp.studies import vocab
 from embexp.studies.vocab import GLUE
 
-# the registry models of Tables 5 and 6
+# the registry models of Tables 5 and 6 (Table 10's rows are Table 5's)
 T5 = ("distilbert", "distilroberta", "distilmbert", "bert", "roberta_base", "deberta", "mbert", "xlmr", "xlmv")
 T6 = ("deberta_v3_xsmall", "deberta_v3_small", "deberta", "deberta_v3_large")
+SPLITS = {"train": ("train",), "validation": ("validation",), "test": ("test",)}  # Table 7's columns: the files
+MNLI_SPLITS = {
+    "train": ("train",),
+    "validation": ("validation_matched", "validation_mismatched"),
+    "test": ("test_matched", "test_mismatched"),
+}
+SEEDS = 5
 
 INTRO = (
     "Tables 1–10 and the numbers of §3 and §6. Not listed: Fig. 1 (a diagram), Fig. 2's curves (its claims "
@@ -29,14 +41,13 @@ NOTES = {
     "plus pad, inputs truncated at 128; BERT WordPiece = all-MiniLM-L6-v2's tokenizer (tokenizer_override=minilm), "
     "offline.",
     "Table 7": "Rows of each split's file as the task reads it (`task.data_dir=$EMBEXP_DATA`).",
+    "Table 10": "Each row: 9 tasks × 5 seeds of full fine-tuning (with PEMA: the same FLOPs on a smaller embedding "
+    "matrix; memory counted without the removal, an upper bound). Table 8: 3 epochs, batch 32, "
+    "sequences padded per batch (≈ tokens per row in ledger/runs.py GLUE).",
 }
-
-
 @lru_cache(maxsize=None)
 def shape(model: str) -> tuple[int, int, int]:
     """(embedding rows, dim, parameters) of a registry model with a 2-class head, on the meta device."""
-    from embexp.studies import vocab
-
     return vocab.shape_of(vocab.model_config(model, 2))
 
 
@@ -54,11 +65,12 @@ def t5_computes() -> dict:
     return out
 
 
-SPLIT_FILES = {"mnli": ("train", "validation_matched", "validation_mismatched", "test_matched", "test_mismatched")}
+def splits(subset: str) -> dict:
+    return MNLI_SPLITS if subset == "mnli" else SPLITS
 
 
 def glue_files(subset: str) -> tuple:
-    return tuple(data.glue_file(subset, s) for s in SPLIT_FILES.get(subset, ("train", "validation", "test")))
+    return tuple(sources.glue_file(subset, s) for s in sum(splits(subset).values(), ()))
 
 
 @lru_cache(maxsize=None)
@@ -66,10 +78,8 @@ def table2_cells(subset: str, data_dir: str) -> dict:
     """{model: record} of Table 2 for BERT and DistilBERT on one GLUE task, counted as the paper counts
     (``studies.vocab.table_cells``: train + validation + test, what occurs plus pad) with the BERT uncased
     WordPiece (minilm) on the local files."""
-    from embexp.studies.vocab import table_cells
-
-    recs = table_cells(what="table2", models=["bert", "distilbert"], subsets=[subset], source="local",
-                       data_dir=data_dir, tokenizer_override="minilm")
+    recs = vocab.table_cells(what="table2", models=["bert", "distilbert"], subsets=[subset], source="local",
+                             data_dir=data_dir, tokenizer_override="minilm")
     return {r["model"]: r for r in recs}
 
 
@@ -88,5 +98,88 @@ def t2_computes() -> dict:
     return out
 
 
+def split_count(subset: str, names: tuple, d) -> int:
+    return sum(sources.n_rows("glue", subset, s, d) for s in names)
+
+
+def t7_computes() -> dict:
+    out = {}
+    for subset in GLUE:
+        groups = splits(subset)
+        for col, names in list(groups.items()) + [("total", sum(groups.values(), ()))]:
+            out[f"pema.t7.{subset}.{col}"] = Compute(
+                lambda d, s=subset, sp=names: split_count(s, sp, d),
+                data=tuple(sources.glue_file(subset, x) for x in names),
+            )
+    return out
+
+
+# Table 8: how ours is read from each experiment's composed config (the BERT dropouts: from its model config)
+T8 = {
+    "adam_ε.pema_glue": lambda c: c.trainer.eps,
+    "adam_β1.pema_glue": lambda c: c.trainer.betas[0],
+    "adam_β2.pema_glue": lambda c: c.trainer.betas[1],
+    "batch_size.pema_glue": lambda c: c.trainer.batch_size * c.trainer.grad_accum,
+    "learning_rate_peak.pema_glue": lambda c: c.trainer.lr,
+    "learning_rate_peak.pema_glue_xlm": lambda c: c.trainer.lr,
+    # XNLI's cell is blank in the paper; the ledger once read it as merged with GLUE's: an inference, not a print
+    "learning_rate_peak.pema_xnli": lambda c: c.trainer.lr,
+    "learning_rate_schedule.pema_glue": lambda c: c.trainer.scheduler,
+    "sequence_length.pema_glue": lambda c: c.task.max_source_tokens,
+    "training_epochs.pema_glue": lambda c: c.trainer.epochs,
+    "training_epochs.pema_xnli": lambda c: c.trainer.epochs,
+}
+DROPOUT = ("attention_probs_dropout_prob", "hidden_dropout_prob")
+
+
+def composed(experiment: str):
+    return sources.composed(f"experiment={experiment}", "model=xlmr" if "xlm" in experiment else "model=bert")
+
+
+def config_value(experiment: str, read):
+    v = read(composed(experiment))
+    return v if isinstance(v, str) else float(v)
+
+
+def t8_computes() -> dict:
+    out = {}
+    for key, read in T8.items():  # <cell>.<experiment>
+        out[f"pema.t8.{key}"] = Compute(lambda _d, e=key.split(".")[1], r=read: config_value(e, r))
+    for field in DROPOUT:
+        out[f"pema.t8.{field}"] = Compute(lambda _d, fl=field: getattr(vocab.model_config("bert", 2), fl))
+    return out
+
+
+@lru_cache(maxsize=None)
+def arch(model: str):
+    rows, dim, n = shape(model)
+    c = vocab.model_config(model, 2)
+    layers = getattr(c, "num_hidden_layers", None) or c.n_layers
+    return encoder_arch(vocab.MODELS[model].tokenizer, n, rows * dim, dim, layers)
+
+
+def run(model: str, task: str, pema: bool):
+    a = arch(model)
+    name = f"{vocab.MODELS[model].label} {'+ PEMA' if pema else 'full FT'}, {task}"
+    return glue_run(name, a, task, "fp32", a.n, True, 3, 32, SEEDS, key=f"pema.{model}.{pema}.{task}")
+
+
 def computes() -> dict:
-    return {**t5_computes(), **t2_computes()}
+    out = {**t5_computes(), **t2_computes(), **t7_computes(), **t8_computes()}
+    out |= {
+        f"pema.t9.{task}.finetune_s": Compute(
+            gpu=estimate(
+                f"pema.t9.{task}",
+                lambda t=task: [run("roberta_base", t, True)],
+                "The paper's V100 took the printed seconds; the estimate is for an H100.",
+            )
+        )
+        for task in GLUE
+    }
+    for model in T5:
+        for pema in (False, True):
+            out[f"pema.t10.{model}.{'pema' if pema else 'ft'}"] = Compute(
+                gpu=estimate(f"pema.t10.{model}.{pema}", lambda m=model, p=pema: [run(m, t, p) for t in GLUE]),
+                measure=measured.pema_t10(model, pema),
+            )
+    return out

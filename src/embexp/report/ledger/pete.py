@@ -3,9 +3,9 @@ The printed cells are ledger/printed/pete.csv."""
 
 from __future__ import annotations
 
-from embexp.report.ledger import measure
+from embexp.report.ledger import sources
 from embexp.report.ledger.core import Compute
-from embexp.report.ledger.runs import estimate
+from embexp.report.ledger.runs import Run, Work, derived, encoder_arch, estimate
 
 INTRO = "Table 2 (Table 1 and the training-time and dropout rows of Table 2 are qualitative)."
 NOTES = {
@@ -15,14 +15,14 @@ NOTES = {
 
 
 def total(method: str) -> int:
-    return measure.tp("scratch_encoder", f"method={method}", num_labels=0)
+    return sources.tp("scratch_encoder", f"method={method}", num_labels=0)
 
 
 def computes() -> dict:
     pete, base = pete_run("pete", "PETE (dropout 0), trained from scratch"), pete_run(
         "full_ft", "standard encoder (dropout 0.1)"
     )
-    retained = estimate("pete.retained", lambda: [], "no run of its own: the ratio of the two scores above")
+    retained = derived("pete.retained", "no run of its own: the ratio of the two scores above")
     return {
         "pete.t2.pete.params": Compute(lambda _d: total("pete")),
         "pete.t2.baseline.params": Compute(lambda _d: total("full_ft")),
@@ -39,9 +39,6 @@ STEPS, BATCH, TOKENS = 122_700, 128, 64
 
 
 def pete_run(method: str, label: str):
-    from embexp.report.ledger.gpu import Run, Work
-    from embexp.report.ledger.runs import encoder_arch
-
     def build():
         n = total(method)
         table = 0 if method == "pete" else 30_522 * 512

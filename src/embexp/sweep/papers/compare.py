@@ -48,7 +48,8 @@ RTE at the SST-2-chosen lrs: ~3x the tokens a row, ~12 run-hours more: off by de
 
 from __future__ import annotations
 
-from embexp.sweep.runner import EXTEND, Var, analyze, chosen, compare_grid, compared, extended, on, report, table, train
+from embexp.methods.registry import compared
+from embexp.sweep.runner import EXTEND, Var, analyze, chosen, compare_grid, extended, on, report, table, train
 
 TASKS = ["sst2", "mrpc", "rte", "cola"]
 ENCODER_ROWS = {"sst2": "4000", "mrpc": "3368", "rte": "2190", "cola": "4000"}  # n trained on (smoke: 24)

@@ -14,6 +14,7 @@ stage's test split (tag <column>_paper, marked in the table).
 
 from __future__ import annotations
 
+from embexp.report.ledger.ktoken import rate
 from embexp.sweep.runner import Var, analyze, note, report, table, train
 
 SEEDS = Var([42, 43, 44])
@@ -32,12 +33,14 @@ LORA = ["method=lora", "method.r=4", "method.alpha=16", "method.dropout=0.05",
         "method.target_modules=[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,lm_head]"]
 
 
-def columns(selective_context: float, llmlingua2: float) -> list[tuple[str, list[str]]]:
-    """The six columns of Tables 1-3: (column, its method overrides); the baselines' rates per task."""
+def columns(name: str) -> list[tuple[str, list[str]]]:
+    """The six columns of Table 1, 2 or 3: (column, its method overrides); the baselines' rates are the table's
+    (``ledger.ktoken.rate``: the reductions the paper printed)."""
     return [("uncompressed", LORA),
             ("selective_context", ["method=prompt_compress", "method.compressor=selective_context",
-                                   f"method.rate={selective_context}"]),
-            ("llmlingua2", ["method=prompt_compress", "method.compressor=llmlingua2", f"method.rate={llmlingua2}"]),
+                                   f"method.rate={rate(name, 'selective_context')}"]),
+            ("llmlingua2", ["method=prompt_compress", "method.compressor=llmlingua2",
+                            f"method.rate={rate(name, 'llmlingua2')}"]),
             ("k2", ["method=ktoken", "method.k=2"]),
             ("k3", ["method=ktoken", "method.k=3"]),
             ("k4", ["method=ktoken", "method.k=4"])]
@@ -68,7 +71,7 @@ def table1(v):
                                                     "4512/3072/2304/1536/768/256 (K=2/3 and the baselines, ours)")))
     reported = v.select_on == "reported"
     for seed in v.seeds:
-        for col, method in columns(selective_context=0.525, llmlingua2=0.27):
+        for col, method in columns("table1"):
             stages = "[320,320,192,128,48,16]" if col == "k4" else "[282,192,144,96,48,16]"
             budget = [f"trainer.curriculum_batch_size={stages}", "trainer.batch_size=16", "trainer.grad_accum=16"]
             tag = col + ("_uniform" if v.questions == "random" else "") + ("_paper" if reported else "")
@@ -81,11 +84,11 @@ def table1(v):
                  f"questions={v.questions}")
 
 
-def sentiment_or_code(v, name: str, task: str, selective_context: float, llmlingua2: float):
+def sentiment_or_code(v, name: str, task: str):
     """Tables 2 and 3: the six columns on one task, batch 3 x accumulation 16."""
     yield note(seeds_note(v, name, f"effective batch 48 {BATCH}"))
     for seed in v.seeds:
-        for col, method in columns(selective_context, llmlingua2):
+        for col, method in columns(name):
             yield train(*method, "model=qwen25_05b", f"task={task}",
                         *([] if v.smoke else ["trainer.batch_size=3", "trainer.grad_accum=16"]),
                         *RECIPE, f"seed={seed}", f"tag={col}")
@@ -95,13 +98,13 @@ def sentiment_or_code(v, name: str, task: str, selective_context: float, llmling
 @table(seeds=SEEDS)
 def table2(v):
     """Table 2: Amazon Reviews (Fashion) sentiment."""
-    yield from sentiment_or_code(v, "table2", "amazon", selective_context=0.446, llmlingua2=0.51)
+    yield from sentiment_or_code(v, "table2", "amazon")
 
 
 @table(seeds=SEEDS)
 def table3(v):
     """Table 3: CommitPackFT (python) perplexity; P-L by the paper's Eq. 4."""
-    yield from sentiment_or_code(v, "table3", "commitpack", selective_context=0.399, llmlingua2=0.3)
+    yield from sentiment_or_code(v, "table3", "commitpack")
 
 
 @table(seeds=SEEDS, tree=TREE, select_on=SELECT_ON)

@@ -1,16 +1,14 @@
-"""The sweep's analyze commands: the extra overrides appended; an ablation is done when its folder's
-summary holds the command's metrics (from the same judge)."""
+"""Whether an analyze or judge command of a sweep already finished: an ablation is done when its folder's
+summary holds the command's metrics (from the same judge), a judge's reference scoring when the run's
+metrics.json holds ``asr_reference``; any other analyze or judge command runs."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 
-def args(cmd_args: list[str], extra: list[str], paper: str) -> list[str]:
-    return list(cmd_args) + extra
-
-
-def done(cmd_args: list[str]) -> str:
+def ablation_done(cmd_args: list[str]) -> str:
     """The folder of an ablation that already holds this command's metrics, else ''."""
     if cmd_args[:1] != ["ablation"]:
         return ""
@@ -27,3 +25,12 @@ def done(cmd_args: list[str]) -> str:
     if any(k not in s for k in need) or ("nli" in need and s.get("nli_judge") != kv.get("judge.model")):
         return ""  # the folder lacks this command's metric (or another judge's): run it (generations are reused)
     return str(d)
+
+
+def reference_done(cmd_args: list[str]) -> str:
+    """The run directory of a judge's reference scoring already recorded, else ''."""
+    kv = dict(a.split("=", 1) for a in cmd_args if "=" in a)
+    if kv.get("what") != "reference":
+        return ""
+    m = Path(kv["run_dir"]) / "metrics.json"
+    return kv["run_dir"] if m.is_file() and "asr_reference" in json.loads(m.read_text()).get("metrics", {}) else ""

@@ -226,11 +226,11 @@ def test_submitit_local_sweep_writes_one_complete_run_per_job_and_a_resumed_reru
 
 
 @pytest.mark.serial
-@pytest.mark.slow  # 9 s; make test launches FSDP through accelerate in tests/test_fsdp.py (one run dir)
-def test_accelerate_cpu_data_parallel_writes_one_run_dir(tmp_path):
-    accelerate = Path(sys.executable).with_name("accelerate")
-    r = subprocess.run([str(accelerate), "launch", "--cpu", "--num_processes", "2", "-m", "embexp.train", "debug=smoke",
-                        "method=tinyte_full", "model=tiny_llama", "task=wmt16",
+@pytest.mark.slow  # 9 s; make test launches FSDP through torchrun in tests/test_fsdp.py (one run dir)
+def test_torchrun_cpu_data_parallel_writes_one_run_dir_and_accelerate_cpu_launch_is_one_line(tmp_path):
+    torchrun = Path(sys.executable).with_name("torchrun")
+    args = ["-m", "embexp.train", "debug=smoke", "method=tinyte_full", "model=tiny_llama", "task=wmt16"]
+    r = subprocess.run([str(torchrun), "--standalone", "--nproc_per_node", "2", *args,
                         f"hydra.run.dir={tmp_path / 'ddp' / 'run'}"],
                        capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -238,6 +238,29 @@ def test_accelerate_cpu_data_parallel_writes_one_run_dir(tmp_path):
     m = json.loads((tmp_path / "ddp" / "run" / "metrics.json").read_text())
     assert m["train"]["world_size"] == 2 and m["train"]["examples"] == 2 * 4 * 4
     assert r.stderr.count("step 4/4") == 1  # only the main process logs
+    accelerate = Path(sys.executable).with_name("accelerate")  # --cpu without an MPI hostfile: one process, refused
+    r = subprocess.run([str(accelerate), "launch", "--cpu", "--num_processes", "2", *args,
+                        f"hydra.run.dir={tmp_path / 'one' / 'run'}"],
+                       capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
+    assert r.returncode != 0 and len(lines) == 1 and "run torchrun --nproc_per_node N" in lines[0], r.stderr[-2000:]
+    assert not (tmp_path / "one").exists()
+
+
+def test_accelerate_cpu_launch_of_one_process_for_several_is_one_line_before_the_run(tmp_path, monkeypatch):
+    """What `accelerate launch --cpu --num_processes 2` gives its single process (tests/test_accelerate_compat.py
+    holds that it is so), in this process."""
+    monkeypatch.setenv("ACCELERATE_USE_CPU", "True")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    for name in ("RANK", "WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    r = run_cli("debug=smoke", "method=tinyte_full", "model=tiny_llama", "task=wmt16",
+                f"hydra.run.dir={tmp_path / 'run'}")
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        "embexp: error: accelerate launch --cpu --num_processes N starts one process (Accelerate runs N CPU processes "
+        "only through MPI, --mpirun_hostfile): run torchrun --nproc_per_node N -m embexp.train ... instead "
+        "(docs/running.md)"], r.stderr
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("model", sorted(p.stem for p in (REPO / "conf" / "model").glob("*.yaml")))

@@ -225,12 +225,21 @@ def test_submitit_local_sweep_writes_one_complete_run_per_job_and_a_resumed_reru
     assert [(p / "metrics.json").stat().st_mtime_ns for p in runs] == stamps  # complete runs are skipped
 
 
+def free_port() -> int:
+    """A port no one listens on (a fixed 29500 collides with other launches on a shared machine)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.mark.serial
 @pytest.mark.slow  # 9 s; make test launches FSDP through torchrun in tests/test_fsdp.py (one run dir)
 def test_torchrun_cpu_data_parallel_writes_one_run_dir_and_accelerate_cpu_launch_is_one_line(tmp_path):
     torchrun = Path(sys.executable).with_name("torchrun")
     args = ["-m", "embexp.train", "debug=smoke", "method=tinyte_full", "model=tiny_llama", "task=wmt16"]
-    r = subprocess.run([str(torchrun), "--standalone", "--nproc_per_node", "2", *args,
+    r = subprocess.run([str(torchrun), "--nproc_per_node", "2", "--master_port", str(free_port()), *args,
                         f"hydra.run.dir={tmp_path / 'ddp' / 'run'}"],
                        capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -239,8 +248,8 @@ def test_torchrun_cpu_data_parallel_writes_one_run_dir_and_accelerate_cpu_launch
     assert m["train"]["world_size"] == 2 and m["train"]["examples"] == 2 * 4 * 4
     assert r.stderr.count("step 4/4") == 1  # only the main process logs
     accelerate = Path(sys.executable).with_name("accelerate")  # --cpu without an MPI hostfile: one process, refused
-    r = subprocess.run([str(accelerate), "launch", "--cpu", "--num_processes", "2", *args,
-                        f"hydra.run.dir={tmp_path / 'one' / 'run'}"],
+    r = subprocess.run([str(accelerate), "launch", "--cpu", "--num_processes", "2", "--main_process_port",
+                        str(free_port()), *args, f"hydra.run.dir={tmp_path / 'one' / 'run'}"],
                        capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
     assert r.returncode != 0 and len(lines) == 1 and "run torchrun --nproc_per_node N" in lines[0], r.stderr[-2000:]

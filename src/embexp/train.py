@@ -54,6 +54,7 @@ def run(cfg, run_dir: Path) -> dict:
         cli.setup_logging(run_dir, acc.is_main_process)
         # another config's run there, what is no readable run, a resume whose checkpoint is gone: one line
         verdict = claim(cfg, run_dir, acc.is_main_process)  # (run/claim.py)
+        acc.wait_for_everyone()  # every process has read the directory before the main one writes the run's record
         if previous:  # its process died while running: marked interrupted, now continued or started again
             log.warning("run %s: the previous run's process (%s) stopped without updating its status (killed?): "
                         "marked interrupted, now %s", run_dir, lock.describe(previous["previous_owner"]),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,22 +45,33 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
-@pytest.fixture(autouse=True)
-def _serial_starts_processes(request, monkeypatch):
-    if request.node.get_closest_marker("serial"):
-        return
-    import subprocess
+class Launches:
+    """The test that runs now, unless it is marked serial: the audit hook below fails it when it starts a launcher.
+    Python's audit hooks (``sys.addaudithook``, event ``subprocess.Popen``) see every process start, through
+    subprocess and everything built on it, and replace nothing."""
 
-    popen = subprocess.Popen.__init__
+    guarded: str | None = None
 
-    def guarded(self, args, *a, **kw):
-        argv = [args] if isinstance(args, (str, os.PathLike)) else list(args)
-        name = Path(str(argv[0]).split()[0]).name if argv else ""
+    @staticmethod
+    def hook(event: str, args: tuple) -> None:
+        if event != "subprocess.Popen" or Launches.guarded is None:
+            return
+        argv = [str(a) for a in args[1]]  # (executable, args, cwd, env); shell=True: ["/bin/sh", "-c", command]
+        shell = len(argv) > 2 and Path(argv[0]).name in ("sh", "bash") and argv[1] == "-c"
+        line = argv[2] if shell else argv[0] if argv else ""
+        name = Path(line.split()[0]).name if line.split() else ""
         if name.startswith(LAUNCHERS):
-            pytest.fail(f"{request.node.nodeid} starts {name}: mark it @pytest.mark.serial", pytrace=False)
-        popen(self, args, *a, **kw)
+            pytest.fail(f"{Launches.guarded} starts {name}: mark it @pytest.mark.serial", pytrace=False)
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", guarded)
+
+sys.addaudithook(Launches.hook)
+
+
+@pytest.fixture(autouse=True)
+def _serial_starts_processes(request):
+    Launches.guarded = None if request.node.get_closest_marker("serial") else request.node.nodeid
+    yield
+    Launches.guarded = None
 
 
 def compose(*overrides: str):
@@ -89,33 +101,28 @@ class CliResult:
         self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
 
 
-def run_cli(*args: str, module: str = "embexp.train") -> CliResult:
-    """``python -m <module> *args`` in this process: the same entry function, argv handling, Hydra
-    app and one-line error path as the console script, without paying a fresh interpreter's imports
-    (~10 s each on 2 cores). Tables of bad inputs use it; tests/test_spine.py keeps real
-    subprocesses for what only a process shows (exit status of the interpreter, signals, launchers).
-    An exception the entry point does not turn into one line propagates and fails the test, as a
-    traceback would in a subprocess."""
+def in_process(call, argv: list[str]) -> CliResult:
+    """``call()`` as a command with ``argv`` (sys.argv while it runs), its stdout, stderr and exit status captured:
+    SystemExit is its return code; an exception it does not turn into one line propagates and fails the test, as a
+    traceback would in a subprocess. Hydra's global state is cleared before and after, embexp's log handlers
+    closed after."""
     import contextlib
-    import importlib
     import io
     import logging
-    import sys
 
     from hydra.core.global_hydra import GlobalHydra
 
-    entry = importlib.import_module(module).entry
     out, err = io.StringIO(), io.StringIO()
-    argv, code = sys.argv, 0
-    sys.argv = [f"{module}.py", *args]
+    saved, code = sys.argv, 0
+    sys.argv = argv
     GlobalHydra.instance().clear()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            entry()
+            call()
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     finally:
-        sys.argv = argv
+        sys.argv = saved
         GlobalHydra.instance().clear()
         log = logging.getLogger("embexp")
         for h in log.handlers:
@@ -124,41 +131,45 @@ def run_cli(*args: str, module: str = "embexp.train") -> CliResult:
     return CliResult(code, out.getvalue(), err.getvalue())
 
 
-def run_cli_cached(*args: str) -> CliResult:
-    """``python -m embexp.train *args`` as run_cli gives it, except the last step: instead of
-    ``@hydra.main`` composing the tree again (~0.4 s a call, never cached), the config comes from
-    core.cli.compose's cache and goes to the same ``train.run`` through the same one-line error path,
-    in the directory Hydra would make (hydra.run.dir, else the name the config gives, made absolute; conf/train.yaml
-    sets no Hydra logging and no .hydra folder, so Hydra adds nothing else to a run). For tests of what
-    a run does with its inputs; tests of the entry itself (run directories, Hydra's own errors) use
-    run_cli."""
-    import sys
+def run_cli(*args: str, module: str = "embexp.train") -> CliResult:
+    """``python -m <module> *args`` in this process: the same entry function, argv handling, Hydra
+    app and one-line error path as the console script, without paying a fresh interpreter's imports
+    (~10 s each on 2 cores). Tables of bad inputs use it; tests/test_spine.py keeps real
+    subprocesses for what only a process shows (exit status of the interpreter, signals, launchers)."""
+    import importlib
 
-    import embexp.train as train
+    return in_process(importlib.import_module(module).entry, [f"{module}.py", *args])
+
+
+def run_cli_cached(*args: str) -> CliResult:
+    """``python -m embexp.train *args`` as run_cli gives it, except Hydra's own step: the entry's checks
+    (``train.check_command``), then the config from core.cli.compose's cache goes to ``train.run`` through the same
+    one-line error path, in the directory Hydra would make (hydra.run.dir, else the name the config gives, made
+    absolute; conf/train.yaml sets no Hydra logging and no .hydra folder, so Hydra adds nothing else to a run).
+    ``@hydra.main`` would compose the tree again (~0.4 s a call, never cached). For tests of what a run does with
+    its inputs; tests of the entry itself (run directories, Hydra's own errors) use run_cli."""
+    from embexp import train
     from embexp.core import cli
     from embexp.core.config import run_name
 
-    def main() -> None:
-        argv = [a for a in sys.argv[1:] if "=" in a and not a.startswith("--")]
-        given = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+") == "hydra.run.dir"]
+    argv = [a for a in args if "=" in a and not a.startswith("--")]
+    given = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+") == "hydra.run.dir"]
 
-        @cli.one_line_errors
-        def body():
-            cfg = cli.compose_train([a for a in argv if not a.lstrip("+~").startswith("hydra.")])
-            run_dir = Path(os.path.abspath(given[-1] if given else run_name(
-                cfg.output_root, cfg.task.name, cfg.task.get("subset", ""), cfg.model.name, cfg.method.name,
-                cfg.tag, cfg.seed)))
-            run_dir.mkdir(parents=True, exist_ok=True)  # as Hydra's run_job, before the task function
-            cli.quiet_libraries()
-            train.run(cfg, run_dir)
+    @cli.one_line_errors
+    def body() -> None:
+        cfg = cli.compose_train([a for a in argv if not a.lstrip("+~").startswith("hydra.")])
+        run_dir = Path(os.path.abspath(given[-1] if given else run_name(
+            cfg.output_root, cfg.task.name, cfg.task.get("subset", ""), cfg.model.name, cfg.method.name,
+            cfg.tag, cfg.seed)))
+        run_dir.mkdir(parents=True, exist_ok=True)  # as Hydra's run_job, before the task function
+        cli.quiet_libraries()
+        train.run(cfg, run_dir)
 
+    def command() -> None:
+        train.check_command(list(args))
         body()
 
-    hydra_main, train.main = train.main, main
-    try:
-        return run_cli(*args)
-    finally:
-        train.main = hydra_main
+    return in_process(command, ["embexp.train.py", *args])
 
 
 def execute_in_process(cmd: list[str]) -> int:

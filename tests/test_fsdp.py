@@ -1,9 +1,9 @@
-"""trainer.strategy=fsdp (src/embexp/run/sharding.py): real `accelerate launch --cpu --num_processes 2` jobs (gloo).
+"""trainer.strategy=fsdp (src/embexp/run/sharding.py): real `torchrun --nproc_per_node 2 -m embexp.train` jobs (gloo).
 
-Each launch costs ~13 s on 2 cores (process start and imports: the launcher, embexp's relaunch through
-torch.distributed.run, two workers), so make test launches once: FSDP on 2 processes against one
-process with the same global batch (trainer.grad_accum=2), which also gives the memory ratio and the
-one-run-dir check. The DDP/FSDP equality launches and the per-method matrix run in `make test-slow`.
+Each launch costs ~13 s on 2 cores (process start and imports: the launcher and two workers), so make test
+launches once: FSDP on 2 processes against one process with the same global batch (trainer.grad_accum=2), which
+also gives the memory ratio and the one-run-dir check. The DDP/FSDP equality launches and the per-method matrix
+run in `make test-slow`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from test_methods import CASES, DECODERS
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-ACCELERATE = Path(sys.executable).with_name("accelerate")
+TORCHRUN = Path(sys.executable).with_name("torchrun")
 
 
 def free_port() -> int:
@@ -39,8 +39,8 @@ def free_port() -> int:
 
 
 def launch(run_dir: Path, *args: str, wait: bool = True, check: bool = True):
-    cmd = [str(ACCELERATE), "launch", "--cpu", "--num_processes", "2", "--main_process_port", str(free_port()),
-           "-m", "embexp.train", "debug=smoke", *args, f"hydra.run.dir={run_dir}"]
+    cmd = [str(TORCHRUN), "--nproc_per_node", "2", "--master_port", str(free_port()), "-m", "embexp.train",
+           "debug=smoke", *args, f"hydra.run.dir={run_dir}"]
     if not wait:
         return subprocess.Popen(cmd, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=ENV, timeout=600)
@@ -126,7 +126,7 @@ def test_activation_checkpointing_recomputes_the_same_numbers_and_refuses_dropou
 
 
 def _workers(run_dir: Path) -> list[int]:
-    """The pids of the launch's training processes (torch.distributed.run's workers: RANK in their environment)."""
+    """The pids of the launch's training processes (torchrun's workers: LOCAL_RANK in their environment)."""
     out = []
     for p in Path("/proc").iterdir():
         try:

@@ -225,12 +225,21 @@ def test_submitit_local_sweep_writes_one_complete_run_per_job_and_a_resumed_reru
     assert [(p / "metrics.json").stat().st_mtime_ns for p in runs] == stamps  # complete runs are skipped
 
 
+def free_port() -> int:
+    """A port no one listens on (a fixed 29500 collides with other launches on a shared machine)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.mark.serial
-@pytest.mark.slow  # 9 s; make test launches FSDP through accelerate in tests/test_fsdp.py (one run dir)
-def test_accelerate_cpu_data_parallel_writes_one_run_dir(tmp_path):
-    accelerate = Path(sys.executable).with_name("accelerate")
-    r = subprocess.run([str(accelerate), "launch", "--cpu", "--num_processes", "2", "-m", "embexp.train", "debug=smoke",
-                        "method=tinyte_full", "model=tiny_llama", "task=wmt16",
+@pytest.mark.slow  # 9 s; make test launches FSDP through torchrun in tests/test_fsdp.py (one run dir)
+def test_torchrun_cpu_data_parallel_writes_one_run_dir_and_accelerate_cpu_launch_is_one_line(tmp_path):
+    torchrun = Path(sys.executable).with_name("torchrun")
+    args = ["-m", "embexp.train", "debug=smoke", "method=tinyte_full", "model=tiny_llama", "task=wmt16"]
+    r = subprocess.run([str(torchrun), "--nproc_per_node", "2", "--master_port", str(free_port()), *args,
                         f"hydra.run.dir={tmp_path / 'ddp' / 'run'}"],
                        capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -238,6 +247,29 @@ def test_accelerate_cpu_data_parallel_writes_one_run_dir(tmp_path):
     m = json.loads((tmp_path / "ddp" / "run" / "metrics.json").read_text())
     assert m["train"]["world_size"] == 2 and m["train"]["examples"] == 2 * 4 * 4
     assert r.stderr.count("step 4/4") == 1  # only the main process logs
+    accelerate = Path(sys.executable).with_name("accelerate")  # --cpu without an MPI hostfile: one process, refused
+    r = subprocess.run([str(accelerate), "launch", "--cpu", "--num_processes", "2", "--main_process_port",
+                        str(free_port()), *args, f"hydra.run.dir={tmp_path / 'one' / 'run'}"],
+                       capture_output=True, text=True, cwd=REPO, env=ENV, timeout=300)
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
+    assert r.returncode != 0 and len(lines) == 1 and "run torchrun --nproc_per_node N" in lines[0], r.stderr[-2000:]
+    assert not (tmp_path / "one").exists()
+
+
+def test_accelerate_cpu_launch_of_one_process_for_several_is_one_line_before_the_run(tmp_path, monkeypatch):
+    """What `accelerate launch --cpu --num_processes 2` gives its single process (tests/test_accelerate_compat.py
+    holds that it is so), in this process."""
+    monkeypatch.setenv("ACCELERATE_USE_CPU", "True")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    for name in ("RANK", "WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    r = run_cli("debug=smoke", "method=tinyte_full", "model=tiny_llama", "task=wmt16",
+                f"hydra.run.dir={tmp_path / 'run'}")
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        "embexp: error: accelerate launch --cpu --num_processes N starts one process (Accelerate runs N CPU processes "
+        "only through MPI, --mpirun_hostfile): run torchrun --nproc_per_node N -m embexp.train ... instead "
+        "(docs/running.md)"], r.stderr
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("model", sorted(p.stem for p in (REPO / "conf" / "model").glob("*.yaml")))
@@ -294,15 +326,20 @@ def test_tensorboard_tracker_writes_the_loss_curve_and_the_metrics(tmp_run):
     assert scalars["eval/em_accuracy"] == [(4, pytest.approx(m["metrics"]["em_accuracy"]))]
 
 
-def test_an_unavailable_tracker_is_one_clear_line(monkeypatch):
-    import accelerate.tracking
+def test_an_unavailable_tracker_is_one_clear_line():
+    """A tracker whose package Accelerate does not find here (wandb, mlflow or trackio: none is a dependency)."""
+    from accelerate.tracking import get_available_trackers
 
+    from embexp.run.preflight import TRACKER_PACKAGES
     from embexp.train import make_accelerator
 
-    monkeypatch.setattr(accelerate.tracking, "get_available_trackers", lambda: [])
-    with pytest.raises(EmbexpError, match=r"trainer.log_with=wandb needs the wandb package \(pip install wandb\), "
-                                          r"or trainer.log_with=none"):
-        make_accelerator(smoke("trainer.log_with=wandb"))
+    missing = sorted(set(TRACKER_PACKAGES) - {str(t) for t in get_available_trackers()})
+    if not missing:
+        pytest.skip(f"every tracker's package is installed: {sorted(TRACKER_PACKAGES)}")
+    name, package = missing[0], TRACKER_PACKAGES[missing[0]]
+    with pytest.raises(EmbexpError, match=rf"trainer.log_with={name} needs the {package} package \(pip install "
+                                          rf"{package}\), or trainer.log_with=none"):
+        make_accelerator(smoke(f"trainer.log_with={name}"))
 
 
 def test_a_config_from_an_older_run_takes_the_schema_defaults_of_the_fields_it_lacks():

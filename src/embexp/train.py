@@ -27,7 +27,7 @@ from embexp import judge
 from embexp.core import cli
 from embexp.core.config import register_core_schemas
 from embexp.core.records import RunRecord, atomic_path
-from embexp.run import curriculum, lock, sharding, stops
+from embexp.run import accelerate_compat, curriculum, lock, sharding, stops
 from embexp.run.adapter import save_adapter
 from embexp.run.build import Components, build
 from embexp.run.checkpoint import only_folders
@@ -54,6 +54,7 @@ def run(cfg, run_dir: Path) -> dict:
         cli.setup_logging(run_dir, acc.is_main_process)
         # another config's run there, what is no readable run, a resume whose checkpoint is gone: one line
         verdict = claim(cfg, run_dir, acc.is_main_process)  # (run/claim.py)
+        acc.wait_for_everyone()  # every process has read the directory before the main one writes the run's record
         if previous:  # its process died while running: marked interrupted, now continued or started again
             log.warning("run %s: the previous run's process (%s) stopped without updating its status (killed?): "
                         "marked interrupted, now %s", run_dir, lock.describe(previous["previous_owner"]),
@@ -162,7 +163,7 @@ def make_accelerator(cfg, run_dir: Path | None = None) -> Accelerator:
     env = os.environ.get(sharding.FSDP_ENV)
     acc = Accelerator(mixed_precision=mp, cpu=not cuda, fsdp_plugin=plugin, **kw)
     if plugin is not None:
-        sharding.enable_on_cpu(acc, plugin, env)
+        accelerate_compat.shard_on_cpu(acc, plugin, env)
     return acc
 
 
@@ -173,15 +174,21 @@ def main(cfg) -> None:
     run(cfg, Path(HydraConfig.get().runtime.output_dir))
 
 
-def entry() -> None:
+def check_command(argv: list[str]) -> None:
+    """The checks of a command line before Hydra composes it (each a one-line error and exit)."""
     if any(a.split("=", 1)[0].lstrip("+") == "hydra.run.dir" and not a.split("=", 1)[1].strip()
-           for a in sys.argv[1:] if "=" in a):
+           for a in argv if "=" in a):
         cli.die("hydra.run.dir is empty: name the run directory (without it: <output_root>/<task>/<model>/<method>/"
                 "seed<seed>)")
-    cli.check_overrides(sys.argv[1:])
-    cli.check_compose("train", sys.argv[1:])
-    cli.check_run_dir(sys.argv[1:])
-    cli.relaunch_cpu_data_parallel("embexp.train", sys.argv[1:])
+    cli.check_overrides(argv)
+    cli.check_compose("train", argv)
+    cli.check_run_dir(argv)
+    if line := accelerate_compat.single_process_cpu_launch(os.environ):
+        cli.die(line)
+
+
+def entry() -> None:
+    check_command(sys.argv[1:])
     sys.argv.insert(1, f"--config-dir={cli.conf_dir()}")
     main()
 

@@ -306,38 +306,6 @@ def check_run_dir(argv: list[str]) -> None:
         die(str(e))
 
 
-def relaunch_cpu_data_parallel(module: str, argv: list[str]) -> None:
-    """Make ``accelerate launch --cpu --num_processes N -m embexp.train ...`` data-parallel.
-
-    Accelerate's launcher starts a single process for --cpu unless it is given an MPI hostfile;
-    it does export MASTER_ADDR when N > 1. We read N from the launcher's command line and start
-    the N processes ourselves with torch's own launcher (gloo backend), which Accelerate then
-    recognises as a multi-CPU run.
-    """
-    env = os.environ
-    if env.get("ACCELERATE_USE_CPU", "").lower() != "true" or "MASTER_ADDR" not in env or "RANK" in env:
-        return
-    try:
-        parent = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return
-    args = [a.decode(errors="replace") for a in parent]
-    n = 1
-    for i, a in enumerate(args):
-        if a in ("--num_processes", "--num-processes") and i + 1 < len(args):
-            n = int(args[i + 1])
-        elif a.startswith(("--num_processes=", "--num-processes=")):
-            n = int(a.split("=", 1)[1])
-    if n <= 1:
-        return
-    import subprocess
-
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={n}",
-           f"--master_addr={env['MASTER_ADDR']}", f"--master_port={env.get('MASTER_PORT', '29500')}",
-           "-m", module, *argv]
-    sys.exit(subprocess.call(cmd, env={**env, "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1")}))
-
-
 def quiet_libraries() -> None:
     import transformers
 

@@ -6,7 +6,7 @@ tinyte_full on tiny_llama, 6 steps, clipping on, fp32 without TF32), once with
 ``trainer.strategy=ddp`` and once with ``fsdp``: the final training loss, the metrics and every
 adapter tensor agree within :data:`TOLERANCE`, and FSDP's per-process state (parameters, gradients,
 AdamW: metrics.json's ``train.state_memory``) is about half of DDP's for full_ft (:data:`RATIO_MAX`).
-``fsdp=always`` runs it on a machine without two GPUs too, as two gloo processes on the CPU.
+``fsdp=always`` runs it on a machine without two GPUs too, as two gloo processes on the CPU (``torchrun``).
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ def free_port() -> int:
 
 def launch(run_dir: Path, cpu: bool, *args: str) -> dict:
     """One 2-process training run: its metrics.json, or ``{"error": <its last stderr line>}``."""
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", *(["--cpu"] if cpu else []), "--num_processes", "2",
-           "--main_process_port", str(free_port()), "-m", "embexp.train", "debug=smoke", *args,
+    launcher = (["torch.distributed.run", "--nproc_per_node", "2", "--master_port"] if cpu else  # torchrun (gloo)
+                ["accelerate.commands.launch", "--num_processes", "2", "--main_process_port"])
+    cmd = [sys.executable, "-m", *launcher, str(free_port()), "-m", "embexp.train", "debug=smoke", *args,
            f"hydra.run.dir={run_dir}"]
     if not cpu:
         cmd += ["trainer.cpu=false", "trainer.mixed_precision=no", "trainer.tf32=false"]

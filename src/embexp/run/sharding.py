@@ -17,23 +17,22 @@ process, the same safetensors + JSON as a DDP run's), and after training the tra
 gathered into a fresh single-process copy of the method (:func:`gather`, :func:`load_whole`), which finalises,
 saves its adapter, evaluates and exports exactly as a DDP run's method does.
 
-Accelerate 1.15 honours an FSDP plugin only on accelerator devices; on CPU processes (gloo) the
-state is switched to FSDP by hand (:func:`enable_on_cpu`) so the same path runs, and is tested,
-offline, with two gloo processes.
+Accelerate honours an FSDP plugin only on accelerator devices; on CPU processes (gloo) the state is
+switched to FSDP by ``run.accelerate_compat.shard_on_cpu`` (that module holds what embexp assumes of
+Accelerate's internals), so the same path runs, and is tested, offline, with two gloo processes.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-import os
 
 import torch
 
 from embexp import EmbexpError
+from embexp.run.accelerate_compat import FSDP_ENV  # noqa: F401  (preflight and train read it here)
 
 log = logging.getLogger("embexp")
-FSDP_ENV = "ACCELERATE_USE_FSDP"  # what an FSDP accelerate config exports to the processes
 
 
 def wants(trainer_cfg) -> bool:
@@ -51,22 +50,6 @@ def make_plugin(trainer_cfg):
         activation_checkpointing=bool(trainer_cfg.activation_checkpointing),
         mixed_precision_policy=MixedPrecisionPolicy(), state_dict_type="FULL_STATE_DICT",
         cpu_ram_efficient_loading=False)
-
-
-def enable_on_cpu(acc, plugin, env: str | None) -> None:
-    """Accelerate sets DistributedType.FSDP only for accelerator devices; CPU processes (gloo) run
-    FSDP2 as well, so a multi-CPU run is switched to Accelerate's FSDP2 path here. Accelerate also
-    exported ACCELERATE_USE_FSDP=true for our plugin: it gets its value before (``env``) back, so a
-    later Accelerator in this process is not made FSDP by it."""
-    from accelerate.utils import DistributedType
-
-    if acc.distributed_type == DistributedType.MULTI_CPU:
-        acc.state.distributed_type = DistributedType.FSDP
-        acc.state.fsdp_plugin = plugin
-    if env is None:
-        os.environ.pop(FSDP_ENV, None)
-    else:
-        os.environ[FSDP_ENV] = env
 
 
 def active(acc) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 from pathlib import Path
 
@@ -30,7 +32,7 @@ CONF = conf_dir()
 # first (the longest unit of work; the other worker meanwhile takes the in-process tests). A test that
 # starts such a process without the mark fails at the start, so that the rule holds for new tests.
 # The other tests go to the workers file by file: a file's tests compose the same config trees, which a
-# worker keeps (core.cli.compose's cache); spread test by test, both workers composed most of them
+# worker keeps (compose below); spread test by test, both workers composed most of them
 # (make test: 317 s of CPU where it took 363 s, one run each).
 LAUNCHERS = ("python", "make", "accelerate", "torchrun")
 
@@ -62,9 +64,17 @@ def _serial_starts_processes(request, monkeypatch):
     monkeypatch.setattr(subprocess.Popen, "__init__", guarded)
 
 
-def compose(*overrides: str):
-    """The train config exactly as the CLI composes it (minus hydra's own keys)."""
+@functools.lru_cache(maxsize=None)
+def _composed(conf: str, overrides: tuple[str, ...]):
     return compose_train(list(overrides))
+
+
+def compose(*overrides: str):
+    """The train config exactly as the CLI composes it (minus hydra's own keys), a copy of the test's own. Each
+    worker composes each list of overrides once, through Hydra's compose (``core.cli.compose_train``), and keeps
+    the validated result for the session (LHT's conftest keeps its composed config the same way); a list that
+    fails to compose raises each time."""
+    return copy.deepcopy(_composed(os.environ.get("EMBEXP_CONF", ""), tuple(overrides)))
 
 
 def smoke(*overrides: str):

@@ -89,7 +89,8 @@ def test_an_override_that_hydra_refuses_is_one_line_naming_it():
 
     with pytest.raises(EmbexpError) as e:
         cli_compose("train", ["debug=smoke", "trainer.no_such_key=1"])
-    assert str(e.value).startswith("unknown key 'trainer.no_such_key' (valid keys of trainer: ") and "lr" in str(e.value)
+    assert str(e.value).startswith("unknown key 'trainer.no_such_key' (valid keys of trainer: ")
+    assert " lr, " in str(e.value)
     with pytest.raises(EmbexpError) as e:
         cli_compose("train", ["debug=smoke", "no_such_key=1"])
     assert str(e.value).startswith("unknown key 'no_such_key' (valid keys: ") and "seed" in str(e.value)

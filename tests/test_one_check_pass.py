@@ -57,7 +57,8 @@ def test_train_composes_and_validates_once(passes, tmp_path):
 
 def test_a_refused_train_config_is_validated_once_and_one_line(passes, tmp_path):
     r = run_cli("debug=smoke", "task=glue", "trainer.lr=-1", f"hydra.run.dir={tmp_path / 'run'}")
-    assert r.returncode == 2 and r.stderr.strip() == ("embexp: error: trainer.lr=-1.0 is out of range (valid: > 0 and <= 10000.0)")
+    assert r.returncode == 2
+    assert r.stderr.strip() == "embexp: error: trainer.lr=-1.0 is out of range (valid: > 0 and <= 10000.0)"
     assert kinds(passes) == ["TrainConfig"] and not (tmp_path / "run").exists()
 
 

@@ -183,8 +183,8 @@ def start(cfg, run_dir: Path) -> dict:
 
 def entry() -> None:
     """``python -m embexp.train``: one run is composed and validated once (``core.cli.train_config``: a bad
-    value, key or run directory is one line, exit 2), its directory made, and run; a multirun and Hydra's own
-    flags go to Hydra's app (:func:`main`)."""
+    value, key or run directory is one line, exit 2), and run; a multirun and Hydra's own flags go to Hydra's
+    app (:func:`main`)."""
     argv = sys.argv[1:]
     hydra_app = cli.hydra_launches(argv)
     try:
@@ -199,8 +199,7 @@ def entry() -> None:
         sys.argv.insert(1, f"--config-dir={cli.conf_dir()}")
         main()
         return
-    run_dir.mkdir(parents=True, exist_ok=True)  # as Hydra's app makes hydra.run.dir before its task function
-    cli.one_line_errors(start)(cfg, run_dir)
+    cli.one_line_errors(start)(cfg, run_dir)  # the run directory is made once the pre-flight has passed
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ training, save/load, generation with the cache, left padding and bf16."""
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path

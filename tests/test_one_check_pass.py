@@ -90,3 +90,11 @@ def test_judge_validates_once_before_it_reads_the_run(passes, finished):
     r = run_cli(f"run_dir={finished}", "judge.kind=nope", module="embexp.judge")
     assert r.returncode == 2 and "unknown judge.kind 'nope'" in r.stderr
     assert kinds(passes) == ["JudgeRunConfig"]
+
+
+def test_a_multirun_validates_each_job_once(passes, tmp_path):
+    """A multirun goes to Hydra's app: Hydra composes each job, train.main validates it once."""
+    r = run_cli("-m", "debug=smoke", "method=zero_shot", "task=glue", "do_eval=false", "seed=0,1",
+                f"output_root={tmp_path}")
+    assert r.returncode == 0, r.stderr
+    assert kinds(passes) == ["TrainConfig", "TrainConfig"] and [c.seed for c in passes] == [0, 1]

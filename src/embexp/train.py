@@ -170,8 +170,11 @@ def make_accelerator(cfg, run_dir: Path | None = None) -> Accelerator:
 @cli.one_line_errors
 def main(cfg) -> None:
     """A run that Hydra's app starts (a multirun's job, a Hydra launcher's): its config, composed by Hydra, is
-    validated once here."""
-    validate(cfg)
+    validated once here (a bad value: one line, exit 2, as :func:`entry` gives it)."""
+    try:
+        validate(cfg)
+    except EmbexpError as e:
+        cli.die(str(e))
     start(cfg, Path(HydraConfig.get().runtime.output_dir))
 
 

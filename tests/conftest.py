@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import sys
 from pathlib import Path
@@ -31,7 +33,7 @@ CONF = conf_dir()
 # first (the longest unit of work; the other worker meanwhile takes the in-process tests). A test that
 # starts such a process without the mark fails at the start, so that the rule holds for new tests.
 # The other tests go to the workers file by file: a file's tests compose the same config trees, which a
-# worker keeps (core.cli.compose's cache); spread test by test, both workers composed most of them
+# worker keeps (compose below); spread test by test, both workers composed most of them
 # (make test: 317 s of CPU where it took 363 s, one run each).
 LAUNCHERS = ("python", "make", "accelerate", "torchrun")
 
@@ -74,9 +76,17 @@ def _serial_starts_processes(request):
     Launches.guarded = None
 
 
-def compose(*overrides: str):
-    """The train config exactly as the CLI composes it (minus hydra's own keys)."""
+@functools.lru_cache(maxsize=None)
+def _composed(conf: str, overrides: tuple[str, ...]):
     return compose_train(list(overrides))
+
+
+def compose(*overrides: str):
+    """The train config exactly as the CLI composes it (minus hydra's own keys), a copy of the test's own. Each
+    worker composes each list of overrides once, through Hydra's compose (``core.cli.compose_train``), and keeps
+    the validated result for the session (LHT's conftest keeps its composed config the same way); a list that
+    fails to compose raises each time."""
+    return copy.deepcopy(_composed(os.environ.get("EMBEXP_CONF", ""), tuple(overrides)))
 
 
 def smoke(*overrides: str):
@@ -141,49 +151,15 @@ def run_cli(*args: str, module: str = "embexp.train") -> CliResult:
     return in_process(importlib.import_module(module).entry, [f"{module}.py", *args])
 
 
-def run_cli_cached(*args: str) -> CliResult:
-    """``python -m embexp.train *args`` as run_cli gives it, except Hydra's own step: the entry's checks
-    (``train.check_command``), then the config from core.cli.compose's cache goes to ``train.run`` through the same
-    one-line error path, in the directory Hydra would make (hydra.run.dir, else the name the config gives, made
-    absolute; conf/train.yaml sets no Hydra logging and no .hydra folder, so Hydra adds nothing else to a run).
-    ``@hydra.main`` would compose the tree again (~0.4 s a call, never cached). For tests of what a run does with
-    its inputs; tests of the entry itself (run directories, Hydra's own errors) use run_cli."""
-    from embexp import train
-    from embexp.core import cli
-    from embexp.core.config import run_name
-
-    argv = [a for a in args if "=" in a and not a.startswith("--")]
-    given = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+") == "hydra.run.dir"]
-
-    @cli.one_line_errors
-    def body() -> None:
-        cfg = cli.compose_train([a for a in argv if not a.lstrip("+~").startswith("hydra.")])
-        run_dir = Path(os.path.abspath(given[-1] if given else run_name(
-            cfg.output_root, cfg.task.name, cfg.task.get("subset", ""), cfg.model.name, cfg.method.name,
-            cfg.tag, cfg.seed)))
-        run_dir.mkdir(parents=True, exist_ok=True)  # as Hydra's run_job, before the task function
-        cli.quiet_libraries()
-        train.run(cfg, run_dir)
-
-    def command() -> None:
-        train.check_command(list(args))
-        body()
-
-    return in_process(command, ["embexp.train.py", *args])
-
-
 def execute_in_process(cmd: list[str]) -> int:
-    """A sweep's ``execute`` in this process (``python -m embexp.<module> args``): a training run through
-    run_cli_cached, judge and sweep through their entries, the other modules through their main. For
-    tests of what a sweep does with its runs."""
+    """A sweep's ``execute`` in this process (``python -m embexp.<module> args``): train, judge and sweep through
+    their entries, the other modules through their main. For tests of what a sweep does with its runs."""
     import contextlib
     import importlib
     import io
 
     module, args = cmd[2], cmd[3:]
-    if module == "embexp.train":
-        return run_cli_cached(*args).returncode
-    if module in ("embexp.judge", "embexp.sweep"):
+    if module in ("embexp.train", "embexp.judge", "embexp.sweep"):
         return run_cli(*args, module=module).returncode
     try:
         with contextlib.redirect_stdout(io.StringIO()):

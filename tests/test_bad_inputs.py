@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file, save_file
 
-from conftest import CliResult, run_cli, run_cli_cached
+from conftest import CliResult, run_cli
 from embexp.core.records import is_complete
 
 TRAIN = ("debug=smoke", "method=tinyte_full", "model=tiny_llama", "task=glue", "task.subset=sst2",
@@ -24,7 +24,7 @@ TRAIN = ("debug=smoke", "method=tinyte_full", "model=tiny_llama", "task=glue", "
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("finished") / "run"
-    r = run_cli_cached(*TRAIN, f"hydra.run.dir={d}")
+    r = run_cli(*TRAIN, f"hydra.run.dir={d}")
     assert r.returncode == 0 and is_complete(d), r.stderr
     return d
 
@@ -32,7 +32,7 @@ def finished(tmp_path_factory) -> Path:
 def call(module: str, args: list[str]) -> CliResult:
     """The entry point of ``python -m <module>`` in this process (report and analyze: their main)."""
     if module == "embexp.train":  # the entry's checks, then the run on the cached tree (what is tested: its line)
-        return run_cli_cached(*args)
+        return run_cli(*args)
     if module in ("embexp.eval", "embexp.judge", "embexp.sweep"):
         return run_cli(*args, module=module)
     out, err, code = io.StringIO(), io.StringIO(), 0
@@ -136,7 +136,9 @@ def plain(module: str, *args):
     return lambda tmp, run: (module, [a.format(tmp=tmp, run=run) for a in args])
 
 
-CASES = [  # (id, input, exit status, what the one line says)
+# (id, input, exit status, what the one line says); a bad option of a Hydra-composed command (train, eval, judge)
+# exits 2 before anything runs, what fails later 1
+CASES = [
     ("train seed past 32 bits", train("seed=4294967296"), 2, "seed=4294967296 is out of range (valid: >= 0 and <= "),
     ("train lr 1e38", train("trainer.lr=1e38"), 2, "trainer.lr=1e+38 is out of range"),
     ("train lr nan", train("trainer.lr=nan"), 2, "trainer.lr=nan is not a finite number"),
@@ -179,11 +181,11 @@ CASES = [  # (id, input, exit status, what the one line says)
      "trainer.lr (0.05 -> 0.1)"),
     ("train resume and overwrite", train_at(copy_of, "trainer.resume=true", "trainer.overwrite=true"), 1,
      "contradict each other"),
-    ("eval max_eval_samples -3", tool("embexp.eval", "max_eval_samples=-3"), 1,
+    ("eval max_eval_samples -3", tool("embexp.eval", "max_eval_samples=-3"), 2,
      "max_eval_samples=-3 is out of range (valid: >= 1, or -1)"),
-    ("eval batch_size 0", tool("embexp.eval", "batch_size=0"), 1, "batch_size=0 is out of range (valid: >= 1)"),
-    ("eval tolerance nan", tool("embexp.eval", "tolerance=nan"), 1, "tolerance=nan is not a finite number"),
-    ("eval export_rows 0", tool("embexp.eval", "check_export=true", "export_rows=0"), 1, "export_rows=0 is out of"),
+    ("eval batch_size 0", tool("embexp.eval", "batch_size=0"), 2, "batch_size=0 is out of range (valid: >= 1)"),
+    ("eval tolerance nan", tool("embexp.eval", "tolerance=nan"), 2, "tolerance=nan is not a finite number"),
+    ("eval export_rows 0", tool("embexp.eval", "check_export=true", "export_rows=0"), 2, "export_rows=0 is out of"),
     ("eval missing run dir", tool("embexp.eval", at=lambda tmp, run: tmp / "nope"), 1, "does not exist"),
     ("eval no run_dir", plain("embexp.eval"), 2, "missing run_dir"),
     ("eval random-bytes adapter", tool("embexp.eval", at=damaged(random_adapter)), 1,
@@ -194,9 +196,9 @@ CASES = [  # (id, input, exit status, what the one line says)
     ("eval unparseable config", tool("embexp.eval", at=damaged(broken_config)), 1,
      "config.yaml: ParserError"),
     ("eval unfinished run", tool("embexp.eval", at=damaged(failed_status)), 1, "did not finish"),
-    ("judge batch_size 0", tool("embexp.judge", "judge.batch_size=0", "judge.model=tiny_llama"), 1,
+    ("judge batch_size 0", tool("embexp.judge", "judge.batch_size=0", "judge.model=tiny_llama"), 2,
      "judge.batch_size=0 is out of range (valid: >= 1)"),
-    ("judge max_input_tokens 3", tool("embexp.judge", "judge.max_input_tokens=3"), 1,
+    ("judge max_input_tokens 3", tool("embexp.judge", "judge.max_input_tokens=3"), 2,
      "judge.max_input_tokens=3 is out of range (valid: >= 16)"),
     ("judge unknown kind", tool("embexp.judge", "judge.kind=nope"), 2, "unknown judge.kind 'nope'"),
     ("judge unknown what", tool("embexp.judge", "what=nope"), 2, "unknown what 'nope'"),
@@ -274,6 +276,6 @@ def test_the_table_covers_every_entry_point():
 ])
 def test_a_schedule_that_does_not_do_what_it_seems_runs_with_one_warning_line(tmp_path, extra, says):
     """Deliberately accepted (a choice someone may make), and said."""
-    r = run_cli_cached(*TRAIN, "do_eval=false", *extra, f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli(*TRAIN, "do_eval=false", *extra, f"hydra.run.dir={tmp_path / 'run'}")
     said = [ln for ln in r.stderr.splitlines() if says in ln]
     assert r.returncode == 0 and len(said) == 1 and is_complete(tmp_path / "run"), r.stderr

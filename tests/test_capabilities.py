@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CONF, run_cli_cached, smoke
+from conftest import CONF, run_cli, smoke
 from embexp.core.config import validate
 from embexp.methods.registry import registered
 from embexp.tasks import TASKS
@@ -109,7 +109,7 @@ def no_weights(monkeypatch):
 
 @pytest.mark.parametrize("args,line", BAD, ids=[" ".join(a) for a, _ in BAD])
 def test_a_bad_value_is_one_line_before_any_weights_are_read(args, line, no_weights, tmp_path):
-    r = run_cli_cached(*args, "task.source=fixture", f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli(*args, "task.source=fixture", f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0
     assert r.stderr.strip().splitlines() == [f"embexp: error: {line}"], r.stderr
     assert no_weights == []

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli_cached, run_train, smoke
+from conftest import run_cli, run_train, smoke
 from embexp import EmbexpError
 from embexp.core.records import is_complete
 from embexp.featurize import CHARS_PER_TOKEN
@@ -112,7 +112,7 @@ def test_a_row_outside_its_domain_is_one_line_before_the_model_loads(name, task,
     for fname, content in {"validation.jsonl": lines(SST2), **files}.items():
         (data / fname).write_bytes(content)
     run = tmp_path / "run"
-    r = run_cli_cached("debug=smoke", "method=tinyte_full", f"model={model}", *task, "task.source=local",
+    r = run_cli("debug=smoke", "method=tinyte_full", f"model={model}", *task, "task.source=local",
                        f"task.data_dir={data}", f"hydra.run.dir={run}")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     err = r.stderr.strip().splitlines()
@@ -201,7 +201,7 @@ def test_scoring_a_hidden_label_split_stops_in_one_line_before_the_model_loads(t
     (data / "train.jsonl").write_bytes(lines(SST2))
     (data / "test.jsonl").write_bytes(lines(HIDDEN_SST2))
     run = tmp_path / "run"
-    r = run_cli_cached("debug=smoke", "method=pema", "model=tiny_bert", *GLUE, "task.source=local",
+    r = run_cli("debug=smoke", "method=pema", "model=tiny_bert", *GLUE, "task.source=local",
                        f"task.data_dir={data}", "task.eval_split=test", f"hydra.run.dir={run}")
     err = r.stderr.strip().splitlines()
     assert r.returncode != 0 and len(err) == 1 and "Traceback" not in r.stderr, r.stderr
@@ -272,7 +272,7 @@ def test_data_dir_defaults_to_embexp_data_and_the_run_records_the_resolved_path(
                                           r".*comes from EMBEXP_DATA; task.source=hub"):
         cola.load("train")
     run = tmp_path / "run"
-    r = run_cli_cached("debug=smoke", "method=head_only", "model=tiny_bert", *GLUE, "task.source=auto",
+    r = run_cli("debug=smoke", "method=head_only", "model=tiny_bert", *GLUE, "task.source=auto",
                        f"hydra.run.dir={run}")
     assert r.returncode == 0, r.stderr
     assert OmegaConf.load(run / "config.yaml").task.data_dir == str(root)  # resolved, not the ${oc.env:...} default
@@ -287,7 +287,7 @@ def test_an_over_long_prompt_is_counted_in_metrics_json_and_said_in_one_log_line
     (d / "train.jsonl").write_bytes(lines(rows))
     (d / "validation.jsonl").write_bytes(lines(SST2))
     run = tmp_path / "run"
-    r = run_cli_cached("debug=smoke", "method=tinyte_full", "model=tiny_llama", *GLUE, "task.source=local",
+    r = run_cli("debug=smoke", "method=tinyte_full", "model=tiny_llama", *GLUE, "task.source=local",
                        f"task.data_dir={d}", f"hydra.run.dir={run}")
     assert r.returncode == 0, r.stderr
     data = json.loads((run / "metrics.json").read_text())["data"]
@@ -304,7 +304,7 @@ def test_an_over_long_prompt_is_counted_in_metrics_json_and_said_in_one_log_line
 
 def test_a_cut_classification_answer_stops_the_run_with_one_line(tmp_path):
     run = tmp_path / "run"
-    r = run_cli_cached("debug=smoke", "method=tinyte_full", "model=tiny_llama", *GLUE, "task.max_target_tokens=2",
+    r = run_cli("debug=smoke", "method=tinyte_full", "model=tiny_llama", *GLUE, "task.max_target_tokens=2",
                        f"hydra.run.dir={run}")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     err = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]

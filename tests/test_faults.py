@@ -22,7 +22,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from conftest import run_cli, run_cli_cached, run_train, smoke
+from conftest import run_cli, run_train, smoke
 from embexp import EmbexpError, RunBusy
 from embexp.core.records import is_complete
 from embexp.run import lock
@@ -150,7 +150,7 @@ def test_sigkill_mid_run_reads_interrupted_and_resume_equals_an_uninterrupted_ru
     assert lock.state(d) == ("interrupted", None)
     cell = [*args, "trainer.resume=true"]
     assert sweep_train.done(cell) == "" and sweep_train.running(cell) == ""
-    r = run_cli_cached(*args, "trainer.resume=true")
+    r = run_cli(*args, "trainer.resume=true")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     said = warnings_(r.stderr, "stopped without updating its status")
     assert len(said) == 1 and f"pid {proc.pid}" in said[0] and "marked interrupted, now resumed" in said[0], r.stderr
@@ -168,7 +168,7 @@ def test_a_stale_lock_is_taken_over_and_its_run_reported_interrupted(whole, tmp_
     (d / "run.lock").write_text("")
     (d / "owner.json").write_text(json.dumps({"host": socket.gethostname(), "pid": dead.pid, "started": "then"}))
     assert lock.live_owner(d) is None and lock.state(d) == ("interrupted", None)
-    r = run_cli_cached(*BASE, "trainer.max_steps=2", "trainer.save_every=0", f"hydra.run.dir={d}")
+    r = run_cli(*BASE, "trainer.max_steps=2", "trainer.save_every=0", f"hydra.run.dir={d}")
     assert r.returncode == 0 and "Traceback" not in r.stderr and not errors(r.stderr), r.stderr
     said = warnings_(r.stderr, "stopped without updating its status")
     assert len(said) == 1 and f"pid {dead.pid}, started then" in said[0] and "marked interrupted" in said[0], r.stderr
@@ -188,7 +188,7 @@ def test_a_corrupt_latest_checkpoint_falls_back_to_the_previous_one_with_one_war
     recorded(src, d)
     state = d / "checkpoint" / "state.safetensors"
     state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
-    r = run_cli_cached(*BASE, "trainer.resume=true", f"hydra.run.dir={d}")
+    r = run_cli(*BASE, "trainer.resume=true", f"hydra.run.dir={d}")
     assert r.returncode == 0 and "Traceback" not in r.stderr and not errors(r.stderr), r.stderr
     said = warnings_(r.stderr, "checkpoint unreadable")
     assert len(said) == 1 and f"{d / 'checkpoint'}: SafetensorError" in said[0], r.stderr
@@ -211,7 +211,7 @@ def test_no_readable_checkpoint_is_one_line_and_the_run_failed(whole, tmp_path):
     (d / "checkpoint" / "meta.json").write_text('{"step": 1')
     (d / "checkpoint.prev" / "meta.json").write_text(
         (d / "checkpoint.prev" / "meta.json").read_text().replace('"step": 4', '"step": 2'))  # not its tensors' step
-    r = run_cli_cached(*BASE, "trainer.resume=true", f"hydra.run.dir={d}")
+    r = run_cli(*BASE, "trainer.resume=true", f"hydra.run.dir={d}")
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
     line = errors(r.stderr)[0]
     assert line.startswith(f"embexp: error: no readable checkpoint ({d / 'checkpoint'}: JSONDecodeError: ")
@@ -233,7 +233,7 @@ def test_a_checkpoint_write_that_fails_halfway_is_one_line_and_keeps_the_previou
 
     monkeypatch.setattr(checkpoint, "save_file", disk_full_on_the_second)
     d = tmp_path / "run"
-    r = run_cli_cached(*BASE, f"hydra.run.dir={d}")
+    r = run_cli(*BASE, f"hydra.run.dir={d}")
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
     line = errors(r.stderr)[0]
     assert line.startswith(f"embexp: error: cannot write checkpoint {d / 'checkpoint.tmp' / 'state.safetensors'}: "
@@ -267,7 +267,7 @@ def test_a_record_write_that_fails_is_one_line_and_leaves_no_record_that_looks_c
 
     monkeypatch.setattr(Path, "write_text", quota)
     d = tmp_path / "run"
-    r = run_cli_cached(*BASE, "trainer.max_steps=2", "trainer.save_every=0", f"hydra.run.dir={d}")
+    r = run_cli(*BASE, "trainer.max_steps=2", "trainer.save_every=0", f"hydra.run.dir={d}")
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
     assert errors(r.stderr)[0] == f"embexp: error: cannot write {d / 'metrics.json'}: Disk quota exceeded"
     assert status(d)["status"] == "failed" and not (d / "metrics.json").exists() and not is_complete(d)
@@ -360,7 +360,7 @@ def test_a_full_disk_during_any_record_write_is_one_line_status_failed_and_no_pa
                                                                                           target):
     disk_full(monkeypatch, target)
     d = tmp_path / "run"
-    r = run_cli_cached(*BASE[:-1], "trainer.max_steps=2", "trainer.save_every=0", "export=true", f"hydra.run.dir={d}")
+    r = run_cli(*BASE[:-1], "trainer.max_steps=2", "trainer.save_every=0", "export=true", f"hydra.run.dir={d}")
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
     assert errors(r.stderr)[0] == f"embexp: error: cannot write {d / target}: No space left on device"
     assert status(d)["status"] == "failed" and "No space left on device" in status(d)["error"]  # rewritten in place
@@ -384,7 +384,7 @@ def test_ctrl_c_during_training_checkpoints_its_step_and_marks_interrupted_in_on
 
     presser = threading.Thread(target=press_ctrl_c)
     presser.start()
-    r = run_cli_cached(*args)
+    r = run_cli(*args)
     presser.join()
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
     assert "SIGINT received: stopped after step" in errors(r.stderr)[0] and "trainer.resume=true" in r.stderr
@@ -401,7 +401,7 @@ def test_ctrl_c_outside_the_training_steps_is_one_line_and_interrupted(tmp_path,
 
     monkeypatch.setattr("embexp.train.build", interrupted_build)
     d = tmp_path / "run"
-    r = run_cli_cached(*BASE, f"hydra.run.dir={d}")
+    r = run_cli(*BASE, f"hydra.run.dir={d}")
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
     assert errors(r.stderr)[0].startswith("embexp: error: SIGINT (Ctrl-C) received: stopped; rerun the same command "
                                           "with trainer.resume=true")
@@ -507,7 +507,7 @@ def test_a_non_finite_checkpoint_is_refused_when_it_loads(whole, tmp_path, poiso
         key = next(k for k in state if k.startswith("param/"))
         state[key] = torch.full_like(state[key], float("nan"))
         save_file(state, path, metadata=meta)
-    r = run_cli_cached(*BASE, "trainer.resume=true", f"hydra.run.dir={d}")
+    r = run_cli(*BASE, "trainer.resume=true", f"hydra.run.dir={d}")
     assert "Traceback" not in r.stderr, r.stderr
     if len(poisoned) == 1:  # the previous one is taken, with one warning line naming the latest's NaN
         said = warnings_(r.stderr, "checkpoint unreadable")
@@ -612,7 +612,7 @@ def same_result(m: dict, ref: dict) -> None:
 def test_a_stop_signal_before_training_stops_at_once_in_one_line(tmp_path, monkeypatch, sig):
     assert signalling(monkeypatch, {"build": sig}) is not None
     d = tmp_path / "run"
-    r = run_cli_cached(*SHORT, f"hydra.run.dir={d}")
+    r = run_cli(*SHORT, f"hydra.run.dir={d}")
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
     assert errors(r.stderr)[0] == (f"embexp: error: {signal.Signals(sig).name} received: stopped; rerun the same "
                                    f"command with trainer.resume=true to continue (from the last checkpoint, if one "
@@ -627,7 +627,7 @@ def test_sighup_in_the_last_step_checkpoints_it_and_signals_after_the_steps_are_
     the run ends complete, its results the straight run's."""
     d = tmp_path / "run"
     signalling(monkeypatch, {"last step": signal.SIGHUP})
-    r = run_cli_cached(*SHORT, f"hydra.run.dir={d}")
+    r = run_cli(*SHORT, f"hydra.run.dir={d}")
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
     assert errors(r.stderr)[0].startswith("embexp: error: SIGHUP received: stopped after step 4/4 with a checkpoint")
     assert status(d)["status"] == "interrupted" and step_of(d / "checkpoint") == 4 and not is_complete(d)
@@ -635,7 +635,7 @@ def test_sighup_in_the_last_step_checkpoints_it_and_signals_after_the_steps_are_
     sent = signalling(monkeypatch, {"after the steps": signal.SIGINT, "adapter": signal.SIGTERM,
                                     "evaluation": signal.SIGHUP, "predictions": signal.SIGTERM,
                                     "metrics": signal.SIGHUP, "status": signal.SIGTERM})
-    r = run_cli_cached(*SHORT, "trainer.resume=true", f"hydra.run.dir={d}")
+    r = run_cli(*SHORT, "trainer.resume=true", f"hydra.run.dir={d}")
     assert r.returncode == 0 and "Traceback" not in r.stderr and not errors(r.stderr), r.stderr
     assert sent == ["after the steps", "adapter", "evaluation", "predictions", "metrics", "status"]
     said = warnings_(r.stderr, "received after the training steps")
@@ -653,7 +653,7 @@ def test_ctrl_c_twice_after_the_steps_is_interrupted_and_its_resume_logs_the_str
     checkpoint) is the mean over those three steps, as the straight run's would be (before: step 3's loss / 3)."""
     d = tmp_path / "run"
     sent = signalling(monkeypatch, {"evaluation": signal.SIGINT, "predictions": signal.SIGINT})
-    r = run_cli_cached(*SHORT, "trainer.log_every=3", f"hydra.run.dir={d}")
+    r = run_cli(*SHORT, "trainer.log_every=3", f"hydra.run.dir={d}")
     assert sent == ["evaluation", "predictions"], sent
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
     assert errors(r.stderr)[0].startswith("embexp: error: SIGINT (Ctrl-C) received: stopped; rerun the same command "
@@ -661,7 +661,7 @@ def test_ctrl_c_twice_after_the_steps_is_interrupted_and_its_resume_logs_the_str
     assert status(d)["status"] == "interrupted" and not (d / "metrics.json").exists()
     assert not (d / "predictions.jsonl").exists() and not [p for p in d.iterdir() if ".tmp" in p.name]
     monkeypatch.undo()
-    r = run_cli_cached(*SHORT, "trainer.log_every=3", "trainer.resume=true", f"hydra.run.dir={d}")
+    r = run_cli(*SHORT, "trainer.log_every=3", "trainer.resume=true", f"hydra.run.dir={d}")
     assert r.returncode == 0 and "Traceback" not in r.stderr and not errors(r.stderr), r.stderr
     m = json.loads((d / "metrics.json").read_text())
     assert is_complete(d) and m["train"]["resumed_from_step"] == 2
@@ -688,18 +688,18 @@ def test_a_file_at_a_checkpoints_name_is_refused_in_one_line_kept_and_the_run_re
     (d / "checkpoint.prev" / "meta.json").write_text(json.dumps(meta))
     (d / "checkpoint").write_text("a user's notes\n")
     args = (*BASE, "trainer.log_every=3", "trainer.resume=true", f"hydra.run.dir={d}")
-    r = run_cli_cached(*args)
+    r = run_cli(*args)
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors(r.stderr)) == 1, r.stderr
     assert errors(r.stderr)[0].startswith(f"embexp: error: {d / 'checkpoint'} is a file, not a checkpoint folder")
     assert "trainable parameters" not in r.stderr  # before the model
     assert (d / "checkpoint").read_text() == "a user's notes\n" and step_of(d / "checkpoint.prev") == 4
     (d / "checkpoint").rename(tmp_path / "notes")
     (d / "checkpoint.old").symlink_to(tmp_path / "notes")  # a link at the rotation's own name: refused, kept too
-    r = run_cli_cached(*args)
+    r = run_cli(*args)
     assert r.returncode == 1 and errors(r.stderr)[0].startswith(
         f"embexp: error: {d / 'checkpoint.old'} is a symbolic link, not a checkpoint folder"), r.stderr
     (d / "checkpoint.old").unlink()
-    r = run_cli_cached(*args)
+    r = run_cli(*args)
     assert r.returncode == 0 and "Traceback" not in r.stderr and not errors(r.stderr), r.stderr
     m = json.loads((d / "metrics.json").read_text())
     assert m["train"]["resumed_from_step"] == 4 and m["train"]["final_train_loss"] == done["train"]["final_train_loss"]

@@ -20,7 +20,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import run_cli, run_cli_cached
+from conftest import run_cli
 from embexp.eval import reevaluate
 from test_methods import CASES, DECODERS
 
@@ -74,7 +74,7 @@ def test_fsdp_trains_as_one_process_with_the_same_global_batch(tmp_path):
     args = ("method=full_ft", "model=tiny_llama", "task=wmt16", "trainer.max_steps=6", "trainer.max_grad_norm=0.5",
             "trainer.lr=1e-3")
     fsdp = launch(tmp_path / "fsdp", *args, "trainer.strategy=fsdp")
-    r = run_cli_cached("debug=smoke", *args, "trainer.grad_accum=2", f"hydra.run.dir={tmp_path / 'one'}")
+    r = run_cli("debug=smoke", *args, "trainer.grad_accum=2", f"hydra.run.dir={tmp_path / 'one'}")
     assert r.returncode == 0, r.stderr[-3000:]
     one = json.loads((tmp_path / "one" / "metrics.json").read_text())
     assert (fsdp["train"]["strategy"], fsdp["train"]["world_size"], one["train"]["world_size"]) == ("fsdp", 2, 1)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from conftest import DATA, compose, run_cli, run_cli_cached, run_train, smoke
+from conftest import DATA, compose, run_cli, run_train, smoke
 from embexp import EmbexpError
 from embexp.core.config import JudgeConfig
 from embexp.judge import HARMBENCH_PROMPT, INSTRUCT_CHOICES, aggregate, build_judge, check, parse, rescore
@@ -209,7 +209,7 @@ def test_bad_kind_backend_and_tasks_without_generations_are_one_line(tiny_judge)
         check(smoke("model=tiny_llama", "task=wmt16", "judge.model=tiny_llama"))
     with pytest.raises(EmbexpError, match="is not a conf/model name"):
         check(smoke("model=tiny_llama", "task=alpaca", "judge.model=nosuchjudge"))
-    r = run_cli_cached("debug=smoke", "model=tiny_llama", "task=alpaca", "judge.model=tiny_llama",
+    r = run_cli("debug=smoke", "model=tiny_llama", "task=alpaca", "judge.model=tiny_llama",
                        "judge.kind=pairwise")
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "judge.kind" in r.stderr
 

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from conftest import run_cli_cached, run_train, smoke
+from conftest import run_cli, run_train, smoke
 from embexp.featurize import Featurizer, collate
 from embexp.methods import build_method
 from embexp.methods.ktoken import block_layout
@@ -167,7 +167,7 @@ def test_run_record_reports_reduction_pl_and_backbone_tokens(tmp_path):
     (("method.inner=prompt_tuning",), "unknown method.inner 'prompt_tuning' (choose from: none,"),
 ])
 def test_bad_input_is_one_clear_line(args, needle, tmp_path):
-    r = run_cli_cached("debug=smoke", "method=ktoken", "task=tree", *args, f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli("debug=smoke", "method=ktoken", "task=tree", *args, f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
     assert len(lines) == 1 and needle in lines[0], r.stderr
@@ -209,7 +209,7 @@ def test_curriculum_gate_reads_held_out_trees_by_default_and_the_reported_split_
 
 @pytest.mark.parametrize("args", [("task.select_split=",), ("task.select_split=test",)], ids=["none", "reported"])
 def test_curriculum_gating_on_the_reported_split_is_refused_in_one_line(args, tmp_path):
-    r = run_cli_cached("debug=smoke", "method=lora", "task=tree", "trainer.curriculum=[small]", *args,
+    r = run_cli("debug=smoke", "method=lora", "task=tree", "trainer.curriculum=[small]", *args,
                        f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
@@ -234,7 +234,7 @@ def test_a_misspelled_curriculum_metric_fails_in_one_line_before_any_training(tm
 
 
 def test_curriculum_bad_stage_is_one_line(tmp_path):
-    r = run_cli_cached("debug=smoke", "method=lora", "task=tree", "trainer.curriculum=[small,huge]",
+    r = run_cli("debug=smoke", "method=lora", "task=tree", "trainer.curriculum=[small,huge]",
                        f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1] == ("embexp: error: unknown trainer.curriculum stage 'huge' for task tree "

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import compose, make_dry, record_run, run_cli_cached, run_train, smoke
+from conftest import compose, make_dry, record_run, run_cli, run_train, smoke
 from embexp import EmbexpError, sweep
 from embexp.featurize import Featurizer, collate
 from embexp.methods import build_method
@@ -136,7 +136,7 @@ def test_llmlingua_missing_package_or_network_is_one_line(tmp_path):
     except ImportError:
         needle = "needs the llmlingua package (pip install 'embexp[compress]')"
     for comp in ("llmlingua2", "llmlingua"):
-        r = run_cli_cached("debug=smoke", "method=prompt_compress", f"method.compressor={comp}", "model=smollm2",
+        r = run_cli("debug=smoke", "method=prompt_compress", f"method.compressor={comp}", "model=smollm2",
                            "task=tree", f"hydra.run.dir={tmp_path / comp}")
         lines = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
         assert r.returncode != 0 and len(lines) == 1 and needle in lines[0], r.stderr
@@ -221,7 +221,7 @@ def test_sweep_cells_run_with_debug_smoke_and_the_tables_render(tmp_path):
     for table, pick, extra in (("table3", "tag=k2", []),
                                ("ablation", "tag=init_random", ["trainer.curriculum_max_rounds=2"])):
         cmd = next(c for c in sweep_commands(table) if pick in c)
-        r = run_cli_cached(*cmd[3:], out, *extra)  # the printed command, run in this process
+        r = run_cli(*cmd[3:], out, *extra)  # the printed command, run in this process
         assert r.returncode == 0, r.stderr[-2000:]
     from embexp.report import configure
     from embexp.tasks.metrics import pl_from_perplexity

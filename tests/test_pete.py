@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import make_dry, run_cli_cached, smoke
+from conftest import make_dry, run_cli, smoke
 from embexp import EmbexpError
 from embexp.methods import build_method
 from embexp.methods.pete import PETEConfig, PETEEmbedding, fourier_features
@@ -142,7 +142,7 @@ def test_bad_kernel_odd_dimension_and_unswappable_embeddings():
 
 
 def test_cli_bad_kernel_is_one_line(tmp_path):
-    r = run_cli_cached("debug=smoke", "method=pete", "model=tiny_bert", "task=glue", "method.kernel=legendre",
+    r = run_cli("debug=smoke", "method=pete", "model=tiny_bert", "task=glue", "method.kernel=legendre",
                        f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0
     assert r.stderr.strip().splitlines() == ["embexp: error: unknown method.kernel 'legendre' (choose from: fourier)"]

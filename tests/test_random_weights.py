@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from conftest import compose, run_cli, run_cli_cached, run_train
+from conftest import compose, run_cli, run_train
 from embexp import EmbexpError
 from embexp.models import load_backbone
 from embexp.models.random_weights import HashTokenizer
@@ -99,7 +99,7 @@ def test_a_run_on_random_weights_says_so_and_computes_no_quality_metric(tmp_run)
     (["model=llama31", "model.init=randm"], "unknown model.init 'randm' (choose from: pretrained, random)"),
 ])
 def test_bad_random_weight_runs_are_one_line(tmp_path, args, line):
-    res = run_cli_cached(*args, "method=tinyte_full", "task=synthetic", f"output_root={tmp_path}")
+    res = run_cli(*args, "method=tinyte_full", "task=synthetic", f"output_root={tmp_path}")
     assert res.returncode != 0 and line in res.stderr and "Traceback" not in res.stderr
     assert not list(tmp_path.rglob("metrics.json"))
 

@@ -11,7 +11,7 @@ import torch
 from accelerate import Accelerator
 from omegaconf import OmegaConf
 
-from conftest import run_cli_cached, run_train, smoke
+from conftest import run_cli, run_train, smoke
 from embexp import EmbexpError
 from embexp.featurize import IGNORE, PROMPT_LENGTHS, Featurizer, collate
 from embexp.methods import build_method
@@ -33,7 +33,7 @@ def make(cls, config_cls, **kw):
 # ---- the refusal --------------------------------------------------------------------------------
 def test_select_best_on_the_reported_split_is_refused_in_one_line_before_anything_loads(tmp_path):
     run = tmp_path / "run"
-    r = run_cli_cached("debug=smoke", "task=wmt16", "trainer.select_best=true", "task.select_split=test",
+    r = run_cli("debug=smoke", "task=wmt16", "trainer.select_best=true", "task.select_split=test",
                        f"hydra.run.dir={run}")
     assert r.returncode != 0
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("embexp: error:")]
@@ -141,7 +141,7 @@ def test_a_fixture_holdout_past_the_fixture_s_rows_is_one_line_before_anything_r
     with pytest.raises(EmbexpError, match=r"task.select_size=100000 is more than the 24 rows of task \S+'s "
                                           r"fixture split '\w+' \(valid with task.source=fixture: 1 to 24"):
         build_task(cfg.task).load("train")
-    r = run_cli_cached("method=tinyte_full", "model=tiny_llama", "debug=smoke", *args,
+    r = run_cli("method=tinyte_full", "model=tiny_llama", "debug=smoke", *args,
                        f"hydra.run.dir={tmp_path / 'run'}")
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 1 and len(lines) == 1 and "task.select_size=100000 is more than" in lines[0], r.stderr
@@ -417,7 +417,7 @@ def test_curve_patience_stops_once_the_held_out_curve_is_flat(tmp_path):
 
 @pytest.mark.parametrize("value", ["[0]", "[a]", "[1.5]"])
 def test_bad_curve_step_is_one_line(value, tmp_path):
-    r = run_cli_cached("method=lora", "model=tiny_llama", "task=glue", "task.subset=sst2", "debug=smoke",
+    r = run_cli("method=lora", "model=tiny_llama", "task=glue", "task.subset=sst2", "debug=smoke",
                        f"trainer.curve_at={value}", f"output_root={tmp_path}")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "trainer.curve_at must list optimizer steps" in r.stderr.strip().splitlines()[-1]
@@ -498,7 +498,7 @@ def test_select_metric_is_refused_where_it_would_choose_nothing_or_choose_wrongl
         check_selection(smoke("task=wmt16", "trainer.select_best=true", "trainer.select_metric=task"))
     with pytest.raises(EmbexpError, match="a metric is maximised, and lower ter is better"):
         check_selection(smoke("task=wmt16", "trainer.select_best=true", "trainer.select_metric=ter"))
-    r = run_cli_cached("debug=smoke", "model=tiny_bert", "method=lora", "task=glue", "task.subset=rte",
+    r = run_cli("debug=smoke", "model=tiny_bert", "method=lora", "task=glue", "task.subset=rte",
                        "trainer.select_best=true", "trainer.select_on=reported", "trainer.select_metric=bleu",
                        f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode != 0 and "Traceback" not in r.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import run_cli, run_cli_cached, run_train, smoke
+from conftest import run_cli, run_train, smoke
 from embexp import EmbexpError
 from embexp.core.records import is_complete
 from embexp.eval import reevaluate
@@ -138,9 +138,9 @@ def test_sigterm_checkpoints_marks_interrupted_and_resume_matches_an_uninterrupt
     stopped = json.loads((part / "checkpoint" / "meta.json").read_text())["step"]
     assert 2 <= stopped < 40
     # the signal needed a process; the resumed and the uninterrupted runs do not (the same entry, in this one)
-    r = run_cli_cached(*args, "trainer.resume=true", f"hydra.run.dir={part}")
+    r = run_cli(*args, "trainer.resume=true", f"hydra.run.dir={part}")
     assert r.returncode == 0, r.stderr
-    w = run_cli_cached(*args, f"hydra.run.dir={tmp_path / 'whole'}")
+    w = run_cli(*args, f"hydra.run.dir={tmp_path / 'whole'}")
     assert w.returncode == 0, w.stderr
     resumed, whole = (json.loads((d / "metrics.json").read_text()) for d in (part, tmp_path / "whole"))
     assert resumed["train"]["resumed_from_step"] == stopped
@@ -179,7 +179,7 @@ def test_missing_field_in_local_data(tmp_path):
     d = tmp_path / "data"
     d.mkdir()
     (d / "train.jsonl").write_text(json.dumps({"sentence": "ok", "idx": 0}) + "\n")  # no label
-    r = run_cli_cached("debug=smoke", "task=glue", "task.source=local", f"task.data_dir={d}",
+    r = run_cli("debug=smoke", "task=glue", "task.source=local", f"task.data_dir={d}",
                        f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode == 1
     assert "train.jsonl:1: field 'label' is missing" in r.stderr.strip().splitlines()[-1]

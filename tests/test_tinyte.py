@@ -285,9 +285,13 @@ def test_integrated_gradients_ranking_matches_a_hand_computation():
     torch.testing.assert_close(scores, attr.sum((0, 1)), rtol=1e-4, atol=1e-7)
     method.setup({"train": seqs, "eval": []})
     assert torch.equal(method.ranking, torch.sort(scores, stable=True).indices)
-    with pytest.raises(EmbexpError, match="decoder"):
-        enc, _ = build("tinyte_half", "tiny_roberta", "method.ranking=integrated_gradients")
-        enc.setup({"train": [[1, 70, 2]], "eval": []})
+    from embexp.run.preflight import preflight  # on an encoder: refused by the pre-flight, before the model loads
+
+    cfg = smoke("method=tinyte_half", "model=tiny_roberta", "task=glue", "method.ranking=integrated_gradients")
+    with pytest.raises(EmbexpError) as e:
+        preflight(cfg)
+    assert str(e.value) == ("method.ranking=integrated_gradients needs a decoder; model tiny_roberta is an encoder "
+                            "(choose from: variance, random)")
 
 
 def test_lora_on_tied_embeddings_exports_exactly(tmp_path):

@@ -19,13 +19,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-import hydra
 import torch
 from safetensors.torch import load_file, save_file
 
 from embexp import EmbexpError
 from embexp.core import cli
-from embexp.core.config import register_core_schemas, validate
+from embexp.core.config import EvalConfig, register_core_schemas, validate
 from embexp.core.records import CONFIG, METRICS, is_complete, load_config
 from embexp.run.adapter import load_adapter
 from embexp.run.build import build
@@ -70,6 +69,7 @@ def rebuild_run(run_dir: Path, max_eval_samples=None, cpu=False, trust_remote_co
         raise EmbexpError(f"run_dir '{run_dir}' did not finish (status.json is not 'complete'); rerun it with "
                           "trainer.resume=true")
     cfg = load_config(run_dir)  # an older run's config with the values it ran with (core.upgrade)
+    validate(cfg)  # the run's config, once: every field inside its domain, before anything loads
     no_code(cfg, trust_remote_code)
     if cfg.model.init == "random":
         raise EmbexpError(f"run_dir '{run_dir}' trained a model with random weights (model.init=random): it has no "
@@ -176,10 +176,9 @@ def check_export(cfg) -> None:
         sys.exit(3)
 
 
-@hydra.main(config_path=None, config_name="eval", version_base=None)
 @cli.one_line_errors
 def main(cfg) -> None:
-    validate(cfg)  # every option inside its domain, before the run is read
+    """Re-evaluate (or check the export of) ``cfg.run_dir``; ``cfg``: the validated eval config (:func:`entry`)."""
     cli.quiet_libraries()
     if cfg.check_export:
         check_export(cfg)
@@ -205,11 +204,19 @@ def main(cfg) -> None:
 
 
 def entry() -> None:
+    """``python -m embexp.eval run_dir=DIR [key=value ...]``: conf/eval.yaml composed and validated once
+    (``core.cli.checked``: a bad key or value is one line, exit 2), then :func:`main`."""
     argv = sys.argv[1:]
+    if any(a in ("-h", "--help") for a in argv):
+        print(cli.usage("python -m embexp.eval", EvalConfig))
+        return
     if not any(a.startswith("run_dir=") for a in argv):
         cli.die("missing run_dir (usage: python -m embexp.eval run_dir=DIR)")
-    sys.argv.insert(1, f"--config-dir={cli.conf_dir()}")
-    main()
+    try:
+        cfg = cli.checked("eval", argv)
+    except EmbexpError as e:
+        cli.die(str(e))
+    main(cfg)
 
 
 if __name__ == "__main__":

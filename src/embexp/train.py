@@ -23,9 +23,9 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 from hydra.core.hydra_config import HydraConfig
 
-from embexp import judge
+from embexp import EmbexpError, judge
 from embexp.core import cli
-from embexp.core.config import register_core_schemas
+from embexp.core.config import register_core_schemas, validate
 from embexp.core.records import RunRecord, atomic_path
 from embexp.run import accelerate_compat, curriculum, lock, sharding, stops
 from embexp.run.adapter import save_adapter
@@ -170,27 +170,42 @@ def make_accelerator(cfg, run_dir: Path | None = None) -> Accelerator:
 @hydra.main(config_path=None, config_name="train", version_base=None)
 @cli.one_line_errors
 def main(cfg) -> None:
+    """A run that Hydra's app starts (a multirun's job, a Hydra launcher's): its config, composed by Hydra, is
+    validated once here (a bad value: one line, exit 2, as :func:`entry` gives it)."""
+    try:
+        validate(cfg)
+    except EmbexpError as e:
+        cli.die(str(e))
+    start(cfg, Path(HydraConfig.get().runtime.output_dir))
+
+
+def start(cfg, run_dir: Path) -> dict:
+    """:func:`run`, with the libraries' own logging quietened (a command's run, not a library call's)."""
     cli.quiet_libraries()
-    run(cfg, Path(HydraConfig.get().runtime.output_dir))
-
-
-def check_command(argv: list[str]) -> None:
-    """The checks of a command line before Hydra composes it (each a one-line error and exit)."""
-    if any(a.split("=", 1)[0].lstrip("+") == "hydra.run.dir" and not a.split("=", 1)[1].strip()
-           for a in argv if "=" in a):
-        cli.die("hydra.run.dir is empty: name the run directory (without it: <output_root>/<task>/<model>/<method>/"
-                "seed<seed>)")
-    cli.check_overrides(argv)
-    cli.check_compose("train", argv)
-    cli.check_run_dir(argv)
-    if line := accelerate_compat.single_process_cpu_launch(os.environ):
-        cli.die(line)
+    return run(cfg, run_dir)
 
 
 def entry() -> None:
-    check_command(sys.argv[1:])
-    sys.argv.insert(1, f"--config-dir={cli.conf_dir()}")
-    main()
+    """``python -m embexp.train``: one run is composed and validated once (``core.cli.train_config``: a bad
+    value, key or run directory is one line, exit 2), and run; a multirun and Hydra's own flags go to Hydra's
+    app (:func:`main`). ``accelerate launch --cpu`` without MPI, which starts one process however many it is
+    asked for, is one line naming torchrun (``run.accelerate_compat``)."""
+    argv = sys.argv[1:]
+    hydra_app = cli.hydra_launches(argv)
+    try:
+        if line := accelerate_compat.single_process_cpu_launch(os.environ):
+            raise EmbexpError(line)
+        if hydra_app:
+            cli.check_groups(argv)  # Hydra composes each job; main validates it
+        else:
+            cfg, run_dir = cli.train_config(argv)
+    except EmbexpError as e:
+        cli.die(str(e))
+    if hydra_app:
+        sys.argv.insert(1, f"--config-dir={cli.conf_dir()}")
+        main()
+        return
+    cli.one_line_errors(start)(cfg, run_dir)  # the run directory is made once the pre-flight has passed
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
-"""Entry-point plumbing, the one path from a command line to a checked config: find the config tree,
-check group choices early, compose the train config (:func:`compose_train`), parse the key=value
-arguments of the analyses, reports and the doctor (:func:`parse`, :func:`usage`), print one-line errors."""
+"""Entry-point plumbing, the one path from a command line to a checked config: find the config tree, compose
+once through Hydra's public API and validate once (:func:`checked`, :func:`compose_train`, :func:`train_config`
+for train, eval and judge), parse the key=value arguments of the analyses, reports, lmeval and the doctor onto
+their schemas and validate once (:func:`parse`, :func:`usage`), print one-line errors."""
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import functools
@@ -32,127 +32,65 @@ def choices(group: str) -> list[str]:
     return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
 
 
-# (config, group choices, what the tree is made of) -> the composed tree, never handed out; the most recently
-# used 256 (~110 KB each), so that a long sweep's process does not keep every command's tree
-_TREES: collections.OrderedDict = collections.OrderedDict()
-
-
 def compose(config_name: str, overrides: list[str]):
-    """Hydra's compose of ``config_name`` from the config tree (its public API: ``initialize_config_dir``
-    and ``compose``), each caller getting its own copy to change. The sweep, the studies, the doctor and
-    the tests compose thousands of override lists that differ only in values (``trainer.lr=...``), at
-    ~0.15 s a Hydra compose, so Hydra composes each distinct list of group choices (``method=``,
-    ``model=``, ``+experiment=``) once per process, and the value overrides are applied to a copy of that
-    tree the way Hydra applies them after composing (``OmegaConf.update(cfg, key, value, merge=True)`` on
-    the struct tree, in order, values parsed by Hydra's own override parser): ~5 ms. An override that is
-    anything else (``+key=``, ``~key``, ``++key=``, ``key@package=``, ``hydra.*``), or one that fails to
-    apply, goes to Hydra's compose of the whole list, which gives the result or Hydra's own error.
-    The cache key holds everything the tree is made of: the config folder with every file's modification
-    time and size (an edited or added file composes afresh), the schemas in Hydra's ConfigStore, and the
-    group choices; ``${oc.env:...}`` stays an interpolation, resolved when read. A failed compose is not
-    kept: it raises again on the next call."""
-    import copy
+    """Hydra's compose of ``config_name`` from the config tree with ``overrides``, through its public API
+    (``initialize_config_dir`` + ``compose``, in ``core.hydra_compat``); every call composes afresh. A group
+    choice with no file is one line naming the valid ones (checked before Hydra, :func:`check_groups`); a key
+    the tree lacks is one line naming the valid keys there; any other composition error is Hydra's message
+    as one line (``hydra_compat.error_line``). Raises EmbexpError."""
+    from embexp.core import hydra_compat
 
+    check_groups(overrides)
+    try:
+        return hydra_compat.compose(str(conf_dir()), config_name, overrides)
+    except Exception as e:  # noqa: BLE001 - hydra and omegaconf raise many types; each is the user's input here
+        raise EmbexpError(_compose_error(config_name, overrides, e)) from None
+
+
+def _compose_error(config_name: str, overrides: list[str], e: Exception) -> str:
+    """The one line for a failed compose: an unknown key names the keys its parent has (composed from the
+    group choices alone, on this error path only), else Hydra's message as one line."""
     from omegaconf import OmegaConf
 
-    d = str(conf_dir())
-    split = _split_overrides(d, overrides)
-    if split is not None:
-        groups, values = split
+    from embexp.core import hydra_compat
+
+    key = hydra_compat.unknown_key(e)
+    if key is not None:
+        parent, _, leaf = key.rpartition(".")
+        groups = [a for a in overrides if a.split("=", 1)[0].lstrip("+~") in GROUPS]
         try:
-            cfg = copy.deepcopy(_compose_cached(d, config_name, groups))
-            for key, value in values:
-                OmegaConf.update(cfg, key, value, merge=True)
-            return cfg
-        except Exception:  # noqa: BLE001 - Hydra composes the whole list again: its result or its own error
-            pass
-    return copy.deepcopy(_compose_cached(d, config_name, list(overrides)))
+            base = hydra_compat.compose(str(conf_dir()), config_name, groups)
+        except Exception:  # noqa: BLE001 - the group choices alone fail too: Hydra's own message
+            return hydra_compat.error_line(e)
+        node = OmegaConf.select(base, parent) if parent else base
+        if OmegaConf.is_dict(node) and leaf not in node:
+            where = f" of {parent}" if parent else ""
+            return f"unknown key '{key}' (valid keys{where}: {', '.join(sorted(node.keys()))})"
+    return hydra_compat.error_line(e)
 
 
-def _split_overrides(d: str, overrides: list[str]):
-    """(group choices, [(key, value)] of plain value overrides), as Hydra sorts them (a key naming a config
-    group whose value is not a dict chooses from that group), or None where the list holds anything
-    the fast path does not follow."""
-    from hydra.core.config_store import ConfigStore
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+def checked(config_name: str, overrides: list[str]):
+    """The config of a Hydra-composed command (train, eval, judge): composed once (:func:`compose`) and validated
+    once (``core.config.validate``: every field's domain and the registered ``CHECKS``). Raises EmbexpError."""
+    from embexp.core.config import validate
 
-    try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-    except Exception:  # noqa: BLE001 - Hydra's compose reports the syntax error
-        return None
-    groups, values = [], []
-    for line, o in zip(overrides, parsed):
-        if o.is_hydra_override() or o.is_sweep_override() or o.package is not None:
-            return None
-        node = ConfigStore.instance().repo
-        for part in o.key_or_group.split("/"):
-            node = node.get(part) if isinstance(node, dict) else None
-        value = o.value()
-        if (os.path.isdir(os.path.join(d, o.key_or_group)) or isinstance(node, dict)) and not isinstance(value, dict):
-            groups.append(line)
-        elif o.is_add() or o.is_delete() or o.is_force_add() or "/" in o.key_or_group:
-            return None
-        else:
-            values.append((o.key_or_group, value))
-    return groups, values
-
-
-def _compose_cached(d: str, config_name: str, overrides: list[str]):
-    """Hydra's compose of these overrides, kept (see :func:`compose`); the caller copies it."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.config_store import ConfigStore
-
-    files = []
-    folders = [d]
-    while folders:
-        with os.scandir(folders.pop()) as entries:
-            for e in entries:
-                if e.is_dir():
-                    folders.append(e.path)
-                else:
-                    st = e.stat()
-                    files.append((e.path, st.st_mtime_ns, st.st_size))
-
-    def key():
-        schemas = ((g, len(v) if isinstance(v, dict) else 1) for g, v in ConfigStore.instance().repo.items())
-        return config_name, tuple(overrides), d, tuple(sorted(files)), tuple(sorted(schemas))
-
-    k = key()
-    if k in _TREES:
-        _TREES.move_to_end(k)
-    else:
-        with initialize_config_dir(config_dir=d, version_base=None):
-            tree = hydra_compose(config_name, overrides=list(overrides))
-        k = key()  # again: a process's first compose registers Hydra's own schemas
-        _TREES[k] = tree
-        if len(_TREES) > 256:
-            _TREES.popitem(last=False)
-    return _TREES[k]
+    cfg = compose(config_name, overrides)
+    validate(cfg)
+    return cfg
 
 
 def compose_train(overrides: list[str]):
-    """The train config for these overrides, composed and validated exactly as ``python -m embexp.train``
-    does (the analyses, the sweep, the doctor and the tests compose through here)."""
-    from embexp.core.config import register_core_schemas, validate
+    """The train config for these overrides, composed once and validated once exactly as ``python -m
+    embexp.train`` does (:func:`checked`); the analyses, the sweep, the doctor and the tests compose through
+    here."""
+    from embexp.core.config import register_core_schemas
 
     register_core_schemas()
     from embexp.core.plugins import discover
 
     discover("embexp.methods")  # registers the method schemas (plugins: found by name, never a static import)
     discover("embexp.tasks")  # registers the task schemas
-
-    for arg in overrides:  # unknown group choices: one line naming the valid ones
-        key, _, value = arg.partition("=")
-        key = key.lstrip("+~")
-        if key in GROUPS and value and value != "null" and value not in choices(key):
-            raise EmbexpError(f"unknown {key} '{value}' (choose from: {', '.join(choices(key))})")
-    try:
-        cfg = compose("train", list(overrides))
-    except Exception as e:  # hydra/omegaconf raise many types; keep the first line
-        raise EmbexpError(f"cannot compose {' '.join(overrides)}: {str(e).splitlines()[0]}") from None
-    validate(cfg)  # every field's domain and the method's model kinds, as the CLI checks them
-    return cfg
+    return checked("train", list(overrides))
 
 
 def parse(config_cls, args: list[str], check: bool = True):
@@ -201,8 +139,10 @@ def _parse_error(config_cls, args: list[str], e) -> str:
 
 
 def usage(name: str, config_cls) -> str:
-    """``--help`` of a dataclass-configured command: every field, its default and its help text."""
-    lines = [f"python -m embexp.analyze {name} key=value ...", ""]
+    """``--help`` of a dataclass-configured command: every field, its default and its help text. ``name``: an
+    analysis, or the whole command (``python -m embexp.eval``)."""
+    command = name if name.startswith("python ") else f"python -m embexp.analyze {name}"
+    lines = [f"{command} key=value ...", ""]
     for fl in dataclasses.fields(config_cls):
         if fl.default is not dataclasses.MISSING:
             default = fl.default
@@ -222,8 +162,9 @@ def warn(message: str) -> None:
     print(f"embexp: warning: {message}", file=sys.stderr)
 
 
-def check_overrides(argv: list[str]) -> None:
-    """Reject unknown group choices (method=foo) with one line naming the valid ones."""
+def check_groups(argv: list[str]) -> None:
+    """Group choices (``method=foo``, ``+experiment=a,b`` in a multirun) that name no file of the config tree:
+    one line naming the valid ones, before Hydra composes."""
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
             continue
@@ -233,77 +174,38 @@ def check_overrides(argv: list[str]) -> None:
             continue
         for v in value.split(","):
             if v and v != "null" and v not in choices(key):
-                die(f"unknown {key} '{v}' (choose from: {', '.join(choices(key))})")
+                raise EmbexpError(f"unknown {key} '{v}' (choose from: {', '.join(choices(key))})")
 
 
-def check_compose(config_name: str, argv: list[str]) -> None:
-    """Compose once before Hydra does, so a typo (trainer.lrr=1) or a wrong type is one line
-    naming the bad key and the valid ones, not Hydra's multi-line report. Skipped for sweeps."""
-    if any(a in ("-m", "--multirun") or a.startswith("--") for a in argv):
-        return
-    overrides = [a for a in argv if "=" in a and not a.lstrip("+~").startswith("hydra.")]
-    from omegaconf import OmegaConf
-
-    def attempt(ovr):
-        return compose(config_name, ovr)
-
-    try:
-        composed = attempt(overrides)
-    except Exception as e:  # hydra/omegaconf raise several types; all are user input errors here
-        text = f"{e}\n{e.__cause__ or ''}"
-        skip = ("full_key", "object_type", "reference_type", "Set the environment")
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(skip)]
-        message = ": ".join(dict.fromkeys(lines[:3]))
-    else:
-        if config_name == "train":
-            from embexp.core.config import validate
-
-            try:
-                validate(composed)
-            except EmbexpError as e:
-                die(str(e))
-        return
-    group_keys = [a for a in overrides if a.split("=", 1)[0].lstrip("+~") in GROUPS]
-    for bad in overrides:
-        key = bad.split("=", 1)[0].lstrip("+~")
-        if "." not in key:
-            continue
-        parent, leaf = key.rsplit(".", 1)
-        try:
-            base = attempt(group_keys)
-        except Exception:
-            break
-        node = OmegaConf.select(base, parent)
-        if OmegaConf.is_dict(node) and leaf not in node:
-            die(f"unknown key '{key}' (valid keys of {parent}: {', '.join(sorted(node.keys()))})")
-    die(message)
+RUN_DIR = "hydra.run.dir"
 
 
-def check_run_dir(argv: list[str]) -> None:
-    """The run directory (hydra.run.dir, else the one the config names) can be made and written, checked
-    before Hydra creates it (``core.rundir.check_path``): a path through a file, a read-only parent, a name the
-    filesystem refuses, a symlink on the way are one line. Skipped for sweeps and Hydra's own flags (--help,
-    --cfg), as :func:`check_compose` is."""
-    if any(a in ("-m", "--multirun") or a.startswith("--") for a in argv):
-        return
-    given = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+") == "hydra.run.dir"]
-    if given:
-        target = Path(given[-1])
-    else:
-        from embexp.core.config import run_name
+def hydra_launches(argv: list[str]) -> bool:
+    """Whether Hydra's app runs this train command: a multirun (-m), Hydra's own flags (--cfg, --help, ...) or
+    a Hydra option other than ``hydra.run.dir`` (``hydra/launcher=...``, ``hydra.job.chdir=...``). Every other
+    command is one run that ``embexp.train`` composes, checks and starts itself (:func:`train_config`)."""
+    keys = [a.split("=", 1)[0].lstrip("+~") for a in argv if "=" in a]
+    return any(a.startswith("-") for a in argv) or any(k.startswith("hydra") and k != RUN_DIR for k in keys)
 
-        try:
-            cfg = compose_train([a for a in argv if "=" in a and not a.lstrip("+~").startswith("hydra.")])
-        except EmbexpError as e:
-            die(str(e))
-        target = Path(run_name(cfg.output_root, cfg.task.name, cfg.task.subset, cfg.model.name,
-                               cfg.method.name, cfg.tag, cfg.seed))
+
+def train_config(argv: list[str]):
+    """(the checked config, its run directory) of one train command: composed and validated once
+    (:func:`compose_train`); the run directory is ``hydra.run.dir`` (made absolute) or the one the config names
+    (``<output_root>/<task>[_<subset>]/<model>/<method>[_<tag>]/seed<seed>``, as conf/train.yaml tells Hydra),
+    checked before it is made (``core.rundir.check_path``: a path through a file, a read-only parent, a
+    name the filesystem refuses, a symlink on the way). Raises EmbexpError."""
+    from embexp.core.config import run_name
     from embexp.core.rundir import check_path
 
-    try:
-        check_path(target)
-    except EmbexpError as e:
-        die(str(e))
+    given = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+") == RUN_DIR]
+    if given and not given[-1].strip():
+        raise EmbexpError(f"{RUN_DIR} is empty: name the run directory (without it: <output_root>/<task>/<model>/"
+                          "<method>/seed<seed>)")
+    cfg = compose_train([a for a in argv if a.split("=", 1)[0].lstrip("+") != RUN_DIR])
+    target = Path(given[-1]) if given else Path(run_name(cfg.output_root, cfg.task.name, cfg.task.subset,
+                                                         cfg.model.name, cfg.method.name, cfg.tag, cfg.seed))
+    check_path(target)
+    return cfg, Path(os.path.abspath(target))
 
 
 def quiet_libraries() -> None:

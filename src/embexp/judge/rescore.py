@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from embexp import EmbexpError
-from embexp.judge.prompts import BACKENDS, KINDS, check_kind
+from embexp.judge.prompts import KINDS, check_kind
 from embexp.judge.scoring import CACHE_FILE, check_model_name, score_records
 
 
@@ -73,11 +73,10 @@ def eval_questions(cfg, records: list[dict]) -> list[str]:
     return [ex.meta.get("question", ex.prompt) for ex in examples]
 
 
-def _main(cfg) -> None:
+def main(cfg) -> None:
+    """Re-score ``cfg.run_dir`` and print the merged metrics; ``cfg``: the validated judge config (:func:`entry`)."""
     from embexp.core import cli
-    from embexp.core.config import validate
 
-    validate(cfg)  # every option inside its domain (judge.batch_size >= 1, ...), before the run is read
     cli.quiet_libraries()
     cli.setup_logging(None, True)
     new = rescore(cfg.run_dir, cfg.judge, cfg.what, cfg.cpu)
@@ -87,25 +86,24 @@ def _main(cfg) -> None:
 
 
 def entry() -> None:
+    """``python -m embexp.judge run_dir=DIR [key=value ...]``: conf/judge.yaml composed and validated once
+    (``core.cli.checked``: a bad key or a value outside its field's domain, judge.kind and what included, is one
+    line, exit 2), then :func:`main`."""
     import sys
 
-    import hydra
-
     from embexp.core import cli
-    from embexp.core.config import register_core_schemas
+    from embexp.core.config import JudgeRunConfig, register_core_schemas
 
     register_core_schemas()
     argv = sys.argv[1:]
+    if any(a in ("-h", "--help") for a in argv):
+        print(cli.usage("python -m embexp.judge", JudgeRunConfig))
+        return
     if not any(a.startswith("run_dir=") for a in argv):
         cli.die("missing run_dir (usage: python -m embexp.judge run_dir=DIR [judge.model=NAME] [judge.kind=KIND] "
                 "[what=generation|reference])")
-    for a in argv:
-        k, _, v = a.partition("=")
-        if k == "judge.kind" and v and v not in KINDS:
-            cli.die(f"unknown judge.kind '{v}' (choose from: {', '.join(KINDS)})")
-        if k == "judge.backend" and v not in BACKENDS:
-            cli.die(f"unknown judge.backend '{v}' (choose from: {', '.join(BACKENDS)})")
-        if k == "what" and v not in ("generation", "reference"):
-            cli.die(f"unknown what '{v}' (choose from: generation, reference)")
-    sys.argv.insert(1, f"--config-dir={cli.conf_dir()}")
-    hydra.main(config_path=None, config_name="judge", version_base=None)(cli.one_line_errors(_main))()
+    try:
+        cfg = cli.checked("judge", argv)
+    except EmbexpError as e:
+        cli.die(str(e))
+    cli.one_line_errors(main)(cfg)

@@ -23,6 +23,7 @@ Three extension points reach past the plain forward (docs/architecture.md shows 
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar
@@ -81,6 +82,8 @@ class Method(PrefixPath, OnePass, nn.Module):
     comparison: ClassVar[Comparison | None] = None  # its part in the comparison of every method (None: not in it)
     # why this method cannot train under trainer.strategy=fsdp ("": it can; run.preflight.check_sharding)
     shard_blocker: ClassVar[str] = ""
+    # option values that run on a decoder only ({field: value}); another model is refused by the pre-flight
+    decoder_only: ClassVar[dict] = {}
     # Extension point 3 (decoders): "" = the backbone reads its own embeddings of input_ids;
     # "prepend" = prefix() goes before the whole input (prompt tuning); "replace" = prefix() takes
     # the place of the prompt (K-Token merging), so the backbone sees another sequence length.
@@ -91,6 +94,21 @@ class Method(PrefixPath, OnePass, nn.Module):
         """Row sets beyond train and eval whose token ids :meth:`setup` needs, read only to be counted
         (``test``: the task's test split, hidden labels allowed; PEMA's ``method.count_splits``)."""
         return ()
+
+    @classmethod
+    def check_run(cls, cfg) -> None:
+        """What this method refuses in a run's validated config (``cfg``: the whole train config) from the config
+        and the files it names alone (a warm start's run directory): one line (EmbexpError). ``run.preflight`` asks
+        the run's method, before the rows or the model load. Here: a value of :attr:`decoder_only` on a model
+        that is no decoder."""
+        from embexp.core.config import choices_of
+
+        for key, value in cls.decoder_only.items():
+            if key in cfg.method and cfg.method[key] == value and cfg.model.kind != "decoder":
+                meta = next(fl.metadata for fl in dataclasses.fields(cls.Config) if fl.name == key)
+                others = ", ".join(str(c) for c in choices_of(meta) if c != value)
+                raise EmbexpError(f"method.{key}={value} needs a decoder; model {cfg.model.name} is an "
+                                  f"{cfg.model.kind} (choose from: {others})")
 
     @classmethod
     def composable(cls) -> bool:

@@ -39,9 +39,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from embexp import EmbexpError
-from embexp.core.config import CHECKS, f
+from embexp.core.config import f
 from embexp.methods.base import Comparison, Method, MethodConfig
-from embexp.methods.registry import method_and_model, register_method
+from embexp.methods.registry import register_method
 from embexp.models import after_attention, attention_sites
 
 PLACEMENTS = ("sequential", "parallel")
@@ -122,18 +122,6 @@ class TinyAttnConfig(MethodConfig):
                              "head's dropout stay active.")
 
 
-def check_tinyattn(cfg) -> None:
-    """average_norm=init_from reads the warm-start run's LayerNorm: without init_from, one line before anything loads
-    (registered in ``core.config.CHECKS``)."""
-    method, _ = method_and_model(cfg)
-    if method is not None and method.name == "tinyattn" and method.average_norm == "init_from" and not method.init_from:
-        raise EmbexpError("method.average_norm=init_from takes the averaged model's LayerNorm from the warm-start "
-                          "run: set method.init_from=<run_dir> (or method.average_norm=mean)")
-
-
-CHECKS.append(check_tinyattn)
-
-
 @register_method("tinyattn")
 class TinyAttention(Method):
     """Tiny-Attention: M tiny attention modules between the attention sublayer and the FFN of every
@@ -146,6 +134,33 @@ class TinyAttention(Method):
     comparison = Comparison(rank=70, lr=1e-3)
     export_blocker = ("Tiny-Attention adds attention modules inside every layer, which a plain transformers model "
                       "of the same class does not have")
+
+    @classmethod
+    def check_run(cls, cfg) -> None:
+        """method.average_norm=init_from needs a warm start; method.init_from names a finished run of this method on
+        this model with the same head_dim, mha_proj and placement (its method.json)."""
+        super().check_run(cfg)
+        m = cfg.method
+        if m.average_norm == "init_from" and not m.init_from:
+            raise EmbexpError("method.average_norm=init_from takes the averaged model's LayerNorm from the warm-start "
+                              "run: set method.init_from=<run_dir> (or method.average_norm=mean)")
+        if not m.init_from:
+            return
+        run_dir = Path(m.init_from)
+        if not (run_dir / "method.json").is_file() or not (run_dir / "adapter.safetensors").is_file():
+            raise EmbexpError(f"method.init_from='{run_dir}' is not a finished run with a saved adapter "
+                              "(needs method.json and adapter.safetensors)")
+        meta = json.loads((run_dir / "method.json").read_text())
+        if meta.get("method", {}).get("name") != m.name:
+            raise EmbexpError(f"method.init_from='{run_dir}' is a run of method '{meta['method'].get('name')}', not "
+                              f"{m.name}")
+        if meta.get("model") != cfg.model.name:
+            raise EmbexpError(f"method.init_from='{run_dir}' is a run of model '{meta.get('model')}', not "
+                              f"{cfg.model.name}")
+        for key in ("head_dim", "mha_proj", "placement"):
+            if meta["method"].get(key) != m[key]:
+                raise EmbexpError(f"method.init_from='{run_dir}' was trained with method.{key}="
+                                  f"{meta['method'].get(key)}, this run has {m[key]}")
 
     def __init__(self, cfg, backbone):
         super().__init__(cfg, backbone)
@@ -162,7 +177,7 @@ class TinyAttention(Method):
         self._reset_parameters()
         self._extra = self._backbone_tensors(list(cfg.train_backbone or []))
         if cfg.init_from:
-            self._warm_start(Path(cfg.init_from), backbone)
+            self._warm_start(Path(cfg.init_from))
         self._ctx = None  # masks of the current backbone call (set by the entry pre-hook)
         self._kv: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # layer -> cached keys, values (generation)
         self._params_of_forward = None
@@ -281,27 +296,10 @@ class TinyAttention(Method):
         return {"modules_per_layer": float(self.modules_per_layer), "params_per_module_set": float(per_module)}
 
     # ---- warm start ----------------------------------------------------------------------------
-    def _warm_start(self, run_dir: Path, backbone) -> None:
+    def _warm_start(self, run_dir: Path) -> None:
         from safetensors.torch import load_file
 
-        meta_path, adapter = run_dir / "method.json", run_dir / "adapter.safetensors"
-        if not meta_path.is_file() or not adapter.is_file():
-            raise EmbexpError(f"method.init_from='{run_dir}' is not a finished run with a saved adapter "
-                              "(needs method.json and adapter.safetensors)")
-        meta = json.loads(meta_path.read_text())
-        src_method = meta.get("method", {}).get("name")
-        if src_method != self.cfg.name:
-            raise EmbexpError(f"method.init_from='{run_dir}' is a run of method '{src_method}', not {self.cfg.name}")
-        if meta.get("model") != backbone.cfg.name or meta.get("hidden_size") != self.d:
-            raise EmbexpError(f"method.init_from='{run_dir}' is a run of model '{meta.get('model')}' "
-                              f"(hidden size {meta.get('hidden_size')}), not {backbone.cfg.name} "
-                              f"(hidden size {self.d})")
-        for key in ("head_dim", "mha_proj", "placement"):
-            if meta["method"].get(key) != getattr(self.cfg, key):
-                raise EmbexpError(f"method.init_from='{run_dir}' was trained with "
-                                  f"method.{key}={meta['method'].get(key)}, "
-                                  f"this run has {getattr(self.cfg, key)}")
-        state = load_file(adapter)
+        state = load_file(run_dir / "adapter.safetensors")  # its method.json: checked by check_run
         m = self.modules_per_layer
         src_m = state["ln_weight"].shape[1]
         if src_m not in (1, m):

@@ -130,6 +130,7 @@ class TinyTE(Method):
 
     Config = TinyTEConfig
     variant: ClassVar[Variant] = Variant()
+    decoder_only = {"ranking": "integrated_gradients"}  # it attributes the LM loss (the base class's check_run)
 
     def __init__(self, cfg, backbone):
         super().__init__(cfg, backbone)
@@ -251,10 +252,7 @@ class TinyTE(Method):
 
         captum_attr = import_extra("captum.attr", "attribution", "method.ranking=integrated_gradients")
 
-        cfg = self.cfg
-        if not self.is_decoder:
-            raise EmbexpError("method.ranking=integrated_gradients needs a decoder (it attributes the LM loss); use "
-                              "variance or random")
+        cfg = self.cfg  # on a decoder: the pre-flight refused another model (decoder_only)
         seqs = [s for s in seqs if len(s) > 1][: cfg.ig_batches * cfg.ig_batch_size]
         if not seqs:
             raise EmbexpError("method.ranking=integrated_gradients needs training sequences (setup got no 'train' ids)")

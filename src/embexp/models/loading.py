@@ -183,9 +183,7 @@ def load_backbone(cfg, num_labels: int = 0, sentence: bool = False, mlm: bool = 
     masked-LM head with ``mlm=True`` (cloze tasks; ``num_labels`` is then unused). ``device``: where
     a ``model.init=random`` model is built (an 8B model is drawn on the GPU in seconds, not on the CPU
     in minutes; ``meta``: shapes only); other models load on the CPU and the caller moves them."""
-    dtype = resolve_dtype(cfg.dtype)
-    if cfg.kind not in ("decoder", "encoder"):
-        raise EmbexpError(f"unknown model.kind '{cfg.kind}' (choose from: decoder, encoder)")
+    dtype = resolve_dtype(cfg.dtype)  # cfg: validated (model.kind, model.source inside their schema domains)
     is_decoder = cfg.kind == "decoder"
     if sentence and is_decoder:
         raise EmbexpError(f"model {cfg.name} is a decoder: sentence-embedding tasks need model.kind=encoder")
@@ -208,13 +206,11 @@ def load_backbone(cfg, num_labels: int = 0, sentence: bool = False, mlm: bool = 
         model, tok = tiny_model(cfg, num_labels, mlm)
     elif cfg.source == "scratch":
         model, tok = scratch_model(cfg, is_decoder, num_labels, mlm)
-    elif cfg.source in ("hub", "minilm", "smollm2"):
+    else:  # hub, minilm, smollm2
         path = {"hub": lambda: cfg.id, "minilm": minilm_path, "smollm2": smollm2_path}[cfg.source]()
         if not path:
             raise EmbexpError(f"model {cfg.name}: model.id is empty (a hub id or local folder)")
         model, tok = pretrained_model(cfg, str(path), is_decoder, num_labels, dtype, mlm)
-    else:
-        raise EmbexpError(f"unknown model.source '{cfg.source}' (choose from: hub, minilm, smollm2, tiny, scratch)")
     if linear_head:
         use_linear_head(model, num_labels)
     if not is_decoder and "token_type_ids" not in inspect.signature(model.forward).parameters:

@@ -72,11 +72,9 @@ def configure(argv: list[str]):
     """(module, its checked Config) for ``python -m embexp.report`` arguments: an unknown paper, key
     or table (or another value outside a field's choices) is one line naming it and the valid ones."""
     from embexp.core.cli import parse
-    from embexp.core.config import validate
 
     module, rest = select(argv)
-    cfg = parse(module.Config, rest)
-    validate(cfg)
+    cfg = parse(module.Config, rest)  # validated once: every field inside its domain
     check_runs(module.Config, cfg)
     if hasattr(module, "check"):  # the module's own checks of its options (claims: its folders)
         module.check(cfg)

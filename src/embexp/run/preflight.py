@@ -1,11 +1,15 @@
 """Every pre-flight check of a run, in one place: what cannot run stops in one line naming the value and
 what is valid, before any training.
 
-:func:`preflight` runs once, after the accelerator exists and before the rows or the model load: the
-schema's domains (``core.config.validate``, which also runs the methods' checks), then what spans fields:
-model selection (``run.selection``: never the reported split unless a paper's protocol asks for it by
-name), learning-curve points, the judge, a curriculum's stages, the export, and what cannot run sharded.
-Three checks need more than the config and run where that is first there, from this module:
+The config arrives validated once, where it was composed (``core.cli.compose_train`` for ``python -m embexp.train``
+and every library caller, ``train.main`` for a job of Hydra's app, ``embexp.eval.rebuild_run`` for a finished run's
+config): every field inside its domain and ``core.config.CHECKS``. :func:`preflight` runs once, after the
+accelerator exists and before the rows or the model load, and checks what spans fields and what the files a
+config names hold: the method's own checks (``Method.check_run``, asked of the run's method class, e.g. a warm
+start's run directory, an option that needs a decoder), model selection (``run.selection``: never the reported
+split unless a paper's protocol asks for it by name), learning-curve points, the judge, a curriculum's stages,
+the export, and what cannot run sharded.
+Three checks need more than the config and files and run where that is first there, from this module:
 :func:`check_tracker` (asked by ``train.make_accelerator`` before Accelerate opens a tracker),
 :func:`check_rows` (``run.build.read_rows``: the selection rows, read before the model) and
 :func:`probe` (after the model is built, before training: the selection and curriculum metrics,
@@ -22,7 +26,6 @@ import torch
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError, judge
-from embexp.core.config import validate
 from embexp.methods import METHODS
 from embexp.run import sharding
 from embexp.run.evaluate import evaluate
@@ -40,11 +43,11 @@ class Plan:
 
 
 def preflight(cfg, training: bool = True, world_size: int | None = None) -> Plan:
-    """Validate the config, build the task, and ask each part what it needs, once.
+    """Check the validated config and the files it names, build the task, and ask each part what it needs, once.
 
-    ``training=False`` (re-evaluating a finished run) validates and builds the task only; ``world_size``
-    (the accelerator's processes; train passes it) adds what cannot run sharded."""
-    validate(cfg)
+    ``training=False`` (re-evaluating a finished run) checks the method and the model and builds the task only;
+    ``world_size`` (the accelerator's processes; train passes it) adds what cannot run sharded."""
+    METHODS.get_class(cfg.method.name).check_run(cfg)  # the method's own checks (Method.check_run)
     check_random_weights(cfg, world_size)
     task = build_task(cfg.task)  # an unknown task fails before any model loads
     fits = bool(cfg.do_train) and METHODS.get_class(cfg.method.name).trains

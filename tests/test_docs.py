@@ -178,7 +178,7 @@ def test_every_repository_path_the_docs_cite_exists():
 
 
 def test_every_module_name_the_docs_cite_resolves():
-    """`core.cli.check_compose`, `run.preflight.preflight`, `embexp.RunBusy`: the module imports and has the name;
+    """`core.cli.train_config`, `run.preflight.preflight`, `embexp.RunBusy`: the module imports and has the name;
     `train.<key>` and `judge.<field>` are a metrics.json key the code writes and a judge config field."""
     bad = [f"{doc.relative_to(REPO)}: {' or '.join(n)}" for doc in DOCS for n in cited_names(doc.read_text())
            if not any(resolves(m) for m in n) and not (n[0].split(".")[0] in SECTIONS and in_section(n[0]))]
@@ -186,11 +186,11 @@ def test_every_module_name_the_docs_cite_resolves():
 
 
 def test_a_dangling_path_or_name_is_caught():
-    text = "See `src/embexp/cloze.py`, `report.PAPERS`, `core.cli.check_compose` and the authors' `pete/src/pete.py`."
+    text = "See `src/embexp/cloze.py`, `report.PAPERS`, `core.cli.train_config` and the authors' `pete/src/pete.py`."
     assert cited_paths(text) == ["src/embexp/cloze.py"] and not (REPO / cited_paths(text)[0]).exists()
     assert cited_paths("`conf/task/{glue,nope}.yaml`, conf/<group>/") == ["conf/task/glue.yaml", "conf/task/nope.yaml"]
-    assert cited_names(text) == [["report.PAPERS"], ["core.cli.check_compose"]]
-    assert not resolves("report.PAPERS") and resolves("core.cli.check_compose")
+    assert cited_names(text) == [["report.PAPERS"], ["core.cli.train_config"]]
+    assert not resolves("report.PAPERS") and resolves("core.cli.train_config")
     assert cited_names("`sharding.fqns`, `embexp.RunBusy`") == [["run.sharding.fqns"], ["RunBusy"]]
     assert resolves("run.sharding.fqns") and resolves("RunBusy")
     assert in_section("train.tokens") and not in_section("train.no_such_figure") and in_section("judge.model")

@@ -77,12 +77,27 @@ def test_a_failed_or_crashed_check_exits_3_and_the_others_are_still_reported(tmp
     (["speed_methods=[lorra]"], "unknown speed_methods entry 'lorra' (choose from: "),
     (["steps=-1"], "steps"),
     (["devcie=cpu"], "(valid keys: device, reduced, weights, models, methods, memory_models, speed_model"),
+    (["spec={num_hiden_layers: 2}"], "spec.num_hiden_layers is not a field of any stored architecture (models/specs.py)"
+                                     "; did you mean num_hidden_layers"),
 ])
 def test_bad_input_is_one_line(args, line, capsys):
     with pytest.raises(SystemExit) as e:
         checkup.main(args)
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 1 and len(err) == 1 and err[0].startswith("embexp: error: ") and line in err[0], err
+
+
+def test_a_shrinking_spec_gives_each_random_model_the_fields_its_architecture_has(monkeypatch):
+    """scripts/rehearse_gpu_check.sh shrinks every random-weight model with one spec that names a decoder's
+    num_key_value_heads: an encoder, whose architecture has no such field, takes the others."""
+    from embexp.doctor import common
+
+    monkeypatch.setattr(common, "SPEC", {"num_hidden_layers": 2, "num_key_value_heads": 2})
+    assert common.model_overrides("roberta_base@random") == [
+        "model=roberta_base", "model.init=random", "+model.spec.num_hidden_layers=2"]
+    assert common.model_overrides("qwen25_05b@random")[2:] == [
+        "+model.spec.num_hidden_layers=2", "+model.spec.num_key_value_heads=2"]
+    assert common.model_overrides("tiny_llama") == ["model=tiny_llama"]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")

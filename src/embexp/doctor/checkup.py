@@ -106,7 +106,7 @@ class Config:
                        "autocast on a GPU); random: bfloat16.", choices=("", "auto", "float32", "bfloat16"))
     spec: dict = f({}, "Fields replacing the stored architecture of every random-weight model (model.spec), e.g. "
                        "{num_hidden_layers: 2, hidden_size: 64, ...}: shrunk shapes to rehearse the GPU check on a "
-                       "CPU.")
+                       "CPU. A model takes the fields its architecture has (an encoder no num_key_value_heads).")
     fsdp: str = f("auto", "auto (with 2+ GPUs), always (also as 2 gloo CPU processes) or never.",
                   choices=("auto", "always", "never"))
     checks: list = f(list(CHECKS), "The checks to run after the environment's (a partial report names what it left "
@@ -126,7 +126,23 @@ def configure(argv: list[str]) -> Config:
     cfg.reduced = str(cfg.reduced).lower()  # reduced=true reads as a bool, then as 'True', in a str field
     cfg.progress = str(cfg.progress).lower()
     validate(cfg)
+    check_spec(dict(cfg.spec))
     return cfg
+
+
+def check_spec(spec: dict) -> None:
+    """Each field of ``spec`` belongs to at least one stored architecture (``models/specs.py``); a model's run
+    takes the fields its own architecture has (:func:`common.model_overrides`): one line for a field none has."""
+    import difflib
+
+    from embexp.models.random_weights import architecture
+
+    known = {k for name in SPECS for k in architecture(name)}
+    for key in spec:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=3)
+            raise EmbexpError(f"spec.{key} is not a field of any stored architecture (models/specs.py)"
+                              + (f"; did you mean {', '.join(close)}?" if close else ""))
 
 
 def resolve_device(name: str) -> torch.device:

@@ -106,6 +106,14 @@ def check_random(cfg) -> None:
     checked_architecture(cfg.name, spec)
 
 
+def architecture(name: str) -> dict:
+    """The fields of ``name``'s stored architecture: its config class's defaults with the stored values over them
+    (what ``model.spec`` may replace)."""
+    import transformers as tf
+
+    return {**tf.CONFIG_MAPPING[SPECS[name]["family"]]().to_dict(), **SPECS[name]["config"]}
+
+
 def check_spec(name: str, spec: dict) -> None:
     """``model.spec`` names only fields of the architecture's config class, each of the type of its stored (or
     class default) value, and a size (an integer field whose stored value is positive) stays >= 1: one line
@@ -116,7 +124,7 @@ def check_spec(name: str, spec: dict) -> None:
     import transformers as tf
 
     family = SPECS[name]["family"]
-    known = {**tf.CONFIG_MAPPING[family]().to_dict(), **SPECS[name]["config"]}
+    known = architecture(name)
     for key, value in spec.items():
         if key not in known:
             close = difflib.get_close_matches(key, list(known), n=3)

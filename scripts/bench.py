@@ -341,10 +341,12 @@ LMEVAL_BOOLQ = dict(task="embexp_boolq", dataset_path="json", output_type="multi
                     doc_to_text="{{passage}}\nQuestion: {{question}}?\nAnswer:", doc_to_target="label",
                     doc_to_choice=["no", "yes"], metric_list=[{"metric": "acc"}])  # lm-eval's boolq.yaml, local rows
 CPU_CLOCK = """\
-import sys, time, embexp.run.evaluate as i  # python -m embexp.train; evaluate() also records its CPU seconds
-def timed(*a, evaluate=i.evaluate, **kw):
-    c = time.process_time(); m, p = evaluate(*a, **kw); m["eval_cpu_seconds"] = time.process_time() - c; return m, p
-i.evaluate, sys.argv[0] = timed, "embexp.train"; import embexp.train; embexp.train.entry()"""
+import sys, time, importlib  # python -m embexp.train; the scoring of rows also records its CPU seconds
+try: i, name = importlib.import_module("embexp.run.predict"), "score_rows"
+except ImportError: i, name = importlib.import_module("embexp.run.evaluate"), "evaluate"  # a `before` revision
+def timed(*a, score=getattr(i, name), **kw):
+    c = time.process_time(); m, p = score(*a, **kw); m["eval_cpu_seconds"] = time.process_time() - c; return m, p
+setattr(i, name, timed); sys.argv[0] = "embexp.train"; import embexp.train; embexp.train.entry()"""
 
 
 def evaluation(argv: list[str]) -> None:

@@ -5,7 +5,7 @@ CPU, a few seconds each). Prints one line per run and exits non-zero if any fail
 model kind the method does not run on (its class's `model_kinds`: ktoken on an encoder, head_only
 on a decoder) is printed as `skip` with that reason, not run and not counted as a failure.
 Each run trains afresh, so a second `make smoke` checks the code as it is now: trainer.overwrite=true
-replaces the run a previous one left in outputs/smoke (only embexp's records there go, run/claim.py).
+replaces the run a previous one left in outputs/smoke (only embexp's records there go, run/ownership.py).
 `python scripts/smoke.py [override ...]` appends overrides to every run (e.g. output_root=DIR).
 """
 

@@ -59,7 +59,7 @@ def step_of(d: Path) -> int:
 
 def recorded(src: Path, d: Path, state: str = "interrupted") -> None:
     """``d`` holds the run record of ``src``'s config (config.yaml, fingerprint.json) with status ``state``, as
-    a run of it stopped there leaves it: an embexp run that may be resumed or replaced (run/claim.py)."""
+    a run of it stopped there leaves it: an embexp run that may be resumed or replaced (run/ownership.py)."""
     d.mkdir(parents=True, exist_ok=True)
     for name in ("config.yaml", "fingerprint.json"):
         shutil.copy(src / name, d / name)

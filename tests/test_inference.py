@@ -13,7 +13,7 @@ from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 from conftest import smoke
 from embexp.methods import base
 from embexp.run.build import build
-from embexp.run.evaluate import evaluate
+from embexp.run.predict import score_rows
 
 
 @pytest.fixture
@@ -43,9 +43,9 @@ def test_each_prompt_and_choice_is_tokenised_once_per_run(tokenised, method, mod
     cfg = smoke(f"method={method}", f"model={model}", f"task={task}", "do_train=false", "task.max_eval_samples=5")
     c = build(cfg, torch.device("cpu"))
     built = len(tokenised)
-    evaluate(c.method, c.task, c.eval_examples, c.featurizer, 2, torch.device("cpu"), progress=False)
+    score_rows(c.method, c.task, c.eval_examples, c.featurizer, 2, torch.device("cpu"), progress=False)
     first = tokenised[built:]
-    evaluate(c.method, c.task, c.eval_examples, c.featurizer, 2, torch.device("cpu"), progress=False)
+    score_rows(c.method, c.task, c.eval_examples, c.featurizer, 2, torch.device("cpu"), progress=False)
     assert tokenised[built + len(first):] == []
     assert max(Counter(map(repr, tokenised)).values()) == 1, Counter(map(repr, tokenised)).most_common(3)
     exs = c.eval_examples

@@ -14,7 +14,7 @@ from embexp.featurize import Featurizer, collate
 from embexp.methods import build_method
 from embexp.methods.ktoken import block_layout
 from embexp.models import load_backbone
-from embexp.run.evaluate import compression_metrics
+from embexp.run.predict import compression_metrics
 from embexp.tasks.base import Example
 from embexp.tasks.metrics import pl_from_accuracy, pl_from_perplexity, pl_score
 

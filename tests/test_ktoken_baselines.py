@@ -20,7 +20,7 @@ from embexp.featurize import Featurizer, collate
 from embexp.methods import build_method
 from embexp.methods.prompt_compress import drop_lowest
 from embexp.models import load_backbone
-from embexp.run.evaluate import compression_metrics, continuation_ids
+from embexp.run.predict import compression_metrics, continuation_ids
 from embexp.tasks import build_task
 from embexp.tasks.amazon import authors_split
 from embexp.tasks.base import Example
@@ -266,7 +266,7 @@ def test_sweep_states_the_effective_batch_tree_size_and_protocol_of_each_cell():
             assert sweep.main([f"ktoken/{table}", "--dry-run", "--py", "python", "seeds=42", *assignments]) == 0
         return out.getvalue(), [shlex.split(ln) for ln in out.getvalue().splitlines() if " -m embexp.train " in ln]
 
-    from embexp.run.record import effective_batch
+    from embexp.run.results import effective_batch
 
     def eff(cmd):
         cfg = compose(*cmd[3:])

@@ -28,7 +28,7 @@ LAYERS = [
     (2, ("embexp.methods",), "methods: one file per method; a method never imports a task"),
     (3, ("embexp.run", "embexp.judge"),
      "run: the stages of one run (run/: preflight, build, adapter, loop, schedule, checkpoint, sharding, curriculum, "
-     "selection, evaluate, record), "
+     "selection, predict, results), "
      "the judges (judge/: prompts, verdict cache, backends, scoring, python -m embexp.judge)"),
     (4, ("embexp.train", "embexp.eval", "embexp.lmeval"),
      "entry points that train or evaluate one run (lmeval: a run as lm-evaluation-harness's model)"),
@@ -96,8 +96,8 @@ def test_an_upward_import_is_reported_even_inside_a_function():
     fake = dict(mods)
     fake["embexp.tasks.fake"] = ("def f():\n    from embexp.report import tinyte\n", False)  # lazy, in a lower layer
     fake["embexp.tasks.rel"] = ("from ..report.ktoken import render\n", False)  # relative, two levels up
-    fake["embexp.run.evaluate"] = (mods["embexp.run.evaluate"][0] + "\nfrom ..studies import ablation\n", False)
-    assert upward_imports(fake) == ["embexp.run.evaluate (layer 3) imports embexp.studies.ablation (layer 5)",
+    fake["embexp.run.predict"] = (mods["embexp.run.predict"][0] + "\nfrom ..studies import ablation\n", False)
+    assert upward_imports(fake) == ["embexp.run.predict (layer 3) imports embexp.studies.ablation (layer 5)",
                                     "embexp.tasks.fake (layer 1) imports embexp.report.tinyte (layer 6)",
                                     "embexp.tasks.rel (layer 1) imports embexp.report.ktoken (layer 6)"]
     assert upward_imports({"embexp.newthing": ("", False)}) == [
@@ -113,9 +113,9 @@ def test_the_rooms_of_the_judge_and_the_models_sit_in_their_package_s_layer():
 
 def test_layers_of_the_modules_the_issue_names():
     assert [layer_of(m) for m in ("embexp.core.records", "embexp.tasks.metrics", "embexp.methods.ktoken",
-                                  "embexp.run.evaluate", "embexp.train", "embexp.studies.ablation",
+                                  "embexp.run.predict", "embexp.train", "embexp.studies.ablation",
                                   "embexp.report.pema", "embexp.sweep")] == [0, 1, 2, 3, 4, 5, 6, 6]
-    inference = imported("embexp.run.evaluate", sources()["embexp.run.evaluate"][0], False, set(sources()))
+    inference = imported("embexp.run.predict", sources()["embexp.run.predict"][0], False, set(sources()))
     assert not any(m.startswith(("embexp.studies", "embexp.report")) for m in inference)
 
 

@@ -249,7 +249,7 @@ def test_gradients_on_exactly_for_the_trainable_tensors(case, model):
 def test_repeat_prompt_generations_are_the_question_else_the_prompt():
     """repeat_prompt's evaluation outputs: meta["question"] where set, else the prompt; scored by the task."""
     from embexp import EmbexpError
-    from embexp.run.evaluate import evaluate
+    from embexp.run.predict import score_rows
     from embexp.tasks.base import Example
 
     cfg, method, _, _ = setup_case(Case("repeat_prompt"), "tiny_llama")
@@ -258,10 +258,10 @@ def test_repeat_prompt_generations_are_the_question_else_the_prompt():
     examples = [Example("Translate: ahoj\nEnglish:", "hello", meta={"question": "ahoj"}),
                 Example("Translate: svět\nEnglish:", "world"),
                 Example("Translate: pes\nEnglish:", "dog", meta={"question": ""})]
-    metrics, records = evaluate(method, task, examples, enc, 2, "cpu", progress=False)
+    metrics, records = score_rows(method, task, examples, enc, 2, "cpu", progress=False)
     want = ["ahoj", "Translate: svět\nEnglish:", "Translate: pes\nEnglish:"]
     assert [r["generation"] for r in records] == want
     assert metrics["bleu"] == pytest.approx(task.score_text([e.target for e in examples], want, examples)["bleu"])
     cls_cfg = smoke("method=repeat_prompt", "model=tiny_llama", "task=superglue", "task.subset=boolq")
     with pytest.raises(EmbexpError, match="needs a generation task"):
-        evaluate(method, build_task(cls_cfg.task), examples[:1], enc, 2, "cpu", progress=False)
+        score_rows(method, build_task(cls_cfg.task), examples[:1], enc, 2, "cpu", progress=False)

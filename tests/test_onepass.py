@@ -9,7 +9,7 @@ import pytest
 
 from embexp.featurize import Featurizer
 from embexp.methods.onepass import Greedy
-from embexp.run import evaluate as ev
+from embexp.run import predict as ev
 from embexp.tasks import build_task
 from embexp.tasks.base import Example
 from test_methods import CASES, Case, setup_case, step
@@ -34,10 +34,10 @@ def both_paths(monkeypatch, method, task, exs, enc, batch=4):
         return real(self, *a, **kw)
 
     monkeypatch.setattr(type(method), "score_and_generate", counted)
-    new = ev.evaluate(method, task, exs, enc, batch, "cpu", progress=False)
+    new = ev.score_rows(method, task, exs, enc, batch, "cpu", progress=False)
     with monkeypatch.context() as m:
         m.setattr(ev, "one_pass", lambda *a, **kw: (None, None))
-        old = ev.evaluate(method, task, exs, enc, batch, "cpu", progress=False)
+        old = ev.score_rows(method, task, exs, enc, batch, "cpu", progress=False)
     return new, old, len(calls)
 
 

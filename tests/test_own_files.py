@@ -1,5 +1,5 @@
 """embexp's hands only on its own files: trainer.overwrite=true, sweep --force and a resume remove or rewrite
-only the records embexp wrote for that run (run/claim.py); a record embexp cannot read or trust stops the run
+only the records embexp wrote for that run (run/ownership.py); a record embexp cannot read or trust stops the run
 in one line instead of a guess; and the same command twice is safe (make's "nothing to be done": the run's
 metrics, nothing trained), so `make demo` and `make smoke` work a second time."""
 

@@ -305,7 +305,7 @@ def test_make_pete_table_default_recipe_is_the_papers():
     trainer that applies the paper's recipe, read through the project's own training functions: examples
     per optimizer step, steps run, the optimizer built and the lr of each step (warm-up, then linear decay
     to 0). Changing conf/trainer/pete_paper.yaml (or the sweep) away from the paper fails here."""
-    from embexp.run.record import effective_batch
+    from embexp.run.results import effective_batch
     from embexp.run.schedule import build_optimizer, lr_factor, total_steps
 
     out = make_dry("pete_table").stdout

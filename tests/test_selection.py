@@ -465,7 +465,7 @@ def test_select_metric_scores_the_selection_rows_and_keeps_the_best_metric_end_t
     cfg = smoke("model=tiny_bert", "method=lora", "task=glue", "task.subset=cola", "trainer.select_best=true",
                 "trainer.eval_every=1", "trainer.select_metric=task", *rows)
     losses, mcc, scored = [0.9, 0.8, 0.7, 0.6], [10.0, 30.0, 20.0, 5.0], []  # 4 selection points: steps 1-4
-    real_loss, real_eval = loop.evaluation_loss, pipeline.evaluate
+    real_loss, real_eval = loop.evaluation_loss, pipeline.score_rows
     monkeypatch.setattr(loop, "evaluation_loss", lambda *a, **kw: losses.pop(0) if losses else real_loss(*a, **kw))
 
     def evaluate(method, task, examples, *a, **kw):
@@ -475,7 +475,7 @@ def test_select_metric_scores_the_selection_rows_and_keeps_the_best_metric_end_t
             metrics = {**metrics, "mcc": mcc[len(scored) - 1]}
         return metrics, records
 
-    monkeypatch.setattr(pipeline, "evaluate", evaluate)
+    monkeypatch.setattr(pipeline, "score_rows", evaluate)
     m = run_train(cfg, tmp_path / "run")
     task = build_task(cfg.task)
     reported = [e.prompt for e in task.examples("eval")]

@@ -14,7 +14,7 @@ from embexp import EmbexpError
 from embexp.featurize import Featurizer
 from embexp.methods import build_method
 from embexp.models import load_backbone
-from embexp.run.evaluate import choice_logliks
+from embexp.run.predict import choice_logliks
 from embexp.tasks import TASKS, build_task
 from embexp.tasks.alpaca import AlpacaConfig, AlpacaTask
 from embexp.tasks.cnndm import CnnDmConfig, CnnDmTask, rouge_scores, split_sentences
@@ -269,7 +269,7 @@ def test_sentence_splitter_keeps_abbreviations_initials_and_lower_case_continuat
 # ---- generation: end-of-sequence ids, newline stop -----------------------------------------------
 def test_generation_stops_at_every_eos_id_of_the_generation_config():
     """Llama-3.1 and Qwen-2.5 list several ids in generation_config.eos_token_id: each one must stop."""
-    from embexp.run.evaluate import eos_ids, generate
+    from embexp.run.predict import eos_ids, generate
 
     cfg = smoke("method=zero_shot", "model=tiny_llama", "task=wmt16")
     torch.manual_seed(0)
@@ -311,7 +311,7 @@ class _ScriptedMethod(torch.nn.Module):
 
 
 def test_stop_at_newline_is_an_explicit_option():
-    from embexp.run.evaluate import generate
+    from embexp.run.predict import generate
 
     tok = load_backbone(smoke("model=tiny_llama").model).tokenizer
     encoder, cpu = Featurizer(tok, True, max_source_tokens=4096), torch.device("cpu")

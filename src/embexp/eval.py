@@ -89,7 +89,7 @@ def reevaluate(run_dir: Path, max_eval_samples=None, batch_size=None, cpu=False,
                trust_remote_code: bool = False) -> tuple[dict, dict]:
     """(new metrics, recorded metrics) for a finished run directory."""
     cfg, c, device = rebuild_run(run_dir, max_eval_samples, cpu, trust_remote_code)
-    metrics, _ = c.evaluate(batch_size or cfg.trainer.eval_batch_size, device, cfg.trainer.progress)
+    metrics, _ = c.score(batch_size or cfg.trainer.eval_batch_size, device, cfg.trainer.progress)
     recorded = json.loads((run_dir / METRICS).read_text())["metrics"]
     return metrics, recorded
 

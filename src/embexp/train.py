@@ -4,7 +4,7 @@
 the pre-flight checks (``run.preflight``: one line before the rows or the model) and the run record ->
 build (``run.build``: rows, backbone, method, features; then ``preflight.probe``: the metrics that select,
 on two rows) -> fit (``run.loop``, or ``run.curriculum``) -> finish: the adapter (``run.adapter``), the
-evaluation (``run.evaluate``, judged), ``metrics.json`` (``run.record``).
+evaluation (``run.predict``, judged), ``metrics.json`` (``run.results``).
 ``embexp.eval`` rebuilds and evaluates a saved run with the same pieces.
 """
 
@@ -31,11 +31,11 @@ from embexp.run import accelerate_compat, curriculum, lock, sharding, stops
 from embexp.run.adapter import save_adapter
 from embexp.run.build import Components, build
 from embexp.run.checkpoint import only_folders
-from embexp.run.claim import CONTINUE, DONE, check, claim, complete_metrics
-from embexp.run.evaluate import curve_point, select_point, select_score
 from embexp.run.loop import Trainer, TrainInputs, TrainResult
+from embexp.run.ownership import CONTINUE, DONE, check, claim, complete_metrics
+from embexp.run.predict import curve_point, select_point, select_score
 from embexp.run.preflight import Plan, check_tracker, preflight, probe
-from embexp.run.record import metrics_record, numeric, parameter_counts, recording
+from embexp.run.results import metrics_record, numeric_fields, parameter_counts, recording
 
 register_core_schemas()
 import embexp.methods  # noqa: E402,F401  (register method schemas)
@@ -53,7 +53,7 @@ def run(cfg, run_dir: Path) -> dict:
     with lock.owning(run_dir, acc.is_main_process) as previous:  # one owner: another live one is one line
         cli.setup_logging(run_dir, acc.is_main_process)
         # another config's run there, what is no readable run, a resume whose checkpoint is gone: one line
-        verdict = claim(cfg, run_dir, acc.is_main_process)  # (run/claim.py)
+        verdict = claim(cfg, run_dir, acc.is_main_process)  # (run/ownership.py)
         acc.wait_for_everyone()  # every process has read the directory before the main one writes the run's record
         if previous:  # its process died while running: marked interrupted, now continued or started again
             log.warning("run %s: the previous run's process (%s) stopped without updating its status (killed?): "
@@ -123,24 +123,24 @@ def finish(cfg, c: Components, acc: Accelerator, record: RunRecord, res: TrainRe
     if random_weights and cfg.do_eval:
         log.warning("model.init=random: no evaluation (random weights have no quality to measure; the run "
                     "records memory, speed and losses)")
-    metrics, preds = evaluate(cfg, c, acc.device, record) if cfg.do_eval and not random_weights else ({}, [])
+    metrics, preds = final_scores(cfg, c, acc.device, record) if cfg.do_eval and not random_weights else ({}, [])
     if cfg.export:  # the folder whole or not at all: written beside it, then renamed
         with atomic_path(record.dir / "export") as tmp:
             c.method.export().save_pretrained(tmp)
             c.backbone.tokenizer.save_pretrained(tmp)
     curve_end = select_point(cfg, c, acc.device) if cfg.trainer.curve_at and cfg.do_eval else None
     out = metrics_record(cfg, c, acc, res, metrics, preds, sizes, curve_end)
-    acc.log(numeric(metrics, "eval/"), step=res.steps if res is not None else 0)
+    acc.log(numeric_fields(metrics, "eval/"), step=res.steps if res is not None else 0)
     record.finish(out)
     log.info("metrics: %s", json.dumps(metrics))
     return out
 
 
-def evaluate(cfg, c: Components, device, record: RunRecord) -> tuple[dict, list[dict]]:
+def final_scores(cfg, c: Components, device, record: RunRecord) -> tuple[dict, list[dict]]:
     """The final evaluation: the task's metrics, the judge's scores of the generations (judge.model),
     predictions.jsonl."""
     t0 = time.perf_counter()
-    metrics, preds = c.evaluate(cfg.trainer.eval_batch_size, device, cfg.trainer.progress)
+    metrics, preds = c.score(cfg.trainer.eval_batch_size, device, cfg.trainer.progress)
     metrics["eval_seconds"] = time.perf_counter() - t0
     metrics.update(judge.score_run(cfg, c.eval_examples, preds, record.dir, device))
     record.write_jsonl("predictions.jsonl", preds)

@@ -3,7 +3,7 @@
 Every field of the resolved train config counts except the presentation fields of :data:`PRESENTATION`
 (progress bars, logging, trackers, where the run directory lives, free-text notes, how often a
 checkpoint is written): two runs with the same fingerprint are the same experiment. A run directory
-records its fingerprint and those fields in ``fingerprint.json`` (``run.claim`` refuses to write a run
+records its fingerprint and those fields in ``fingerprint.json`` (``run.ownership`` refuses to write a run
 of another fingerprint into it, and ``trainer.resume=true`` accepts changes only to the presentation
 fields, :data:`SAFE_TO_CHANGE`); reports group runs by the fingerprint without ``seed``
 (:func:`config_key`; compared by :func:`differences`), so runs of different configs are never averaged.

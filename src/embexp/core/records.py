@@ -174,7 +174,7 @@ CHECKPOINT_STEP = "checkpoint_step"  # status.json: the step of the last checkpo
 def checkpoint_note(run_dir: Path) -> dict:
     """``{"checkpoint_step": N}`` where the run's status.json records the last checkpoint it wrote, else {}:
     carried into each status the run writes after it, so a resume whose checkpoint is gone is told from a
-    run that never wrote one (``run.claim``)."""
+    run that never wrote one (``run.ownership``)."""
     try:
         status = json.loads((Path(run_dir) / STATUS).read_text())
         step = status.get(CHECKPOINT_STEP) if isinstance(status, dict) else None

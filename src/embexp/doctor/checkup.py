@@ -135,9 +135,9 @@ def check_spec(spec: dict) -> None:
     takes the fields its own architecture has (:func:`common.model_overrides`): one line for a field none has."""
     import difflib
 
-    from embexp.models.random_weights import architecture
+    from embexp.models.random_weights import architecture_fields
 
-    known = {k for name in SPECS for k in architecture(name)}
+    known = {k for name in SPECS for k in architecture_fields(name)}
     for key in spec:
         if key not in known:
             close = difflib.get_close_matches(key, sorted(known), n=3)

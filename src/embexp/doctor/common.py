@@ -37,10 +37,10 @@ class Section:
 def model_overrides(model: str) -> list[str]:
     """The train overrides of a model entry: ``NAME`` or ``NAME@random`` (init=random, with the fields of
     :data:`SPEC` that its architecture has)."""
-    from embexp.models.random_weights import architecture
+    from embexp.models.random_weights import architecture_fields
 
     name, random = model.removesuffix(RANDOM), model.endswith(RANDOM)
-    fields = architecture(name) if random else {}
+    fields = architecture_fields(name) if random else {}
     spec = [f"+model.spec.{k}={v}" for k, v in SPEC.items() if k in fields]  # the fields its architecture has
     return [f"model={name}", *(["model.init=random", *spec] if random else [])]
 

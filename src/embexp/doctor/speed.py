@@ -12,7 +12,7 @@ MFU = the model FLOPs of embexp's tokens per second (:func:`flops_per_token`: 6 
 4 N for a frozen backbone, N the parameters that take part in matmuls; attention's own FLOPs are not
 counted, as in the usual 6 N T convention) over this device's measured dense matmul rate in the
 training precision (an n x n matmul, n = 8192 on a GPU), not the datasheet's peak. Generation:
-zero_shot (the backbone itself) through ``run.evaluate.generate`` (what
+zero_shot (the backbone itself) through ``run.predict.generate`` (what
 evaluation runs: left-padded batches sorted by length, greedy, the KV cache) against ``model.generate``
 on the same batches; generated tokens (up to each row's end of sequence) per second, and whether the
 two give the same texts.
@@ -28,8 +28,8 @@ import torch
 from embexp.doctor.common import Section, autocast, compose, matmul_params, model_config, model_label, table, timed
 from embexp.featurize import collate, n_tokens
 from embexp.run.build import build
-from embexp.run.evaluate import eos_ids, generate
 from embexp.run.loop import Trainer, TrainInputs
+from embexp.run.predict import eos_ids, generate
 from embexp.run.schedule import micro_batch_indices
 
 GOAL = 1.02  # embexp's seconds per token at most this times the plain loop's (the issue's goal)
@@ -192,7 +192,7 @@ def plain_generate(c, ids: list[list[int]], batch: int, max_new: int, device: to
 
 
 def generation_speed(model: str, s, device: torch.device) -> dict | None:
-    """Generated tokens/s of embexp's batched greedy generation (run.evaluate.generate, as evaluation runs
+    """Generated tokens/s of embexp's batched greedy generation (run.predict.generate, as evaluation runs
     it) against :func:`plain_generate`, zero_shot (the backbone itself); decoders only."""
     if model_config(model).kind != "decoder":
         return None

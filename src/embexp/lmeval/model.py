@@ -4,13 +4,13 @@ It rebuilds the run exactly as ``embexp.eval`` does (``eval.rebuild_run``: the r
 tensors, never code from the directory) and answers lm-eval's three request types through embexp's own path:
 
 - ``loglikelihood``: the context and continuation split as embexp's evaluation splits a choice
-  (``run.evaluate.continuation_ids``: lm-eval's split, the prompt with the tokenizer's special tokens,
+  (``run.predict.continuation_ids``: lm-eval's split, the prompt with the tokenizer's special tokens,
   a chat template where the run used one), scored by ``Method.score_continuations``, the path of every
   log-likelihood embexp reports: a prefix (prompt tuning, TinyTE-hybrid) goes before the context, K-Token
   compresses the context exactly as in training and the continuation is scored on the uncompressed side;
 - ``loglikelihood_rolling``: lm-eval's disjoint rolling windows of the model's context length, each
   scored the same way;
-- ``generate_until``: ``run.evaluate.generate`` (left-padded batches, greedy, the KV cache, stopping at
+- ``generate_until``: ``run.predict.generate`` (left-padded batches, greedy, the KV cache, stopping at
   the model's end-of-sequence ids), stopped and cut at the request's ``until`` strings, at most
   ``max_gen_toks`` new tokens.
 
@@ -28,7 +28,7 @@ from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from embexp import EmbexpError
-from embexp.run.evaluate import continuation_ids, generate
+from embexp.run.predict import continuation_ids, generate
 
 DEFAULT_MAX_GEN_TOKS = 256
 

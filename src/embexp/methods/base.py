@@ -157,7 +157,7 @@ class Method(PrefixPath, OnePass, nn.Module):
 
     def given_generations(self, examples) -> list[str] | None:
         """Texts that stand in for the model's generations of `examples` in evaluation
-        (``run.evaluate.evaluate`` scores them as generations), for baselines whose output is not
+        (``run.predict.score_rows`` scores them as generations), for baselines whose output is not
         generated (``repeat_prompt``: the question). None (the default): generate with the model.
         `examples` are the task's ``Example`` objects, read by attribute only."""
         return None

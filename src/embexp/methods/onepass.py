@@ -1,4 +1,4 @@
-"""One pass over each prompt for decoder classification (``run.evaluate``, ``eval_mode`` both or
+"""One pass over each prompt for decoder classification (``run.predict``, ``eval_mode`` both or
 loglik): the forward that scores the choices is also the prefill of greedy generation.
 
 Per batch of distinct prompts (the batches of :meth:`PrefixPath.score_continuations`: longest
@@ -11,7 +11,7 @@ asked, or ``max_new_tokens`` ends a row; the batch stops when every row has ende
 right-padded, so a generated token sits after the batch's widest prompt: its position comes from
 the row's own count of real positions and the mask hides the gap, so each row reads what it reads
 alone (``generate``'s left-padded rows give the same tokens; the logits agree to float rounding).
-:class:`OnePass` is a base of ``methods.base.Method``; ``run.evaluate.one_pass_blocker`` says when
+:class:`OnePass` is a base of ``methods.base.Method``; ``run.predict.one_pass_blocker`` says when
 the separate passes stay (another generation path, a sliding window the layout would cross).
 """
 

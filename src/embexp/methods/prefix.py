@@ -2,7 +2,7 @@
 (``prefix_mode="replace"``: K-Token merging) or go before it (``"prepend"``: prompt tuning,
 TinyTE-hybrid). One shared path trains on ``[prefix | target tokens]``, generates from
 ``inputs_embeds`` with the KV cache (each row as if alone), and scores continuations by
-log-likelihood (what ``run.evaluate.choice_logliks`` calls for every method, prefixed or not).
+log-likelihood (what ``run.predict.choice_logliks`` calls for every method, prefixed or not).
 :class:`PrefixPath` is a base of ``methods.base.Method``; it reads the method's ``prefix_mode``,
 ``is_decoder``, ``prefix()``, ``backbone_model`` and ``tokenizer``.
 """

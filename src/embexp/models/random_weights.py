@@ -106,7 +106,7 @@ def check_random(cfg) -> None:
     checked_architecture(cfg.name, spec)
 
 
-def architecture(name: str) -> dict:
+def architecture_fields(name: str) -> dict:
     """The fields of ``name``'s stored architecture: its config class's defaults with the stored values over them
     (what ``model.spec`` may replace)."""
     import transformers as tf
@@ -124,7 +124,7 @@ def check_spec(name: str, spec: dict) -> None:
     import transformers as tf
 
     family = SPECS[name]["family"]
-    known = architecture(name)
+    known = architecture_fields(name)
     for key, value in spec.items():
         if key not in known:
             close = difflib.get_close_matches(key, list(known), n=3)

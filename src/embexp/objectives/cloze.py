@@ -10,7 +10,7 @@ The task marks its examples as cloze (``Example.cloze``; tasks/superglue.py, ``t
 ``featurize.Featurizer`` tokenises them and records the mask position (``mask_positions`` in the batch),
 ``models.load_backbone(mlm=True)`` loads the encoder with its masked-LM head, and ``run.build``
 attaches :class:`ClozeObjective` to the method: ``Method.__call__`` routes every batch that carries
-``mask_positions`` to it, so training, the evaluation loss and ``run.evaluate.head_predictions`` (the
+``mask_positions`` to it, so training, the evaluation loss and ``run.predict.head_predictions`` (the
 argmax of ``logits``) work unchanged for every method.
 """
 

@@ -1,7 +1,7 @@
 """Build a run from a composed config: rows, backbone, method and tokenised features, on its device.
 
 Shared by ``train`` and ``eval`` so a saved run is rebuilt exactly as it was trained:
-``preflight.preflight`` -> :func:`build` -> :meth:`Components.evaluate`; the trained tensors go to and
+``preflight.preflight`` -> :func:`build` -> :meth:`Components.score`; the trained tensors go to and
 come back from ``adapter.safetensors`` (``run.adapter``). A curriculum's stages are featurised here too
 (:func:`featurize`), so their cuts are counted like the run's own rows.
 """
@@ -19,7 +19,7 @@ from embexp.methods import METHODS, build_method
 from embexp.models import load_backbone
 from embexp.objectives.cloze import ClozeObjective
 from embexp.objectives.sentence import SENTENCE_KINDS, ContrastiveObjective
-from embexp.run.evaluate import evaluate
+from embexp.run.predict import score_rows
 from embexp.run.preflight import Plan, check_rows, preflight
 from embexp.run.selection import Selection
 
@@ -44,11 +44,11 @@ class Components:
     select_features: list = field(default_factory=list)
     data: dict = field(default_factory=dict)  # what featurising cut, per row set (metrics.json "data"; see featurize())
 
-    def evaluate(self, batch_size: int, device, progress: bool = False, rows: str = "eval") -> tuple[dict, list[dict]]:
+    def score(self, batch_size: int, device, progress: bool = False, rows: str = "eval") -> tuple[dict, list[dict]]:
         """(metrics, one prediction record per example) of the method on the evaluation rows (``rows="select"``:
         the held-out selection rows, for trainer.curve_select)."""
         examples = self.select_examples if rows == "select" else self.eval_examples
-        return evaluate(self.method, self.task, examples, self.featurizer, batch_size, device, progress)
+        return score_rows(self.method, self.task, examples, self.featurizer, batch_size, device, progress)
 
 
 def build(cfg, device: torch.device, training: bool = True, plan: Plan | None = None) -> Components:

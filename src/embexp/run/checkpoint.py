@@ -100,7 +100,7 @@ class Checkpoint:
             target.write_text(json.dumps(meta))
             target = self.dir
             self._rotate(tmp)
-            note_checkpoint(self.dir.parent, step)  # so a resume can tell it is gone (run.claim)
+            note_checkpoint(self.dir.parent, step)  # so a resume can tell it is gone (run.ownership)
         except (OSError, SafetensorError) as e:
             if tmp.is_dir() and not tmp.is_symlink():
                 shutil.rmtree(tmp, ignore_errors=True)

@@ -27,8 +27,8 @@ from omegaconf import OmegaConf
 
 from embexp.run import stops
 from embexp.run.build import featurize
-from embexp.run.evaluate import evaluate
 from embexp.run.loop import Trainer, TrainInputs, TrainResult
+from embexp.run.predict import score_rows
 from embexp.run.preflight import metric_value, stage_task
 
 log = logging.getLogger("embexp")
@@ -60,7 +60,7 @@ def fit(cfg, c, acc) -> TrainResult:
             res = trainer.fit()
             stops.phase("now")  # the gate's evaluation: a stop signal stops at once (a curriculum keeps no checkpoint)
             opt_state, k = trainer.optimizer.state_dict(), k + 1
-            metrics, _ = evaluate(c.method, task, evals, c.featurizer, t.eval_batch_size, acc.device, progress=False)
+            metrics, _ = score_rows(c.method, task, evals, c.featurizer, t.eval_batch_size, acc.device, progress=False)
             c.method.train()
             value = metrics[metric] if metric in metrics else metric_value(metrics, "curriculum_metric", metric,
                                                                             metric, task)

@@ -28,7 +28,7 @@ from omegaconf import OmegaConf
 from embexp import EmbexpError, judge
 from embexp.methods import METHODS
 from embexp.run import sharding
-from embexp.run.evaluate import evaluate
+from embexp.run.predict import score_rows
 from embexp.run.selection import LOWER_IS_BETTER, Selection
 from embexp.tasks import build_task
 
@@ -261,17 +261,17 @@ def probe(cfg, c, device) -> None:
     sel = c.selection
     name = sel.metric(c.task)
     if sel.trains and sel.best and name != "loss" and c.select_examples:
-        metric_value(two_rows(cfg, c, c.task, c.select_examples, device), "select_metric", sel.metric_name, name,
-                     c.task)
+        metric_value(metrics_on_two_rows(cfg, c, c.task, c.select_examples, device), "select_metric",
+                     sel.metric_name, name, c.task)
     if sel.staged:
         task = stage_task(cfg, sel.curriculum[0])
-        metric_value(two_rows(cfg, c, task, task.examples(sel.gate_rows()), device), "curriculum_metric",
+        metric_value(metrics_on_two_rows(cfg, c, task, task.examples(sel.gate_rows()), device), "curriculum_metric",
                      sel.curriculum_metric, sel.curriculum_metric, task)
 
 
-def two_rows(cfg, c, task, examples: list, device) -> dict:
+def metrics_on_two_rows(cfg, c, task, examples: list, device) -> dict:
     was_training = c.method.training
-    metrics = evaluate(c.method, task, examples[:2], c.featurizer, cfg.trainer.eval_batch_size, device,
+    metrics = score_rows(c.method, task, examples[:2], c.featurizer, cfg.trainer.eval_batch_size, device,
                        progress=False)[0]
     c.method.train(was_training)
     return metrics

@@ -10,7 +10,7 @@
   metrics.json and the status): the signal is held, said in one warning line, and the run finishes first,
   ending ``complete`` (none of that can be checkpointed; it is bounded work).
 
-A second Ctrl-C stops at once (KeyboardInterrupt; ``run.record.recording`` still marks the run
+A second Ctrl-C stops at once (KeyboardInterrupt; ``run.results.recording`` still marks the run
 ``interrupted`` in one line, and resume continues from the last checkpoint). :class:`passing_on` is the
 other side, in a process that waits for a command (the sweep runner): the signal goes on to the command,
 which stops as above."""
@@ -75,7 +75,7 @@ class run_signals(stop_signals):  # noqa: N801
         if self.phase == "steps":
             return super()._note(signum, frame)
         if signum == signal.SIGINT and (self.phase == "now" or signum in self.flag):
-            raise KeyboardInterrupt  # as Python's own Ctrl-C: run.record.recording says it in one line
+            raise KeyboardInterrupt  # as Python's own Ctrl-C: run.results.recording says it in one line
         if self.phase == "now":
             raise RunInterrupted(f"{name} received: stopped; rerun the same command with trainer.resume=true to "
                                  "continue (from the last checkpoint, if one was written)")

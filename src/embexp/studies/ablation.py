@@ -376,7 +376,7 @@ def generate_curve(cfg: Config, tcfg, ps: list[float], device, new_tokens: int):
     """Generate the unablated reference and the outputs at every p: (d, k per p, reference,
     outputs per p, n prompts)."""
     from embexp.run.build import build
-    from embexp.run.evaluate import generate
+    from embexp.run.predict import generate
 
     torch.manual_seed(tcfg.seed)
     c = build(tcfg, device)

@@ -169,7 +169,7 @@ class Values(dict):
 
 
 # ---- helpers the tables use ------------------------------------------------------------------------
-def on(value: str) -> bool:
+def switched_on(value: str) -> bool:
     """A switch variable: set unless '', 0, false or no."""
     return str(value).strip() not in ("", "0", "false", "False", "no")
 

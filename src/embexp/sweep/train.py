@@ -87,10 +87,10 @@ def cell_dir(cmd_args: list[str]) -> Path | None:
 def done(cmd_args: list[str]) -> str:
     """The run directory of a cell that already finished, else '' (a multirun, -m, is never skipped). A
     status.json that cannot be read is named in one warning line, and the cell runs again (resumed). A
-    complete run of another config (its fingerprint, run.claim) is not this cell's: the cell runs, and
+    complete run of another config (its fingerprint, run.ownership) is not this cell's: the cell runs, and
     stops in one line naming the fields that differ."""
     from embexp.core.fingerprint import differences, result_fields
-    from embexp.run.claim import recorded_fields
+    from embexp.run.ownership import recorded_fields
 
     found = cell(cmd_args)
     if found is None:

@@ -1,7 +1,7 @@
 """The metric functions behind every task's scores (0–100 unless said), in one place.
 
 Runs reach them through the tasks (``Task.score_labels`` / ``score_regression`` / ``score_text`` /
-``score_similarity``) and through ``run.evaluate`` (length reduction, P–L); users reach the same
+``score_similarity``) and through ``run.predict`` (length reduction, P–L); users reach the same
 functions as ``evaluate`` modules that load from a folder inside the installed package, offline
 (``embexp.metric_modules``: ``evaluate.load(embexp.metric_modules.path("embexp_translation"))``).
 One implementation, two doors.

@@ -1,7 +1,7 @@
 """K-Token Merging's Performance-Length reduction score (Eq. 3) as an ``evaluate`` module, computed
 by the functions a run uses (``embexp.tasks.metrics``): the accuracy of the class predictions
 (``accuracy``, 0-100), the length reduction (given as ``length_reduction`` 0-100, or measured from
-per-example ``prompt_tokens`` and the ``positions`` the backbone read, as ``run.evaluate`` does), and
+per-example ``prompt_tokens`` and the ``positions`` the backbone read, as ``run.predict`` does), and
 ``pl_score`` = 2PL/(P+L) with both as fractions (a negative reduction counts as 0)."""
 
 import evaluate

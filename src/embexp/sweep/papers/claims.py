@@ -26,7 +26,7 @@ on real rows ($EMBEXP_DATA), each run resumable (trainer.resume=true) so the swe
 
 from __future__ import annotations
 
-from embexp.sweep.runner import Var, on, report, table, train
+from embexp.sweep.runner import Var, report, switched_on, table, train
 
 PARTS = ["pema", "pete", "ktoken", "amazon"]
 PEMA_ROWS = {"sst2": "4000", "mrpc": "3368"}
@@ -50,7 +50,7 @@ def runs(v):
         yield from ktoken(v, root)
     if "amazon" in v.parts:
         yield from amazon(v, root)
-    if on(v.render) and not v.smoke:
+    if switched_on(v.render) and not v.smoke:
         yield report("paper=claims", f"runs={root}")
 
 

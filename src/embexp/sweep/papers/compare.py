@@ -49,7 +49,7 @@ RTE at the SST-2-chosen lrs: ~3x the tokens a row, ~12 run-hours more: off by de
 from __future__ import annotations
 
 from embexp.methods.registry import compared
-from embexp.sweep.runner import EXTEND, Var, analyze, chosen, compare_grid, extended, on, report, table, train
+from embexp.sweep.runner import EXTEND, Var, analyze, chosen, compare_grid, extended, report, switched_on, table, train
 
 TASKS = ["sst2", "mrpc", "rte", "cola"]
 ENCODER_ROWS = {"sst2": "4000", "mrpc": "3368", "rte": "2190", "cola": "4000"}  # n trained on (smoke: 24)
@@ -92,7 +92,7 @@ def curves(v):
                        batch=pick("batch", "16", "4"))
     if "encoder" in v.kinds:
         yield report("paper=compare", "table=curves", f"runs={root}", f"out={tables}", "model=minilm")
-    if "decoder" in v.kinds and on(v.ktoken_check) and not smoke:  # the second sentiment set, built once
+    if "decoder" in v.kinds and switched_on(v.ktoken_check) and not smoke:  # the second sentiment set, built once
         yield analyze("split", f"source={v.data}/glue/sst2/train.jsonl", f"out={SECOND}", "n_train=2190", "seed=1",
                       extra=False)
     yield from decoder(v, root, steps=pick("dec_steps", "300", "4"), curve=pick("dec_curve", "[100,200]", "[2]"))
@@ -100,7 +100,8 @@ def curves(v):
         for metric in ["ll_accuracy", "em_accuracy"]:
             yield report("paper=compare", "table=curves", f"runs={root}", f"out={tables}", "model=smollm2",
                          f"metric={metric}")
-    if "decoder" in v.kinds and on(v.ktoken_check):  # an output_root= extra puts the second set's runs there too
+    # an output_root= extra puts the second set's runs there too
+    if "decoder" in v.kinds and switched_on(v.ktoken_check):
         yield report("paper=compare", "table=curves", f"runs={v.output_root or root + '_second'}",
                      f"out={tables}/second", "model=smollm2", "metric=ll_accuracy")
 
@@ -115,7 +116,7 @@ def encoder(v, root: str, steps: str, curve: str, batch: str):
     for task in TASKS:
         for method in compared("encoder"):
             role = "headline" if method in v.headline else v.others if task == "sst2" else ""
-            if not ("encoder" in v.kinds and task in v.tasks and picked(v, method) and on(role)):
+            if not ("encoder" in v.kinds and task in v.tasks and picked(v, method) and switched_on(role)):
                 continue
             cell = [f"method={method}", "model=minilm", "task=glue", f"task.subset={task}", f"task.data_dir={v.data}",
                     "task.train_split=train", f"task.max_train_samples={'24' if smoke else ENCODER_ROWS[task]}",
@@ -162,7 +163,7 @@ def decoder(v, root: str, steps: str, curve: str):
             if rows == "main":
                 use = task in v.dec_tasks
             else:
-                use = on(v.ktoken_check) and method in ("zero_shot", "ktoken")
+                use = switched_on(v.ktoken_check) and method in ("zero_shot", "ktoken")
             mine = not v.dec_methods or method in v.dec_methods
             if not ("decoder" in v.kinds and picked(v, method) and mine and use):
                 continue

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from embexp.core import cli
-from embexp.sweep.runner import Var, analyze, note, on, report, table, train
+from embexp.sweep.runner import Var, analyze, note, report, switched_on, table, train
 
 DROPOUTS = ["attention_dropout", "mlp_dropout", "embedding_dropout"]
 # the trainer fields each recipe's note states (the paper's optimisation recipe; ours for a CPU)
@@ -52,7 +52,7 @@ def table2(v):
     python -m embexp.sweep pete/table2 [--dry-run] [recipe=paper|cpu] [steps=N] [dropout=0.1] [data_args=...]"""
     trainer = f"pete_{v.recipe}"
     text = f"PETE_RECIPE={v.recipe}, trainer={trainer}: {settings('trainer', trainer, RECIPE_FIELDS[v.recipe])}"
-    if on(v.steps):
+    if switched_on(v.steps):
         text += f"; PETE_STEPS: max_steps={v.steps}"
     if v.smoke:
         text += "; debug=smoke replaces the budget (steps, batch, warm-up)"
@@ -61,7 +61,8 @@ def table2(v):
                   f"out={v.out}/params", extra=False)
     for p in ["0", v.dropout]:
         yield train("-m", "method=pete,full_ft", "model=scratch_encoder", "task=nli_pairs", f"seed={','.join(v.seeds)}",
-                    f"tag=drop{p}", f"trainer={trainer}", f"trainer.max_steps={v.steps}" if on(v.steps) else "",
+                    f"tag=drop{p}", f"trainer={trainer}",
+                    f"trainer.max_steps={v.steps}" if switched_on(v.steps) else "",
                     "trainer.resume=true",
                     *(f"++model.{m}.{d}={p}" for d in DROPOUTS for m in ["scratch", "tiny"]),
                     *v.data_args)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from embexp.sweep.runner import Var, on, report, table, train
+from embexp.sweep.runner import Var, report, switched_on, table, train
 
 SEEDS = Var([0])
 SELECT_ON = Var("both", choices=["heldout", "reported", "both"], help="heldout (ours), reported (the paper's), both")
@@ -63,7 +63,7 @@ def table1(v):
     authors' FewGLUE grid (grid_search_few_shot.py @03eee7e) uses seed 1. Four seeds by default (1-4, ours:
     embexp's seeds do not replay the authors' RNG streams, and no embexp seed chose these hyperparameters,
     which are the paper's)."""
-    data = [f"task.data_dir={v.fewglue_data}"] if on(v.fewglue_data) else []
+    data = [f"task.data_dir={v.fewglue_data}"] if switched_on(v.fewglue_data) else []
     for seed in v.seeds:
         for exp in ["tinyattn_fewglue_cb", "tinyattn_fewglue_rte"]:
             yield train(f"experiment={exp}", "model=albert_xxlarge", f"seed={seed}", "trainer.resume=true", *data)

@@ -8,7 +8,7 @@ of their dimensions zeroed; docs/reproduce_tinyte.md).
 
 from __future__ import annotations
 
-from embexp.sweep.runner import Var, analyze, judge_run, on, report, table, train
+from embexp.sweep.runner import Var, analyze, judge_run, report, switched_on, table, train
 
 SEEDS = Var([0])
 MODELS = Var(["gemma2", "qwen25", "llama31"])
@@ -95,7 +95,7 @@ def table9(v):
 def table10(v):
     """Table 10 + Fig. 7: the ablation in order of lowest vocabulary variance first (deterministic: first
     seed only); with nli_judge set also its NLI rows."""
-    nli = ["metric=both", f"judge.model={v.nli_judge}"] if on(v.nli_judge) else []
+    nli = ["metric=both", f"judge.model={v.nli_judge}"] if switched_on(v.nli_judge) else []
     for model in v.models:
         for task in ["wmt16", "cnndm"]:
             yield analyze("ablation", f"model={model}", f"task={task}", "sorting=variance", f"seed={v.first_seed}",

@@ -1,4 +1,4 @@
-"""Evaluation: batched greedy generation with the KV cache, log-likelihood scoring of choices,
+"""Predictions and their scores: batched greedy generation with the KV cache, log-likelihood scoring of choices,
 and encoder heads. Metrics come from the task (and ``tasks/metrics.py``); this module produces the
 predictions, and measures the prompt-length figures where they belong to the run
 (:func:`length_figures`)."""
@@ -225,7 +225,7 @@ def parse_float(text: str) -> float:
         return math.nan
 
 
-def evaluate(method, task, examples: list[Example], featurizer: Featurizer, batch_size: int, device,
+def score_rows(method, task, examples: list[Example], featurizer: Featurizer, batch_size: int, device,
              progress: bool = True) -> tuple[dict, list[dict]]:
     """Predict and score `examples`; returns (metrics, one prediction record per example)."""
     records = [{"prompt": ex.prompt, "target": ex.target, "label": ex.label} if featurizer.is_decoder
@@ -343,19 +343,19 @@ def curve_point(cfg, c, device):
     """trainer.curve_at's callback: step -> the final evaluation's metrics, mid-run (None without curve_at)."""
     if not (cfg.trainer.curve_at and cfg.do_eval):
         return None
-    return lambda step: {**curve_metrics(c.task, *c.evaluate(cfg.trainer.eval_batch_size, device)),
+    return lambda step: {**curve_metrics(c.task, *c.score(cfg.trainer.eval_batch_size, device)),
                          **select_point(cfg, c, device)}
 
 
 def select_score(cfg, c, device):
     """trainer.select_metric's signal, where select_best keeps the best metric rather than the lowest loss: (name,
-    () -> the metric on the selection rows), scored by the final evaluation's code (``Components.evaluate``,
+    () -> the metric on the selection rows), scored by the final evaluation's code (``Components.score``,
     rows="select"); None otherwise. ``run.preflight.probe`` has scored the name on two rows before training."""
     sel = c.selection
     name = sel.metric(c.task)
     if name == "loss" or not (sel.best and c.select_features):
         return None
-    return name, lambda: float(c.evaluate(cfg.trainer.eval_batch_size, device, rows="select")[0][name])
+    return name, lambda: float(c.score(cfg.trainer.eval_batch_size, device, rows="select")[0][name])
 
 
 def curve_metrics(task, metrics: dict, records: list[dict]) -> dict:
@@ -378,7 +378,7 @@ def select_point(cfg, c, device) -> dict:
     """trainer.curve_select: ``{"select": metrics}`` of the held-out selection rows at this step ({} without it)."""
     if not cfg.trainer.curve_select:
         return {}
-    m, recs = c.evaluate(cfg.trainer.eval_batch_size, device, rows="select")
+    m, recs = c.score(cfg.trainer.eval_batch_size, device, rows="select")
     return {"select": curve_metrics(c.task, m, recs)}
 
 

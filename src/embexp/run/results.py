@@ -1,4 +1,4 @@
-"""A run's records: its status while it runs (:func:`recording`) and ``metrics.json``
+"""A run's results: its status while it runs (:func:`recording`, status.json) and ``metrics.json``
 (:func:`metrics_record`): what ran, on which rows, what it scored, how it trained.
 """
 
@@ -14,8 +14,8 @@ from embexp import EmbexpError, RunInterrupted, __version__
 from embexp.core import fingerprint as fp
 from embexp.core.records import RunRecord, git_commit, write_json
 from embexp.run.build import Components
-from embexp.run.evaluate import curve_record
 from embexp.run.loop import TrainResult, peak_memory
+from embexp.run.predict import curve_record
 
 log = logging.getLogger("embexp")
 
@@ -65,7 +65,7 @@ def parameter_counts(c: Components) -> dict:
 def metrics_record(cfg, c: Components, acc: Accelerator, res: TrainResult | None, metrics: dict, preds: list[dict],
                    sizes: dict, final_select: dict | None = None) -> dict:
     """metrics.json: what ran, on which rows, what it scored, how it trained. ``final_select``: the selection
-    rows' point at the end of the learning curve (``run.evaluate.select_point``; trainer.curve_select)."""
+    rows' point at the end of the learning curve (``run.predict.select_point``; trainer.curve_select)."""
     task, sel = c.task, c.selection
     return {
         "method": cfg.method.name, "model": cfg.model.name, "task": task.display_name, "seed": cfg.seed,
@@ -136,5 +136,6 @@ def tracker_config(cfg) -> dict:
     return out
 
 
-def numeric(d: dict, prefix: str) -> dict:
+def numeric_fields(d: dict, prefix: str) -> dict:
+    """The numbers of ``d`` (not booleans) as floats, their keys prefixed (a tracker's flat metrics)."""
     return {f"{prefix}{k}": float(v) for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -352,7 +352,7 @@ def test_a_metric_that_does_not_apply_is_an_empty_cell_never_0(tmp_path):
 def test_evaluation_does_not_import_the_studies_layer():
     import ast
 
-    src = Path(__file__).resolve().parents[1] / "src" / "embexp" / "run" / "evaluate.py"
+    src = Path(__file__).resolve().parents[1] / "src" / "embexp" / "run" / "predict.py"
     mods = {n.module for n in ast.walk(ast.parse(src.read_text())) if isinstance(n, ast.ImportFrom)}
     assert not any(m and m.startswith("embexp.studies") for m in mods)
 

@@ -593,7 +593,7 @@ def signalling(monkeypatch, plan: dict[str, int]) -> list[str]:
     before(Trainer, "_micro_batch", "last step", lambda self, m, *a: m == self.total * self.cfg.grad_accum - 1)
     before(Trainer, "_select", "after the steps")
     before(train, "save_adapter", "adapter")
-    before(train, "evaluate", "evaluation")
+    before(train, "final_scores", "evaluation")
     before(records.RunRecord, "write_jsonl", "predictions")
     before(records, "write_json", "metrics", lambda path, obj: Path(path).name == "metrics.json")
     before(records, "write_json", "status", lambda path, obj: obj.get("status") == "complete")

@@ -81,7 +81,7 @@ def test_analyze_validates_its_options_once_and_each_train_config_it_composes_on
     from embexp.analyze import main
 
     with contextlib.redirect_stdout(io.StringIO()):
-        main(["params", "models=[llama31]", f"out={tmp_path / 'params'}"])
+        main(["params", "models=[smollm2]", "methods=[tinyte_full,lora]", "variants={}", f"out={tmp_path / 'params'}"])
     assert kinds(passes)[0] == "Config" and kinds(passes).count("Config") == 1
     assert set(kinds(passes)[1:]) == {"TrainConfig"} and each_once(passes)
 

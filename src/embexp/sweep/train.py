@@ -5,6 +5,7 @@ and a chosen value: the one whose train cell scored best on its held-out rows
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 import shutil
@@ -56,24 +57,37 @@ def overrides(cmd_args: list[str]) -> list[str]:
     return [a for a in cmd_args if "=" in a and not a.lstrip("+~").startswith(("hydra/", "hydra."))]
 
 
+@functools.lru_cache(maxsize=None)
+def composed(conf: str, cell_overrides: tuple[str, ...]):
+    """A cell's config (``core.cli.compose_train``), composed once per sweep process and config tree: its
+    dry run, its "done" probe and its run directory all read it, and the tree does not change while a sweep runs.
+    Read only; a config that does not compose raises each time."""
+    from embexp.core.cli import compose_train
+
+    return compose_train(list(cell_overrides))
+
+
+def composed_cell(cmd_args: list[str]):
+    from embexp.core.cli import conf_dir
+
+    return composed(str(conf_dir()), tuple(overrides(cmd_args)))
+
+
 def run_dir(train_args: list[str], cfg=None) -> Path:
     """The run directory of a train command (``cfg``: its composed config, where the caller has it)."""
-    from embexp.core.cli import compose_train
     from embexp.core.config import run_name
 
-    c = cfg if cfg is not None else compose_train(overrides(train_args))
+    c = cfg if cfg is not None else composed_cell(train_args)
     return Path(run_name(c.output_root, c.task.name, c.task.subset, c.model.name, c.method.name, c.tag, c.seed))
 
 
 def cell(cmd_args: list[str]):
     """(run directory, composed config) of a cell, or None: a multirun (-m) or a config that does not compose
     (e.g. a method this checkout lacks: run it, and let the run say why)."""
-    from embexp.core.cli import compose_train
-
     if "-m" in cmd_args:
         return None
     try:
-        cfg = compose_train(overrides(cmd_args))
+        cfg = composed_cell(cmd_args)
     except EmbexpError:
         return None
     return run_dir(cmd_args, cfg), cfg

@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 
 from conftest import CONF
 from embexp.core import cli
+from embexp.report.digest import value_at as at  # the value at a dotted path, KeyError where it has none
 
 GROUPS = ("method", "model", "task", "trainer")  # the files of one option each, on top of the group's schema
 PRESETS = ("experiment", "debug")  # @package _global_: values for any group, after the groups
@@ -35,15 +36,6 @@ def leaves(node, prefix: str = "") -> dict[str, object]:
         else:
             out[path] = v
     return out
-
-
-def at(tree: dict, path: str):
-    node = tree
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return KeyError
-        node = node[part]
-    return node
 
 
 def own_keys(group: str, option: str) -> dict[str, object]:

@@ -226,7 +226,7 @@ def parse_float(text: str) -> float:
 
 
 def score_rows(method, task, examples: list[Example], featurizer: Featurizer, batch_size: int, device,
-             progress: bool = True) -> tuple[dict, list[dict]]:
+               progress: bool = True) -> tuple[dict, list[dict]]:
     """Predict and score `examples`; returns (metrics, one prediction record per example)."""
     records = [{"prompt": ex.prompt, "target": ex.target, "label": ex.label} if featurizer.is_decoder
                else {"text": list(ex.text), "label": ex.label} for ex in examples]

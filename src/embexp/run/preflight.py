@@ -272,7 +272,7 @@ def probe(cfg, c, device) -> None:
 def metrics_on_two_rows(cfg, c, task, examples: list, device) -> dict:
     was_training = c.method.training
     metrics = score_rows(c.method, task, examples[:2], c.featurizer, cfg.trainer.eval_batch_size, device,
-                       progress=False)[0]
+                         progress=False)[0]
     c.method.train(was_training)
     return metrics
 

@@ -62,12 +62,9 @@ def task_overrides(model: str, seq_len: int) -> list[str]:
     return [f"task={TASK[kind]}", "task.source=fixture"]
 
 
-def _composed(model: str, method: str, seq_len: int, batch: int, cpu: bool):
-    return _cached(model, method, seq_len, batch, cpu, tuple(SPEC.items()))
-
-
 @functools.lru_cache(maxsize=64)
-def _cached(model: str, method: str, seq_len: int, batch: int, cpu: bool, spec: tuple):
+def _composed(model: str, method: str, seq_len: int, batch: int, cpu: bool, spec: tuple):
+    """The composed train config (``spec``: :data:`SPEC`'s items, which model_overrides reads: part of the key)."""
     return compose_train([f"method={method}", *model_overrides(model), *task_overrides(model, seq_len),
                           f"task.fixture_size={max(4 * batch, 16)}", f"task.max_source_tokens={seq_len}",
                           "task.max_target_tokens=16", "task.max_eval_samples=8", f"trainer.batch_size={batch}",
@@ -81,7 +78,7 @@ def compose(model: str, method: str, seq_len: int, batch: int, device: torch.dev
     fixture of the model kind's task: prompts cut at ``seq_len`` tokens, ``batch`` rows per step;
     ``extra``: ``key=value`` overrides of plain fields (merged onto a copy: Hydra composes each
     (model, method) once, which costs a few tenths of a second)."""
-    cfg = copy.deepcopy(_composed(model, method, seq_len, batch, device.type == "cpu"))
+    cfg = copy.deepcopy(_composed(model, method, seq_len, batch, device.type == "cpu", tuple(SPEC.items())))
     return OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(extra))) if extra else cfg
 
 

@@ -42,14 +42,9 @@ def runs(v):
     """PEMA paired with full FT, PETE beside the standard encoder, K-Token's gap against training rows and
     on its own sentiment task."""
     root = v.output_root or v.root
-    if "pema" in v.parts:
-        yield from pema(v, root)
-    if "pete" in v.parts:
-        yield from pete(v, root)
-    if "ktoken" in v.parts:
-        yield from ktoken(v, root)
-    if "amazon" in v.parts:
-        yield from amazon(v, root)
+    for part, cells in {"pema": pema, "pete": pete, "ktoken": ktoken, "amazon": amazon}.items():  # in PARTS' order
+        if part in v.parts:
+            yield from cells(v, root)
     if switched_on(v.render) and not v.smoke:
         yield report("paper=claims", f"runs={root}")
 

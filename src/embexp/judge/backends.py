@@ -31,6 +31,7 @@ from embexp.judge.prompts import (
     parse,
     token_cutter,
 )
+from embexp.methods.prefix import keeps_logits
 from embexp.models import cache_kwarg, output_cache
 
 log = logging.getLogger("embexp")
@@ -215,7 +216,8 @@ class TransformersBackend:
         ids = torch.tensor([[pad] * (n - len(c)) + c for c in ctx], device=self.device)
         mask = torch.tensor([[0] * (n - len(c)) + [1] * len(c) for c in ctx], device=self.device)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **self._keep(1))
+        keep = {"logits_to_keep": 1} if keeps_logits(self.model) else {}
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **keep)
         first = torch.log_softmax(out.logits[:, -1].float(), -1)
         past = output_cache(out)
         scores = [[0.0] * len(choices) for _ in prompts]
@@ -236,11 +238,6 @@ class TransformersBackend:
                 scores[i][j] += sum(float(lp[i, k - 1, c[k]]) for k in range(1, len(c)))
         return scores
 
-    def _keep(self, k: int) -> dict:
-        import inspect
-
-        return {"logits_to_keep": k} if "logits_to_keep" in inspect.signature(self.model.forward).parameters else {}
-
     def seq2seq_logliks(self, prompts: list[str], choices: tuple[str, ...]) -> list[list[float]]:
         enc = self.tok(prompts, padding=True, return_tensors="pt").to(self.device)
         scores = [[0.0] * len(choices) for _ in prompts]
@@ -251,7 +248,6 @@ class TransformersBackend:
             for i in range(len(prompts)):
                 scores[i][j] = float(sum(lp[i, k, t] for k, t in enumerate(lab)))
         return scores
-
 
 
 # ---- generating backends: vllm, openai -----------------------------------------------------------

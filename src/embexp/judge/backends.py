@@ -133,6 +133,7 @@ class TransformersBackend:
         return self._model
 
     def check_kind(self, kind: str) -> None:
+        """An NLI model scores kind nli only (a generating backend scores every kind: it has no check_kind)."""
         if self.type != "causal" and kind != "nli":
             raise EmbexpError(f"judge '{self.cfg.model}' is a "
                               f"{'seq2seq' if self.type == 'seq2seq' else 'sequence-classification'} "
@@ -278,9 +279,6 @@ class VllmBackend:
         self.params = vllm.SamplingParams(temperature=0.0, max_tokens=jcfg.max_new_tokens)
         self.cut = token_cutter(self.tok)
 
-    def check_kind(self, kind: str) -> None:
-        pass
-
     def render(self, kind: str, item: dict) -> str:
         def text(it):
             if kind == "harmbench":
@@ -308,9 +306,6 @@ class OpenAIBackend:
         if not os.environ.get("OPENAI_API_KEY"):
             raise EmbexpError("judge.backend=openai needs OPENAI_API_KEY in the environment")
         self.cfg, self.client = jcfg, openai.OpenAI()
-
-    def check_kind(self, kind: str) -> None:
-        pass
 
     def render(self, kind: str, item: dict) -> str:
         limit = 4 * self.cfg.max_input_tokens

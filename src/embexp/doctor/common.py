@@ -49,10 +49,11 @@ def model_label(model: str) -> str:
     return model.removesuffix(RANDOM) + (" (random weights)" if model.endswith(RANDOM) else "")
 
 
-@functools.lru_cache(maxsize=None)
 def model_config(name: str):
-    """The composed model config of a model entry (its kind decides the task)."""
-    return compose_train([*model_overrides(name), "method=full_ft", "task=glue"]).model
+    """The model config of a model entry (NAME@random: NAME's; its kind decides the task), read from conf/model."""
+    from embexp.judge.backends import model_config as read
+
+    return read(name.removesuffix(RANDOM))
 
 
 def task_overrides(model: str, seq_len: int) -> list[str]:

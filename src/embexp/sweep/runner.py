@@ -29,9 +29,7 @@ ablation and of a judge's reference scoring.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
-import pkgutil
 import shlex
 import subprocess
 import sys
@@ -41,6 +39,7 @@ from dataclasses import dataclass, field
 
 from embexp import EmbexpError, RunBusy, SweepStopped
 from embexp.core import cli
+from embexp.core.plugins import discover
 from embexp.run.stops import passing_on
 from embexp.sweep import probes
 from embexp.sweep import train as train_kind
@@ -185,10 +184,7 @@ def compare_grid(method: str) -> list[str]:
 # ---- the tables and their variables ----------------------------------------------------------------
 def load_tables() -> dict[str, Table]:
     """Every table (importing each module of ``embexp.sweep.papers`` registers its functions)."""
-    from embexp.sweep import papers
-
-    for mod in pkgutil.iter_modules(papers.__path__):
-        importlib.import_module(f"{papers.__name__}.{mod.name}")
+    discover("embexp.sweep.papers")
     return TABLES
 
 

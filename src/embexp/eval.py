@@ -25,7 +25,7 @@ from safetensors.torch import load_file, save_file
 from embexp import EmbexpError
 from embexp.core import cli
 from embexp.core.config import EvalConfig, register_core_schemas, validate
-from embexp.core.records import CONFIG, METRICS, is_complete, load_config
+from embexp.core.records import METRICS, check_finished, load_config
 from embexp.run.adapter import load_adapter
 from embexp.run.build import build
 
@@ -61,13 +61,7 @@ def rebuild_run(run_dir: Path, max_eval_samples=None, cpu=False, trust_remote_co
     """(config, ``run.build`` components with the trained tensors loaded, device) of a finished run. Nothing in
     the run directory can make it run code (:func:`no_code`)."""
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise EmbexpError(f"run_dir '{run_dir}' does not exist")
-    if not (run_dir / CONFIG).is_file():
-        raise EmbexpError(f"run_dir '{run_dir}' has no {CONFIG}: not an embexp run directory")
-    if not is_complete(run_dir):
-        raise EmbexpError(f"run_dir '{run_dir}' did not finish (status.json is not 'complete'); rerun it with "
-                          "trainer.resume=true")
+    check_finished(run_dir)
     cfg = load_config(run_dir)  # an older run's config with the values it ran with (core.upgrade)
     validate(cfg)  # the run's config, once: every field inside its domain, before anything loads
     no_code(cfg, trust_remote_code)

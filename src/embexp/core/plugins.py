@@ -1,4 +1,4 @@
-"""One plugin discovery for every pluggable kind: methods, tasks, analyses and report papers.
+"""One plugin discovery for every pluggable kind: methods, tasks, analyses, report papers and sweep tables.
 
 A plugin is a module of its package; importing the package imports every module found on its
 ``__path__`` (:func:`discover`), so no list names them. Methods and tasks also register a class

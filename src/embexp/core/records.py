@@ -204,6 +204,17 @@ def is_complete(run_dir: Path) -> bool:
         return False
 
 
+def check_finished(run_dir: Path) -> None:
+    """A finished run directory (what eval, lmeval and the judge read), else one line saying what it is not."""
+    if not Path(run_dir).is_dir():
+        raise EmbexpError(f"run_dir '{run_dir}' does not exist")
+    if not (Path(run_dir) / CONFIG).is_file():
+        raise EmbexpError(f"run_dir '{run_dir}' has no {CONFIG}: not an embexp run directory")
+    if not is_complete(run_dir):
+        raise EmbexpError(f"run_dir '{run_dir}' did not finish (status.json is not 'complete'); rerun it with "
+                          "trainer.resume=true")
+
+
 def run_dirs(spec: str, strict: bool = False) -> list[Path]:
     """Complete run directories named by `spec`: a run directory, a folder holding runs (searched
     recursively), or a glob of either. An unreadable status.json is skipped with one warning line naming

@@ -49,10 +49,11 @@ def model_label(model: str) -> str:
     return model.removesuffix(RANDOM) + (" (random weights)" if model.endswith(RANDOM) else "")
 
 
-@functools.lru_cache(maxsize=None)
 def model_config(name: str):
-    """The composed model config of a model entry (its kind decides the task)."""
-    return compose_train([*model_overrides(name), "method=full_ft", "task=glue"]).model
+    """The model config of a model entry (NAME@random: NAME's; its kind decides the task), read from conf/model."""
+    from embexp.judge.backends import model_config as read
+
+    return read(name.removesuffix(RANDOM))
 
 
 def task_overrides(model: str, seq_len: int) -> list[str]:
@@ -62,12 +63,9 @@ def task_overrides(model: str, seq_len: int) -> list[str]:
     return [f"task={TASK[kind]}", "task.source=fixture"]
 
 
-def _composed(model: str, method: str, seq_len: int, batch: int, cpu: bool):
-    return _cached(model, method, seq_len, batch, cpu, tuple(SPEC.items()))
-
-
 @functools.lru_cache(maxsize=64)
-def _cached(model: str, method: str, seq_len: int, batch: int, cpu: bool, spec: tuple):
+def _composed(model: str, method: str, seq_len: int, batch: int, cpu: bool, spec: tuple):
+    """The composed train config (``spec``: :data:`SPEC`'s items, which model_overrides reads: part of the key)."""
     return compose_train([f"method={method}", *model_overrides(model), *task_overrides(model, seq_len),
                           f"task.fixture_size={max(4 * batch, 16)}", f"task.max_source_tokens={seq_len}",
                           "task.max_target_tokens=16", "task.max_eval_samples=8", f"trainer.batch_size={batch}",
@@ -81,7 +79,7 @@ def compose(model: str, method: str, seq_len: int, batch: int, device: torch.dev
     fixture of the model kind's task: prompts cut at ``seq_len`` tokens, ``batch`` rows per step;
     ``extra``: ``key=value`` overrides of plain fields (merged onto a copy: Hydra composes each
     (model, method) once, which costs a few tenths of a second)."""
-    cfg = copy.deepcopy(_composed(model, method, seq_len, batch, device.type == "cpu"))
+    cfg = copy.deepcopy(_composed(model, method, seq_len, batch, device.type == "cpu", tuple(SPEC.items())))
     return OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(extra))) if extra else cfg
 
 

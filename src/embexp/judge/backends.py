@@ -31,6 +31,7 @@ from embexp.judge.prompts import (
     parse,
     token_cutter,
 )
+from embexp.methods.prefix import keeps_logits
 from embexp.models import cache_kwarg, output_cache
 
 log = logging.getLogger("embexp")
@@ -132,6 +133,7 @@ class TransformersBackend:
         return self._model
 
     def check_kind(self, kind: str) -> None:
+        """An NLI model scores kind nli only (a generating backend scores every kind: it has no check_kind)."""
         if self.type != "causal" and kind != "nli":
             raise EmbexpError(f"judge '{self.cfg.model}' is a "
                               f"{'seq2seq' if self.type == 'seq2seq' else 'sequence-classification'} "
@@ -215,7 +217,8 @@ class TransformersBackend:
         ids = torch.tensor([[pad] * (n - len(c)) + c for c in ctx], device=self.device)
         mask = torch.tensor([[0] * (n - len(c)) + [1] * len(c) for c in ctx], device=self.device)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **self._keep(1))
+        keep = {"logits_to_keep": 1} if keeps_logits(self.model) else {}
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **keep)
         first = torch.log_softmax(out.logits[:, -1].float(), -1)
         past = output_cache(out)
         scores = [[0.0] * len(choices) for _ in prompts]
@@ -236,11 +239,6 @@ class TransformersBackend:
                 scores[i][j] += sum(float(lp[i, k - 1, c[k]]) for k in range(1, len(c)))
         return scores
 
-    def _keep(self, k: int) -> dict:
-        import inspect
-
-        return {"logits_to_keep": k} if "logits_to_keep" in inspect.signature(self.model.forward).parameters else {}
-
     def seq2seq_logliks(self, prompts: list[str], choices: tuple[str, ...]) -> list[list[float]]:
         enc = self.tok(prompts, padding=True, return_tensors="pt").to(self.device)
         scores = [[0.0] * len(choices) for _ in prompts]
@@ -251,7 +249,6 @@ class TransformersBackend:
             for i in range(len(prompts)):
                 scores[i][j] = float(sum(lp[i, k, t] for k, t in enumerate(lab)))
         return scores
-
 
 
 # ---- generating backends: vllm, openai -----------------------------------------------------------
@@ -282,9 +279,6 @@ class VllmBackend:
         self.params = vllm.SamplingParams(temperature=0.0, max_tokens=jcfg.max_new_tokens)
         self.cut = token_cutter(self.tok)
 
-    def check_kind(self, kind: str) -> None:
-        pass
-
     def render(self, kind: str, item: dict) -> str:
         def text(it):
             if kind == "harmbench":
@@ -312,9 +306,6 @@ class OpenAIBackend:
         if not os.environ.get("OPENAI_API_KEY"):
             raise EmbexpError("judge.backend=openai needs OPENAI_API_KEY in the environment")
         self.cfg, self.client = jcfg, openai.OpenAI()
-
-    def check_kind(self, kind: str) -> None:
-        pass
 
     def render(self, kind: str, item: dict) -> str:
         limit = 4 * self.cfg.max_input_tokens

@@ -9,9 +9,8 @@ import re
 from typing import Callable
 
 from embexp import EmbexpError
+from embexp.core.config import JUDGE_KINDS as KINDS  # judge.kind's domain, the one list of kinds
 
-KINDS = ("instruct", "harmbench", "nli")
-BACKENDS = ("transformers", "vllm", "openai")
 FIELDS = {"instruct": ("question", "answer"), "harmbench": ("behavior", "generation"), "nli": ("premise", "hypothesis")}
 # the text being judged is cut first when a prompt is too long; then the other one
 JUDGED = {"instruct": "answer", "harmbench": "generation", "nli": "hypothesis"}

@@ -10,7 +10,7 @@ import torch
 
 from embexp import EmbexpError
 from embexp.judge.prompts import KINDS, check_kind
-from embexp.judge.scoring import CACHE_FILE, check_model_name, score_records
+from embexp.judge.scoring import CACHE_FILE, check_model_name, run_kind, score_records
 
 
 def rescore(run_dir, jcfg, what: str = "generation", cpu: bool = False) -> dict:
@@ -18,19 +18,13 @@ def rescore(run_dir, jcfg, what: str = "generation", cpu: bool = False) -> dict:
     verdicts into predictions.jsonl), both written atomically. Returns the merged metrics."""
     from omegaconf import OmegaConf
 
-    from embexp.core.records import CONFIG, METRICS, atomic_write, is_complete, load_config, write_json
+    from embexp.core.config import JudgeConfig
+    from embexp.core.records import METRICS, atomic_write, check_finished, load_config, read_predictions, write_json
 
     run_dir = Path(run_dir)
-    if not (run_dir / CONFIG).is_file():
-        raise EmbexpError(f"run_dir '{run_dir}' has no {CONFIG}: not an embexp run directory")
-    if not is_complete(run_dir):
-        raise EmbexpError(f"run_dir '{run_dir}' did not finish (status.json is not 'complete')")
-    if what not in ("generation", "reference"):
-        raise EmbexpError(f"unknown what '{what}' (choose from: generation, reference)")
+    check_finished(run_dir)
     cfg = load_config(run_dir)
-    run_primary = str(cfg.judge.kind or cfg.task.judge or "")
-    from embexp.core.config import JudgeConfig
-
+    run_primary = run_kind(cfg)
     j = OmegaConf.merge(OmegaConf.structured(JudgeConfig), jcfg)
     if not j.model:
         j.model = cfg.judge.model
@@ -45,7 +39,7 @@ def rescore(run_dir, jcfg, what: str = "generation", cpu: bool = False) -> dict:
     preds = run_dir / "predictions.jsonl"
     if not preds.is_file():
         raise EmbexpError(f"run_dir '{run_dir}' has no predictions.jsonl (was it run with do_eval=false?)")
-    records = [json.loads(line) for line in preds.read_text(encoding="utf-8").splitlines() if line.strip()]
+    records = read_predictions(run_dir)
     questions = [r.get("question") for r in records]
     if kind in ("instruct", "harmbench") and any(q is None for q in questions):
         questions = eval_questions(cfg, records)

@@ -15,7 +15,7 @@ import torch
 from embexp import EmbexpError
 from embexp.judge.backends import OpenAIBackend, TransformersBackend, VllmBackend, model_config
 from embexp.judge.cache import VerdictCache, cache_key
-from embexp.judge.prompts import BACKENDS, FIELDS, KINDS, METRIC, check_kind
+from embexp.judge.prompts import FIELDS, KINDS, METRIC, check_kind
 
 log = logging.getLogger("embexp")
 
@@ -54,7 +54,8 @@ class Judge:
             if missing:
                 raise EmbexpError(f"judge kind {kind}: item {i} lacks the text field(s) {', '.join(missing)} "
                                   f"(an item is {{{', '.join(map(repr, FIELDS[kind]))}}})")
-        self.backend.check_kind(kind)
+        if hasattr(self.backend, "check_kind"):  # a backend that scores some kinds only
+            self.backend.check_kind(kind)
         return [self.backend.render(kind, it) for it in items]
 
     def score(self, kind: str, items: Sequence[dict]) -> list[float]:
@@ -77,19 +78,18 @@ class Judge:
 
 
 def build_judge(jcfg, device=None, cache_path=None) -> Judge:
-    """A :class:`Judge` from the judge config node (fields of ``config.JudgeConfig``)."""
+    """A :class:`Judge` from the judge config node (a ``config.JudgeConfig``, its fields checked against their
+    domains)."""
+    from embexp.core.config import validate_fields
+
     if not jcfg.model:
         raise EmbexpError("judge.model is empty: name a judge "
                           "(a conf/model name such as smollm2, a hub id or a local folder)")
-    backend = jcfg.backend
-    if backend not in BACKENDS:
-        raise EmbexpError(f"unknown judge.backend '{backend}' (choose from: {', '.join(BACKENDS)})")
-    if jcfg.kind:
-        check_kind(jcfg.kind)
+    validate_fields(jcfg, "judge")
     device = (torch.device(device) if device is not None
               else torch.device("cuda" if torch.cuda.is_available() else "cpu"))
-    impl = {"transformers": TransformersBackend, "vllm": VllmBackend, "openai": OpenAIBackend}[backend](jcfg, device)
-    return Judge(jcfg, impl, cache_path)
+    backend = {"transformers": TransformersBackend, "vllm": VllmBackend, "openai": OpenAIBackend}[jcfg.backend]
+    return Judge(jcfg, backend(jcfg, device), cache_path)
 
 
 # ---- runs: scoring a run's evaluation generations ------------------------------------------------
@@ -103,18 +103,14 @@ def run_kind(cfg) -> str:
 
 def check(cfg, task=None) -> None:
     """Before any model loads: a configured judge needs a kind, a loadable name and a task whose
-    evaluation generates text (one-line errors). ``task``: the run's task (built from ``cfg.task``
-    when not given)."""
-    j = cfg.get("judge")
-    if j is None or not j.get("model"):
+    evaluation generates text (one-line errors; judge.kind, task.judge and judge.backend are inside their
+    domains, checked with the config). ``task``: the run's task (built from ``cfg.task`` when not given)."""
+    j = cfg.judge
+    if not j.model:
         return
-    kind = run_kind(cfg)
-    if not kind:
+    if not run_kind(cfg):
         raise EmbexpError(f"judge.model={j.model} but no judge kind: task {cfg.task.name} has task.judge='' "
                           f"(set judge.kind to one of: {', '.join(KINDS)})")
-    check_kind(kind)
-    if j.backend not in BACKENDS:
-        raise EmbexpError(f"unknown judge.backend '{j.backend}' (choose from: {', '.join(BACKENDS)})")
     check_model_name(j)
     from embexp.objectives.sentence import SENTENCE_KINDS
     from embexp.tasks import build_task

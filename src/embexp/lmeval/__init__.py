@@ -23,7 +23,7 @@ from pathlib import Path
 from embexp import EmbexpError
 from embexp.core import cli
 from embexp.core.config import f
-from embexp.core.records import CONFIG, is_complete
+from embexp.core.records import check_finished
 from embexp.lmeval import checks
 
 
@@ -54,12 +54,7 @@ def configure(argv: list[str]) -> Config:
     if not cfg.tasks:
         raise EmbexpError("missing tasks (usage: python -m embexp.lmeval run_dir=DIR tasks=[sst2]; lm-eval task "
                           "names or YAML files)")
-    if not Path(cfg.run_dir).is_dir():  # before lm-eval indexes its tasks (seconds)
-        raise EmbexpError(f"run_dir '{cfg.run_dir}' does not exist")
-    if not (Path(cfg.run_dir) / CONFIG).is_file():  # as embexp.eval reads a run, before the task index and rows
-        raise EmbexpError(f"run_dir '{cfg.run_dir}' has no {CONFIG}: not an embexp run directory")
-    if not is_complete(Path(cfg.run_dir)):
-        raise EmbexpError(f"run_dir '{cfg.run_dir}' did not finish (status.json is not 'complete')")
+    check_finished(cfg.run_dir)  # as embexp.eval reads a run, before lm-eval indexes its tasks (seconds)
     checks.check_output(cfg.output)  # before the evaluation, not after it
     checks.check_include_path(cfg.include_path)
     if importlib.util.find_spec("lm_eval") is None:

@@ -15,14 +15,14 @@ def ablation_done(cmd_args: list[str]) -> str:
     from embexp.core.cli import parse
     from embexp.studies import ablation
 
-    kv = dict(a.split("=", 1) for a in cmd_args if "=" in a)
-    d = ablation.output_dir(parse(ablation.Config, cmd_args[1:]))
+    cfg = parse(ablation.Config, cmd_args[1:])
+    d = ablation.output_dir(cfg)
     try:
         s = json.loads((d / "summary.json").read_text())
     except (OSError, ValueError):
         return ""
-    need = {"bleu": ["bleu"], "nli": ["nli"], "both": ["bleu", "nli"]}.get(kv.get("metric", "bleu"), ["bleu"])
-    if any(k not in s for k in need) or ("nli" in need and s.get("nli_judge") != kv.get("judge.model")):
+    need = ablation.METRIC_CHOICES[cfg.metric]
+    if any(k not in s for k in need) or ("nli" in need and s.get("nli_judge") != cfg.judge.model):
         return ""  # the folder lacks this command's metric (or another judge's): run it (generations are reused)
     return str(d)
 

@@ -29,10 +29,7 @@ ablation and of a judge's reference scoring.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
-import pkgutil
-import re
 import shlex
 import subprocess
 import sys
@@ -42,6 +39,7 @@ from dataclasses import dataclass, field
 
 from embexp import EmbexpError, RunBusy, SweepStopped
 from embexp.core import cli
+from embexp.core.plugins import discover
 from embexp.run.stops import passing_on
 from embexp.sweep import probes
 from embexp.sweep import train as train_kind
@@ -174,16 +172,6 @@ def switched_on(value: str) -> bool:
     return str(value).strip() not in ("", "0", "false", "False", "no")
 
 
-def _settings(group: str, name: str) -> list[tuple[str, str]]:
-    text = (cli.conf_dir() / group / f"{name}.yaml").read_text()
-    return re.findall(r"^([a-z_0-9]+): *([^#\n]*[^#\s])", text, re.M)
-
-
-def hub_id(model: str) -> str:
-    """The ``id`` of ``conf/model/<model>.yaml`` (the checkpoint behind a model config name)."""
-    return next((val.strip('"') for key, val in _settings("model", model) if key == "id"), "")
-
-
 def compare_grid(method: str) -> list[str]:
     """The three learning rates around a method's comparison lr (x 0.3, 1, 3); none where it trains
     nothing there."""
@@ -196,10 +184,7 @@ def compare_grid(method: str) -> list[str]:
 # ---- the tables and their variables ----------------------------------------------------------------
 def load_tables() -> dict[str, Table]:
     """Every table (importing each module of ``embexp.sweep.papers`` registers its functions)."""
-    from embexp.sweep import papers
-
-    for mod in pkgutil.iter_modules(papers.__path__):
-        importlib.import_module(f"{papers.__name__}.{mod.name}")
+    discover("embexp.sweep.papers")
     return TABLES
 
 
@@ -214,11 +199,15 @@ def get_table(name: str) -> Table:
     return tables[name]
 
 
+def extra_root(extra: list[str]) -> str:
+    """The extra's ``output_root=`` (the last one), else ''."""
+    return next((e.split("=", 1)[1] for e in reversed(extra) if e.startswith("output_root=")), "")
+
+
 def builtins(extra: list[str], py: str) -> dict:
     """The variables every table sees (module doc)."""
-    root = [e.split("=", 1)[1] for e in extra if e.startswith("output_root=")]
     return {"smoke": "debug=smoke" in extra, "py": py, "data": os.environ.get("EMBEXP_DATA", ""),
-            "output_root": root[-1] if root else ""}
+            "output_root": extra_root(extra)}
 
 
 def parse_vars(tab: Table, assignments: list[str]) -> dict:
@@ -297,12 +286,12 @@ def with_extra(cmd: Command, extra: list[str], paper: str) -> list[str]:
     if cmd.kind == "analyze":
         return out + extra
     if cmd.kind == "report":
-        root = [e.split("=", 1)[1] for e in extra if e.startswith("output_root=")]
+        root = extra_root(extra)
         out += [e for e in extra if e.startswith("debug=")]
         if root and not any(a.startswith("runs=") for a in out):
-            out.append(f"runs={root[-1]}")
+            out.append(f"runs={root}")
         if root and not any(a.startswith("out=") for a in out):
-            out.append(f"out={root[-1]}/tables/{paper}")
+            out.append(f"out={root}/tables/{paper}")
     return out
 
 

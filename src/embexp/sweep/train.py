@@ -93,11 +93,6 @@ def cell(cmd_args: list[str]):
     return run_dir(cmd_args, cfg), cfg
 
 
-def cell_dir(cmd_args: list[str]) -> Path | None:
-    found = cell(cmd_args)
-    return found[0] if found else None
-
-
 def done(cmd_args: list[str]) -> str:
     """The run directory of a cell that already finished, else '' (a multirun, -m, is never skipped). A
     status.json that cannot be read is named in one warning line, and the cell runs again (resumed). A
@@ -126,9 +121,9 @@ def running(cmd_args: list[str]) -> str:
     """'<run dir> running (host h, pid p, ...)' for a cell whose directory a live process owns (another
     sweep, a launch of the same cell), else ''. A cell left ``running`` by a dead process reads
     ``interrupted`` (``run.lock.state``) and is resumed."""
-    d = cell_dir(cmd_args)
-    owner = lock.live_owner(d) if d is not None else None
-    return f"{d} running ({lock.describe(owner)})" if owner is not None else ""
+    found = cell(cmd_args)
+    owner = lock.live_owner(found[0]) if found else None
+    return f"{found[0]} running ({lock.describe(owner)})" if owner is not None else ""
 
 
 def scores(choice, candidates: list, extra: list[str]) -> list[tuple]:

@@ -15,9 +15,11 @@ measured in the authors' setting (shown, never a failure). Exit 1 when a checked
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
+
+from embexp import EmbexpError
+from embexp.core.cli import one_line_errors
 
 REPO = Path(__file__).resolve().parents[1]
 # folder under AUTHORS -> (GitHub repository, pinned commit, the method it checks)
@@ -33,10 +35,6 @@ OPTIONS = {"authors": "", "only": ",".join(METHODS), "out": "docs/xcheck.md", "w
 COMMAND = "make xcheck AUTHORS=<folder>"
 
 
-class XcheckError(Exception):
-    """Bad input: printed as one line, ``embexp: error: ...``."""
-
-
 def fetch_hint(folder: str, name: str) -> str:
     repo, commit, _ = REPOS[name]
     return f"git clone https://github.com/{repo} {folder}/{name} && git -C {folder}/{name} checkout {commit}"
@@ -47,13 +45,13 @@ def parse(argv: list[str]) -> dict[str, str]:
     for a in argv:
         key, eq, value = a.partition("=")
         if not eq or key not in opts:
-            raise XcheckError(f"unknown option '{a}' (valid: {', '.join(f'{k}=' for k in OPTIONS)})")
+            raise EmbexpError(f"unknown option '{a}' (valid: {', '.join(f'{k}=' for k in OPTIONS)})")
         opts[key] = value
     bad = [m for m in opts["only"].split(",") if m not in METHODS]
     if bad:
-        raise XcheckError(f"only={opts['only']}: unknown method '{bad[0]}' (choose from: {', '.join(METHODS)})")
+        raise EmbexpError(f"only={opts['only']}: unknown method '{bad[0]}' (choose from: {', '.join(METHODS)})")
     if opts["write"] not in ("true", "false"):
-        raise XcheckError(f"write={opts['write']} is not true or false")
+        raise EmbexpError(f"write={opts['write']} is not true or false")
     return opts
 
 
@@ -65,24 +63,24 @@ def head(path: Path) -> str:
 def checkouts(folder: str, methods: list[str] | None = None) -> dict[str, tuple[Path, str]]:
     """name -> (checkout, its full commit) for the repositories of ``methods``; one line on anything missing."""
     if not folder:
-        raise XcheckError("AUTHORS is not set: make xcheck AUTHORS=<folder>, a folder with git checkouts of "
+        raise EmbexpError("AUTHORS is not set: make xcheck AUTHORS=<folder>, a folder with git checkouts of "
                           f"{', '.join(REPOS)} at the pinned commits (docs/xcheck.md)")
     root = Path(folder)
     if not root.is_dir():
-        raise XcheckError(f"AUTHORS='{folder}' is not a folder")
+        raise EmbexpError(f"AUTHORS='{folder}' is not a folder")
     out = {}
     for name, (_, commit, method) in REPOS.items():
         if methods is not None and method not in methods:
             continue
         path = root / name
         if not path.is_dir():
-            raise XcheckError(f"AUTHORS='{folder}' lacks {name}: {fetch_hint(folder, name)}")
+            raise EmbexpError(f"AUTHORS='{folder}' lacks {name}: {fetch_hint(folder, name)}")
         full = head(path)
         if not full:
-            raise XcheckError(f"{path} is not a git checkout, so its commit cannot be checked: "
+            raise EmbexpError(f"{path} is not a git checkout, so its commit cannot be checked: "
                               f"{fetch_hint(folder, name)}")
         if not full.startswith(commit):
-            raise XcheckError(f"{path} is at {full[:7]}, not {commit}: git -C {path} checkout {commit}")
+            raise EmbexpError(f"{path} is at {full[:7]}, not {commit}: git -C {path} checkout {commit}")
         out[name] = (path, full)
     return out
 
@@ -201,28 +199,22 @@ def run_checks(methods: list[str], roots: dict[str, Path], build: Path, report) 
     return rows, seconds
 
 
+@one_line_errors
 def main(argv: list[str]) -> int:
-    try:
-        opts = parse(argv)
-        methods = opts["only"].split(",")
-        found = checkouts(opts["authors"], methods)
-    except XcheckError as e:
-        sys.exit(f"embexp: error: {e}")
+    """Bad input, the authors' code that cannot load here and a failed check: one line, exit 1."""
     import warnings
 
+    opts = parse(argv)
+    methods = opts["only"].split(",")
+    found = checkouts(opts["authors"], methods)
     warnings.filterwarnings("ignore")
-    from embexp.xcheck.methods import AuthorsCodeError
-
-    try:
-        rows, seconds = run_checks(methods, {n: p for n, (p, _) in found.items()}, REPO / opts["build"],
-                                   lambda r: print(line(r), flush=True))
-    except AuthorsCodeError as e:
-        sys.exit(f"embexp: error: {e}")
+    rows, seconds = run_checks(methods, {n: p for n, (p, _) in found.items()}, REPO / opts["build"],
+                               lambda r: print(line(r), flush=True))
     if opts["write"] == "true" and methods == METHODS:
         out = REPO / opts["out"]
         out.write_text(render(rows, {n: c for n, (_, c) in found.items()}, seconds))
         print(f"wrote {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
     failed = [r for r in rows if r.verdict == "FAIL"]
     if failed:
-        sys.exit(f"embexp: error: {len(failed)} check(s) failed: " + "; ".join(f"{r.method} {r.what}" for r in failed))
+        raise EmbexpError(f"{len(failed)} check(s) failed: " + "; ".join(f"{r.method} {r.what}" for r in failed))
     return 0

@@ -29,6 +29,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from embexp import EmbexpError
+
 
 @dataclass
 class Row:
@@ -54,7 +56,7 @@ class Row:
 
 
 # ---- loading the authors' code -----------------------------------------------------------------------
-class AuthorsCodeError(Exception):
+class AuthorsCodeError(EmbexpError):
     """The authors' code cannot be loaded here (a missing package, no C++ compiler): one line, not a traceback."""
 
 

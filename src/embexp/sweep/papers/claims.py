@@ -26,10 +26,10 @@ on real rows ($EMBEXP_DATA), each run resumable (trainer.resume=true) so the swe
 
 from __future__ import annotations
 
+from embexp.sweep.papers.compare import encoder_cell
 from embexp.sweep.runner import Var, report, switched_on, table, train
 
 PARTS = ["pema", "pete", "ktoken", "amazon"]
-PEMA_ROWS = {"sst2": "4000", "mrpc": "3368"}
 
 
 @table(parts=Var(PARTS, choices=PARTS),
@@ -42,32 +42,22 @@ def runs(v):
     """PEMA paired with full FT, PETE beside the standard encoder, K-Token's gap against training rows and
     on its own sentiment task."""
     root = v.output_root or v.root
-    if "pema" in v.parts:
-        yield from pema(v, root)
-    if "pete" in v.parts:
-        yield from pete(v, root)
-    if "ktoken" in v.parts:
-        yield from ktoken(v, root)
-    if "amazon" in v.parts:
-        yield from amazon(v, root)
+    for part, cells in {"pema": pema, "pete": pete, "ktoken": ktoken, "amazon": amazon}.items():  # in PARTS' order
+        if part in v.parts:
+            yield from cells(v, root)
     if switched_on(v.render) and not v.smoke:
         yield report("paper=claims", f"runs={root}")
 
 
 def pema(v, root: str):
+    """The comparison's MiniLM cells (``compare.encoder_cell``) on SST-2 and MRPC, both methods at both lrs."""
+    steps, curve, batch = ("4", "[2]", "4") if v.smoke else ("250", "[50,125]", "16")
     for seed in v.seeds:
-        for task, rows in PEMA_ROWS.items():
+        for task in ["sst2", "mrpc"]:
             for lr in v.pema_lrs:
                 for method in ["full_ft", "pema"]:
-                    yield train(f"method={method}", "model=minilm", "task=glue", f"task.subset={task}",
-                                f"task.data_dir={v.data}", "task.train_split=train",
-                                f"task.max_train_samples={'24' if v.smoke else rows}", "task.train_sample_seed=0",
-                                "task.select_split=train_holdout", f"task.select_size={'6' if v.smoke else '300'}",
-                                "task.eval_split=validation", f"output_root={root}/pema",
-                                f"trainer.batch_size={'4' if v.smoke else '16'}",
-                                f"trainer.max_steps={'4' if v.smoke else '250'}",
-                                f"trainer.curve_at={'[2]' if v.smoke else '[50,125]'}", "trainer.curve_select=true",
-                                f"trainer.lr={lr}", f"tag=lr{lr}", f"seed={seed}", "trainer.resume=true")
+                    yield train(*encoder_cell(v, method, task, f"{root}/pema", steps, curve, batch), f"trainer.lr={lr}",
+                                f"tag=lr{lr}", f"seed={seed}", "trainer.resume=true")
 
 
 def pete(v, root: str):

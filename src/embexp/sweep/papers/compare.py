@@ -110,21 +110,27 @@ def picked(v, method: str) -> bool:
     return not v.only or method in v.only
 
 
+def encoder_cell(v, method: str, task: str, root: str, steps: str, curve: str, batch: str) -> list[str]:
+    """MiniLM's cell of a GLUE task: its real train rows less the held-out ones, scored at the curve's points."""
+    smoke = v.smoke
+    return [f"method={method}", "model=minilm", "task=glue", f"task.subset={task}", f"task.data_dir={v.data}",
+            "task.train_split=train", f"task.max_train_samples={'24' if smoke else ENCODER_ROWS[task]}",
+            "task.train_sample_seed=0", "task.select_split=train_holdout",
+            f"task.select_size={'6' if smoke else '300'}", "task.eval_split=validation",
+            "task.max_source_tokens=128" if task == "rte" else "",  # 12% of RTE's pairs: 35% less time
+            f"output_root={root}", f"trainer.batch_size={batch}", f"trainer.max_steps={steps}",
+            f"trainer.curve_at={curve}", "trainer.curve_select=true"]
+
+
 def encoder(v, root: str, steps: str, curve: str, batch: str):
     """MiniLM on every task: the methods and their lrs from the classes (Method.comparison)."""
-    smoke, first = v.smoke, v.first_seed
+    first = v.first_seed
     for task in TASKS:
         for method in compared("encoder"):
             role = "headline" if method in v.headline else v.others if task == "sst2" else ""
             if not ("encoder" in v.kinds and task in v.tasks and picked(v, method) and switched_on(role)):
                 continue
-            cell = [f"method={method}", "model=minilm", "task=glue", f"task.subset={task}", f"task.data_dir={v.data}",
-                    "task.train_split=train", f"task.max_train_samples={'24' if smoke else ENCODER_ROWS[task]}",
-                    "task.train_sample_seed=0", "task.select_split=train_holdout",
-                    f"task.select_size={'6' if smoke else '300'}", "task.eval_split=validation",
-                    "task.max_source_tokens=128" if task == "rte" else "",  # 12% of RTE's pairs: 35% less time
-                    f"output_root={root}", f"trainer.batch_size={batch}", f"trainer.max_steps={steps}",
-                    f"trainer.curve_at={curve}", "trainer.curve_select=true"]
+            cell = encoder_cell(v, method, task, root, steps, curve, batch)
 
             def at(lr, seed, cell=cell):
                 return [*cell, f"trainer.lr={lr}", f"tag=lr{lr}", f"seed={seed}"]

@@ -9,7 +9,8 @@ DistilBERT are the uncased ones: docs/pema.md). Tables 9 and 10 train: one Hydra
 
 from __future__ import annotations
 
-from embexp.sweep.runner import Var, analyze, hub_id, note, report, table, train
+from embexp.judge.backends import model_config
+from embexp.sweep.runner import Var, analyze, note, report, table, train
 
 GLUE = ["cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "stsb", "wnli"]
 SEEDS = Var([0, 1, 2, 3, 4])
@@ -21,7 +22,7 @@ COUNT = "method.count_splits=[train,eval,test]"
 
 def notes(models):
     for model in models:
-        yield note(f"model={model}: {hub_id(model)}")
+        yield note(f"model={model}: {model_config(model).id}")  # the checkpoint behind the config name
 
 
 def vocab(v, what: str):

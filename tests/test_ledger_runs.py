@@ -98,9 +98,14 @@ def test_the_ledger_renders_a_measured_row(runs, monkeypatch, capsys):
     assert "| 23.95 / 59.87 | 24.00 / 59.87 | measured: differs by 0.05 / =" in text
 
 
-def test_every_tinyte_method_of_the_lookups_is_a_cell_of_the_report():
-    from embexp.report import tinyte
-    from embexp.report.ledger import measured
+def test_each_tinyte_method_label_reads_the_report_s_cell_of_its_method():
+    """The ledger's TinyTE labels pair with Table 11's cells (report/tinyte.py TABLE11) by position: each
+    label's method is its cell's, and a prompt-tuning label's virtual tokens are its cell's tag."""
+    from embexp.report.ledger import measured, tinyte
 
-    cells = {c for _, group in tinyte.TABLE11 for c in group}
-    assert set(measured.TINYTE.values()) == cells
+    cells = measured.tinyte_cells()
+    for label, (method, tag) in cells.items():
+        name, overrides = tinyte.METHODS[label]
+        assert name == method, label
+        tokens = [o.split("=")[1] for o in overrides if o.startswith("method.num_virtual_tokens=")] or ["1"]
+        assert tag == (f"tk{tokens[0]}" if method == "prompt_tuning" else ""), label

@@ -53,7 +53,8 @@ def test_a_printed_cell_is_ours_at_its_precision_or_its_recorded_value(row):
 def test_each_paper_s_printed_cells_are_a_data_file_that_ships_with_the_package():
     assert sorted(p.stem for p in core.DIR.glob("*.csv")) == sorted(ledger.PAPERS)
     pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
-    assert '[tool.setuptools.package-data]' in pyproject and '"embexp.report.ledger" = ["printed/*.csv"]' in pyproject
+    assert '[tool.setuptools.package-data]' in pyproject
+    assert '"embexp.report.ledger" = ["printed/*.csv", "estimates/*.csv"]' in pyproject
     for paper in ledger.PAPERS:
         cells = core.sheet(paper)
         ids = [c["id"] for c in cells]
@@ -63,6 +64,28 @@ def test_each_paper_s_printed_cells_are_a_data_file_that_ships_with_the_package(
         assert all(bool(c["inputs"]) == (c["kind"] == "formula") for c in cells), paper
         # a recorded value goes with a reason, or with a cell the paper does not print
         assert all(c["reason"] or c["paper"] in ("—", "") for c in cells if c["expected"]), paper
+
+
+def test_the_table_of_run_sets_holds_every_gpu_row_s_runs_and_nothing_else():
+    """Each GPU row names a set (estimates/sets.csv) or a run (estimates/runs.csv); each set's runs are runs;
+    every run and set is some row's; a run's model and trainable parameters are ones the code resolves."""
+    from embexp.report.ledger import runs
+
+    sets, table = runs.table("sets"), runs.table("runs")
+    named = {c["runs"] for p in ledger.PAPERS for c in core.sheet(p) if c["runs"]}
+    assert named <= set(sets) | set(table), named - set(sets) - set(table)
+    assert set(sets) <= named, set(sets) - named
+    members = {r for s in sets.values() for r in s["runs"].split()}
+    assert members <= set(table), members - set(table)
+    assert set(table) <= members | named, set(table) - members - named
+    assert all(not s["runs"] or s["runs"].split() != [k] or s["note"] for k, s in sets.items())  # else: the run
+    for r in table.values():
+        kind, _, name = r["model"].rpartition(":")
+        assert kind in runs.ARCHS and r["precision"] in runs.PEAK, r["run"]
+        assert r["trainable"] in ("0", "all") or (not kind and r["trainable"].startswith("method=")), r["run"]
+        assert all(runs.works(r[w]) or not r[w] for w in ("train", "evals", "decode")), r["run"]
+    with pytest.raises(ValueError, match="no run set or run 'tinyte.nope'"):
+        runs.estimate("tinyte.nope")
 
 
 def test_a_row_computes_or_says_what_it_needs_and_the_code_keeps_no_printed_cell():
@@ -182,7 +205,7 @@ def test_every_paper_has_gpu_rows_and_every_status_kind_occurs():
 def test_an_estimate_is_arithmetic_that_adds_up():
     from embexp.report.ledger.runs import Arch, Estimate, Run, Work
 
-    a = Arch("toy", n=2_000_000_000, n_matmul=1_000_000_000, d=1024, layers=10, vocab=1000, kv=256)
+    a = Arch(n=2_000_000_000, n_matmul=1_000_000_000, d=1024, layers=10, vocab=1000, kv=256)
     run = Run(
         "toy",
         a,

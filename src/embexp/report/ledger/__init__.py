@@ -29,6 +29,7 @@ from typing import Optional
 from embexp.core.config import f
 from embexp.report.ledger import core
 from embexp.report.ledger.core import COMMAND, PAPERS, Compute, Row, bucket, bucket_labels  # noqa: F401 (the API)
+from embexp.report.ledger.runs import estimate
 
 TABLES = tuple(PAPERS)
 
@@ -59,8 +60,8 @@ def table_key(name: str) -> tuple:
 
 def paper_rows(paper: str) -> list[Row]:
     """The rows of one paper: its printed cells (ledger/printed/<paper>.csv) joined by id with how embexp
-    computes each (ledger/<paper>.py ``computes()``), table by table (``table_key``); the estimates they
-    share are numbered (<paper>-E1, ...) in order of first use."""
+    computes each (ledger/<paper>.py ``computes()``) and the GPU estimate of the runs it names (ledger/runs.py),
+    table by table (``table_key``); the estimates they share are numbered (<paper>-E1, ...) in order of first use."""
     import importlib
 
     computes = importlib.import_module(f"embexp.report.ledger.{paper}").computes()
@@ -68,7 +69,8 @@ def paper_rows(paper: str) -> list[Row]:
     unknown = set(computes) - {c["id"] for c in cells}
     if unknown:
         raise ValueError(f"ledger: computed but not in {core.sheet_path(paper).name}: {', '.join(sorted(unknown))}")
-    found = [Row(**{k: c[k] for k in core.ROW}, **vars(computes.get(c["id"], Compute()))) for c in cells]
+    found = [Row(**{k: c[k] for k in core.ROW}, **vars(computes.get(c["id"], Compute())),
+                 gpu=estimate(c["runs"]) if c["runs"] else None) for c in cells]
     idle = [r.id for r in found if r.data_free and r.ours is None]
     if idle:
         raise ValueError(f"ledger: {', '.join(idle)} say nothing of how embexp computes them")

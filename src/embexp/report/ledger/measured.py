@@ -112,19 +112,13 @@ def no_se():
     return SE("none", 0, Path(os.devnull))
 
 
-# TinyTE: the ledger's method labels -> (method, tag) of the runs (report/tinyte.py TABLE11)
-TINYTE = {
-    "base": ("zero_shot", ""),
-    "Emb. Tuning": ("emb_tuning", ""),
-    "LoRA (r=8)": ("lora", ""),
-    "PT (1 tok)": ("prompt_tuning", "tk1"),
-    "PT (2 toks)": ("prompt_tuning", "tk2"),
-    "PT (20 toks)": ("prompt_tuning", "tk20"),
-    "TinyTE-full": ("tinyte_full", ""),
-    "TinyTE-half": ("tinyte_half", ""),
-    "TinyTE-gated": ("tinyte_gated", ""),
-    "TinyTE-hybrid": ("tinyte_hybrid", ""),
-}
+def tinyte_cells() -> dict:
+    """TinyTE: the ledger's method labels (ledger/tinyte.py T11_METHODS) -> (method, tag) of their runs, the
+    rows of Table 11 (``report.tinyte.TABLE11``) in the same order."""
+    from embexp.report.ledger.tinyte import T11_METHODS
+    from embexp.report.tinyte import TABLE11
+
+    return dict(zip(T11_METHODS, [cell for _, cells in TABLE11 for cell in cells], strict=True))
 
 
 def tinyte_nlg(model: str, method: str, names: tuple):
@@ -135,7 +129,7 @@ def tinyte_nlg(model: str, method: str, names: tuple):
         from embexp.report import tinyte as rep
 
         cols = [c for c in (rep.RL, rep.BLEU, rep.TER) if c[2] in names]
-        row = rep.gen_row(idx, no_se(), model, *TINYTE[method], cols)
+        row = rep.gen_row(idx, no_se(), model, *tinyte_cells()[method], cols)
         return [row[n] for n in names]
 
     return get

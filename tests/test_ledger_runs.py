@@ -99,13 +99,14 @@ def test_the_ledger_renders_a_measured_row(runs, monkeypatch, capsys):
 
 
 def test_each_tinyte_method_label_reads_the_report_s_cell_of_its_method():
-    """The ledger's TinyTE labels pair with Table 11's cells (report/tinyte.py TABLE11) by position: each
-    label's method is its cell's, and a prompt-tuning label's virtual tokens are its cell's tag."""
-    from embexp.report.ledger import measured, tinyte
+    """Each TinyTE label's runs are its cell of report/tinyte.py's tables (method, tag): a prompt-tuning
+    label's virtual tokens, which its parameter count sets, are its cell's tag; Tables 1, 2 and 11 are the
+    report's rows."""
+    from embexp.report import tinyte as report
+    from embexp.report.ledger import tinyte
 
-    cells = measured.tinyte_cells()
-    for label, (method, tag) in cells.items():
-        name, overrides = tinyte.METHODS[label]
-        assert name == method, label
+    for label, ((method, tag), overrides) in tinyte.METHODS.items():
         tokens = [o.split("=")[1] for o in overrides if o.startswith("method.num_virtual_tokens=")] or ["1"]
         assert tag == (f"tk{tokens[0]}" if method == "prompt_tuning" else ""), label
+    assert [tinyte.METHODS[m][0] for m in tinyte.TABLES["t2"]] == report.TABLE2
+    assert len(tinyte.TABLES["t11"]) == sum(len(cells) for _, cells in report.TABLE11) == 10

@@ -112,24 +112,15 @@ def no_se():
     return SE("none", 0, Path(os.devnull))
 
 
-def tinyte_cells() -> dict:
-    """TinyTE: the ledger's method labels (ledger/tinyte.py T11_METHODS) -> (method, tag) of their runs, the
-    rows of Table 11 (``report.tinyte.TABLE11``) in the same order."""
-    from embexp.report.ledger.tinyte import T11_METHODS
-    from embexp.report.tinyte import TABLE11
-
-    return dict(zip(T11_METHODS, [cell for _, cells in TABLE11 for cell in cells], strict=True))
-
-
-def tinyte_nlg(model: str, method: str, names: tuple):
-    """Tables 1, 2, 11: R-L, BLEU-4, TER (the report's column names) of one model and method, mean over seeds
-    (``report.tinyte.gen_row``)."""
+def tinyte_nlg(model: str, cell: tuple, names: tuple):
+    """Tables 1, 2, 11: R-L, BLEU-4, TER (the report's column names) of one model and cell ((method, tag) of the
+    runs), mean over seeds (``report.tinyte.gen_row``)."""
 
     def get(idx):
         from embexp.report import tinyte as rep
 
         cols = [c for c in (rep.RL, rep.BLEU, rep.TER) if c[2] in names]
-        row = rep.gen_row(idx, no_se(), model, *tinyte_cells()[method], cols)
+        row = rep.gen_row(idx, no_se(), model, *cell, cols)
         return [row[n] for n in names]
 
     return get

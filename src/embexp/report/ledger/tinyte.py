@@ -8,26 +8,31 @@ from __future__ import annotations
 
 from embexp.report.ledger import measured, sources
 from embexp.report.ledger.core import Compute
+from embexp.report.tinyte import TABLE1, TABLE2, TABLE11
 from embexp.studies.params import LORA_ALL
 
 MODELS = {"gemma2": "Gemma-2", "qwen25": "Qwen-2.5", "llama31": "Llama-3.1"}
-METHODS = {  # label: (params' method, overrides)
-    "base": ("zero_shot", ()),
-    "TinyTE-full": ("tinyte_full", ()),
-    "TinyTE-half": ("tinyte_half", ()),
-    "TinyTE-gated": ("tinyte_gated", ()),
-    "TinyTE-hybrid": ("tinyte_hybrid", ()),
-    "Emb. Tuning": ("emb_tuning", ()),
-    "LoRA (r=8)": ("lora", (f"method.target_modules=[{LORA_ALL}]",)),
-    "PT (1 tok)": ("prompt_tuning", ()),
-    "PT (2 toks)": ("prompt_tuning", ("method.num_virtual_tokens=2",)),
-    "PT (20 toks)": ("prompt_tuning", ("method.num_virtual_tokens=20",)),
-    "Repeating the question": ("repeat_prompt", ()),
+# label: (the cell of its runs in report/tinyte.py's tables: (method, tag), the overrides of its parameter count)
+METHODS = {
+    "base": (("zero_shot", ""), ()),
+    "TinyTE-full": (("tinyte_full", ""), ()),
+    "TinyTE-half": (("tinyte_half", ""), ()),
+    "TinyTE-gated": (("tinyte_gated", ""), ()),
+    "TinyTE-hybrid": (("tinyte_hybrid", ""), ()),
+    "Emb. Tuning": (("emb_tuning", ""), ()),
+    "LoRA (r=8)": (("lora", ""), (f"method.target_modules=[{LORA_ALL}]",)),
+    "PT (1 tok)": (("prompt_tuning", "tk1"), ()),
+    "PT (2 toks)": (("prompt_tuning", "tk2"), ("method.num_virtual_tokens=2",)),
+    "PT (20 toks)": (("prompt_tuning", "tk20"), ("method.num_virtual_tokens=20",)),
+    "Repeating the question": (("repeat_prompt", ""), ()),
 }
-T1_METHODS = ("base", "TinyTE-full", "TinyTE-half", "TinyTE-gated", "TinyTE-hybrid")
-T2_METHODS = ("LoRA (r=8)", "Emb. Tuning", "PT (1 tok)", "PT (2 toks)", "TinyTE-gated", "TinyTE-hybrid")
-# Table 11's rows, in report/tinyte.py TABLE11's order (ledger/measured.py ``tinyte_cells`` pairs them)
-T11_METHODS = ("base", "Emb. Tuning", "LoRA (r=8)", "PT (1 tok)", "PT (2 toks)", "PT (20 toks)") + T1_METHODS[1:]
+LABEL = {cell: label for label, (cell, _) in METHODS.items()}
+# Tables 1, 2 and 11's method rows: the report's (report/tinyte.py), by their labels here
+TABLES = {
+    "t1": [LABEL[c] for c in TABLE1],
+    "t2": [LABEL[c] for c in TABLE2],
+    "t11": [LABEL[c] for _, cells in TABLE11 for c in cells],
+}
 PEFT_DEFAULT = "q_proj,v_proj"  # peft's default LoRA targets for the Llama, Qwen-2 and Gemma-2 families
 # Table 3's method rows: (label, id tag)
 T3_ROWS = (
@@ -62,7 +67,7 @@ NOTES = {
 
 def method_of(method: str) -> tuple:
     """The overrides of a method (its Table 1 label)."""
-    name, ov = METHODS[method]
+    (name, _), ov = METHODS[method]
     return (f"method={name}", *ov)
 
 
@@ -82,7 +87,7 @@ def slug(method: str) -> str:
 
 def param_computes() -> dict:
     out = {}
-    for t, methods in (("t1", T1_METHODS), ("t2", T2_METHODS), ("t11", T11_METHODS)):
+    for t, methods in TABLES.items():
         out.update({f"tinyte.{t}.{model}.{slug(m)}.tp": tp(model, m) for model in MODELS for m in methods})
     out.update({f"tinyte.t2.{model}.lorar8.peft_default": peft_default(model) for model in MODELS})
     for model, m in (("llama2", "TinyTE-full"), ("llama2", "Repeating the question"), ("gptj", "TinyTE-full"),
@@ -110,15 +115,15 @@ def nlg_computes(t: str, model: str, method: str, wmt: tuple) -> dict:
     """The lookups of the CNN/DM (R-L) and WMT16 (`wmt`'s metrics) runs of one cell of Table 1, 2 or 11."""
     tag = slug(method)
     return {
-        f"tinyte.{t}.{model}.{tag}.cnndm": Compute(measure=measured.tinyte_nlg(model, method, ("R-L",))),
-        f"tinyte.{t}.{model}.{tag}.wmt16": Compute(measure=measured.tinyte_nlg(model, method, wmt)),
+        f"tinyte.{t}.{model}.{tag}.cnndm": Compute(measure=measured.tinyte_nlg(model, METHODS[method][0], ("R-L",))),
+        f"tinyte.{t}.{model}.{tag}.wmt16": Compute(measure=measured.tinyte_nlg(model, METHODS[method][0], wmt)),
     }
 
 
 def t1_t2_t11_computes() -> dict:
     out = {}
-    for t, methods, wmt in (("t1", T1_METHODS, ("BLEU-4", "TER")), ("t2", T2_METHODS, ("BLEU-4",)),
-                            ("t11", T11_METHODS, ("BLEU-4", "TER"))):
+    for t, methods in TABLES.items():
+        wmt = ("BLEU-4",) if t == "t2" else ("BLEU-4", "TER")  # Table 2 prints no TER
         for model in MODELS:
             for m in methods:
                 out.update(nlg_computes(t, model, m, wmt))

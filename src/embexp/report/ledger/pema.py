@@ -43,6 +43,8 @@ NOTES = {
     "matrix; memory counted without the removal, an upper bound). Table 8: 3 epochs, batch 32, "
     "sequences padded per batch (≈ tokens per row in ledger/runs.py GLUE).",
 }
+
+
 def t5_value(model: str, col: int) -> float:
     rows, dim, n = sources.shape(model)
     return (rows, rows * dim, n, 100 * rows * dim / n)[col]

@@ -15,13 +15,19 @@ HEAD = "model.head=linear"  # the authors' Linear(d, n) head on <s>, every tinya
 TASKS = ("sst2", "cola", "mnli", "qqp", "rte", "mrpc", "qnli", "stsb")  # Tables 3 and 8's tasks
 # MNLI, QQP and MRPC print two metrics ("89.3/89.6"): the report keeps one (METRIC), so their rows read no runs
 TWO_METRICS = ("mnli", "qqp", "mrpc")
-PLACE = {"sequential": "seq", "parallel": "para"}  # Table 10's run tags: 1h_seq, 1h_para
-# the run tags (report/tinyattn.py cells) of Tables 11 and 12's rows, by (heads, the estimate's tag)
-SETTING = {(4, "-noavg"): "4h_noavg", (4, ""): "4h", (1, "-4d"): "1h4d", (1, ""): "1h"}
+# the rows of Tables 10-12 that are one setting's runs on two tasks: (row id, table, the setting's tag in
+# report/tinyattn.py, model, tasks)
+SETTINGS = (
+    ("t10.sequential", "table10", "1h_seq", "roberta_base", ("sst2", "mnli")),
+    ("t10.parallel", "table10", "1h_para", "roberta_base", ("sst2", "mnli")),
+    ("t11.4h-noavg", "table11", "4h_noavg", "roberta", ("cola", "rte")),
+    ("t11.4h", "table11", "4h", "roberta", ("cola", "rte")),
+    ("t12.1h-4d", "table12", "1h4d", "roberta", ("cola", "rte")),
+    ("t12.1h", "table12", "1h", "roberta", ("cola", "rte")),
+)
 # each hyper-parameter table's experiments (conf/experiment/<name>.yaml); Table 6 prints no warm-up column
 HP_TABLES = {
-    "t4": ("tinyattn_1h_sst2", "tinyattn_1h_cola", "tinyattn_1h_mnli", "tinyattn_1h_qqp", "tinyattn_1h_rte",
-           "tinyattn_1h_mrpc", "tinyattn_1h_qnli", "tinyattn_1h_stsb"),
+    "t4": tuple(f"tinyattn_1h_{task}" for task in TASKS),
     "t5": ("tinyattn_4h_cola", "tinyattn_4h_rte", "tinyattn_4h_mrpc", "tinyattn_4h_qnli"),
     "t6": ("tinyattn_base_seq_sst2", "tinyattn_base_para_sst2", "tinyattn_base_seq_mnli", "tinyattn_base_para_mnli"),
     "t7": ("tinyattn_4h_noavg_cola", "tinyattn_4h_noavg_rte"),
@@ -121,12 +127,8 @@ def measure_computes() -> dict:
         if task not in TWO_METRICS
     }
     out["tinyattn.t1.1h"] = Compute(measure=measured.tinyattn("table1", "fewglue", "albert_xxlarge", ("cb", "rte")))
-    for place in ("sequential", "parallel"):
-        look = measured.tinyattn("table10", f"1h_{PLACE[place]}", "roberta_base", ("sst2", "mnli"))
-        out[f"tinyattn.t10.{place}"] = Compute(measure=look)
-    for table, tag, heads in (("11", "-noavg", 4), ("11", "", 4), ("12", "-4d", 1), ("12", "", 1)):
-        look = measured.tinyattn(f"table{table}", SETTING[(heads, tag)], "roberta", ("cola", "rte"))
-        out[f"tinyattn.t{table}.{heads}h{tag}"] = Compute(measure=look)
+    for rid, table, tag, model, tasks in SETTINGS:
+        out[f"tinyattn.{rid}"] = Compute(measure=measured.tinyattn(table, tag, model, tasks))
     for i in range(1, 6):
         look = measured.tinyattn("table8", "1h", "roberta", ("sst2", "mnli"), (i,))
         out[f"tinyattn.t13.seed{i}"] = Compute(measure=look)

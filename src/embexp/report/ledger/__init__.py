@@ -9,10 +9,11 @@ For every table of the five papers, each cell one CPU can compute is computed (p
 the ``meta`` device, tokenizer and split counts on the real data, the Textualized Tree generator,
 the K-Token P–L formula, recipe hyper-parameters), with the paper's value, embexp's, the command and
 a status (ledger/core.py); every other cell says what it needs: a GPU (with an estimate of its
-GPU-hours and peak memory, stated as arithmetic: ledger/runs.py), data (``EMBEXP_DATA``), the hub,
-or a method embexp does not have. The GPU rows that are metrics of one run set read the finished runs
-under ``runs`` (default outputs, where the table targets write) through the paper's report module
-(ledger/measured.py): the measured value and its status, the estimate beside it.
+GPU-hours and peak memory, stated as arithmetic by ledger/runs.py over the table of the runs each GPU row
+names, ledger/estimates/*.csv), data (``EMBEXP_DATA``), the hub, or a method embexp does not have.
+The GPU rows that are metrics of one run set read the finished runs under ``runs`` (default outputs,
+where the table targets write) through the paper's report module (ledger/measured.py): the measured
+value and its status, the estimate beside it.
 Each paper's printed cells are data, ledger/printed/<paper>.csv (ledger/core.py: the paper's value as
 printed, the kind of check, the reason for a difference); its module, ledger/<paper>.py, holds only
 what computes embexp's values, keyed by the same ids (``computes()``). ``make reproduction`` runs this.

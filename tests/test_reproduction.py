@@ -88,6 +88,25 @@ def test_the_table_of_run_sets_holds_every_gpu_row_s_runs_and_nothing_else():
         runs.estimate("tinyte.nope")
 
 
+def test_the_tinyte_runs_select_as_often_as_the_recipe_does():
+    """A TinyTE run's selection-loss passes in estimates/runs.csv are one per eval_every optimizer steps of
+    conf/trainer/tinyte_paper.yaml over its training rows and epochs."""
+    import math
+
+    from embexp.report.ledger import runs, sources
+
+    t = sources.composed("trainer=tinyte_paper", "model=gemma2", "task=cnndm", "method=tinyte_full").trainer
+    every = t.batch_size * t.grad_accum * t.eval_every  # training rows between two selection passes
+    checked = 0
+    for r in runs.table("runs").values():
+        select = [w for w in runs.works(r["evals"]) if w.what == "selection loss"]
+        if r["run"].startswith("tinyte.") and select:
+            (train,) = runs.works(r["train"])
+            assert select[0].times == math.floor(train.rows * train.times / every), r["run"]
+            checked += 1
+    assert checked > 50
+
+
 def test_a_row_computes_or_says_what_it_needs_and_the_code_keeps_no_printed_cell():
     import importlib
     import inspect

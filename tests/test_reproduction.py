@@ -107,6 +107,27 @@ def test_the_tinyte_runs_select_as_often_as_the_recipe_does():
     assert checked > 50
 
 
+def test_the_k_token_runs_shrink_their_prompts_by_k_or_by_the_printed_reduction():
+    """Each K-Token run's tokens per row in estimates/runs.csv are prompt / k + answer: k = K, or for a
+    token-dropping baseline 1 / (1 - the length reduction the paper printed, ``ledger.ktoken.rate``); the
+    prompt and answer are solved from the uncompressed and 2-Token runs of the same table."""
+    import math
+
+    from embexp.report.ledger import ktoken, runs
+
+    table = runs.table("runs")
+    for n in "123":
+        k = {"uncompressed": 1, "k2": 2, "k3": 3, "k4": 4}
+        k |= {col: 1 / (1 - ktoken.rate(f"Table {n}", col)) for col in ("selective_context", "llmlingua2")}
+        works = {col: runs.works(table[f"ktoken.table{n}.{col}"]["train"])
+                 + runs.works(table[f"ktoken.table{n}.{col}"]["evals"]) for col in ktoken.COLS}
+        for i, (full, half) in enumerate(zip(works["uncompressed"], works["k2"])):
+            prompt = 2 * (full.tokens - half.tokens)
+            answer = full.tokens - prompt
+            for col in ktoken.COLS:
+                assert math.isclose(works[col][i].tokens, prompt / k[col] + answer), (n, col, works[col][i])
+
+
 def test_a_row_computes_or_says_what_it_needs_and_the_code_keeps_no_printed_cell():
     import importlib
     import inspect

@@ -16,9 +16,8 @@ estimate beside the result. A row with no run at all stays "needs a GPU".
 
 The lookups (``Row.measure``) compute their cells with the paper's report module's own functions
 (``embexp.report.<paper>``: the same run filters, metrics and means over seeds as ``python -m embexp.report
-paper=<paper>``), so the ledger and the report tables never disagree. Each returns a closure (records.Runs)
--> a value per printed cell, None where no finished run holds it. The report modules are imported when a
-lookup runs.
+paper=<paper>``), so the ledger and the report tables never disagree. The report modules are imported when
+a lookup runs.
 """
 
 from __future__ import annotations

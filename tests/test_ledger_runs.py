@@ -98,9 +98,15 @@ def test_the_ledger_renders_a_measured_row(runs, monkeypatch, capsys):
     assert "| 23.95 / 59.87 | 24.00 / 59.87 | measured: differs by 0.05 / =" in text
 
 
-def test_every_tinyte_method_of_the_lookups_is_a_cell_of_the_report():
-    from embexp.report import tinyte
-    from embexp.report.ledger import measured
+def test_each_tinyte_method_label_reads_the_report_s_cell_of_its_method():
+    """Each TinyTE label's runs are its cell of report/tinyte.py's tables (method, tag): a prompt-tuning
+    label's virtual tokens, which its parameter count sets, are its cell's tag; Tables 1, 2 and 11 are the
+    report's rows."""
+    from embexp.report import tinyte as report
+    from embexp.report.ledger import tinyte
 
-    cells = {c for _, group in tinyte.TABLE11 for c in group}
-    assert set(measured.TINYTE.values()) == cells
+    for label, ((method, tag), overrides) in tinyte.METHODS.items():
+        tokens = [o.split("=")[1] for o in overrides if o.startswith("method.num_virtual_tokens=")] or ["1"]
+        assert tag == (f"tk{tokens[0]}" if method == "prompt_tuning" else ""), label
+    assert [tinyte.METHODS[m][0] for m in tinyte.TABLES["t2"]] == report.TABLE2
+    assert len(tinyte.TABLES["t11"]) == sum(len(cells) for _, cells in report.TABLE11) == 10

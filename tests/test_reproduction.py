@@ -53,7 +53,8 @@ def test_a_printed_cell_is_ours_at_its_precision_or_its_recorded_value(row):
 def test_each_paper_s_printed_cells_are_a_data_file_that_ships_with_the_package():
     assert sorted(p.stem for p in core.DIR.glob("*.csv")) == sorted(ledger.PAPERS)
     pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
-    assert '[tool.setuptools.package-data]' in pyproject and '"embexp.report.ledger" = ["printed/*.csv"]' in pyproject
+    assert '[tool.setuptools.package-data]' in pyproject
+    assert '"embexp.report.ledger" = ["printed/*.csv", "estimates/*.csv"]' in pyproject
     for paper in ledger.PAPERS:
         cells = core.sheet(paper)
         ids = [c["id"] for c in cells]
@@ -63,6 +64,68 @@ def test_each_paper_s_printed_cells_are_a_data_file_that_ships_with_the_package(
         assert all(bool(c["inputs"]) == (c["kind"] == "formula") for c in cells), paper
         # a recorded value goes with a reason, or with a cell the paper does not print
         assert all(c["reason"] or c["paper"] in ("—", "") for c in cells if c["expected"]), paper
+
+
+def test_the_table_of_run_sets_holds_every_gpu_row_s_runs_and_nothing_else():
+    """Each GPU row names a set (estimates/sets.csv) or a run (estimates/runs.csv); each set's runs are runs;
+    every run and set is some row's; a run's model and trainable parameters are ones the code resolves."""
+    from embexp.report.ledger import runs
+
+    sets, table = runs.table("sets"), runs.table("runs")
+    named = {c["runs"] for p in ledger.PAPERS for c in core.sheet(p) if c["runs"]}
+    assert named <= set(sets) | set(table), named - set(sets) - set(table)
+    assert set(sets) <= named, set(sets) - named
+    members = {r for s in sets.values() for r in s["runs"].split()}
+    assert members <= set(table), members - set(table)
+    assert set(table) <= members | named, set(table) - members - named
+    assert all(not s["runs"] or s["runs"].split() != [k] or s["note"] for k, s in sets.items())  # else: the run
+    for r in table.values():
+        kind, _, name = r["model"].rpartition(":")
+        assert kind in runs.ARCHS and r["precision"] in runs.PEAK, r["run"]
+        assert r["trainable"] in ("0", "all") or (not kind and r["trainable"].startswith("method=")), r["run"]
+        assert all(runs.works(r[w]) or not r[w] for w in ("train", "evals", "decode")), r["run"]
+    with pytest.raises(ValueError, match="no run set or run 'tinyte.nope'"):
+        runs.estimate("tinyte.nope")
+
+
+def test_the_tinyte_runs_select_as_often_as_the_recipe_does():
+    """A TinyTE run's selection-loss passes in estimates/runs.csv are one per eval_every optimizer steps of
+    conf/trainer/tinyte_paper.yaml over its training rows and epochs."""
+    import math
+
+    from embexp.report.ledger import runs, sources
+
+    t = sources.composed("trainer=tinyte_paper", "model=gemma2", "task=cnndm", "method=tinyte_full").trainer
+    every = t.batch_size * t.grad_accum * t.eval_every  # training rows between two selection passes
+    checked = 0
+    for r in runs.table("runs").values():
+        select = [w for w in runs.works(r["evals"]) if w.what == "selection loss"]
+        if r["run"].startswith("tinyte.") and select:
+            (train,) = runs.works(r["train"])
+            assert select[0].times == math.floor(train.rows * train.times / every), r["run"]
+            checked += 1
+    assert checked > 50
+
+
+def test_the_k_token_runs_shrink_their_prompts_by_k_or_by_the_printed_reduction():
+    """Each K-Token run's tokens per row in estimates/runs.csv are prompt / k + answer: k = K, or for a
+    token-dropping baseline 1 / (1 - the length reduction the paper printed, ``ledger.ktoken.rate``); the
+    prompt and answer are solved from the uncompressed and 2-Token runs of the same table."""
+    import math
+
+    from embexp.report.ledger import ktoken, runs
+
+    table = runs.table("runs")
+    for n in "123":
+        k = {"uncompressed": 1, "k2": 2, "k3": 3, "k4": 4}
+        k |= {col: 1 / (1 - ktoken.rate(f"Table {n}", col)) for col in ("selective_context", "llmlingua2")}
+        works = {col: runs.works(table[f"ktoken.table{n}.{col}"]["train"])
+                 + runs.works(table[f"ktoken.table{n}.{col}"]["evals"]) for col in ktoken.COLS}
+        for i, (full, half) in enumerate(zip(works["uncompressed"], works["k2"])):
+            prompt = 2 * (full.tokens - half.tokens)
+            answer = full.tokens - prompt
+            for col in ktoken.COLS:
+                assert math.isclose(works[col][i].tokens, prompt / k[col] + answer), (n, col, works[col][i])
 
 
 def test_a_row_computes_or_says_what_it_needs_and_the_code_keeps_no_printed_cell():
@@ -182,7 +245,7 @@ def test_every_paper_has_gpu_rows_and_every_status_kind_occurs():
 def test_an_estimate_is_arithmetic_that_adds_up():
     from embexp.report.ledger.runs import Arch, Estimate, Run, Work
 
-    a = Arch("toy", n=2_000_000_000, n_matmul=1_000_000_000, d=1024, layers=10, vocab=1000, kv=256)
+    a = Arch(n=2_000_000_000, n_matmul=1_000_000_000, d=1024, layers=10, vocab=1000, kv=256)
     run = Run(
         "toy",
         a,

@@ -9,10 +9,11 @@ For every table of the five papers, each cell one CPU can compute is computed (p
 the ``meta`` device, tokenizer and split counts on the real data, the Textualized Tree generator,
 the K-Token P–L formula, recipe hyper-parameters), with the paper's value, embexp's, the command and
 a status (ledger/core.py); every other cell says what it needs: a GPU (with an estimate of its
-GPU-hours and peak memory, stated as arithmetic: ledger/runs.py), data (``EMBEXP_DATA``), the hub,
-or a method embexp does not have. The GPU rows that are metrics of one run set read the finished runs
-under ``runs`` (default outputs, where the table targets write) through the paper's report module
-(ledger/measured.py): the measured value and its status, the estimate beside it.
+GPU-hours and peak memory, stated as arithmetic by ledger/runs.py over the table of the runs each GPU row
+names, ledger/estimates/*.csv), data (``EMBEXP_DATA``), the hub, or a method embexp does not have.
+The GPU rows that are metrics of one run set read the finished runs under ``runs`` (default outputs,
+where the table targets write) through the paper's report module (ledger/measured.py): the measured
+value and its status, the estimate beside it.
 Each paper's printed cells are data, ledger/printed/<paper>.csv (ledger/core.py: the paper's value as
 printed, the kind of check, the reason for a difference); its module, ledger/<paper>.py, holds only
 what computes embexp's values, keyed by the same ids (``computes()``). ``make reproduction`` runs this.
@@ -29,6 +30,7 @@ from typing import Optional
 from embexp.core.config import f
 from embexp.report.ledger import core
 from embexp.report.ledger.core import COMMAND, PAPERS, Compute, Row, bucket, bucket_labels  # noqa: F401 (the API)
+from embexp.report.ledger.runs import estimate
 
 TABLES = tuple(PAPERS)
 
@@ -59,8 +61,8 @@ def table_key(name: str) -> tuple:
 
 def paper_rows(paper: str) -> list[Row]:
     """The rows of one paper: its printed cells (ledger/printed/<paper>.csv) joined by id with how embexp
-    computes each (ledger/<paper>.py ``computes()``), table by table (``table_key``); the estimates they
-    share are numbered (<paper>-E1, ...) in order of first use."""
+    computes each (ledger/<paper>.py ``computes()``) and the GPU estimate of the runs it names (ledger/runs.py),
+    table by table (``table_key``); the estimates they share are numbered (<paper>-E1, ...) in order of first use."""
     import importlib
 
     computes = importlib.import_module(f"embexp.report.ledger.{paper}").computes()
@@ -68,7 +70,8 @@ def paper_rows(paper: str) -> list[Row]:
     unknown = set(computes) - {c["id"] for c in cells}
     if unknown:
         raise ValueError(f"ledger: computed but not in {core.sheet_path(paper).name}: {', '.join(sorted(unknown))}")
-    found = [Row(**{k: c[k] for k in core.ROW}, **vars(computes.get(c["id"], Compute()))) for c in cells]
+    found = [Row(**{k: c[k] for k in core.ROW}, **vars(computes.get(c["id"], Compute())),
+                 gpu=estimate(c["runs"]) if c["runs"] else None) for c in cells]
     idle = [r.id for r in found if r.data_free and r.ours is None]
     if idle:
         raise ValueError(f"ledger: {', '.join(idle)} say nothing of how embexp computes them")

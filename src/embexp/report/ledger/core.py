@@ -7,10 +7,11 @@ for it, and what it needs. Its printed half is a line of the paper's data file, 
 (its precision is the comparison's), the ``kind`` of check an equal value rests on (``KINDS``), the
 ``reason`` a value differs and the value embexp records then (``expected``: ours at the paper's precision,
 so a test fails if it moves), the ``command`` that computes it, what a row needs that embexp cannot give
-here (``hub``, ``absent``), and for a row whose check is the paper's formula on its own numbers, the
+here (``hub``, ``absent``), the runs a GPU row needs (``runs``: a set or a run of the GPU estimates' table,
+ledger/runs.py), and for a row whose check is the paper's formula on its own numbers, the
 printed numbers it applies it to (``inputs``, space-separated: they are printed cells too, some of no
 other row). Its code half is a ``Compute`` keyed by the same id in the paper's module, ledger/<paper>.py
-(``computes()``): a function, the data files it reads, a GPU estimate, a lookup in finished runs. Its status:
+(``computes()``): a function, the data files it reads, a lookup in finished runs. Its status:
 
 - ``equal``: ours, rendered at the paper's printed precision ("176K" -> thousands, "54.9" -> one
   decimal, "8.9M" -> 0.1M, "1e-8" -> the number itself), is the printed text;
@@ -170,12 +171,11 @@ class Row:
 @dataclass(frozen=True)
 class Compute:
     """How embexp gets one row's value: the code half of a row, keyed by the row's id in its paper's
-    data file (ledger/printed/<paper>.csv), which holds the printed half. ``ours``, ``data``, ``gpu`` and ``measure``
+    data file (ledger/printed/<paper>.csv), which holds the printed half. ``ours``, ``data`` and ``measure``
     are the Row's fields of the same names."""
 
     ours: Optional[Callable[[Optional[Path]], object]] = None
     data: tuple = ()
-    gpu: object = None
     measure: Optional[Callable[[object], list]] = None
 
 
@@ -257,8 +257,8 @@ def compare(row: Row, value) -> Outcome:
 
 
 # the columns of ledger/printed/<paper>.csv (module doc)
-FIELDS = ("id", "table", "cell", "paper", "kind", "reason", "expected", "command", "hub", "absent", "inputs")
-ROW = FIELDS[:-1]  # the Row's fields; ``inputs`` is what a formula row computes from
+FIELDS = ("id", "table", "cell", "paper", "kind", "reason", "expected", "command", "hub", "absent", "runs", "inputs")
+ROW = FIELDS[:-2]  # the Row's fields; ``runs`` names its GPU estimate, ``inputs`` is what a formula row computes from
 DIR = Path(__file__).parent / "printed"
 
 

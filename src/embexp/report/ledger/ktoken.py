@@ -13,31 +13,13 @@ from functools import lru_cache
 
 from embexp.report.ledger import core, measured, sources
 from embexp.report.ledger.core import Compute
-from embexp.report.ledger.runs import Run, Work, arch, estimate
 
 # the paper-sized stage of make ktoken_table1 (`table1` in src/embexp/sweep/papers/ktoken.py, tree=paper): trees
 # generated per stage (the held-out gate trees included), gate trees, test trees, questions asked per tree
 TREES, GATE, TEST, PAIRS = 500_000, 10_000, 10_000, 5
 SAMPLE = 300  # trees generated per stage for the sizes and majority class
-# each column's label and the prompt compression its run gets (None: a token-dropping baseline's rate, below)
-COLS = {
-    "uncompressed": ("Uncompressed", 1.0),
-    "selective_context": ("SelectiveContext", None),
-    "llmlingua2": ("LLMLingua2", None),
-    "k2": ("2-Token", 2.0),
-    "k3": ("3-Token", 3.0),
-    "k4": ("4-Token", 4.0),
-}
-# (training rows, prompt tokens, answer tokens, evaluation rows) per table (ours, ≈): the tree curriculum's
-# questions (the paper's 19.6–34.6M auxiliary samples, the upper end, at ≈100 tokens, + x3large's 2.45M at ≈600),
-# Amazon Fashion (10% of the 2.45M training reviews, the authors' sample, ≈100 tokens; 50k test), CommitPackFT
-# python (50.4k, old code + message ≈800 tokens compressed, new code ≈700 not; 5.6k test)
-DATA = {
-    "Table 1": ((34_600_000, 100, 1), (2_450_000, 600, 1), 50_000, 600),
-    "Table 2": ((245_000, 100, 1), None, 50_000, 100),
-    "Table 3": ((50_400, 800, 700), None, 5_600, 800),
-}
-SEEDS = 3
+# Tables 1–3's columns that embexp runs (src/embexp/sweep/papers/ktoken.py)
+COLS = ("uncompressed", "selective_context", "llmlingua2", "k2", "k3", "k4")
 INTRO = (
     "Tables 1–3 and the numbers of §3–§4. Not listed: the figures (Fig. 6's claim is a row), §1's 94% (arithmetic "
     "on K = 4) and the vocabulary-bits example of §1 (its numbers are lost in the paper's text)."
@@ -157,72 +139,6 @@ def rate(table: str, col: str) -> float:
     return round(core.inputs("ktoken", f"ktoken.t{table[-1]}.{col.replace('_', '')}.pl")[-1] / 100, 4)
 
 
-def run(table: str, col: str) -> list[Run]:
-    a = arch("qwen25_05b")
-    lora = sources.tp(
-        "qwen25_05b",
-        "method=lora",
-        "method.r=4",
-        "method.target_modules=[q_proj,k_proj,v_proj,o_proj," "gate_proj,up_proj,down_proj,lm_head]",
-    )
-    k = COLS[col][1] or 1 / (1 - rate(table, col))  # a token-dropping baseline keeps (1 - rate) of the prompt
-    parts, second, n_eval, eval_tokens = DATA[table]
-    works = [Work(f"train, prompts / {k:.3g} + answers", parts[0], parts[1] / k + parts[2])]
-    if second:
-        works.append(Work(f"train x3large, prompts / {k:.3g} + answers", second[0], second[1] / k + second[2]))
-    seq = int(max(p[1] for p in (parts, second) if p) / k + parts[2])
-    return [
-        Run(
-            f"Qwen2.5-0.5B {COLS[col][0]}, {table}",
-            a,
-            "bf16",
-            lora,
-            False,
-            tuple(works),
-            (Work("test rows", n_eval, eval_tokens / k + parts[2]),),
-            seq=seq,
-            batch=16 if table == "Table 1" else 3,
-            copies=SEEDS,
-        )
-    ]
-
-
 def computes() -> dict:
-    out = pl_computes()
-    out |= {
-        f"ktoken.t{table[-1]}.{col}.run": Compute(
-            gpu=estimate(f"ktoken.{table}.{col}", lambda t=table, c=col: run(t, c)),
-            measure=measured.ktoken(f"table{table[-1]}", col),
-        )
-        for table in DATA
-        for col in COLS
-    }
-    out["ktoken.s44.aux"] = Compute(
-        gpu=estimate(
-            "ktoken.Table 1.k4",
-            lambda: run("Table 1", "k4"),
-            "How often each stage repeats until its gate passes is a training outcome.",
-        )
-    )
-    out["ktoken.fig6.init"] = Compute(
-        gpu=estimate(
-            "ktoken.fig6",
-            lambda: [
-                Run(
-                    f"Qwen2.5-0.5B 4-Token ({init} init), x3large, up to 10 epochs",
-                    arch("qwen25_05b"),
-                    "bf16",
-                    0,
-                    False,
-                    (Work("train x3large, prompts / 4 + answers", 2_450_000, 151, 10),),
-                    (Work("gate trees' questions", 50_000, 151, 10),),
-                    seq=151,
-                    batch=16,
-                    copies=SEEDS,
-                )
-                for init in ("average", "random")
-            ],
-        )
-    )
-    return out
-
+    runs = {f"ktoken.t{t}.{col}.run": Compute(measure=measured.ktoken(f"table{t}", col)) for t in "123" for col in COLS}
+    return {**pl_computes(), **runs}

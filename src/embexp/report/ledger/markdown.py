@@ -51,7 +51,7 @@ def section(paper: str, rows: list) -> str:
 
 def gpu_hours(rows: list) -> float:
     """GPU-hours of the distinct runs the rows need (a run that two tables read is counted once)."""
-    runs = {run.ident: run for r, o in rows if r.gpu is not None and o.status == "gpu" for run in r.gpu.runs}
+    runs = {run.key: run for r, o in rows if r.gpu is not None and o.status == "gpu" for run in r.gpu.runs}
     return sum(run.hours() for run in runs.values())
 
 

@@ -16,9 +16,8 @@ estimate beside the result. A row with no run at all stays "needs a GPU".
 
 The lookups (``Row.measure``) compute their cells with the paper's report module's own functions
 (``embexp.report.<paper>``: the same run filters, metrics and means over seeds as ``python -m embexp.report
-paper=<paper>``), so the ledger and the report tables never disagree. Each returns a closure (records.Runs)
--> a value per printed cell, None where no finished run holds it. The report modules are imported when a
-lookup runs.
+paper=<paper>``), so the ledger and the report tables never disagree. The report modules are imported when
+a lookup runs.
 """
 
 from __future__ import annotations
@@ -112,30 +111,15 @@ def no_se():
     return SE("none", 0, Path(os.devnull))
 
 
-# TinyTE: the ledger's method labels -> (method, tag) of the runs (report/tinyte.py TABLE11)
-TINYTE = {
-    "base": ("zero_shot", ""),
-    "Emb. Tuning": ("emb_tuning", ""),
-    "LoRA (r=8)": ("lora", ""),
-    "PT (1 tok)": ("prompt_tuning", "tk1"),
-    "PT (2 toks)": ("prompt_tuning", "tk2"),
-    "PT (20 toks)": ("prompt_tuning", "tk20"),
-    "TinyTE-full": ("tinyte_full", ""),
-    "TinyTE-half": ("tinyte_half", ""),
-    "TinyTE-gated": ("tinyte_gated", ""),
-    "TinyTE-hybrid": ("tinyte_hybrid", ""),
-}
-
-
-def tinyte_nlg(model: str, method: str, names: tuple):
-    """Tables 1, 2, 11: R-L, BLEU-4, TER (the report's column names) of one model and method, mean over seeds
-    (``report.tinyte.gen_row``)."""
+def tinyte_nlg(model: str, cell: tuple, names: tuple):
+    """Tables 1, 2, 11: R-L, BLEU-4, TER (the report's column names) of one model and cell ((method, tag) of the
+    runs), mean over seeds (``report.tinyte.gen_row``)."""
 
     def get(idx):
         from embexp.report import tinyte as rep
 
         cols = [c for c in (rep.RL, rep.BLEU, rep.TER) if c[2] in names]
-        row = rep.gen_row(idx, no_se(), model, *TINYTE[method], cols)
+        row = rep.gen_row(idx, no_se(), model, *cell, cols)
         return [row[n] for n in names]
 
     return get

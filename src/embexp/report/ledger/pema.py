@@ -13,7 +13,6 @@ from functools import lru_cache
 
 from embexp.report.ledger import measured, sources
 from embexp.report.ledger.core import Compute
-from embexp.report.ledger.runs import encoder_arch, estimate, glue_run
 from embexp.studies import vocab
 from embexp.studies.vocab import GLUE
 
@@ -26,7 +25,6 @@ MNLI_SPLITS = {
     "validation": ("validation_matched", "validation_mismatched"),
     "test": ("test_matched", "test_mismatched"),
 }
-SEEDS = 5
 
 INTRO = (
     "Tables 1–10 and the numbers of §3 and §6. Not listed: Fig. 1 (a diagram), Fig. 2's curves (its claims "
@@ -45,14 +43,10 @@ NOTES = {
     "matrix; memory counted without the removal, an upper bound). Table 8: 3 epochs, batch 32, "
     "sequences padded per batch (≈ tokens per row in ledger/runs.py GLUE).",
 }
-@lru_cache(maxsize=None)
-def shape(model: str) -> tuple[int, int, int]:
-    """(embedding rows, dim, parameters) of a registry model with a 2-class head, on the meta device."""
-    return vocab.shape_of(vocab.model_config(model, 2))
 
 
 def t5_value(model: str, col: int) -> float:
-    rows, dim, n = shape(model)
+    rows, dim, n = sources.shape(model)
     return (rows, rows * dim, n, 100 * rows * dim / n)[col]
 
 
@@ -150,36 +144,9 @@ def t8_computes() -> dict:
     return out
 
 
-@lru_cache(maxsize=None)
-def arch(model: str):
-    rows, dim, n = shape(model)
-    c = vocab.model_config(model, 2)
-    layers = getattr(c, "num_hidden_layers", None) or c.n_layers
-    return encoder_arch(vocab.MODELS[model].tokenizer, n, rows * dim, dim, layers)
-
-
-def run(model: str, task: str, pema: bool):
-    a = arch(model)
-    name = f"{vocab.MODELS[model].label} {'+ PEMA' if pema else 'full FT'}, {task}"
-    return glue_run(name, a, task, "fp32", a.n, True, 3, 32, SEEDS, key=f"pema.{model}.{pema}.{task}")
-
-
 def computes() -> dict:
     out = {**t5_computes(), **t2_computes(), **t7_computes(), **t8_computes()}
-    out |= {
-        f"pema.t9.{task}.finetune_s": Compute(
-            gpu=estimate(
-                f"pema.t9.{task}",
-                lambda t=task: [run("roberta_base", t, True)],
-                "The paper's V100 took the printed seconds; the estimate is for an H100.",
-            )
-        )
-        for task in GLUE
-    }
     for model in T5:
         for pema in (False, True):
-            out[f"pema.t10.{model}.{'pema' if pema else 'ft'}"] = Compute(
-                gpu=estimate(f"pema.t10.{model}.{pema}", lambda m=model, p=pema: [run(m, t, p) for t in GLUE]),
-                measure=measured.pema_t10(model, pema),
-            )
+            out[f"pema.t10.{model}.{'pema' if pema else 'ft'}"] = Compute(measure=measured.pema_t10(model, pema))
     return out

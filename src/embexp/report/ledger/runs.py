@@ -1,6 +1,6 @@
-"""The runs behind the ledger's GPU rows, as embexp's recipes run them (conf/experiment, conf/trainer,
-conf/task), and their GPU estimates: arithmetic, not measurements (the rest of this docstring is
-docs/reproduction.md's "How the GPU estimates are made").
+"""The runs behind the ledger's GPU rows and their GPU estimates: arithmetic, not measurements, and one
+function for every paper (``estimate``) over a table of run sets, ledger/estimates/*.csv (the rest of this
+docstring is docs/reproduction.md's "How the GPU estimates are made").
 
 One GPU: an NVIDIA H100-80GB SXM. Peak dense throughput by the precision embexp's recipe for the
 table runs in (conf/trainer/<paper>_paper.yaml): fp32 without tensor cores 67 TFLOP/s, tf32
@@ -24,9 +24,11 @@ for models of 1B parameters or more, 30% from 100M, 10% below (small matmuls do 
 
 from __future__ import annotations
 
-import math
+import csv
+import re
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from embexp.report.ledger import sources
 
@@ -46,11 +48,14 @@ def num(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:g}"
 
 
+def hrs(x: float) -> str:
+    return f"{x:.2g}" if x < 10 else f"{x:,.0f}"
+
+
 @dataclass(frozen=True)
 class Arch:
     """What an estimate needs of a model."""
 
-    name: str
     n: int  # all parameters
     n_matmul: int  # parameters in matrix multiplies
     d: int
@@ -93,11 +98,7 @@ class Run:
     batch: int = 1
     copies: int = 1
     weight_bytes: int = 4  # 2: a judge loaded in bf16 (judge.dtype=auto on a GPU)
-    key: str = ""  # the same run in two estimates (a table's row and another's) is counted once by this key
-
-    @property
-    def ident(self) -> str:
-        return self.key or f"{self.arch.name}: {self.label}"
+    key: str = ""  # its id in estimates/runs.csv: a run in two sets (a table's row and another's) is counted once
 
     def flops(self) -> tuple[float, float]:
         a = self.arch
@@ -176,13 +177,9 @@ class Run:
         )
 
 
-def hrs(x: float) -> str:
-    return f"{x:.2g}" if x < 10 else f"{x:,.0f}"
-
-
 class Estimate:
     """The runs one ledger row needs, built on first use (building reads parameter counts); rows that
-    share runs share the key and the object (counted once)."""
+    share a set share the key and the object (counted once)."""
 
     def __init__(self, key: str, build, note: str = ""):
         self.key, self.build, self.note, self.ref = key, build, note, ""
@@ -219,9 +216,48 @@ class Estimate:
         return f"{body}{' ' + self.note if self.note else ''} Total ≈ {hrs(self.hours())} GPU-h."
 
 
+# The table of run sets: estimates/runs.csv, a run a line (its id, label, ``model`` (``arch``), ``trainable``
+# (0, ``all``: every weight, or the method overrides ``studies.params`` counts it under), precision, the
+# tokens it trains on, evaluates and decodes (``works``), the longest training sequence, batch, copies (seeds)
+# and weight bytes), and estimates/sets.csv, a set of several runs or with a note (a set of no runs: a row
+# that is a mean or a ratio of other rows). A GPU row names its set or its one run (the ``runs`` column of
+# ledger/printed/<paper>.csv). The runs are embexp's recipes for each table:
+# - tasks: sizes are the hub datasets' (their cards): CNN/DM 3.0.0 287,113 train / 13,368 validation /
+#   11,490 test (capped at 2,500); WMT16 cs-en 997,240 train, newstest2015 (2,656) selects, newstest2016
+#   (2,999) is reported; BoolQ, CB, COPA, RTE, WiC (SuperGLUE); Alpaca 52,002 rows (2,500 held out for
+#   evaluation and 500 for selection); BeaverTails 30k_train ≈ 15,000 unsafe rows, 1,000 test requests;
+#   AdvBench 520; GLUE: training rows (PEMA Table 7), validation rows (MNLI: matched + mismatched). Tokens
+#   per row are estimates: ≈ 1.3 subword tokens per English word, ≈ 2 per Czech word (the TinyTE paper's
+#   footnote 2), plus the prompt template (CNN/DM: article 781 + highlights 56 words; WMT16 ≈ 20 Czech + 23
+#   English words; Alpaca ≈ 130 words); GLUE pairs as a batch pads them (≈ 1.5 × the mean length of the
+#   pair, capped at 128; ours), the sequence 2 × that.
+# - TinyTE (conf/trainer/tinyte_paper.yaml): tf32, batch 1 × 32, the selection loss every 100 optimizer steps
+#   (passes = ⌊training rows × epochs / 32 / 100⌋), greedy decoding in batches of 16; Table 3: COPA 50
+#   epochs, the others 20, zero-shot a forward pass per choice; the ablations 12 values of p × 250 rows (Table
+#   8: 2); the judges read 600 tokens (HarmBench) or 2 × 128 (the NLI judge) per row.
+# - Tiny-Attention (conf/trainer/tinyattn_paper.yaml): fp32, 20 epochs, batch 16, selection on 10% of the
+#   training rows (at most 1,000) twice per epoch; FewGLUE: the sweep spec's seeds.
+# - PEMA (conf/trainer/pema_paper.yaml): fp32 full fine-tuning, 3 epochs, batch 32, 5 seeds.
+# - PETE (make pete_table's paper recipe): fp16, 122,700 steps × 128 pairs of two ≈ 32-token sentences.
+# - K-Token (src/embexp/sweep/papers/ktoken.py): bf16 LoRA (r=4, every projection and lm_head), 3 seeds;
+#   prompts shrink by K, or for a token-dropping baseline by 1 / (1 − the length reduction the paper
+#   measured for it, ``ledger.ktoken.rate``); Table 1: the tree curriculum's questions (the paper's
+#   19.6–34.6M auxiliary samples, the upper end, at ≈ 100 tokens, + x3large's 2.45M at ≈ 600; 50k test),
+#   batch 16; Table 2: Amazon Fashion (10% of the 2.45M training reviews, the authors' sample, ≈ 100 tokens;
+#   50k test); Table 3: CommitPackFT python (50.4k, old code + message ≈ 800 tokens compressed, new code
+#   ≈ 700 not; 5.6k test), batch 3.
+DIR = Path(__file__).parent / "estimates"
+# the judges' sizes (hub cards): HarmBench's Llama-2-13B classifier, T5-XXL TRUE NLI
+JUDGES = {
+    "harmbench": Arch(13_015_864_320, 12_852_024_320, 5_120, 40, 32_000, 5_120),
+    "nli": Arch(11_307_321_344, 11_174_000_000, 4_096, 48, 0, 4_096),
+}
+SCRATCH_TABLE = 30_522 * 512  # conf/model/scratch_encoder.yaml's token table (PETE replaces it)
+
+
 @lru_cache(maxsize=None)
-def arch(model: str) -> Arch:
-    """The shape of a stored architecture (models/specs.py) for an estimate."""
+def spec_arch(model: str) -> Arch:
+    """The shape of a stored architecture (models/specs.py)."""
     from embexp.models.specs import SPECS
 
     c = sources.spec_config(model)
@@ -234,145 +270,74 @@ def arch(model: str) -> Arch:
     tied = bool(getattr(c, "tie_word_embeddings", False)) and decoder
     heads = getattr(c, "num_attention_heads", None) or c.n_head
     kv = (getattr(c, "num_key_value_heads", None) or heads) * (getattr(c, "head_dim", None) or d // heads)
-    return Arch(model, total, total - table + (table if tied else 0), d, layers, c.vocab_size if decoder else 0, kv)
-
-# Tasks: sizes are the hub datasets' (their cards); tokens per row are estimates (stated with each task):
-# ≈1.3 subword tokens per English word, ≈2 per Czech word (the TinyTE paper's footnote 2), plus the prompt
-# template. Each estimate says which numbers it used.
-@dataclass(frozen=True)
-class Task:
-    """One task as a recipe trains and evaluates it."""
-
-    name: str
-    train: int  # training rows
-    tokens: int  # tokens per training row (prompt + target)
-    eval: int  # evaluation rows
-    prompt: int  # tokens per evaluation prompt
-    new: int  # decode budget per evaluation row (0: scored without generating)
-    seq: int  # the longest training sequence (activation memory)
-    select: int = 0  # rows of the periodic selection loss
-    choices: int = 0  # log-likelihood multiple choice: continuations scored per row (no decode)
+    return Arch(total, total - table + (table if tied else 0), d, layers, c.vocab_size if decoder else 0, kv)
 
 
-TASKS = {
-    # CNN/DM 3.0.0: 287,113 train / 13,368 validation / 11,490 test (capped at 2,500); article 781 + highlights 56 words
-    "cnndm": Task("CNN/DM", 287_113, 1_100, 2_500, 1_030, 256, 2_208, select=2_500),
-    # WMT16 cs-en: 997,240 train, newstest2015 (2,656) selects, newstest2016 (2,999) is reported;
-    # ≈20 Czech + 23 English words
-    "wmt16": Task("WMT16 cs-en", 997_240, 110, 2_999, 70, 256, 384, select=2_656),
-    "boolq": Task("BoolQ", 9_427, 150, 3_270, 140, 32, 512, select=50, choices=2),
-    "cb": Task("CB", 250, 90, 56, 85, 32, 512, select=50, choices=3),
-    "copa": Task("COPA", 400, 25, 100, 20, 32, 512, select=50, choices=2),
-    "rte_sg": Task("RTE", 2_490, 80, 277, 75, 32, 512, select=50, choices=2),
-    "wic": Task("WiC", 5_428, 45, 638, 40, 32, 512, select=50, choices=2),
-    # Alpaca: 52,002 rows, 2,500 held out for evaluation and 500 for selection; ≈130 words per row + template
-    "alpaca": Task("Alpaca", 49_002, 170, 2_500, 70, 512, 1_024, select=500),
-    # BeaverTails 30k_train: ≈15,000 unsafe rows of 27,186; 1,000 test requests
-    "bsd": Task("BSD", 15_000, 150, 1_000, 40, 512, 1_024, select=500),
-    "advbench": Task("AdvBench", 0, 0, 520, 30, 512, 0),
-}
-SUPERGLUE = ("boolq", "copa", "cb", "rte_sg", "wic")
-TINYTE_BATCH, TINYTE_EVERY, DECODE_BATCH = 32, 100, 16  # conf/trainer/tinyte_paper.yaml: 1 x 32, eval_every 100
+def pema_arch(model: str) -> Arch:
+    """A PEMA registry encoder (studies/vocab.py MODELS) with a 2-class head."""
+    from embexp.studies import vocab
+
+    rows, dim, n = sources.shape(model)
+    c = vocab.model_config(model, 2)
+    return Arch(n, n - rows * dim, dim, getattr(c, "num_hidden_layers", None) or c.n_layers, 0, dim)
 
 
-def select_passes(task: Task, epochs: float, batch: int, every: int) -> int:
-    """Periodic selection-loss passes: one per `every` optimizer steps."""
-    return math.floor(task.train * epochs / batch / every)
+def pete_arch(method: str) -> Arch:
+    """conf/model/scratch_encoder (2 layers, d = 512) under `method`, without a task head."""
+    n = sources.tp("scratch_encoder", f"method={method}", num_labels=0)
+    return Arch(n, n - (0 if method == "pete" else SCRATCH_TABLE), 512, 2, 0, 512)
 
 
-def tinyte_run(label: str, model: str, task: str, trainable: int, epochs: float = 1, train: bool = True) -> Run:
-    """A TinyTE-recipe run (tf32, batch 1 x 32, selection loss every 100 steps, greedy decoding)."""
-    t, a = TASKS[task], arch(model)
-    works, evals = (), [Work(f"eval prompts ({t.name})", t.eval, t.prompt)]
-    if train and t.train:
-        works = (Work(f"train ({t.name})", t.train, t.tokens, epochs),)
-        passes = select_passes(t, epochs, TINYTE_BATCH, TINYTE_EVERY)
-        if passes and t.select:
-            evals.append(Work("selection loss", t.select, t.tokens, passes))
-    decode = (Work("decode", t.eval, t.new, DECODE_BATCH),) if t.new else ()
-    return Run(label, a, "tf32", trainable, False, works, tuple(evals), decode, seq=t.seq, batch=1)
+ARCHS = {"": spec_arch, "pema": pema_arch, "pete": pete_arch, "judge": JUDGES.__getitem__}
 
 
-def loglik_run(label: str, model: str, task: str) -> Run:
-    """Zero-shot log-likelihood multiple choice (lm-eval prompts): a forward pass per choice."""
-    t, a = TASKS[task], arch(model)
-    return Run(label, a, "tf32", evals=(Work(f"{t.name} choices", t.eval * t.choices, t.prompt + 5),), seq=t.prompt)
+def arch(model: str) -> Arch:
+    """A run's ``model``: a stored architecture's name, ``pema:<model>``, ``pete:<method>`` or ``judge:<name>``."""
+    kind, _, name = model.rpartition(":")
+    return ARCHS[kind](name)
 
 
-def judge_arch(name: str) -> Arch:
-    """The judges' sizes (hub cards): HarmBench's Llama-2-13B classifier, T5-XXL TRUE NLI."""
-    if name == "harmbench":
-        return Arch("cais/HarmBench-Llama-2-13b-cls", 13_015_864_320, 12_852_024_320, 5_120, 40, 32_000, 5_120)
-    return Arch("google/t5_xxl_true_nli_mixture", 11_307_321_344, 11_174_000_000, 4_096, 48, 0, 4_096)
+@lru_cache(maxsize=None)
+def table(name: str) -> dict:
+    """estimates/<name>.csv by its first column."""
+    with (DIR / f"{name}.csv").open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        return {r[reader.fieldnames[0]]: r for r in reader}
 
 
-def judge_run(label: str, judge: str, rows: int, tokens: int) -> Run:
-    """A judge scoring `rows` texts of `tokens` tokens, one forward pass each, weights in bf16."""
-    return Run(label, judge_arch(judge), "bf16", evals=(Work("judged rows", rows, tokens),), seq=tokens, weight_bytes=2)
+def number(text: str) -> float:
+    return float(text) if "." in text else int(text)
+
+
+def works(text: str) -> tuple:
+    """'what: rows × tokens [× times]; ...' -> the Works."""
+    out = []
+    for part in filter(None, text.split("; ")):
+        what, _, sizes = part.rpartition(": ")
+        out.append(Work(what, *(number(x) for x in re.split(" × ", sizes))))
+    return tuple(out)
+
+
+@lru_cache(maxsize=None)
+def run(key: str) -> Run:
+    """The run of estimates/runs.csv with this id (its parameters counted on the meta device)."""
+    r = table("runs")[key]
+    a, spec = arch(r["model"]), r["trainable"]
+    trainable = a.n if spec == "all" else int(spec) if spec.isdigit() else sources.tp(r["model"], *spec.split())
+    return Run(r["label"], a, r["precision"], trainable, spec == "all", works(r["train"]), works(r["evals"]),
+               works(r["decode"]), **{k: int(r[k]) for k in ("seq", "batch", "copies", "weight_bytes")}, key=key)
 
 
 _EST: dict = {}
 
 
-def estimate(key: str, build, note: str = "") -> Estimate:
-    """One Estimate per key (rows that need the same runs share it)."""
+def estimate(key: str) -> Estimate:
+    """The runs of a set of estimates/sets.csv, or the one run of estimates/runs.csv with this id: one
+    Estimate per key (rows that need the same runs share it and count it once)."""
     if key not in _EST:
-        _EST[key] = Estimate(key, build, note)
+        sets, runs = table("sets"), table("runs")
+        if key not in sets and key not in runs:
+            raise ValueError(f"ledger: no run set or run {key!r} in {DIR.name}/sets.csv or {DIR.name}/runs.csv")
+        ids, note = (sets[key]["runs"].split(), sets[key]["note"]) if key in sets else ([key], "")
+        _EST[key] = Estimate(key, lambda: [run(i) for i in ids], note)
     return _EST[key]
-
-
-def derived(key: str, note: str) -> Estimate:
-    """The estimate of a GPU row with no run of its own (a mean or a ratio of other rows): its note."""
-    return estimate(key, lambda: [], note)
-
-
-# GLUE: training rows (PEMA Table 7), validation rows (MNLI: matched + mismatched), tokens per row as a batch
-# pads them (≈ 1.5 × the mean length of the pair, capped at 128; ours)
-GLUE = {
-    "cola": (8_551, 1_043, 20),
-    "mnli": (392_702, 19_647, 60),
-    "mrpc": (3_668, 408, 70),
-    "qnli": (104_743, 5_463, 75),
-    "qqp": (363_846, 40_430, 50),
-    "rte": (2_490, 277, 110),
-    "sst2": (67_349, 872, 35),
-    "stsb": (5_749, 1_500, 45),
-    "wnli": (635, 71, 55),
-}
-
-
-def encoder_arch(name: str, n: int, table: int, d: int, layers: int) -> Arch:
-    return Arch(name, n, n - table, d, layers, 0, d)
-
-
-def glue_run(
-    label: str,
-    arch: Arch,
-    task: str,
-    precision: str,
-    trainable: int,
-    full: bool,
-    epochs: float,
-    batch: int,
-    copies: int = 1,
-    select: tuple = (0, 0),
-    key: str = "",
-) -> Run:
-    """An encoder fine-tuned on a GLUE task; `select` = (rows, passes) of a periodic selection pass."""
-    train, val, tok = GLUE[task]
-    evals = [Work(f"validation ({task})", val, tok)]
-    if select[1]:
-        evals.append(Work("selection passes", select[0], tok, select[1]))
-    return Run(
-        label,
-        arch,
-        precision,
-        trainable,
-        full,
-        (Work(f"train ({task})", train, tok, epochs),),
-        tuple(evals),
-        seq=min(512, 2 * tok),
-        batch=batch,
-        copies=copies,
-        key=key,
-    )

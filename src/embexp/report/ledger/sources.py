@@ -33,6 +33,14 @@ def spec_config(model: str):
 
 
 @lru_cache(maxsize=None)
+def shape(model: str) -> tuple[int, int, int]:
+    """(embedding rows, dim, parameters) of a PEMA registry model (studies/vocab.py) with a 2-class head."""
+    from embexp.studies import vocab
+
+    return vocab.shape_of(vocab.model_config(model, 2))
+
+
+@lru_cache(maxsize=None)
 def composed(*overrides: str):
     """The train config ``python -m embexp.train`` composes for these overrides (cached)."""
     from embexp.core.cli import compose_train

@@ -3,27 +3,31 @@ ledger/printed/tinyattn.csv. Trainable-parameter counts and shares on roberta-la
 the PLMs' sizes (§4.1), the GLUE training-set sizes (Table 3) and label balance (App. B.1) from the real
 data; Tables 4–7, the hyper-parameters of the paper's best runs, against the experiment configs embexp
 runs them with (conf/experiment/tinyattn_*.yaml). Every score needs a GPU: roberta-large (and -base)
-frozen with tiny-attention adapters, 20 epochs, batch 16, fp32 (conf/trainer/tinyattn_paper.yaml)."""
+frozen with tiny-attention adapters, 20 epochs, batch 16, fp32 (conf/trainer/tinyattn_paper.yaml); the
+scores of one run set are read from finished runs (ledger/measured.py)."""
 
 from __future__ import annotations
 
 from embexp.report.ledger import measured, sources
 from embexp.report.ledger.core import Compute
-from embexp.report.ledger.runs import GLUE, Run, Work, arch, derived, estimate, glue_run
-from embexp.studies.vocab import GLUE_LABELS
 
 HEAD = "model.head=linear"  # the authors' Linear(d, n) head on <s>, every tinyattn GLUE experiment
 TASKS = ("sst2", "cola", "mnli", "qqp", "rte", "mrpc", "qnli", "stsb")  # Tables 3 and 8's tasks
 # MNLI, QQP and MRPC print two metrics ("89.3/89.6"): the report keeps one (METRIC), so their rows read no runs
 TWO_METRICS = ("mnli", "qqp", "mrpc")
-FOUR_H = ("cola", "rte", "mrpc", "qnli")  # the tasks 4H was trained on (Table 5); the other 4H cells are 1H's
-PLACE = {"sequential": "seq", "parallel": "para"}  # Table 10's run tags: 1h_seq, 1h_para
-# the run tags (report/tinyattn.py cells) of Tables 11 and 12's rows, by (heads, the estimate's tag)
-SETTING = {(4, "-noavg"): "4h_noavg", (4, ""): "4h", (1, "-4d"): "1h4d", (1, ""): "1h"}
+# the rows of Tables 10-12 that are one setting's runs on two tasks: (row id, table, the setting's tag in
+# report/tinyattn.py, model, tasks)
+SETTINGS = (
+    ("t10.sequential", "table10", "1h_seq", "roberta_base", ("sst2", "mnli")),
+    ("t10.parallel", "table10", "1h_para", "roberta_base", ("sst2", "mnli")),
+    ("t11.4h-noavg", "table11", "4h_noavg", "roberta", ("cola", "rte")),
+    ("t11.4h", "table11", "4h", "roberta", ("cola", "rte")),
+    ("t12.1h-4d", "table12", "1h4d", "roberta", ("cola", "rte")),
+    ("t12.1h", "table12", "1h", "roberta", ("cola", "rte")),
+)
 # each hyper-parameter table's experiments (conf/experiment/<name>.yaml); Table 6 prints no warm-up column
 HP_TABLES = {
-    "t4": ("tinyattn_1h_sst2", "tinyattn_1h_cola", "tinyattn_1h_mnli", "tinyattn_1h_qqp", "tinyattn_1h_rte",
-           "tinyattn_1h_mrpc", "tinyattn_1h_qnli", "tinyattn_1h_stsb"),
+    "t4": tuple(f"tinyattn_1h_{task}" for task in TASKS),
     "t5": ("tinyattn_4h_cola", "tinyattn_4h_rte", "tinyattn_4h_mrpc", "tinyattn_4h_qnli"),
     "t6": ("tinyattn_base_seq_sst2", "tinyattn_base_para_sst2", "tinyattn_base_seq_mnli", "tinyattn_base_para_mnli"),
     "t7": ("tinyattn_4h_noavg_cola", "tinyattn_4h_noavg_rte"),
@@ -112,124 +116,24 @@ def hp_computes() -> dict:
         for t, experiments in HP_TABLES.items()
         for exp in experiments
     }
-def glue(model: str, task: str, heads: int = 1, tag: str = "", copies: int = 1):
-    """One adapter run on a GLUE task (selection: 10% of the training rows, at most 1,000, twice per epoch)."""
-
-    def build():
-        sel = (min(1_000, GLUE[task][0] // 10), 40)
-        name = f"{model} Tiny-Attn-{heads}H{tag}, {GLUE_LABELS[task]}"
-        return [
-            glue_run(
-                name,
-                arch(model),
-                task,
-                "fp32",
-                one_h(model, heads),
-                False,
-                20,
-                16,
-                copies,
-                sel,
-                key=f"tinyattn.{model}.{heads}{tag}.{task}.{copies}",
-            )
-        ]
-
-    return estimate(f"tinyattn.{model}.{heads}H{tag}.{task}.{copies}", build)
 
 
-def t8_computes() -> dict:
-    out = {}
-    for heads in ("1h", "4h"):
-        for task in TASKS:
-            trained = heads == "1h" or task in FOUR_H
-            est = glue("roberta", task, int(heads[0])) if trained else glue("roberta", task, 1)
-            look = None if task in TWO_METRICS else measured.tinyattn("table8", heads, "roberta", (task,))
-            out[f"tinyattn.t8.{heads}.{task}"] = Compute(gpu=est, measure=look)
-        note = "no run of its own: the mean of the row's cells"
-        out[f"tinyattn.t8.{heads}.avg"] = Compute(gpu=derived(f"tinyattn.t8.{heads.upper()}.avg", note))
-    return out
-
-
-def spec_seeds(spec: str) -> list:
-    """The seeds a paper table's sweep runs by default (its ``seeds`` variable, embexp/sweep/papers/)."""
-    from embexp.sweep.runner import get_table
-
-    return list(get_table(spec).vars["seeds"].default)
-
-
-def fewglue_computes() -> dict:
-    seeds = spec_seeds("tinyattn/table1")  # the paper: "4 additional random seeds" (App. B.1)
-    n = len(seeds)
-    few = estimate(
-        "tinyattn.fewglue",
-        lambda: [
-            Run(
-                f"albert-xxlarge Tiny-Attn-1H, FewGLUE {t} ({n} seeds)",
-                arch("albert_xxlarge"),
-                "fp32",
-                sources.tp("albert_xxlarge", "method=tinyattn"),
-                False,
-                (Work("train", 32, tok, 20),),
-                (Work("validation", n_rows, tok),),
-                seq=tok,
-                copies=n,
-            )
-            for t, n_rows, tok in (("CB", 56, 90), ("RTE", 277, 80))
-        ],
-    )
-    look = measured.tinyattn("table1", "fewglue", "albert_xxlarge", ("cb", "rte"))
-    return {"tinyattn.t1.1h": Compute(gpu=few, measure=look)}
-
-
-def drop_computes() -> dict:
-    note = "no run of its own: the mean of the two drops above (and Table 8's runs)"
-    return {
-        "tinyattn.t2.mnli": Compute(gpu=glue("roberta_base", "mnli")),
-        "tinyattn.t2.sst2": Compute(gpu=glue("roberta_base", "sst2")),
-        "tinyattn.t2.avg": Compute(gpu=derived("tinyattn.t2.avg", note)),
+def measure_computes() -> dict:
+    """The lookups of the GPU rows whose cells are one setting's metrics (Tables 1, 8, 10–13)."""
+    out = {
+        f"tinyattn.t8.{heads}.{task}": Compute(measure=measured.tinyattn("table8", heads, "roberta", (task,)))
+        for heads in ("1h", "4h")
+        for task in TASKS
+        if task not in TWO_METRICS
     }
-
-
-def placement_computes() -> dict:
-    out = {}
-    for place in ("sequential", "parallel"):
-        tag = "" if place == "sequential" else "-para"
-        est = estimate(
-            f"tinyattn.t10.{place}",
-            lambda tg=tag: glue("roberta_base", "sst2", 1, tg).runs + glue("roberta_base", "mnli", 1, tg).runs,
-        )
-        look = measured.tinyattn("table10", f"1h_{PLACE[place]}", "roberta_base", ("sst2", "mnli"))
-        out[f"tinyattn.t10.{place}"] = Compute(gpu=est, measure=look)
-    for table, tag, heads in (("11", "-noavg", 4), ("11", "", 4), ("12", "-4d", 1), ("12", "", 1)):
-        est = estimate(
-            f"tinyattn.{heads}{tag}.cola+rte",
-            lambda tg=tag, h=heads: glue("roberta", "cola", h, tg).runs + glue("roberta", "rte", h, tg).runs,
-        )
-        look = measured.tinyattn(f"table{table}", SETTING[(heads, tag)], "roberta", ("cola", "rte"))
-        out[f"tinyattn.t{table}.{heads}h{tag}"] = Compute(gpu=est, measure=look)
-    return out
-
-
-def t13_computes() -> dict:
-    out = {}
+    out["tinyattn.t1.1h"] = Compute(measure=measured.tinyattn("table1", "fewglue", "albert_xxlarge", ("cb", "rte")))
+    for rid, table, tag, model, tasks in SETTINGS:
+        out[f"tinyattn.{rid}"] = Compute(measure=measured.tinyattn(table, tag, model, tasks))
     for i in range(1, 6):
-        est = (
-            estimate("tinyattn.t13.seed1", lambda: glue("roberta", "sst2").runs + glue("roberta", "mnli").runs)
-            if i == 1
-            else estimate(
-                f"tinyattn.t13.seed{i}",
-                lambda s=i: glue("roberta", "sst2", tag=f" seed {s}").runs
-                + glue("roberta", "mnli", tag=f" seed {s}").runs,
-            )
-        )
         look = measured.tinyattn("table8", "1h", "roberta", ("sst2", "mnli"), (i,))
-        out[f"tinyattn.t13.seed{i}"] = Compute(gpu=est, measure=look)
-    for stat in ("avg", "stdev"):
-        note = "no run of its own: over the five seeds above"
-        out[f"tinyattn.t13.{stat}"] = Compute(gpu=derived(f"tinyattn.t13.{stat}", note))
+        out[f"tinyattn.t13.seed{i}"] = Compute(measure=look)
     return out
 
 
 def computes() -> dict:
-    return {**param_computes(), **data_computes(), **hp_computes(), **t8_computes(), **fewglue_computes(),
-            **drop_computes(), **placement_computes(), **t13_computes()}
+    return {**param_computes(), **data_computes(), **hp_computes(), **measure_computes()}

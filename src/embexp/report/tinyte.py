@@ -145,13 +145,9 @@ def table_3(cfg, idx, se):
 
 def ablation_summaries(root: Path, sorting: str, key: str = "bleu") -> list[dict]:
     """The ablation summaries of one sorting that carry the curve `key` (bleu, nli)."""
-    out = []
-    for p in (sorted((root / "analysis" / "ablation").rglob("summary.json"))
-              if (root / "analysis" / "ablation").is_dir() else []):
-        s = json.loads(p.read_text())
-        if s.get("sorting") == sorting and key in s:
-            out.append(s)
-    return out
+    from embexp.studies.correlation import load_summaries
+
+    return [s for s in load_summaries(root / "analysis" / "ablation", sortings=[sorting]) if key in s]
 
 
 def table_ablation(cfg, root: Path, out: Path, sorting: str, number: str):

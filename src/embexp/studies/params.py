@@ -14,7 +14,6 @@ one-line reason. The papers' #TP are printed alongside (the TinyTE paper's Table
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from embexp.core.cli import compose_train
 from embexp.core.config import f
 from embexp.core.tables import markdown, write_table
 from embexp.models.specs import SPECS
+from embexp.studies import printed_cell
 
 # The papers' #TP beside ours: per model, a row label -> the id of the row of report/ledger/printed/<paper>.csv that
 # prints it (the paper: the id's first part) and what the column adds to the printed cell. The TinyTE paper's Table 11
@@ -47,7 +47,6 @@ PRINTED_TP = {
                         "pete (variant=code)": ("pete.t2.pete.params", "")},
 }
 SIC = {"tinyte.t11.qwen25.pt20toks.tp": " (sic; 20 x 3584 = 71,680)"}  # a printed count that is a typo
-PRINTED = Path(__file__).parents[1] / "report" / "ledger" / "printed"  # read as files: studies import no report module
 
 
 def paper_tp(model: str, label: str) -> str:
@@ -55,9 +54,7 @@ def paper_tp(model: str, label: str) -> str:
     rid, note = PRINTED_TP.get(model, {}).get("lora" if label.startswith("lora") else label, ("", ""))
     if not rid:
         return ""
-    with (PRINTED / f"{rid.split('.')[0]}.csv").open(encoding="utf-8", newline="") as fh:
-        text = next(r["paper"] for r in csv.DictReader(fh) if r["id"] == rid)
-    return text.replace(" million", "M") + SIC.get(rid, "") + note
+    return printed_cell(rid.split(".")[0], rid).replace(" million", "M") + SIC.get(rid, "") + note
 
 
 LORA_ALL = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,lm_head,embed_tokens"

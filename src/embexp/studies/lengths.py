@@ -32,6 +32,7 @@ from embexp import EmbexpError
 from embexp.core.config import f
 from embexp.core.records import collect_runs, debug_output_root, one_config, read_predictions
 from embexp.core.tables import markdown, write_table
+from embexp.studies.vocab import load_tokenizer
 
 
 @dataclass
@@ -109,15 +110,13 @@ def input_lengths(run: dict, records: list[dict], unit: str) -> list[int]:
 
 
 def run_tokenizer(run: dict):
-    from embexp import models
-
+    """The tokenizer of a run's model: the tiny models' bytes, an offline folder (minilm, smollm2) or its hub id."""
     m = run["config"]["model"]
     if m["source"] == "tiny":
-        return models.byte_tokenizer(encoder=m["kind"] != "decoder")
-    from transformers import AutoTokenizer
+        from embexp.models import byte_tokenizer
 
-    path = {"hub": lambda: m["id"], "minilm": models.minilm_path, "smollm2": models.smollm2_path}[m["source"]]()
-    return AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)  # a run's config never runs code
+        return byte_tokenizer(encoder=m["kind"] != "decoder")
+    return load_tokenizer(m["id"] if m["source"] == "hub" else m["source"])
 
 
 def bucket_table(runs: list[dict], cfg: Config) -> tuple[list[dict], list[str]]:

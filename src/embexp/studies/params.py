@@ -161,13 +161,8 @@ def count(model_name: str, overrides: list[str], num_labels: int = 2, rank_rando
     from embexp.methods import Method, build_method
     from embexp.run.build import count_params
 
-    if model_name in SPECS:
-        kind = SPECS[model_name]["kind"]
-    elif model_name in cli.choices("model"):
-        kind = compose_train([f"model={model_name}", "method=full_ft"]).model.kind  # full_ft runs on every kind
-    else:
-        raise EmbexpError(f"no stored architecture for model '{model_name}' (choose from: {', '.join(SPECS)}, "
-                          "or a source=scratch model)")
+    kind = (SPECS[model_name]["kind"] if model_name in SPECS  # else its conf/model (full_ft runs on every kind)
+            else compose_train([f"model={model_name}", "method=full_ft"]).model.kind)
     task = "task=wmt16" if kind == "decoder" else "task=glue"
     tcfg = compose_train([f"model={model_name}", task, *overrides])
     if rank_random and "ranking" in tcfg.method:

@@ -162,10 +162,12 @@ def shape_of(config) -> tuple[int, int, int]:
     import torch
     from transformers import AutoModelForSequenceClassification
 
+    from embexp.run.build import count_params
+
     with torch.device("meta"):
         model = AutoModelForSequenceClassification.from_config(config)
     rows, dim = model.get_input_embeddings().weight.shape
-    return rows, dim, sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    return rows, dim, count_params(model)
 
 
 def special_ids(tok) -> set[int]:

@@ -30,7 +30,7 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.core.records import collect_runs, debug_output_root, one_config, read_predictions
+from embexp.core.records import collect_runs, debug_output_root, load_config, one_config, read_predictions
 from embexp.core.tables import markdown, write_table
 from embexp.studies.vocab import load_tokenizer
 
@@ -88,12 +88,9 @@ def score_by_bucket(lengths: list[int], refs: list[str], hyps: list[str], edges:
 
 # ---- runs -------------------------------------------------------------------------------------------
 def run_task(run: dict):
-    from omegaconf import OmegaConf
-
-    from embexp.core.upgrade import upgrade
     from embexp.tasks import build_task
 
-    return build_task(upgrade(OmegaConf.create(run["config"])).task)  # an older run's with the values it had
+    return build_task(load_config(run["run_dir"]).task)  # an older run's with the values it had
 
 
 def input_lengths(run: dict, records: list[dict], unit: str) -> list[int]:

@@ -307,9 +307,9 @@ def test_the_ledger_s_four_honesty_points():
 
 def test_no_report_module_holds_a_copy_of_a_printed_number():
     """The paper's numbers live in ledger/printed/<paper>.csv only: a report module reads them there
-    (``core.printed_cell``, ``printed_numbers``, ``inputs``). No module under src/embexp/report holds, as a
-    code literal, a printed number with a fraction and three significant digits or more (96.6, 88.57, 0.664)
-    or a string that is a printed cell ('77.40')."""
+    (``core.printed_cell``, ``printed_numbers``, ``inputs``), a study through ``studies.printed_cell``. No module
+    under src/embexp/report or src/embexp/studies holds, as a code literal, a printed number with a fraction and
+    three significant digits or more (96.6, 88.57, 0.664) or a string that is a printed cell ('77.40')."""
     import ast
     import re
 
@@ -322,10 +322,10 @@ def test_no_report_module_holds_a_copy_of_a_printed_number():
                     numbers.add(float(t))
     assert {96.6, 88.57, 0.664, 1.293} <= numbers and "77.40" in cells  # the scan sees what it looks for
     copies = []
-    for path in sorted((REPO / "src" / "embexp" / "report").rglob("*.py")):
+    for path in sorted(p for d in ("report", "studies") for p in (REPO / "src" / "embexp" / d).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             value = getattr(node, "value", None) if isinstance(node, ast.Constant) else None
             if (isinstance(value, float) and value in numbers) or (isinstance(value, str) and value in cells
                                                                     and re.fullmatch(r"\d+\.\d+", value)):
                 copies.append(f"{path.relative_to(REPO)}:{node.lineno}: {value!r}")
-    assert not copies, "printed numbers copied into report modules (read them from the CSVs): " + ", ".join(copies)
+    assert not copies, "printed numbers copied into modules (read them from the CSVs): " + ", ".join(copies)

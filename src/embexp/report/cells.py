@@ -47,6 +47,9 @@ def pooled(per_run: list[float]) -> float | None:
 
 
 SE_MODES = ("seeds", "examples", "auto", "none")
+# the runs of a cell under the paper's protocol (selected on the reported split) carry this tag suffix; such a
+# cell is marked MARK
+PAPER_TAG, MARK = "_paper", "\u2020"
 
 
 class SE:

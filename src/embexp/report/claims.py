@@ -118,12 +118,9 @@ def num(v) -> float | None:
     return float(v) if v not in (None, "") else None
 
 
-def value(row: dict, metric: str, n_eval: int | None) -> tuple[float | None, float | None, str]:
-    """(metric, its s.e., a note): the s.e. over seeds, else (one seed, an accuracy) the binomial s.e."""
-    v, se, seeds = num(row.get(metric)), num(row.get(f"{metric} se")), num(row.get("seeds"))
-    if se is None and v is not None and n_eval and "accuracy" in metric and (seeds or 1) < 2:
-        return v, binomial_se(v, n_eval), "binomial s.e. (one seed)"
-    return v, se, ""
+def value(row: dict, metric: str) -> tuple[float | None, float | None]:
+    """(metric, its s.e. over the seeds) of a rendered table's row."""
+    return num(row.get(metric)), num(row.get(f"{metric} se"))
 
 
 def edge(row: dict) -> bool:
@@ -141,14 +138,14 @@ def table_check(check: dict, cfg: Config) -> Verdict:
     if missing:
         return Verdict(PENDING, "", f"{path} has no row {', '.join(missing)}", [])
     m, ref = rows[check["method"]], rows[check["against"]]
-    (mv, mse, _), (rv, rse, _) = value(m, metric, None), value(ref, metric, None)
+    (mv, mse), (rv, rse) = value(m, metric), value(ref, metric)
     verdict, why = judge(check["rule"], mv - rv, diff_se(mse, rse), float(check.get("tol", 0.0)))
     shown = [check["method"], check["against"], *check.get("context", []),
              *[k for k in rows if k.startswith("Majority class")]]
     out = []
     for label in dict.fromkeys(shown):
         if label in rows:
-            v, se, _ = value(rows[label], metric, None)
+            v, se = value(rows[label], metric)
             mark = " (lr at the grid's edge)" if edge(rows[label]) else ""
             out.append((label + mark, v, se, rows[label].get("seeds") or "", rows[label].get("#TP") or ""))
     numbers = f"{check['method']} {fmt(mv, mse)} vs {check['against']} {fmt(rv, rse)}"

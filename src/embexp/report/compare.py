@@ -32,7 +32,7 @@ from embexp.core.config import f
 from embexp.core.records import LOWER, atomic_write, collect_runs, config_groups, config_labels, quality_metric
 from embexp.core.tables import emit, pyplot, save_png, table_dirs
 from embexp.report.base import ReportConfig
-from embexp.report.cells import SE, method_row
+from embexp.report.cells import SE, SE_MODES, method_row
 
 TABLES = ("compare", "curves")  # curves: report/compare_curves.py (the lr and budget chosen on held-out rows)
 COLS = ["Method", "metric", "#TP", "% of backbone", "train state MB", "peak MB", "train tok/s", "eval ex/s", "exports",
@@ -53,7 +53,7 @@ class Config(ReportConfig):
     metric: str = f("", "The quality column: a metric key of the runs (e.g. ll_accuracy); "
                     "'' = the task's first metric.")
     se: str = f("auto", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples) or none.",
-                choices=("seeds", "examples", "auto", "none"))
+                choices=SE_MODES)
 
 
 def label_points(ax, pts: list[tuple[float, float, str]], size: float = 7) -> None:

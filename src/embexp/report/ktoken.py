@@ -31,7 +31,7 @@ from embexp.core.config import f
 from embexp.core.records import Runs, collect_runs
 from embexp.core.tables import pyplot, save_png, table_dirs, write_text_table
 from embexp.report.base import ReportConfig
-from embexp.report.cells import mean, sem
+from embexp.report.cells import MARK, PAPER_TAG, mean, sem
 from embexp.report.ledger.core import inputs
 from embexp.tasks.metrics import pl_from_accuracy, pl_from_perplexity
 
@@ -44,8 +44,7 @@ COLUMNS = [("uncompressed", "lora"), ("selective_context", "prompt_compress"), (
            ("k2", "ktoken"), ("k3", "ktoken"), ("k4", "ktoken")]
 ABLATION, EPOCHS = ("init_average", "init_random"), 10
 # trainer.select_on=reported: the authors' curriculum gate on the stage's test split (tree tables only;
-# tags get PAPER_TAG, the table marks the cells)
-PAPER_TAG, MARK = "_paper", "\u2020"
+# tags get PAPER_TAG, the table marks the cells with MARK)
 MARK_NOTE = f"{MARK} paper protocol: the curriculum gate selected on the reported split (trainer.select_on=reported)"
 # each column's P–L row in ledger/printed/ktoken.csv: its printed inputs are the paper's figures of the column (each
 # the best of three runs): accuracy or perplexity (Table 3: and the uncompressed perplexity), length reduction

@@ -33,15 +33,14 @@ from embexp.core.config import f
 from embexp.core.records import Runs, collect_runs
 from embexp.core.tables import table_dirs, write_text_table
 from embexp.report.base import ReportConfig
+from embexp.report.cells import MARK, PAPER_TAG
 from embexp.report.ledger.core import printed_numbers
 
 TABLES = ("table1", "table2", "table8", "table10", "table11", "table12")
 GLUE = ["sst2", "cola", "mnli", "qqp", "rte", "mrpc", "qnli", "stsb"]
 FOUR_H = ["cola", "rte", "mrpc", "qnli"]  # Table 5: the tasks where 4H improved on 1H
-PAPER_TAG = "_paper"  # tag suffix of the paper-protocol cells
 STALE = ("stale", "")  # gather's count of paper-protocol records left out
 PROTOCOLS = ("heldout", "reported", "both")
-MARK = "†"
 MARK_NOTE = f"{MARK} paper protocol: selected on the reported split"
 STALE_NOTE = ("{n} paper-protocol run(s) left out: kept by another signal than the dev metric (select_metric "
               "in metrics.json; older runs kept the lowest dev loss); delete and rerun them")

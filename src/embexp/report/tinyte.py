@@ -145,19 +145,15 @@ def table_3(cfg, idx, se):
 
 def ablation_summaries(root: Path, sorting: str, key: str = "bleu") -> list[dict]:
     """The ablation summaries of one sorting that carry the curve `key` (bleu, nli)."""
-    out = []
-    for p in (sorted((root / "analysis" / "ablation").rglob("summary.json"))
-              if (root / "analysis" / "ablation").is_dir() else []):
-        s = json.loads(p.read_text())
-        if s.get("sorting") == sorting and key in s:
-            out.append(s)
-    return out
+    from embexp.studies.correlation import load_summaries
+
+    return [s for s in load_summaries(root / "analysis" / "ablation", sortings=[sorting]) if key in s]
 
 
 def table_ablation(cfg, root: Path, out: Path, sorting: str, number: str):
     from embexp.studies.ablation import TABLE_PS, pct, plot_curves
 
-    rows, panels = ablation_curves(cfg, root, sorting, "bleu", "auc")
+    rows, panels = ablation_curves(cfg, root, sorting, "bleu")
     fig = {"4": "figure5", "10": "figure7"}[number]
     plot_curves(panels, out / f"{fig}.png")
     cols = ["Model", "Dataset"] + [pct(p) for p in TABLE_PS] + ["AUC"]
@@ -303,10 +299,12 @@ def table_6(cfg, idx, se):
 
 
 # ---- entailment ablation: Table 9, Table 10's NLI rows, Figure 6 (the TinyTE paper, App. F-G) ----------
-def ablation_curves(cfg, root: Path, sorting: str, key: str, auc_key: str):
+def ablation_curves(cfg, root: Path, sorting: str, key: str):
     """Per model and dataset: the table row of the `key` curve (bleu or nli) averaged over seeds and
-    its `auc_key`, and the figure panels (a panel per model, a curve per dataset)."""
-    from embexp.studies.ablation import DATASETS, table_row
+    its AUC, and the figure panels (a panel per model, a curve per dataset)."""
+    from embexp.studies.ablation import DATASETS, METRICS, table_row
+
+    auc_key = METRICS[key][1]
 
     sums = ablation_summaries(root, sorting, key)
     rows, panels = [], []
@@ -338,7 +336,7 @@ def table_9(cfg, root: Path, out: Path):
     """Table 9 (+ figure6.png): entailment of the ablated outputs by the unablated ones, random sorting."""
     from embexp.studies.ablation import TABLE_PS, pct, plot_curves
 
-    rows, panels = ablation_curves(cfg, root, "random", "nli", "auc_nli")
+    rows, panels = ablation_curves(cfg, root, "random", "nli")
     plot_curves(panels, out / "figure6.png", ylabel="entailment vs. unablated (%)")
     cols = ["Model", "Dataset"] + [pct(p) for p in TABLE_PS] + ["AUC"]
     return (rows, cols, f"Table 9: entailment (%) of ablated by unablated outputs, random sorting "
@@ -349,7 +347,7 @@ def figure_6(cfg, root: Path, out: Path):
     """Figure 6 (figure6.png, a panel per model, a curve per dataset) and its points at every p."""
     from embexp.studies.ablation import pct, plot_curves
 
-    _, panels = ablation_curves(cfg, root, "random", "nli", "auc_nli")
+    _, panels = ablation_curves(cfg, root, "random", "nli")
     plot_curves(panels, out / "figure6.png", ylabel="entailment vs. unablated (%)")
     ps = sorted({p for _, curves in panels for _, xs, _ in curves for p in xs})
     rows = [{"Model": model, "Dataset": dataset, **{pct(p): v for p, v in zip(xs, ys)}}
@@ -363,7 +361,7 @@ def table_10(cfg, root: Path, out: Path):
     """Table 10 (+ figure7.png, BLEU-4): variance sorting, a BLEU-4 and an NLI row per model and
     dataset, as the paper prints it; NLI rows stay empty where no ablation scored entailment."""
     rows, cols, title, pm = table_ablation(cfg, root, out, "variance", "10")
-    nli_rows, _ = ablation_curves(cfg, root, "variance", "nli", "auc_nli")
+    nli_rows, _ = ablation_curves(cfg, root, "variance", "nli")
     merged = []
     for model in cfg.models:
         name = DISPLAY.get(model, model)

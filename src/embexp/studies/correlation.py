@@ -38,7 +38,7 @@ from embexp import EmbexpError
 from embexp.core.config import f
 from embexp.core.records import atomic_write, debug_output_root, write_json
 from embexp.core.tables import markdown, pyplot, save_png, write_csv
-from embexp.studies.ablation import pct
+from embexp.studies.ablation import METRICS, pct
 
 
 @dataclass
@@ -56,8 +56,8 @@ class Config:
     out: str = f("", "Output folder ('' = <runs>/../correlation, e.g. outputs/analysis/correlation).")
 
 
-AUC_KEYS = {"bleu": "auc"}
-LABELS = {"bleu": "BLEU-4", "nli": "NLI"}
+AUC_KEYS = {m: auc for m, (_, auc, _) in METRICS.items()}  # the ablation's summary keys, as it writes them
+LABELS = {m: label for m, (_, _, label) in METRICS.items()}
 
 
 def auc_key(metric: str) -> str:

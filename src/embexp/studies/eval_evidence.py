@@ -27,11 +27,13 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.core.config import f
+from embexp.studies import printed_cell
 from embexp.studies.vocab import load_tokenizer  # smollm2, minilm (offline), a hub id or folder
 from embexp.tasks.base import read_jsonl
 from embexp.tasks.metrics import rouge_scores, split_sentences
 
-PAPER_BASE_TER = {"Gemma-2": 734.73, "Qwen-2.5": 243.38, "Llama-3.1": 149.84}  # the TinyTE paper's Tables 1, 11
+# the base models whose TER the TinyTE paper prints (Table 1: BLEU-4 / TER, report/ledger/printed/tinyte.csv)
+BASE_TER = {"Gemma-2": "gemma2", "Qwen-2.5": "qwen25", "Llama-3.1": "llama31"}
 FILES = {"wmt16": "wmt16/cs-en/test.jsonl", "cnndm": "cnn_dailymail/3.0.0/test.jsonl",
          "alpaca": "tatsu-lab/alpaca/train_sample2000.jsonl"}
 
@@ -70,7 +72,8 @@ def wmt16(rows: list[dict], tok, budgets) -> dict:
     print(f"- words (TER's tokens): {stats(words)}")
     print(f"- tokens: {stats(toks)}; {tpw:.3f} tokens per word")
     out = {"references": len(refs), "mean_words": float(words.mean()), "tokens_per_word": float(tpw), "max_ter": {}}
-    for name, ter in PAPER_BASE_TER.items():
+    for name, model in BASE_TER.items():
+        ter = float(printed_cell("tinyte", f"tinyte.t1.{model}.base.wmt16").split("/")[1])
         need = (ter / 100 - 1) * words.mean()
         print(f"- {name} base TER {ter}: mean hypothesis >= {need:.0f} words ~ {need * tpw:.0f} tokens")
     for m in budgets:

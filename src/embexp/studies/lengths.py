@@ -30,8 +30,9 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.core.records import collect_runs, debug_output_root, one_config, read_predictions
+from embexp.core.records import collect_runs, debug_output_root, load_config, one_config, read_predictions
 from embexp.core.tables import markdown, write_table
+from embexp.studies.vocab import load_tokenizer
 
 
 @dataclass
@@ -87,12 +88,9 @@ def score_by_bucket(lengths: list[int], refs: list[str], hyps: list[str], edges:
 
 # ---- runs -------------------------------------------------------------------------------------------
 def run_task(run: dict):
-    from omegaconf import OmegaConf
-
-    from embexp.core.upgrade import upgrade
     from embexp.tasks import build_task
 
-    return build_task(upgrade(OmegaConf.create(run["config"])).task)  # an older run's with the values it had
+    return build_task(load_config(run["run_dir"]).task)  # an older run's with the values it had
 
 
 def input_lengths(run: dict, records: list[dict], unit: str) -> list[int]:
@@ -109,15 +107,13 @@ def input_lengths(run: dict, records: list[dict], unit: str) -> list[int]:
 
 
 def run_tokenizer(run: dict):
-    from embexp import models
-
+    """The tokenizer of a run's model: the tiny models' bytes, an offline folder (minilm, smollm2) or its hub id."""
     m = run["config"]["model"]
     if m["source"] == "tiny":
-        return models.byte_tokenizer(encoder=m["kind"] != "decoder")
-    from transformers import AutoTokenizer
+        from embexp.models import byte_tokenizer
 
-    path = {"hub": lambda: m["id"], "minilm": models.minilm_path, "smollm2": models.smollm2_path}[m["source"]]()
-    return AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)  # a run's config never runs code
+        return byte_tokenizer(encoder=m["kind"] != "decoder")
+    return load_tokenizer(m["id"] if m["source"] == "hub" else m["source"])
 
 
 def bucket_table(runs: list[dict], cfg: Config) -> tuple[list[dict], list[str]]:

@@ -25,24 +25,38 @@ from embexp.core.cli import compose_train
 from embexp.core.config import f
 from embexp.core.tables import markdown, write_table
 from embexp.models.specs import SPECS
+from embexp.studies import printed_cell
 
-# The papers' #TP as printed, for the comparison columns only: the TinyTE paper's Tables 1, 2 and 11 unless noted.
-PAPER = {
-    "gemma2": {"tinyte_full": "2304", "tinyte_half": "1152", "tinyte_gated": "2306", "tinyte_hybrid": "4608",
-               "lora": "14M", "emb_tuning": "590M", "prompt_tuning": "2304", "prompt_tuning (tk=2)": "4608",
-               "prompt_tuning (tk=20)": "46K", "zero_shot": "0"},
-    "qwen25": {"tinyte_full": "3584", "tinyte_half": "1792", "tinyte_gated": "3586", "tinyte_hybrid": "7168",
-               "lora": "22M", "emb_tuning": "544M", "prompt_tuning": "3584", "prompt_tuning (tk=2)": "7168",
-               "prompt_tuning (tk=20)": "71M (sic; 20 x 3584 = 71,680)", "zero_shot": "0"},
-    "llama31": {"tinyte_full": "4096", "tinyte_half": "2048", "tinyte_gated": "4098", "tinyte_hybrid": "8192",
-                "lora": "23M", "emb_tuning": "525M", "prompt_tuning": "4096", "prompt_tuning (tk=2)": "8192",
-                "prompt_tuning (tk=20)": "82K", "zero_shot": "0"},
+# The papers' #TP beside ours: per model, a row label -> the id of the row of report/ledger/printed/<paper>.csv that
+# prints it (the paper: the id's first part) and what the column adds to the printed cell. The TinyTE paper's Table 11
+# for its three models (TINYTE_ROWS: the id's method part), else as noted.
+TINYTE_ROWS = {"tinyte_full": "tinyte-full", "tinyte_half": "tinyte-half", "tinyte_gated": "tinyte-gated",
+               "tinyte_hybrid": "tinyte-hybrid", "lora": "lorar8", "emb_tuning": "embtuning", "prompt_tuning": "pt1tok",
+               "prompt_tuning (tk=2)": "pt2toks", "prompt_tuning (tk=20)": "pt20toks", "zero_shot": "base"}
+PRINTED_TP = {
+    **{m: {label: (f"tinyte.t11.{m}.{row}.tp", "") for label, row in TINYTE_ROWS.items()}
+       for m in ("gemma2", "qwen25", "llama31")},
     # the Tiny-Attention Adapter paper's Table 8
-    "roberta": {"tinyattn (authors' head)": "176K (incl. head)", "tinyattn (4H, authors' head)": "0.7M (incl. head)"},
-    "llama2": {"tinyte_full": "4096", "tinyte_gated": "4098 (Sec. 4.1 text)", "lora": "20M (Fig. 3 text)"},
+    "roberta": {"tinyattn (authors' head)": ("tinyattn.t8.1h.tp", " (incl. head)"),
+                "tinyattn (4H, authors' head)": ("tinyattn.t8.4h.tp", " (incl. head)")},
+    "llama2": {"tinyte_full": ("tinyte.t8.llama2.tinyte-full.tp", ""),
+               "tinyte_gated": ("tinyte.fig3.llama2.tinyte-gated.tp", " (Sec. 4.1 text)"),
+               "lora": ("tinyte.fig3.llama2.lorar8.tp", " (Fig. 3 text)")},
     # the PETE paper's Table 2 (total parameters of the 2L/2H d=512 encoders; docs/methods_pete.md: the difference)
-    "scratch_encoder": {"full_ft": "24.3M", "pete": "8.9M", "pete (variant=code)": "8.9M"},
+    "scratch_encoder": {"full_ft": ("pete.t2.baseline.params", ""), "pete": ("pete.t2.pete.params", ""),
+                        "pete (variant=code)": ("pete.t2.pete.params", "")},
 }
+SIC = {"tinyte.t11.qwen25.pt20toks.tp": " (sic; 20 x 3584 = 71,680)"}  # a printed count that is a typo
+
+
+def paper_tp(model: str, label: str) -> str:
+    """The #TP the paper prints for a row of the table (LoRA's variants: LoRA's), '' where it prints none."""
+    rid, note = PRINTED_TP.get(model, {}).get("lora" if label.startswith("lora") else label, ("", ""))
+    if not rid:
+        return ""
+    return printed_cell(rid.split(".")[0], rid).replace(" million", "M") + SIC.get(rid, "") + note
+
+
 LORA_ALL = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,lm_head,embed_tokens"
 MODELS = ["gemma2", "qwen25", "llama31", "llama2", "smollm2", "roberta", "deberta", "minilm"]
 
@@ -147,13 +161,8 @@ def count(model_name: str, overrides: list[str], num_labels: int = 2, rank_rando
     from embexp.methods import Method, build_method
     from embexp.run.build import count_params
 
-    if model_name in SPECS:
-        kind = SPECS[model_name]["kind"]
-    elif model_name in cli.choices("model"):
-        kind = compose_train([f"model={model_name}", "method=full_ft"]).model.kind  # full_ft runs on every kind
-    else:
-        raise EmbexpError(f"no stored architecture for model '{model_name}' (choose from: {', '.join(SPECS)}, "
-                          "or a source=scratch model)")
+    kind = (SPECS[model_name]["kind"] if model_name in SPECS  # else its conf/model (full_ft runs on every kind)
+            else compose_train([f"model={model_name}", "method=full_ft"]).model.kind)
     task = "task=wmt16" if kind == "decoder" else "task=glue"
     tcfg = compose_train([f"model={model_name}", task, *overrides])
     if rank_random and "ranking" in tcfg.method:
@@ -212,7 +221,7 @@ def table(cfg: Config, groups: dict | None = None) -> list[dict]:
                 msg = str(e).splitlines()[0] if str(e) else type(e).__name__
                 row[m] = f"n/a: {msg[:80]}"
             if cfg.paper:
-                row[f"{m} (paper)"] = PAPER.get(m, {}).get("lora" if label.startswith("lora") else label, "")
+                row[f"{m} (paper)"] = paper_tp(m, label)
         out.append(row)
     out.append({"Method": "(backbone total)", **{m: totals.get(m) for m in cfg.models}})
     return out
@@ -232,7 +241,7 @@ def breakdown_rows(groups: dict) -> list[dict]:
 def run(cfg: Config) -> list[dict]:
     groups: dict | None = {} if cfg.breakdown else None
     rows = table(cfg, groups)
-    cols = ["Method"] + [c for m in cfg.models for c in ([m, f"{m} (paper)"] if cfg.paper and m in PAPER else [m])]
+    cols = ["Method"] + [c for m in cfg.models for c in ([m, f"{m} (paper)"] if cfg.paper and m in PRINTED_TP else [m])]
     head = "encoders include a %d-class head" % cfg.num_labels if cfg.num_labels else "encoders without a task head"
     title = f"Trainable parameters (#TP; {head})"
     print(write_table(rows, cols, Path(cfg.out), title=title) if cfg.out else markdown(rows, cols, title))

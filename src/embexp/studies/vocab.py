@@ -95,7 +95,8 @@ DEFAULT_MODELS = {
 @dataclass
 class Config:
     what: str = f("heaps", "heaps (Fig. 2: unique vs total tokens, Heaps' law fit, PNG), table2 (GLUE x models), "
-                  "table3 (DeBERTaV3 sizes, millions removed) or table4 (XNLI subsets).")
+                  "table3 (DeBERTaV3 sizes, millions removed) or table4 (XNLI subsets).",
+                  choices=("heaps", "table2", "table3", "table4"))
     tokenizer: str = f("openai-community/gpt2", "heaps: the tokenizer (the paper: GPT-2's): minilm (offline BERT "
                        "WordPiece), smollm2 (offline GPT-2-style byte-level BPE, 49,152 ids), byte (the tiny models' "
                        "byte tokenizer), a model name of the registry, or any hub id / local folder.")
@@ -162,10 +163,12 @@ def shape_of(config) -> tuple[int, int, int]:
     import torch
     from transformers import AutoModelForSequenceClassification
 
+    from embexp.run.build import count_params
+
     with torch.device("meta"):
         model = AutoModelForSequenceClassification.from_config(config)
     rows, dim = model.get_input_embeddings().weight.shape
-    return rows, dim, sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    return rows, dim, count_params(model)
 
 
 def special_ids(tok) -> set[int]:
@@ -387,8 +390,6 @@ def _slug(name: str) -> str:
 
 
 def run(cfg) -> dict:
-    if cfg.what not in ("heaps", "table2", "table3", "table4"):
-        raise EmbexpError(f"unknown what '{cfg.what}' (choose from: heaps, table2, table3, table4)")
     t0 = time.perf_counter()
     counter = TokenCache(cfg)
     md, out = heaps(cfg, counter) if cfg.what == "heaps" else table(cfg, counter)

@@ -44,8 +44,6 @@ from embexp.methods.prefix import (  # noqa: F401 (re-exported)
 )
 from embexp.objectives.sentence import PAIR_KEY, mean_pool
 
-PREFIX_MODES = ("", "prepend", "replace")
-
 
 @dataclass
 class MethodConfig:

@@ -79,7 +79,6 @@ class AmazonTask(Task):
     Config = AmazonConfig
     kind = "classification"
     subsets = CATEGORIES
-    required_fields = ("rating", "text")
     reports_length_reduction = True  # K-Token Merging's Table 2
     pl_score = True
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.tasks.domains import RowCheck, Schema, required
+from embexp.tasks.domains import RowCheck, Schema
 
 TRAIN_HOLDOUT = "train_holdout"
 WHICH = ("train", "eval", "select")
@@ -128,12 +128,9 @@ class Task:
         """(hub dataset id, config name) for datasets.load_dataset."""
         raise EmbexpError(f"task {self.cfg.name} has no hub source; use task.source=fixture or task.data_dir")
 
-    required_fields: ClassVar[tuple[str, ...]] = ()
-
     def schema(self, split: str) -> Schema:
-        """The domains of the fields of `split`'s rows (tasks/domains.py), checked for every row read.
-        The default only asks for ``required_fields``."""
-        return required(*self.required_fields)
+        """The domains of the fields of `split`'s rows (tasks/domains.py), checked for every row read."""
+        raise EmbexpError(f"task {self.cfg.name} declares no schema for its rows")
 
     @property
     def truncation_errors(self) -> tuple[str, ...]:

@@ -141,7 +141,6 @@ class SuperGlueTask(Task):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.multitask = cfg.subset == "all"
-        self.required_fields = ("subset", "label") if self.multitask else SPECS[cfg.subset][0] + ("label",)
         self._eval_subsets: list[str] | None = None  # sub-task of each eval example (multitask scoring)
         self.cloze = bool(cfg.cloze)
         if self.cloze and cfg.subset not in CLOZE_SUBSETS:

@@ -180,7 +180,6 @@ class TreeTask(Task):
     Config = TreeConfig
     kind = "classification"
     subsets = tuple(STAGES)
-    required_fields = ("indent_tree", "parent", "child", "label")
     reports_length_reduction = True  # K-Token Merging's Table 1
     pl_score = True
 

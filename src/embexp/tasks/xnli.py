@@ -50,7 +50,6 @@ class XnliTask(Task):
     Config = XnliConfig
     kind = "classification"
     subsets = SUBSETS
-    required_fields = ("premise", "hypothesis", "label")
 
     def __init__(self, cfg):
         super().__init__(cfg)

@@ -330,13 +330,17 @@ class Task:
             ds = ds.select(range(min(cap, len(ds))))
         return [dict(r) for r in ds]
 
-    def local_path(self, split: str) -> Path:
-        root = Path(self.cfg.data_dir).expanduser()
+    def local_candidates(self, root: Path, split: str) -> list[Path]:
+        """Where under ``task.data_dir`` (``root``) a split's file may be, in the order looked at."""
         path, name = self.hub_source()
         short = path.split("/")[-1]  # ../shared/data keeps e.g. nyu-mll/glue under glue/
         candidates = [root / f"{split}.jsonl"]
         for p in dict.fromkeys([path, short]):
             candidates += [root / p / (name or "") / f"{split}.jsonl", root / p / f"{split}.jsonl"]
+        return candidates
+
+    def local_path(self, split: str) -> Path:
+        candidates = self.local_candidates(Path(self.cfg.data_dir).expanduser(), split)
         for c in candidates:
             if c.is_file():
                 return c

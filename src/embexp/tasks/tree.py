@@ -29,7 +29,7 @@ from typing import Sequence
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.tasks.base import TRAIN_HOLDOUT, Example, Task, TaskConfig, env_data_note
+from embexp.tasks.base import TRAIN_HOLDOUT, Example, Task, TaskConfig
 from embexp.tasks.domains import Schema, Text, Word
 from embexp.tasks.metrics import binary_summary
 from embexp.tasks.registry import register_task
@@ -255,15 +255,9 @@ class TreeTask(Task):
                               self.cfg.pair_sampling == "balanced")
         return rows[:n]
 
-    def local_path(self, split: str) -> Path:
-        root = Path(self.cfg.data_dir).expanduser()
-        candidates = [root / f"{split}.jsonl", root / self.cfg.subset / f"{split}.jsonl",
-                      root / "tree" / self.cfg.subset / f"{split}.jsonl"]
-        for c in candidates:
-            if c.is_file():
-                return c
-        raise EmbexpError(f"no local file for task {self.display_name} split '{split}': looked for "
-                          + ", ".join(str(c) for c in candidates) + env_data_note(self.cfg.data_dir))
+    def local_candidates(self, root: Path, split: str) -> list[Path]:
+        return [root / f"{split}.jsonl", root / self.cfg.subset / f"{split}.jsonl",
+                root / "tree" / self.cfg.subset / f"{split}.jsonl"]
 
     @property
     def num_labels(self) -> int:

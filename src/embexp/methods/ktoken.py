@@ -191,7 +191,3 @@ class KTokenMerging(WrapsInner, Method):
                 self._scale = (merged[real].float().norm(dim=-1).mean(),
                                x.view(b, width, self.k, -1).mean(-2)[real].float().norm(dim=-1).mean())
         return merged * mask.unsqueeze(-1).to(merged.dtype), mask
-
-    def export(self):
-        self.check_export()
-

@@ -165,6 +165,3 @@ class PromptCompress(WrapsInner, Method):
         ids, mask = ids.view(len(rows), width), mask.view(len(rows), width)
         x = self.backbone_model.get_input_embeddings()(ids)
         return x * mask.unsqueeze(-1).to(x.dtype), mask
-
-    def export(self):
-        self.check_export()

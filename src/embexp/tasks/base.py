@@ -151,14 +151,13 @@ class Task:
         """The metric ``trainer.select_metric=task`` maximises: the one the task's paper validates on ('' = none)."""
         return ""
 
-    @property
-    def num_labels(self) -> int:
-        """Classes for an encoder head (1 for regression, 0 for generation tasks)."""
-        return 0
+    # the class names of a classification task, in label order (a constant tuple, or a property where they vary)
+    label_names: tuple[str, ...] = ()
 
     @property
-    def label_names(self) -> tuple[str, ...]:
-        return ()
+    def num_labels(self) -> int:
+        """Classes for an encoder head: one per label name (a regression task: 1; generation tasks: 0)."""
+        return len(self.label_names)
 
     def score_labels(self, gold: Sequence[int], pred: Sequence[int]) -> dict[str, float]:
         """Classification metrics; predictions of -1 (no valid answer) count as wrong."""

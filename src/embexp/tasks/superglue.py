@@ -188,10 +188,6 @@ class SuperGlueTask(Task):
         return SuperGlueTask(OmegaConf.merge(self.cfg, {"subset": subset}))
 
     @property
-    def num_labels(self) -> int:
-        return 3 if self.multitask else len(SPECS[self.cfg.subset][1])
-
-    @property
     def label_names(self) -> tuple[str, ...]:
         return ("0", "1", "2") if self.multitask else SPECS[self.cfg.subset][1]
 

@@ -180,6 +180,7 @@ class TreeTask(Task):
     Config = TreeConfig
     kind = "classification"
     subsets = tuple(STAGES)
+    label_names = ("false", "true")
     reports_length_reduction = True  # K-Token Merging's Table 1
     pl_score = True
 
@@ -258,14 +259,6 @@ class TreeTask(Task):
     def local_candidates(self, root: Path, split: str) -> list[Path]:
         return [root / f"{split}.jsonl", root / self.cfg.subset / f"{split}.jsonl",
                 root / "tree" / self.cfg.subset / f"{split}.jsonl"]
-
-    @property
-    def num_labels(self) -> int:
-        return 2
-
-    @property
-    def label_names(self) -> tuple[str, ...]:
-        return ("false", "true")
 
     def format(self, row: dict) -> Example:
         label = str(row["label"]).strip().lower()

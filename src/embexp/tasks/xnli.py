@@ -50,6 +50,7 @@ class XnliTask(Task):
     Config = XnliConfig
     kind = "classification"
     subsets = SUBSETS
+    label_names = LABELS
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -60,14 +61,6 @@ class XnliTask(Task):
 
     def schema(self, split: str) -> Schema:
         return Schema({"premise": Text(), "hypothesis": Text(), "label": ClassId(LABELS)})
-
-    @property
-    def num_labels(self) -> int:
-        return 3
-
-    @property
-    def label_names(self) -> tuple[str, ...]:
-        return LABELS
 
     def load(self, which: str) -> list[dict]:
         if len(self.languages) == 1:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
+from omegaconf import OmegaConf
 
 from embexp import EmbexpError
 from embexp.core.config import f
@@ -174,6 +175,10 @@ class Task:
     @property
     def display_name(self) -> str:
         return f"{self.cfg.name}_{self.cfg.subset}" if self.cfg.subset else self.cfg.name
+
+    def with_subset(self, subset: str) -> Task:
+        """This task with another ``subset`` (one part of a task that reads several, e.g. superglue's ``all``)."""
+        return type(self)(OmegaConf.merge(self.cfg, {"subset": subset}))
 
     def split_name(self, which: str) -> str:
         """The split behind ``which`` (train / eval / select); select may be '' or train_holdout."""

@@ -19,8 +19,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from omegaconf import OmegaConf
-
 from embexp.core.config import f
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import ClassId, Schema, Text
@@ -65,8 +63,7 @@ class XnliTask(Task):
     def load(self, which: str) -> list[dict]:
         if len(self.languages) == 1:
             return super().load(which)
-        return [row for lang in self.languages
-                for row in XnliTask(OmegaConf.merge(self.cfg, {"subset": lang})).load(which)]
+        return [row for lang in self.languages for row in self.with_subset(lang).load(which)]
 
     def format(self, row: dict) -> Example:
         label = int(row["label"])

@@ -6,9 +6,9 @@ just before that, and removed when a run starts, so a killed run is never mistak
 one. Statuses: running, failed, interrupted (a preemption notice; resumable), complete.
 
 *Find and load.* ``run_dirs`` (a run directory, a folder holding runs, or a glob of either),
-``load_run`` / ``collect_runs`` (metrics.json + the resolved config as today's schemas read it, with
-``task_name``, ``subset`` and ``tag`` read from it) and ``Runs``, the index by (task, subset, model, method,
-tag) and seed: tables name the runs they want by those keys, never by rebuilding directory names.
+``load_run`` / ``collect_runs`` (metrics.json + the resolved config, with ``task_name``, ``subset``
+and ``tag`` read from it) and ``Runs``, the index by (task, subset, model, method, tag) and seed:
+tables name the runs they want by those keys, never by rebuilding directory names.
 
 *Read.* ``quality_metric`` (a task's headline metric among those a run recorded) and
 ``best_held_out`` (a run's best point on its held-out rows): what the comparison table reports and
@@ -238,8 +238,7 @@ def unreadable(path: Path, error: Exception, strict: bool) -> None:
 
 
 def load_run(run_dir: Path) -> dict:
-    """metrics.json of a finished run, plus run_dir, its resolved config (a dict, with every field an older embexp
-    did not write set to the value that run had: ``core.upgrade.upgrade``), tag, task_name, subset.
+    """metrics.json of a finished run, plus run_dir, its resolved config (dict), tag, task_name, subset.
     A file that cannot be read raises :class:`UnreadableRecord` naming it."""
     run_dir = Path(run_dir)
     try:
@@ -252,7 +251,6 @@ def load_run(run_dir: Path) -> dict:
         cfg = OmegaConf.to_container(OmegaConf.load(run_dir / CONFIG)) if (run_dir / CONFIG).is_file() else {}
         if not isinstance(cfg, dict):
             raise ValueError(f"expected a mapping, got {type(cfg).__name__}")
-        cfg = OmegaConf.to_container(upgrade(OmegaConf.create(cfg))) if cfg else cfg
         m.update(run_dir=str(run_dir), config=cfg, tag=cfg.get("tag", ""), config_key=config_key(cfg))
         m["task_name"] = (cfg.get("task") or {}).get("name", m.get("task", ""))
         m["subset"] = (cfg.get("task") or {}).get("subset", "")

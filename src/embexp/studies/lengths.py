@@ -89,9 +89,10 @@ def score_by_bucket(lengths: list[int], refs: list[str], hyps: list[str], edges:
 def run_task(run: dict):
     from omegaconf import OmegaConf
 
+    from embexp.core.upgrade import upgrade
     from embexp.tasks import build_task
 
-    return build_task(OmegaConf.create(run["config"]["task"]))  # core.records.load_run: upgraded
+    return build_task(upgrade(OmegaConf.create(run["config"])).task)  # an older run's with the values it had
 
 
 def input_lengths(run: dict, records: list[dict], unit: str) -> list[int]:

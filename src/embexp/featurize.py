@@ -160,9 +160,6 @@ class Featurizer:
         return out, Lengths(n, len(out["input_ids"]))
 
     # ---- cloze (PET's pattern-verbalizer pairs, embexp.objectives.cloze) ------------------------------------
-    def cloze_features(self, ex: Example) -> dict:
-        return self._cloze(ex)[0]
-
     def _cloze(self, ex: Example) -> tuple[dict, Lengths]:
         """PET's ``PVP.encode``: every part of the two segments is tokenised on its own (no special
         tokens), the mask part becomes the mask token, the shortenable parts are cut to

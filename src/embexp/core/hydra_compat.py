@@ -17,8 +17,6 @@ HYDRA = "1.3.8"
 NOISE = ("full_key", "object_type", "reference_type", "Set the environment")
 # ConfigCompositionException for a key the tree lacks: "Could not override 'trainer.lrr'.\nTo append ..."
 UNKNOWN_KEY = re.compile(r"^Could not override '([^']+)'\.")
-# MissingConfigException for a group option that is no file: "In 'train': Could not find 'method/nope'"
-MISSING_OPTION = re.compile(r"Could not find '([^'/]+)/([^']*)'")
 
 
 def compose(config_dir: str, config_name: str, overrides: list[str]):
@@ -34,12 +32,6 @@ def unknown_key(e: BaseException) -> str | None:
     """The dotted key of an override Hydra refused because the tree has no such key, else None."""
     m = UNKNOWN_KEY.match(str(e))
     return m.group(1) if m else None
-
-
-def missing_option(e: BaseException) -> tuple[str, str] | None:
-    """(group, option) of a group choice Hydra found no config file for, else None."""
-    m = MISSING_OPTION.search(str(e))
-    return (m.group(1), m.group(2)) if m else None
 
 
 def error_line(e: BaseException) -> str:

@@ -321,20 +321,6 @@ def write_digest(path: Path, runs: list[dict]) -> None:
     atomic_write(path, "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in runs))
 
 
-def read_digest(path: Path) -> list[dict]:
-    """The run records of a digest (:func:`write_digest`); a line that is not one is an error naming it."""
-    out = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        try:
-            rec = json.loads(line)
-            if not isinstance(rec, dict) or "run" not in rec:
-                raise ValueError("expected a run record with its 'run' path")
-        except ValueError as e:
-            raise EmbexpError(f"unreadable digest {path} line {i}: {e}") from None
-        out.append(rec)
-    return out
-
-
 def read_predictions(run_dir: Path) -> list[dict]:
     """The rows of a run's predictions.jsonl ([] when it has none)."""
     path = Path(run_dir) / "predictions.jsonl"

@@ -44,8 +44,6 @@ from embexp.methods.prefix import (  # noqa: F401 (re-exported)
 )
 from embexp.objectives.sentence import PAIR_KEY, mean_pool
 
-PREFIX_MODES = ("", "prepend", "replace")
-
 
 @dataclass
 class MethodConfig:
@@ -261,21 +259,28 @@ class Method(PrefixPath, OnePass, nn.Module):
             handle.remove()
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
-        return {n: p.detach().to("cpu").contiguous().clone() for n, p in self.trainable_tensors().items()}
+        return cpu_copies(self.trainable_tensors())
 
     def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
-        own = self.trainable_tensors()
-        if set(state) != set(own):
-            raise EmbexpError(
-                f"adapter does not match method {self.cfg.name}: missing {sorted(set(own) - set(state))[:5]}, "
-                f"unexpected {sorted(set(state) - set(own))[:5]}"
-            )
-        with torch.no_grad():
-            for n, p in own.items():
-                if p.shape != state[n].shape:
-                    raise EmbexpError(f"adapter tensor {n} has shape {tuple(state[n].shape)}, "
-                                      f"expected {tuple(p.shape)}")
-                p.copy_(state[n].to(p.device, p.dtype))
+        load_tensors(self.cfg.name, self.trainable_tensors(), state)
+
+
+def cpu_copies(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Detached, contiguous CPU copies of named tensors: what an adapter saves."""
+    return {n: p.detach().to("cpu").contiguous().clone() for n, p in tensors.items()}
+
+
+def load_tensors(method: str, own: dict[str, torch.Tensor], state: dict[str, torch.Tensor]) -> None:
+    """Copy a saved ``state`` into the tensors ``own`` of ``method``, which must have the same names and shapes
+    (else one line naming what differs)."""
+    if set(state) != set(own):
+        raise EmbexpError(f"adapter does not match method {method}: missing {sorted(set(own) - set(state))[:5]}, "
+                          f"unexpected {sorted(set(state) - set(own))[:5]}")
+    with torch.no_grad():
+        for n, p in own.items():
+            if p.shape != state[n].shape:
+                raise EmbexpError(f"adapter tensor {n} has shape {tuple(state[n].shape)}, expected {tuple(p.shape)}")
+            p.copy_(state[n].to(p.device, p.dtype))
 
 
 def embedding_hook(module: nn.Module, fn):

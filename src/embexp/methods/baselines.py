@@ -8,20 +8,24 @@ from embexp.methods.base import Comparison, Method
 from embexp.methods.registry import register_method
 
 
+class ExportsBackbone:
+    """A method whose trained tensors are the backbone's own (or none): its export is the backbone."""
+
+    def export(self):
+        return self.model
+
+
 @register_method("zero_shot")
-class ZeroShot(Method):
+class ZeroShot(ExportsBackbone, Method):
     """The backbone as it is: no training. Encoders keep their random head (a chance baseline)."""
 
     label = "Base model"
     trains = False
     comparison = Comparison(rank=0, kinds=("decoder",))  # on an encoder a random head: head_only is the floor there
 
-    def export(self):
-        return self.model
-
 
 @register_method("head_only")
-class HeadOnly(Method):
+class HeadOnly(ExportsBackbone, Method):
     """Encoders: the task head alone is trained on the frozen backbone (a linear probe for BERT-style
     heads); the floor an encoder method must beat for the same steps."""
 
@@ -35,12 +39,9 @@ class HeadOnly(Method):
             raise EmbexpError("method head_only trains an encoder's task head: it needs method.train_head=true")
         self.mark_trainable()
 
-    def export(self):
-        return self.model
-
 
 @register_method("full_ft")
-class FullFineTuning(Method):
+class FullFineTuning(ExportsBackbone, Method):
     """Every backbone parameter is trained (tied weights counted once)."""
 
     label = "Full FT"
@@ -52,12 +53,9 @@ class FullFineTuning(Method):
         head = {id(p) for p in self._head.values()}
         return {f"model.{n}": p for n, p in self.model.named_parameters() if id(p) not in head}
 
-    def export(self):
-        return self.model
-
 
 @register_method("emb_tuning")
-class EmbeddingTuning(Method):
+class EmbeddingTuning(ExportsBackbone, Method):
     """Only the input embedding matrix is trained (with tied embeddings the output head moves too)."""
 
     label = "Emb. Tuning"
@@ -66,9 +64,6 @@ class EmbeddingTuning(Method):
 
     def method_tensors(self):
         return {"embedding": self.model.get_input_embeddings().weight}
-
-    def export(self):
-        return self.model
 
 
 @register_method("repeat_prompt")

@@ -91,7 +91,9 @@ def build_inner(cfg, backbone):
 class WrapsInner:
     """For a method that adapts the backbone through an inner embexp method (``self.inner``, or None
     for none; built by :func:`build_inner`): the inner method prepares on the data and reports its
-    values. K-Token merging and the prompt-compression baselines share it."""
+    values, and its tensors and saved state are this method's under ``inner.*`` (its own saved state,
+    so e.g. PEMA merges its rows and TinyTE-half keeps its ranking). K-Token merging and the
+    prompt-compression baselines share it."""
 
     def setup(self, token_ids):
         if self.inner is not None:
@@ -100,3 +102,20 @@ class WrapsInner:
 
     def log_values(self):
         return self.inner.log_values() if self.inner is not None else {}
+
+    def method_tensors(self):
+        if getattr(self, "inner", None) is None:  # also while the method is being built
+            return {}
+        return {f"inner.{n}": p for n, p in self.inner.method_tensors().items()}
+
+    def trainable_state(self):
+        return {f"inner.{n}": t for n, t in self.inner.trainable_state().items()} if self.inner is not None else {}
+
+    def load_trainable_state(self, state):
+        inner = {n[len("inner."):]: t for n, t in state.items() if n.startswith("inner.")}
+        if len(inner) != len(state) or (inner and self.inner is None):
+            raise EmbexpError(f"adapter does not match method {self.cfg.name}: unexpected tensors "
+                              f"{sorted(set(state) - {'inner.' + n for n in inner})[:5]}"
+                              + (" (method.inner=none)" if inner and self.inner is None else ""))
+        if self.inner is not None:
+            self.inner.load_trainable_state(inner)

@@ -39,7 +39,7 @@ from torch import nn
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.methods.base import Comparison, Method
+from embexp.methods.base import Comparison, Method, cpu_copies, load_tensors
 from embexp.methods.inner import InnerMethodConfig, WrapsInner, build_inner
 from embexp.methods.registry import register_method
 
@@ -124,7 +124,7 @@ class KTokenMerging(WrapsInner, Method):
         super().__init__(cfg, backbone)
         self.k = cfg.k
         self.pad_id = self._pad_id(cfg.pad_id, backbone)
-        self.inner = self._inner(cfg, backbone)
+        self.inner = build_inner(cfg, backbone)
         if self.inner is not None:
             self.model = self.inner.model  # e.g. the peft model; backbone_model stays the transformers model
         self.encoder = MergingEncoder(cfg.k, backbone.hidden_size, cfg.zero_init, cfg.init == "average")
@@ -145,9 +145,6 @@ class KTokenMerging(WrapsInner, Method):
                               f"0..{vocab - 1})")
         return pad_id
 
-    def _inner(self, cfg, backbone):
-        return build_inner(cfg, backbone)
-
     # ---- tensors ------------------------------------------------------------------------------
     def peak_lrs(self):
         if self.cfg.encoder_lr == -1:
@@ -166,38 +163,20 @@ class KTokenMerging(WrapsInner, Method):
             out["merged_norm"], out["block_mean_norm"] = (float(v) for v in self._scale)
         return out
 
+    def encoder_tensors(self) -> dict[str, torch.Tensor]:
+        return {f"encoder.{n}": p for n, p in self.encoder.named_parameters()} if hasattr(self, "encoder") else {}
+
     def method_tensors(self):
-        out = {f"encoder.{n}": p for n, p in self.encoder.named_parameters()} if hasattr(self, "encoder") else {}
-        if getattr(self, "inner", None) is not None:
-            out.update({f"inner.{n}": p for n, p in self.inner.method_tensors().items()})
-        return out
+        return {**self.encoder_tensors(), **super().method_tensors()}
 
     def trainable_state(self):
-        """The encoder's tensors and the inner method's own saved state (so e.g. PEMA merges its rows
-        and TinyTE-half keeps its ranking), under ``encoder.*`` and ``inner.*``."""
-        out = {f"encoder.{n}": p.detach().to("cpu").contiguous().clone() for n, p in self.encoder.named_parameters()}
-        if self.inner is not None:
-            out.update({f"inner.{n}": t for n, t in self.inner.trainable_state().items()})
-        return out
+        """The encoder's tensors (``encoder.*``) and the inner method's own saved state (``inner.*``)."""
+        return {**cpu_copies(self.encoder_tensors()), **super().trainable_state()}
 
     def load_trainable_state(self, state):
-        enc = {n[len("encoder."):]: t for n, t in state.items() if n.startswith("encoder.")}
-        inner = {n[len("inner."):]: t for n, t in state.items() if n.startswith("inner.")}
-        other = sorted(set(state) - {f"encoder.{n}" for n in enc} - {f"inner.{n}" for n in inner})
-        own = dict(self.encoder.named_parameters())
-        if other or set(enc) != set(own) or (inner and self.inner is None):
-            raise EmbexpError(f"adapter does not match method {self.cfg.name}: encoder tensors missing "
-                              f"{sorted(set(own) - set(enc))[:5]}, unexpected "
-                              f"{(other + sorted(set(enc) - set(own)))[:5]}"
-                              + (", inner tensors but method.inner=none" if inner and self.inner is None else ""))
-        with torch.no_grad():
-            for n, p in own.items():
-                if p.shape != enc[n].shape:
-                    raise EmbexpError(f"adapter tensor encoder.{n} has shape {tuple(enc[n].shape)}, "
-                                      f"expected {tuple(p.shape)}")
-                p.copy_(enc[n].to(p.device, p.dtype))
-        if self.inner is not None:
-            self.inner.load_trainable_state(inner)
+        encoder = {n: t for n, t in state.items() if n.startswith("encoder.")}
+        load_tensors(self.cfg.name, self.encoder_tensors(), encoder)
+        super().load_trainable_state({n: t for n, t in state.items() if n not in encoder})
 
     # ---- extension point 3 ----------------------------------------------------------------------
     def prefix(self, input_ids, attention_mask):
@@ -212,7 +191,3 @@ class KTokenMerging(WrapsInner, Method):
                 self._scale = (merged[real].float().norm(dim=-1).mean(),
                                x.view(b, width, self.k, -1).mean(-2)[real].float().norm(dim=-1).mean())
         return merged * mask.unsqueeze(-1).to(merged.dtype), mask
-
-    def export(self):
-        self.check_export()
-

@@ -216,6 +216,3 @@ class PromptTuning(Method):
 
     def prefix(self, input_ids, attention_mask):
         return virtual_tokens(self.model, input_ids.shape[0])
-
-    def export(self):
-        self.check_export()

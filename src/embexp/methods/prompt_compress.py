@@ -154,23 +154,6 @@ class PromptCompress(WrapsInner, Method):
         self._cache[key] = out
         return out
 
-    # ---- tensors --------------------------------------------------------------------------------
-    def method_tensors(self):
-        if getattr(self, "inner", None) is None:
-            return {}
-        return {f"inner.{n}": p for n, p in self.inner.method_tensors().items()}
-
-    def trainable_state(self):
-        return {f"inner.{n}": t for n, t in self.inner.trainable_state().items()} if self.inner is not None else {}
-
-    def load_trainable_state(self, state):
-        inner = {n[len("inner."):]: t for n, t in state.items() if n.startswith("inner.")}
-        if len(inner) != len(state) or (inner and self.inner is None):
-            raise EmbexpError(f"adapter does not match method {self.cfg.name}: unexpected tensors "
-                              f"{sorted(set(state) - {'inner.' + n for n in inner})[:5]}")
-        if self.inner is not None:
-            self.inner.load_trainable_state(inner)
-
     # ---- extension point 3 ------------------------------------------------------------------------
     def prefix(self, input_ids, attention_mask):
         rows = [self.compress_ids(r[m.bool()].tolist()) for r, m in zip(input_ids, attention_mask)]
@@ -182,6 +165,3 @@ class PromptCompress(WrapsInner, Method):
         ids, mask = ids.view(len(rows), width), mask.view(len(rows), width)
         x = self.backbone_model.get_input_embeddings()(ids)
         return x * mask.unsqueeze(-1).to(x.dtype), mask
-
-    def export(self):
-        self.check_export()

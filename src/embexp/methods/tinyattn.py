@@ -172,7 +172,6 @@ class TinyAttention(Method):
         else:
             self._slot = list(range(len(sites)))
         self.n_layers = max(self._slot) + 1  # module sets stored (the L axis of every tensor)
-        self.is_averaged = False  # True once finalize() replaced the M modules by their mean
         self._new_tensors(cfg.heads)
         self._reset_parameters()
         self._extra = self._backbone_tensors(list(cfg.train_backbone or []))
@@ -276,7 +275,6 @@ class TinyAttention(Method):
         for n in self.tensor_names():
             t = getattr(self, n)
             setattr(self, n, nn.Parameter(self._collapse(n, t).contiguous(), requires_grad=t.requires_grad))
-        self.is_averaged = True
 
     def finalize(self) -> None:
         if self.cfg.average and self.modules_per_layer > 1:

@@ -11,46 +11,32 @@ Family quirks handled here and nowhere else:
 
 Modules: ``loading`` (:func:`load_backbone`, :class:`Backbone`, encoder heads), ``sites`` (the
 family sites inside the layers), ``offline`` (MiniLM, SmolLM2, tiny and from-scratch models). This
-package's namespace holds their API.
+package's namespace holds what the rest of embexp imports of them.
 """
 
 from embexp.models.loading import (
-    LINEAR_HEAD_FAMILIES,
     Backbone,
-    FirstToken,
     FirstTokenLinear,
     cache_kwarg,
-    check_head,
     load_backbone,
     output_cache,
-    pretrained_model,
     resolve_dtype,
-    text_config,
     untie_embeddings,
     use_linear_head,
 )
 from embexp.models.offline import (
-    CACHE,
     DECODER_FAMILIES,
-    ENCODER_FAMILIES,
     TINY,
-    attn_kwargs,
     byte_tokenizer,
-    encoder_special_ids,
-    from_config,
     minilm_path,
     scratch_config,
-    scratch_model,
     scratch_tokenizer,
-                                   smollm2_path,
-    tiny_model,
+    smollm2_path,
 )
-from embexp.models.sites import SITES, SiteCall, SiteSpec, after_attention, attention_sites
+from embexp.models.sites import after_attention, attention_sites
 
 __all__ = [
-    "CACHE", "DECODER_FAMILIES", "ENCODER_FAMILIES", "LINEAR_HEAD_FAMILIES", "SITES", "TINY", "Backbone", "FirstToken",
-    "FirstTokenLinear", "SiteCall", "SiteSpec", "after_attention", "attention_sites", "attn_kwargs", "byte_tokenizer",
-    "cache_kwarg", "check_head", "encoder_special_ids", "from_config", "load_backbone", "minilm_path", "output_cache",
-    "pretrained_model", "resolve_dtype", "scratch_config", "scratch_model", "scratch_tokenizer", "smollm2_path",
-    "text_config", "tiny_model", "untie_embeddings", "use_linear_head",
+    "DECODER_FAMILIES", "TINY", "Backbone", "FirstTokenLinear", "after_attention", "attention_sites", "byte_tokenizer",
+    "cache_kwarg", "load_backbone", "minilm_path", "output_cache", "resolve_dtype", "scratch_config",
+    "scratch_tokenizer", "smollm2_path", "untie_embeddings", "use_linear_head",
 ]

@@ -17,32 +17,24 @@ log = logging.getLogger(__name__)
 
 CACHE = Path(os.environ.get("EMBEXP_CACHE", Path.home() / ".cache" / "embexp"))
 
-# Small but complete configs of the real architecture classes (random weights).
+# Small but complete configs of the real architecture classes (random weights); BODY: the size most of them share.
+BODY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
 TINY = {
-    "llama": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, max_position_embeddings=1024, tie_word_embeddings=False),
-    "qwen2": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, max_position_embeddings=1024, tie_word_embeddings=True),
-    "gemma2": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                   num_key_value_heads=2, head_dim=16, max_position_embeddings=1024, sliding_window=32,
+    "llama": dict(BODY, num_key_value_heads=2, max_position_embeddings=1024, tie_word_embeddings=False),
+    "qwen2": dict(BODY, num_key_value_heads=2, max_position_embeddings=1024, tie_word_embeddings=True),
+    "gemma2": dict(BODY, num_key_value_heads=2, head_dim=16, max_position_embeddings=1024, sliding_window=32,
                    tie_word_embeddings=True),
     # GPT-J: parallel attention + FFN blocks (see SITES), rotary on rotary_dim dims, untied head
     "gptj": dict(n_embd=64, n_inner=128, n_layer=2, n_head=4, rotary_dim=8, n_positions=1024,
                  tie_word_embeddings=False, bos_token_id=1, eos_token_id=2),
-    "bert": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                 max_position_embeddings=1024),
-    "roberta": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                    max_position_embeddings=1030),
-    "xlm-roberta": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                        max_position_embeddings=1030),
+    "bert": dict(BODY, max_position_embeddings=1024),
+    "roberta": dict(BODY, max_position_embeddings=1030),
+    "xlm-roberta": dict(BODY, max_position_embeddings=1030),
     "distilbert": dict(dim=64, hidden_dim=128, n_layers=2, n_heads=4, max_position_embeddings=1024),
-    "albert": dict(embedding_size=32, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                   num_attention_heads=4, max_position_embeddings=1024),
-    "deberta-v2": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                       max_position_embeddings=1024, relative_attention=True, position_buckets=64,
+    "albert": dict(BODY, embedding_size=32, max_position_embeddings=1024),
+    "deberta-v2": dict(BODY, max_position_embeddings=1024, relative_attention=True, position_buckets=64,
                        pos_att_type=["p2c", "c2p"], position_biased_input=False),
-    "modernbert": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                       max_position_embeddings=1024, global_attn_every_n_layers=1),
+    "modernbert": dict(BODY, max_position_embeddings=1024, global_attn_every_n_layers=1),
 }
 DECODER_FAMILIES = ("llama", "qwen2", "gemma2", "gptj")
 ENCODER_FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert", "deberta-v2", "albert", "modernbert")

@@ -95,7 +95,6 @@ class AlpacaTask(Task):
 
     Config = AlpacaConfig
     kind = "generation"
-    required_fields = ("instruction", "input", "output")
 
     def hub_source(self):
         return "tatsu-lab/alpaca", None

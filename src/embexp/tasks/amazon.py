@@ -79,7 +79,7 @@ class AmazonTask(Task):
     Config = AmazonConfig
     kind = "classification"
     subsets = CATEGORIES
-    required_fields = ("rating", "text")
+    label_names = ("negative", "positive")
     reports_length_reduction = True  # K-Token Merging's Table 2
     pl_score = True
 
@@ -127,14 +127,6 @@ class AmazonTask(Task):
         if isinstance(full, list):
             return [dict(full[i]) for i in ids]  # copies: the fixture's rows are kept for the next split
         return self.checked([dict(r) for r in full.select(ids)], FULL, "hub", index=ids)  # only the rows used
-
-    @property
-    def num_labels(self) -> int:
-        return 2
-
-    @property
-    def label_names(self) -> tuple[str, ...]:
-        return ("negative", "positive")
 
     def format(self, row: dict) -> Example:
         try:

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
+from omegaconf import OmegaConf
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.tasks.domains import RowCheck, Schema, required
+from embexp.tasks.domains import RowCheck, Schema
 
 TRAIN_HOLDOUT = "train_holdout"
 WHICH = ("train", "eval", "select")
@@ -128,12 +129,9 @@ class Task:
         """(hub dataset id, config name) for datasets.load_dataset."""
         raise EmbexpError(f"task {self.cfg.name} has no hub source; use task.source=fixture or task.data_dir")
 
-    required_fields: ClassVar[tuple[str, ...]] = ()
-
     def schema(self, split: str) -> Schema:
-        """The domains of the fields of `split`'s rows (tasks/domains.py), checked for every row read.
-        The default only asks for ``required_fields``."""
-        return required(*self.required_fields)
+        """The domains of the fields of `split`'s rows (tasks/domains.py), checked for every row read."""
+        raise EmbexpError(f"task {self.cfg.name} declares no schema for its rows")
 
     @property
     def truncation_errors(self) -> tuple[str, ...]:
@@ -154,14 +152,13 @@ class Task:
         """The metric ``trainer.select_metric=task`` maximises: the one the task's paper validates on ('' = none)."""
         return ""
 
-    @property
-    def num_labels(self) -> int:
-        """Classes for an encoder head (1 for regression, 0 for generation tasks)."""
-        return 0
+    # the class names of a classification task, in label order (a constant tuple, or a property where they vary)
+    label_names: tuple[str, ...] = ()
 
     @property
-    def label_names(self) -> tuple[str, ...]:
-        return ()
+    def num_labels(self) -> int:
+        """Classes for an encoder head: one per label name (a regression task: 1; generation tasks: 0)."""
+        return len(self.label_names)
 
     def score_labels(self, gold: Sequence[int], pred: Sequence[int]) -> dict[str, float]:
         """Classification metrics; predictions of -1 (no valid answer) count as wrong."""
@@ -178,6 +175,10 @@ class Task:
     @property
     def display_name(self) -> str:
         return f"{self.cfg.name}_{self.cfg.subset}" if self.cfg.subset else self.cfg.name
+
+    def with_subset(self, subset: str) -> Task:
+        """This task with another ``subset`` (one part of a task that reads several, e.g. superglue's ``all``)."""
+        return type(self)(OmegaConf.merge(self.cfg, {"subset": subset}))
 
     def split_name(self, which: str) -> str:
         """The split behind ``which`` (train / eval / select); select may be '' or train_holdout."""
@@ -333,13 +334,17 @@ class Task:
             ds = ds.select(range(min(cap, len(ds))))
         return [dict(r) for r in ds]
 
-    def local_path(self, split: str) -> Path:
-        root = Path(self.cfg.data_dir).expanduser()
+    def local_candidates(self, root: Path, split: str) -> list[Path]:
+        """Where under ``task.data_dir`` (``root``) a split's file may be, in the order looked at."""
         path, name = self.hub_source()
         short = path.split("/")[-1]  # ../shared/data keeps e.g. nyu-mll/glue under glue/
         candidates = [root / f"{split}.jsonl"]
         for p in dict.fromkeys([path, short]):
             candidates += [root / p / (name or "") / f"{split}.jsonl", root / p / f"{split}.jsonl"]
+        return candidates
+
+    def local_path(self, split: str) -> Path:
+        candidates = self.local_candidates(Path(self.cfg.data_dir).expanduser(), split)
         for c in candidates:
             if c.is_file():
                 return c

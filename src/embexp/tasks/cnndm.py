@@ -75,7 +75,6 @@ class CnnDmTask(Task):
     Config = CnnDmConfig
     kind = "generation"
     subsets = VERSIONS
-    required_fields = ("article", "highlights")
 
     def hub_source(self):
         return "abisee/cnn_dailymail", self.cfg.subset

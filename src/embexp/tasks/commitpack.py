@@ -67,7 +67,6 @@ class CommitPackTask(Task):
     Config = CommitPackConfig
     kind = "perplexity"
     subsets = LANGUAGES
-    required_fields = ("old_contents", "new_contents", "subject")
     reports_length_reduction = True  # K-Token Merging's Table 3 (its P-L needs the uncompressed run's perplexity)
 
     def schema(self, split: str) -> Schema:

@@ -119,7 +119,6 @@ class BsdTask(Task):
 
     Config = BsdConfig
     kind = "generation"
-    required_fields = ("prompt", "response", "is_safe")
 
     def hub_source(self):
         return BSD_HUB
@@ -194,7 +193,6 @@ class AdvBenchTask(Task):
 
     Config = AdvBenchConfig
     kind = "generation"
-    required_fields = ("prompt", "target")
 
     def __init__(self, cfg):
         super().__init__(cfg)

@@ -77,7 +77,6 @@ class StsbSimilarityTask(Task):
 
     Config = StsbSimilarityConfig
     kind = "similarity"
-    required_fields = ("sentence1", "sentence2", "label")
 
     def hub_source(self):
         return "nyu-mll/glue", "stsb"
@@ -116,7 +115,6 @@ class NliPairsTask(Task):
 
     Config = NliPairsConfig
     kind = "pairs"
-    required_fields = ("premise", "hypothesis", "label")
 
     def __init__(self, cfg):
         super().__init__(cfg)

@@ -46,7 +46,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from omegaconf import OmegaConf
 
 from embexp import EmbexpError
 from embexp.core.config import f
@@ -141,7 +140,6 @@ class SuperGlueTask(Task):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.multitask = cfg.subset == "all"
-        self.required_fields = ("subset", "label") if self.multitask else SPECS[cfg.subset][0] + ("label",)
         self._eval_subsets: list[str] | None = None  # sub-task of each eval example (multitask scoring)
         self.cloze = bool(cfg.cloze)
         if self.cloze and cfg.subset not in CLOZE_SUBSETS:
@@ -185,13 +183,6 @@ class SuperGlueTask(Task):
         return Schema({**domains, "label": ClassId(names)}, optional={"idx": Integer()}, key="idx",
                       check=wic_span if subset == "wic" else None)
 
-    def _child(self, subset: str) -> "SuperGlueTask":
-        return SuperGlueTask(OmegaConf.merge(self.cfg, {"subset": subset}))
-
-    @property
-    def num_labels(self) -> int:
-        return 3 if self.multitask else len(SPECS[self.cfg.subset][1])
-
     @property
     def label_names(self) -> tuple[str, ...]:
         return ("0", "1", "2") if self.multitask else SPECS[self.cfg.subset][1]
@@ -200,7 +191,7 @@ class SuperGlueTask(Task):
     def load(self, which: str) -> list[dict]:
         if not self.multitask:
             return super().load(which)
-        return [{**row, "subset": s} for s in SUBSETS for row in self._child(s).load(which)]
+        return [{**row, "subset": s} for s in SUBSETS for row in self.with_subset(s).load(which)]
 
     def examples(self, which: str) -> list[Example]:
         out = super().examples(which)
@@ -273,7 +264,7 @@ class SuperGlueTask(Task):
     # ---- fixture: templated rows whose label is decided by the words (ours) ---------------------
     def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:
         if self.multitask:
-            return [{**r, "subset": s} for s in SUBSETS for r in self._child(s).fixture_rows(split, n, rng)]
+            return [{**r, "subset": s} for s in SUBSETS for r in self.with_subset(s).fixture_rows(split, n, rng)]
         rows = []
         for i in range(n):
             label = rng.randrange(len(SPECS[self.cfg.subset][1]))

@@ -43,7 +43,6 @@ class SyntheticTask(Task):
 
     Config = SyntheticConfig
     kind = "perplexity"
-    required_fields = ("prompt", "target")
 
     def schema(self, split: str) -> Schema:
         return Schema({"prompt": Text(), "target": Text()})

@@ -29,7 +29,7 @@ from typing import Sequence
 
 from embexp import EmbexpError
 from embexp.core.config import f
-from embexp.tasks.base import TRAIN_HOLDOUT, Example, Task, TaskConfig, env_data_note
+from embexp.tasks.base import TRAIN_HOLDOUT, Example, Task, TaskConfig
 from embexp.tasks.domains import Schema, Text, Word
 from embexp.tasks.metrics import binary_summary
 from embexp.tasks.registry import register_task
@@ -180,7 +180,7 @@ class TreeTask(Task):
     Config = TreeConfig
     kind = "classification"
     subsets = tuple(STAGES)
-    required_fields = ("indent_tree", "parent", "child", "label")
+    label_names = ("false", "true")
     reports_length_reduction = True  # K-Token Merging's Table 1
     pl_score = True
 
@@ -256,23 +256,9 @@ class TreeTask(Task):
                               self.cfg.pair_sampling == "balanced")
         return rows[:n]
 
-    def local_path(self, split: str) -> Path:
-        root = Path(self.cfg.data_dir).expanduser()
-        candidates = [root / f"{split}.jsonl", root / self.cfg.subset / f"{split}.jsonl",
-                      root / "tree" / self.cfg.subset / f"{split}.jsonl"]
-        for c in candidates:
-            if c.is_file():
-                return c
-        raise EmbexpError(f"no local file for task {self.display_name} split '{split}': looked for "
-                          + ", ".join(str(c) for c in candidates) + env_data_note(self.cfg.data_dir))
-
-    @property
-    def num_labels(self) -> int:
-        return 2
-
-    @property
-    def label_names(self) -> tuple[str, ...]:
-        return ("false", "true")
+    def local_candidates(self, root: Path, split: str) -> list[Path]:
+        return [root / f"{split}.jsonl", root / self.cfg.subset / f"{split}.jsonl",
+                root / "tree" / self.cfg.subset / f"{split}.jsonl"]
 
     def format(self, row: dict) -> Example:
         label = str(row["label"]).strip().lower()

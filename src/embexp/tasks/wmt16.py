@@ -68,7 +68,6 @@ class WMT16Task(Task):
     Config = WMT16Config
     kind = "generation"
     subsets = PAIRS
-    required_fields = ("translation",)
 
     def hub_source(self):
         return "wmt/wmt16", self.cfg.subset

@@ -19,8 +19,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from omegaconf import OmegaConf
-
 from embexp.core.config import f
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import ClassId, Schema, Text
@@ -50,7 +48,7 @@ class XnliTask(Task):
     Config = XnliConfig
     kind = "classification"
     subsets = SUBSETS
-    required_fields = ("premise", "hypothesis", "label")
+    label_names = LABELS
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -62,19 +60,10 @@ class XnliTask(Task):
     def schema(self, split: str) -> Schema:
         return Schema({"premise": Text(), "hypothesis": Text(), "label": ClassId(LABELS)})
 
-    @property
-    def num_labels(self) -> int:
-        return 3
-
-    @property
-    def label_names(self) -> tuple[str, ...]:
-        return LABELS
-
     def load(self, which: str) -> list[dict]:
         if len(self.languages) == 1:
             return super().load(which)
-        return [row for lang in self.languages
-                for row in XnliTask(OmegaConf.merge(self.cfg, {"subset": lang})).load(which)]
+        return [row for lang in self.languages for row in self.with_subset(lang).load(which)]
 
     def format(self, row: dict) -> Example:
         label = int(row["label"])

@@ -135,14 +135,14 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.methods.base import Comparison, Method, MethodConfig, embedding_hook
 from embexp.methods.registry import register_method
 
 
 @dataclass
 class ToyScaleConfig(MethodConfig):
-    init: float = f(1.0, "The scale at the start.", gt=0)
+    init: float = option(1.0, "The scale at the start.", gt=0)
 
 
 @register_method("toy_scale")

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from conftest import run_train, smoke
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.featurize import Featurizer, collate
 from embexp.methods import Method, MethodConfig, build_method, register_method
 from embexp.models import DECODER_FAMILIES, TINY, after_attention, attention_sites, load_backbone
@@ -96,7 +96,7 @@ def test_branch_sites_add_to_the_residual_stream():
 # ---- extension point 3: replaced inputs and a shorter sequence ---------------------------------
 @dataclass
 class DropConfig(MethodConfig):
-    keep_every: int = f(2, "Keep every n-th prompt token (test-only toy).")
+    keep_every: int = option(2, "Keep every n-th prompt token (test-only toy).")
 
 
 @register_method("_toy_drop_half")

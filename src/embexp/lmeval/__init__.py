@@ -22,24 +22,24 @@ from pathlib import Path
 
 from embexp import EmbexpError
 from embexp.core import cli
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.core.records import check_finished
 from embexp.lmeval import checks
 
 
 @dataclass
 class Config:
-    run_dir: str = f("", "A complete embexp run directory (a decoder run).")
-    tasks: list = f([], "lm-eval task names (sst2, boolq, hellaswag, ...) or paths of task YAML files.")
-    include_path: str = f("", "A folder of extra task YAML files (lm-eval's --include_path); '' = none.")
-    limit: int = f(-1, "Rows per task (-1: all).", ge=1, also=(-1,))
-    num_fewshot: int = f(-1, "Few-shot examples per prompt (-1: the task's default).", ge=0, also=(-1,))
-    batch_size: int = f(0, "Requests per forward (0: the run's trainer.eval_batch_size).", ge=0)
-    cpu: bool = f(False, "Evaluate on the CPU even when a GPU is present.")
-    trust_remote_code: bool = f(False, "Let the run's model code run (never taken from the run directory; a "
-                                       "warning line when set).")
-    output: str = f("", "Also write lm-eval's results as JSON to this file ('' = print only).")
-    seed: int = f(1234, "lm-eval's seeds (few-shot sampling).", ge=0)
+    run_dir: str = option("", "A complete embexp run directory (a decoder run).")
+    tasks: list = option([], "lm-eval task names (sst2, boolq, hellaswag, ...) or paths of task YAML files.")
+    include_path: str = option("", "A folder of extra task YAML files (lm-eval's --include_path); '' = none.")
+    limit: int = option(-1, "Rows per task (-1: all).", ge=1, also=(-1,))
+    num_fewshot: int = option(-1, "Few-shot examples per prompt (-1: the task's default).", ge=0, also=(-1,))
+    batch_size: int = option(0, "Requests per forward (0: the run's trainer.eval_batch_size).", ge=0)
+    cpu: bool = option(False, "Evaluate on the CPU even when a GPU is present.")
+    trust_remote_code: bool = option(False, "Let the run's model code run (never taken from the run directory; a "
+                                            "warning line when set).")
+    output: str = option("", "Also write lm-eval's results as JSON to this file ('' = print only).")
+    seed: int = option(1234, "lm-eval's seeds (few-shot sampling).", ge=0)
 
 
 def configure(argv: list[str]) -> Config:

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.methods.onepass import OnePass
 from embexp.methods.prefix import (  # noqa: F401 (re-exported)
     METHOD_KEYS,
@@ -47,8 +47,8 @@ from embexp.objectives.sentence import PAIR_KEY, mean_pool
 
 @dataclass
 class MethodConfig:
-    name: str = f("", "Method name (the file under conf/method).")
-    train_head: bool = f(True, "Encoders: also train the task head (classifier), which starts random.")
+    name: str = option("", "Method name (the file under conf/method).")
+    train_head: bool = option(True, "Encoders: also train the task head (classifier), which starts random.")
 
 
 @dataclass(frozen=True)

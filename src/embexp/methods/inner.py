@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
-from embexp.core.config import CHECKS, f, validate_fields
+from embexp.core.config import CHECKS, option, validate_fields
 from embexp.methods.base import MethodConfig
 from embexp.methods.registry import METHODS, method_and_model, registered, unsupported
 
@@ -25,18 +25,19 @@ def composable_inner() -> tuple[str, ...]:
 
 @dataclass
 class InnerMethodConfig(MethodConfig):
-    inner: str = f("lora", "Method that adapts the backbone under this one: lora (K-Token Merging's recipe, the lora_* "
-                           "fields), none (nothing else trains), or an embexp method that works on the backbone's own "
-                           "forward (Method.composable: tinyte_full, tinyte_half, emb_tuning, full_ft, ...).",
-                   choices=composable_inner)
-    inner_args: dict = f({}, "Overrides of the inner method's config fields, e.g. {p: 0.25} for inner=tinyte_half (for "
-                             "lora the lora_* fields come first); checked against that method's schema when the config "
-                             "is composed.")
-    lora_r: int = f(4, "inner=lora: rank (the K-Token authors: 4).", ge=1)
-    lora_alpha: float = f(16.0, "inner=lora: lora_alpha (the K-Token authors: 16).", gt=0)
-    lora_dropout: float = f(0.05, "inner=lora: dropout on the LoRA branch (the K-Token authors: 0.05).", ge=0, lt=1)
-    lora_targets: list = f(list(AUTHORS_LORA_TARGETS), "inner=lora: module names given LoRA (the K-Token authors: "
-                                                       "attention and MLP projections and lm_head).")
+    inner: str = option("lora", "Method that adapts the backbone under this one: lora (K-Token Merging's recipe, the "
+                                "lora_* fields), none (nothing else trains), or an embexp method that works on the "
+                                "backbone's own forward (Method.composable: tinyte_full, tinyte_half, emb_tuning, "
+                                "full_ft, ...).", choices=composable_inner)
+    inner_args: dict = option({}, "Overrides of the inner method's config fields, e.g. {p: 0.25} for inner=tinyte_half "
+                                  "(for lora the lora_* fields come first); checked against that method's schema when "
+                                  "the config is composed.")
+    lora_r: int = option(4, "inner=lora: rank (the K-Token authors: 4).", ge=1)
+    lora_alpha: float = option(16.0, "inner=lora: lora_alpha (the K-Token authors: 16).", gt=0)
+    lora_dropout: float = option(
+        0.05, "inner=lora: dropout on the LoRA branch (the K-Token authors: 0.05).", ge=0, lt=1)
+    lora_targets: list = option(list(AUTHORS_LORA_TARGETS), "inner=lora: module names given LoRA (the K-Token authors: "
+                                                            "attention and MLP projections and lm_head).")
 
 
 def inner_config(cfg):

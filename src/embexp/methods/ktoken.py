@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.methods.base import Comparison, Method, cpu_copies, load_tensors
 from embexp.methods.inner import InnerMethodConfig, WrapsInner, build_inner
 from embexp.methods.registry import register_method
@@ -49,24 +49,25 @@ INITS = ("average", "random")
 
 @dataclass
 class KTokenConfig(InnerMethodConfig):
-    k: int = f(2, "Tokens merged into one embedding: 2, 3 or 4 (the authors' encoder sizes); the prompt shrinks to "
-               "ceil(n/K) positions.", choices=tuple(HIDDEN_FACTOR))
-    pad_id: int = f(-1, "Token id that pads each prompt at its end to a multiple of K; -1 = the tokenizer's space "
-                    "token (the authors).", ge=0, also=(-1,))
-    zero_init: bool = f(True, "init=average: zero the encoder's last layer, so each merged embedding starts at exactly "
-                        "its block's mean (the paper: the MLP is 'initialized close to zero so that, at the beginning "
-                        "of training, its contribution is negligible'). false = PyTorch's default init (the authors' "
-                        "code), whose output scale is set by the layer widths, not by the embeddings: on small "
-                        "embedding tables it outweighs the block mean (docs/methods_ktoken.md). init=random always "
-                        "uses the default init.")
-    init: str = f("average", "average: mean(block) + MLP(concat(block)) (the paper's average-initialised encoder); "
-                  "random: MLP(concat(block)) alone (the ablation's random initialisation; ours).", choices=INITS)
-    encoder_lr: float = f(1e-4, "Peak learning rate of the merging encoder (the schedule scales it like trainer.lr, "
-                          "which the inner method's tensors use). 1e-4 = the authors' single AdamW lr, kept whatever "
-                          "trainer.lr the backbone's adapter uses (ours: at trainer.lr=1e-3 one shared lr lets the "
-                          "6M-parameter MLP's output outgrow the token embeddings within 40 steps and the run diverge; "
-                          "docs/methods_ktoken.md); -1 = trainer.lr (one group, as the authors' code).",
-                          gt=0, also=(-1,))
+    k: int = option(2, "Tokens merged into one embedding: 2, 3 or 4 (the authors' encoder sizes); the prompt shrinks "
+                    "to ceil(n/K) positions.", choices=tuple(HIDDEN_FACTOR))
+    pad_id: int = option(-1, "Token id that pads each prompt at its end to a multiple of K; -1 = the tokenizer's space "
+                         "token (the authors).", ge=0, also=(-1,))
+    zero_init: bool = option(True, "init=average: zero the encoder's last layer, so each merged embedding starts at "
+                             "exactly its block's mean (the paper: the MLP is 'initialized close to zero so that, at "
+                             "the beginning of training, its contribution is negligible'). false = PyTorch's default "
+                             "init (the authors' code), whose output scale is set by the layer widths, not by the "
+                             "embeddings: on small embedding tables it outweighs the block mean "
+                             "(docs/methods_ktoken.md). init=random always uses the default init.")
+    init: str = option(
+        "average", "average: mean(block) + MLP(concat(block)) (the paper's average-initialised encoder); "
+        "random: MLP(concat(block)) alone (the ablation's random initialisation; ours).", choices=INITS)
+    encoder_lr: float = option(1e-4, "Peak learning rate of the merging encoder (the schedule scales it like "
+                               "trainer.lr, which the inner method's tensors use). 1e-4 = the authors' single AdamW "
+                               "lr, kept whatever trainer.lr the backbone's adapter uses (ours: at trainer.lr=1e-3 one "
+                               "shared lr lets the 6M-parameter MLP's output outgrow the token embeddings within 40 "
+                               "steps and the run diverge; docs/methods_ktoken.md); -1 = trainer.lr (one group, as the "
+                               "authors' code).", gt=0, also=(-1,))
 
 
 class MergingEncoder(nn.Module):

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.methods.base import Comparison, Method, MethodConfig
 from embexp.methods.registry import register_method
 from embexp.models import untie_embeddings
@@ -28,24 +28,26 @@ PROMPT_INITS = ("random", "sample_vocab", "text")
 
 @dataclass
 class LoRAConfig(MethodConfig):
-    r: int = f(8, "LoRA rank (the paper's baseline: r=8).", ge=1)
-    alpha: float = f(16.0, "lora_alpha; the update is scaled by alpha / r (ours: 16, the paper does not say).", gt=0)
-    dropout: float = f(0.05, "Dropout on the LoRA branch input (ours: 0.05).", ge=0, lt=1)
-    target_modules: list = f(["all-linear"], "Modules given LoRA: [all-linear] = every nn.Linear inside the pretrained "
-                             "body (attention and MLP projections of every family; never lm_head or an encoder's head; "
-                             "ours, the paper does not say), or peft module names/suffixes such as [q_proj,v_proj].")
+    r: int = option(8, "LoRA rank (the paper's baseline: r=8).", ge=1)
+    alpha: float = option(
+        16.0, "lora_alpha; the update is scaled by alpha / r (ours: 16, the paper does not say).", gt=0)
+    dropout: float = option(0.05, "Dropout on the LoRA branch input (ours: 0.05).", ge=0, lt=1)
+    target_modules: list = option(
+        ["all-linear"], "Modules given LoRA: [all-linear] = every nn.Linear inside the pretrained "
+        "body (attention and MLP projections of every family; never lm_head or an encoder's head; "
+        "ours, the paper does not say), or peft module names/suffixes such as [q_proj,v_proj].")
 
 
 @dataclass
 class PromptTuningMethodConfig(MethodConfig):
-    num_virtual_tokens: int = f(1, "Learned prompt tokens prepended to the input (the paper: 1, 2 or 20; tag runs "
-                                "tk<N>).", ge=1)
-    init: str = f("sample_vocab", "Initial prompt: random (peft RANDOM, N(0,1)), sample_vocab (peft SAMPLE_VOCAB's "
-                  "draw: the embedding rows of random vocabulary ids) or text (the embedding rows of init_text's "
-                  "tokens, repeated/truncated to num_virtual_tokens, tokenised with the run's own tokenizer). Rows are "
-                  "raw (before Gemma-2's sqrt(d) scale, which the prompt gets when it enters the model). Default ours.",
-                  choices=PROMPT_INITS)
-    init_text: str = f("", "Text for init=text.")
+    num_virtual_tokens: int = option(1, "Learned prompt tokens prepended to the input (the paper: 1, 2 or 20; tag runs "
+                                     "tk<N>).", ge=1)
+    init: str = option("sample_vocab", "Initial prompt: random (peft RANDOM, N(0,1)), sample_vocab (peft "
+                       "SAMPLE_VOCAB's draw: the embedding rows of random vocabulary ids) or text (the embedding rows "
+                       "of init_text's tokens, repeated/truncated to num_virtual_tokens, tokenised with the run's own "
+                       "tokenizer). Rows are raw (before Gemma-2's sqrt(d) scale, which the prompt gets when it enters "
+                       "the model). Default ours.", choices=PROMPT_INITS)
+    init_text: str = option("", "Text for init=text.")
 
 
 # ---- helpers shared with TinyTE-hybrid ----------------------------------------------------------

@@ -50,7 +50,7 @@ import torch
 from torch import nn
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.methods.base import Comparison, Method
 from embexp.methods.inner import InnerMethodConfig, build_inner
 from embexp.methods.registry import register_method, registered
@@ -66,18 +66,18 @@ def embedding_trainers() -> tuple[str, ...]:
 
 @dataclass
 class PEMAConfig(InnerMethodConfig):
-    inner: str = f("full_ft", "The method PEMA wraps; it must train the input embedding matrix "
-                   "(Method.trains_embedding_matrix: full_ft, emb_tuning). Its own fields through inner_args.",
-                   choices=embedding_trainers)
-    count_splits: list = f(["train"], "Splits whose tokens are counted: train, eval (the rows this run trains and "
-                           "evaluates on) and test (the task's test split, only counted: hidden labels allowed). "
-                           "Default train (ours): the rows a run updates, the true memory saving, and no test text "
-                           "read; uncounted ids keep reading their original rows, so predictions change only "
-                           "through weight decay on the extra rows. The paper's tables count train+eval+test as the "
-                           "authors' run_glue_pema.py does under --do_predict (the pema make targets pass it).",
-                           choices=SPLITS)
-    keep_special: bool = f(True, "Keep the rows of every special token even when absent from the counted splits (ours; "
-                           "pad is always kept).")
+    inner: str = option("full_ft", "The method PEMA wraps; it must train the input embedding matrix "
+                        "(Method.trains_embedding_matrix: full_ft, emb_tuning). Its own fields through inner_args.",
+                        choices=embedding_trainers)
+    count_splits: list = option(["train"], "Splits whose tokens are counted: train, eval (the rows this run trains and "
+                                "evaluates on) and test (the task's test split, only counted: hidden labels allowed). "
+                                "Default train (ours): the rows a run updates, the true memory saving, and no test "
+                                "text read; uncounted ids keep reading their original rows, so predictions change only "
+                                "through weight decay on the extra rows. The paper's tables count train+eval+test as "
+                                "the authors' run_glue_pema.py does under --do_predict (the pema make targets pass "
+                                "it).", choices=SPLITS)
+    keep_special: bool = option(True, "Keep the rows of every special token even when absent from the counted splits "
+                                "(ours; pad is always kept).")
 
 
 def count_tokens(seqs: Iterable[Sequence[int]], vocab_size: int) -> np.ndarray:

@@ -44,7 +44,7 @@ import torch
 from torch import nn
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.methods.base import Method, MethodConfig
 from embexp.methods.pema import count_tokens
 from embexp.methods.registry import register_method
@@ -58,27 +58,27 @@ ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tan
 
 @dataclass
 class PETEConfig(MethodConfig):
-    kernel: str = f("fourier", "Expansion of the normalised id: fourier (sin/cos pairs, the paper's and the only "
-                    "kernel the authors use).", choices=KERNELS)
-    norm: str = f("vocab", "Id normalisation x = 2p/D - 1: vocab (D = V-1, the paper) or seq_len (D = max_seq_len-1, "
-                  "the authors' kernel).", choices=NORMS)
-    max_seq_len: int = f(128, "norm=seq_len: the authors' max_seq_len (their default 128, so D = 127).", ge=2)
-    variant: str = f("paper", "paper: E = MLP(T) + T; code: E = RMSNorm(Linear(T) + T) (the authors' repository).",
-                     choices=VARIANTS)
-    mlp_layers: int = f(2, "variant=paper: Linear layers of the MLP (1 = one Linear d->d; 2 = d->h->d). Ours: 2, the "
-                        "smallest 'MLP' with a non-linearity.", ge=1)
-    mlp_ratio: float = f(0.5, "variant=paper: hidden width h = round(ratio * d). Ours: 0.5 ('small'; with it the "
-                         "paper's MLP has as many parameters as the code's Linear, so both give the paper's 8.9M).",
-                         gt=0)
-    activation: str = f("gelu", "variant=paper: activation between the MLP's layers: gelu, relu, silu or tanh (ours: "
-                        "gelu).", choices=tuple(ACTIVATIONS))
-    rms_eps: float = f(1e-6, "variant=code: RMSNorm epsilon (the authors' 1e-6).", gt=0)
-    zero_init: bool = f(False, "Start the MLP's last layer at zero, so E = T at initialisation (variant=paper; ours, "
-                        "off: PyTorch's default init as the authors).")
-    rank_by_frequency: bool = f(False, "Replace each id by its rank in the training split's token counts (most "
-                                "frequent first, ties by id) before normalising; the paper's suggestion.")
-    train_backbone: bool = f(True, "Also train every other backbone parameter (the paper trains the encoder from "
-                             "scratch with PETE); false: only the PETE module (and an encoder's head).")
+    kernel: str = option("fourier", "Expansion of the normalised id: fourier (sin/cos pairs, the paper's and the only "
+                         "kernel the authors use).", choices=KERNELS)
+    norm: str = option("vocab", "Id normalisation x = 2p/D - 1: vocab (D = V-1, the paper) or seq_len (D = "
+                       "max_seq_len-1, the authors' kernel).", choices=NORMS)
+    max_seq_len: int = option(128, "norm=seq_len: the authors' max_seq_len (their default 128, so D = 127).", ge=2)
+    variant: str = option("paper", "paper: E = MLP(T) + T; code: E = RMSNorm(Linear(T) + T) (the authors' repository).",
+                          choices=VARIANTS)
+    mlp_layers: int = option(2, "variant=paper: Linear layers of the MLP (1 = one Linear d->d; 2 = d->h->d). Ours: 2, "
+                             "the smallest 'MLP' with a non-linearity.", ge=1)
+    mlp_ratio: float = option(0.5, "variant=paper: hidden width h = round(ratio * d). Ours: 0.5 ('small'; with it the "
+                              "paper's MLP has as many parameters as the code's Linear, so both give the paper's "
+                              "8.9M).", gt=0)
+    activation: str = option("gelu", "variant=paper: activation between the MLP's layers: gelu, relu, silu or tanh "
+                             "(ours: gelu).", choices=tuple(ACTIVATIONS))
+    rms_eps: float = option(1e-6, "variant=code: RMSNorm epsilon (the authors' 1e-6).", gt=0)
+    zero_init: bool = option(False, "Start the MLP's last layer at zero, so E = T at initialisation (variant=paper; "
+                             "ours, off: PyTorch's default init as the authors).")
+    rank_by_frequency: bool = option(False, "Replace each id by its rank in the training split's token counts (most "
+                                     "frequent first, ties by id) before normalising; the paper's suggestion.")
+    train_backbone: bool = option(True, "Also train every other backbone parameter (the paper trains the encoder from "
+                                  "scratch with PETE); false: only the PETE module (and an encoder's head).")
 
 
 def fourier_features(p: torch.Tensor, dim: int, denominator: int) -> torch.Tensor:

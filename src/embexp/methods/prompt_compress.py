@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.methods.base import Comparison, Method
 from embexp.methods.inner import InnerMethodConfig, WrapsInner, build_inner
 from embexp.methods.registry import register_method
@@ -46,13 +46,13 @@ LLMLINGUA2_MODEL = "microsoft/llmlingua-2-xlm-roberta-large-meetingbank"
 
 @dataclass
 class PromptCompressConfig(InnerMethodConfig):
-    compressor: str = f("selective_context", "selective_context (self-information token dropping with the frozen "
-                        "backbone; ours), llmlingua or llmlingua2 (the llmlingua package).", choices=COMPRESSORS)
-    rate: float = f(0.35, "Fraction of prompt tokens to drop (selective_context; Selective Context's default "
-                    "reduce_ratio 0.35), or 1 - the rate handed to llmlingua's compress_prompt.", ge=0, lt=1)
-    compressor_model: str = f("", "llmlingua2: the token-classifier hub id ('' = "
-                              "microsoft/llmlingua-2-xlm-roberta-large-meetingbank, the authors'); llmlingua: a causal "
-                              "LM path or hub id ('' = the run's backbone).")
+    compressor: str = option("selective_context", "selective_context (self-information token dropping with the frozen "
+                             "backbone; ours), llmlingua or llmlingua2 (the llmlingua package).", choices=COMPRESSORS)
+    rate: float = option(0.35, "Fraction of prompt tokens to drop (selective_context; Selective Context's default "
+                         "reduce_ratio 0.35), or 1 - the rate handed to llmlingua's compress_prompt.", ge=0, lt=1)
+    compressor_model: str = option("", "llmlingua2: the token-classifier hub id ('' = "
+                                   "microsoft/llmlingua-2-xlm-roberta-large-meetingbank, the authors'); llmlingua: a "
+                                   "causal LM path or hub id ('' = the run's backbone).")
 
 
 def drop_lowest(info: list[float], rate: float, keep: set[int]) -> list[int]:

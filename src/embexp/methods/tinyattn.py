@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.methods.base import Comparison, Method, MethodConfig
 from embexp.methods.registry import register_method
 from embexp.models import after_attention, attention_sites
@@ -56,70 +56,73 @@ MHA_TENSORS = ("mha_in_weight", "mha_in_bias", "mha_out_weight", "mha_out_bias")
 
 @dataclass
 class TinyAttnConfig(MethodConfig):
-    heads: int = f(1, "M: independent tiny-attention modules per layer, combined as method.combine says (paper: 1 = "
-                   "Tiny-Attn-1H, 4 = Tiny-Attn-4H).", ge=1)
-    combine: str = f("sequential", "How a layer's M modules combine (M > 1). sequential (authors' code, "
-                     "RobertaLayerAda; the tables' setting): one after another, h = h + t_m(h)/M, each module reading "
-                     "the state the modules before it changed. paper: the paper's Eq. 1a/2, every module reads the "
-                     "same state and their outputs are summed through one output projection, sum_m (O_m z_m + b_m); "
-                     "parameter averaging then keeps the mean of the attention parameters and the SUM of the output "
-                     "projections (App. A, Eq. 8: M times the mean), and a warm start from a 1-module run divides its "
-                     "output projection by M (ours: the M-module model starts as the 1-module one). mean: every module "
-                     "reads the same state, the mean of their outputs (ours; embexp's earlier combination). "
-                     "The three agree for M = 1.", choices=COMBINES)
-    head_dim: int = f(1, "D: per-head dimension of each module's query, key and value (paper: 1; 4 = Tiny-Attn-1H4D).",
-                      ge=1)
-    placement: str = f("sequential", "sequential: the modules read the hidden state after the attention sublayer "
-                       "(paper's main setting); parallel: they read the layer's input, in parallel with the attention "
-                       "sublayer (paper's Fig. 3). Either way their output is added after the attention sublayer, "
-                       "before the FFN (for parallel on post-norm encoders that is after the sublayer's LayerNorm: "
-                       "ours).", choices=PLACEMENTS)
-    layer_modules: str = f("shared", "Where one layer module runs at several depths (ALBERT's shared layer, called "
-                           "num_hidden_layers times): shared = one adapter module set inside that layer, used at every "
-                           "depth, as the authors' ALBERT code (AlbertLayerBL) has it; per_depth = a separate module "
-                           "set per depth (num_hidden_layers times the parameters; ours). Every other family runs each "
-                           "layer once, where the two are the same.", choices=LAYER_MODULES)
-    init_scale: float = f(0.01, "init=paper: the output projection Linear(D, d) starts at PyTorch's default init "
-                          "times this (the paper: 0.01, i.e. U(-0.01/sqrt(D), 0.01/sqrt(D)) for weight and bias; the "
-                          "authors' __init__ multiplies by 0.01 too, which their from_pretrained then undoes: "
-                          "init=normal); 0 makes the method an exact identity at start.", ge=0)
-    init: str = f("paper", "How the modules start. paper: Linear(d, 3D), Linear(D, d) and the LayerNorm as torch "
-                  "initialises them, the output projection times init_scale (the paper's text; the authors' __init__ "
-                  "has the same x0.01). normal: as the authors' code runs: their from_pretrained (transformers "
-                  "4.19.2) re-initialises every module missing from the checkpoint with the backbone's _init_weights, "
-                  "which undoes the x0.01: both Linears (and with mha_proj the MHA out-projection) N(0, "
-                  "initializer_range) (0.02 on RoBERTa), biases 0 (docs/xcheck.md).", choices=INITS)
-    dropout: float = f(0.1, "Dropout on the adapter's attention probabilities while training (authors' code: "
-                       "nn.MultiheadAttention dropout 0.1; the paper does not say).", ge=0, lt=1)
-    layer_norm_eps: float = f(1e-5, "eps of the adapter's LayerNorm (authors' code: nn.LayerNorm default 1e-5).", gt=0)
-    mha_proj: bool = f(False, "Also give each module the extra in/out projections of torch's nn.MultiheadAttention "
-                       "inside it (3D^2+3D + D^2+D parameters), as the authors' code does; false = without them (the "
-                       "rest of the module, LayerNorm and biases included, is the authors' code; the paper's Eq. 3-4 "
-                       "have neither LayerNorm nor biases).")
-    average: bool = f(True, "Parameter averaging (paper §2.2): evaluate and save the mean of the M modules of each "
-                      "layer as one module (combine=paper: the output projections summed, App. A Eq. 8); false keeps "
-                      "the M modules (paper Table 11 ablation).")
-    init_from: str = f("", "Warm start (paper App. B.1, Tiny-Attn-4H): a finished tinyattn run directory on the same "
-                       "model whose adapter has 1 module per layer (or M): every module starts from it plus N(0, "
-                       "init_noise^2) noise, the encoder head is copied unchanged (ours). '' = fresh init.")
-    average_norm: str = f("mean", "The LayerNorm of the averaged model (average=true, M > 1). mean: the mean of the M "
-                          "modules' LayerNorms, as every other tensor (the paper averages all parameters). init_from: "
-                          "the warm-start run's LayerNorm (method.init_from, without the noise), as the authors' "
-                          "train_ada.py evaluates its averaged model, a copy of the 1H model whose LayerNorm (and "
-                          "head: not reproduced) stay the 1H checkpoint's (docs/xcheck.md).", choices=AVERAGE_NORMS)
-    init_noise: float = f(1e-6, "Std of the noise added to each copied adapter tensor on warm start (paper: 1e-6; the "
-                          "authors' code perturbs only Linear(d, 3D)).", ge=0)
-    train_backbone: list = f([], "Backbone parameters trained as well, each given by its name in the transformers "
-                             "model's named_parameters() or a prefix of it ending at a dot boundary. [] (default) = "
-                             "the backbone stays frozen, as the paper says ('pretrained parameters are all kept "
-                             "frozen'). The authors' FewGLUE script (train_few_shot.py) freezes only ALBERT's "
-                             "embeddings and its shared layer, so it also trains "
-                             "[albert.encoder.embedding_hidden_mapping_in, predictions.dense, predictions.LayerNorm, "
-                             "predictions.bias] (the Table 1 experiment files use that list). Saved with the adapter "
-                             "as backbone.<name>.")
-    frozen_dropout: bool = f(False, "Keep the frozen backbone's own dropout active while training. false (authors' "
-                             "code): the backbone runs in eval mode; the adapters' attention dropout and the encoder "
-                             "head's dropout stay active.")
+    heads: int = option(1, "M: independent tiny-attention modules per layer, combined as method.combine says (paper: 1 "
+                        "= Tiny-Attn-1H, 4 = Tiny-Attn-4H).", ge=1)
+    combine: str = option("sequential", "How a layer's M modules combine (M > 1). sequential (authors' code, "
+                          "RobertaLayerAda; the tables' setting): one after another, h = h + t_m(h)/M, each module "
+                          "reading the state the modules before it changed. paper: the paper's Eq. 1a/2, every module "
+                          "reads the same state and their outputs are summed through one output projection, sum_m (O_m "
+                          "z_m + b_m); parameter averaging then keeps the mean of the attention parameters and the SUM "
+                          "of the output projections (App. A, Eq. 8: M times the mean), and a warm start from a "
+                          "1-module run divides its output projection by M (ours: the M-module model starts as the "
+                          "1-module one). mean: every module reads the same state, the mean of their outputs (ours; "
+                          "embexp's earlier combination). The three agree for M = 1.", choices=COMBINES)
+    head_dim: int = option(1, "D: per-head dimension of each module's query, key and value (paper: 1; 4 = "
+                              "Tiny-Attn-1H4D).", ge=1)
+    placement: str = option("sequential", "sequential: the modules read the hidden state after the attention sublayer "
+                            "(paper's main setting); parallel: they read the layer's input, in parallel with the "
+                            "attention sublayer (paper's Fig. 3). Either way their output is added after the attention "
+                            "sublayer, before the FFN (for parallel on post-norm encoders that is after the sublayer's "
+                            "LayerNorm: ours).", choices=PLACEMENTS)
+    layer_modules: str = option("shared", "Where one layer module runs at several depths (ALBERT's shared layer, "
+                                "called num_hidden_layers times): shared = one adapter module set inside that layer, "
+                                "used at every depth, as the authors' ALBERT code (AlbertLayerBL) has it; per_depth = "
+                                "a separate module set per depth (num_hidden_layers times the parameters; ours). Every "
+                                "other family runs each layer once, where the two are the same.", choices=LAYER_MODULES)
+    init_scale: float = option(0.01, "init=paper: the output projection Linear(D, d) starts at PyTorch's default init "
+                               "times this (the paper: 0.01, i.e. U(-0.01/sqrt(D), 0.01/sqrt(D)) for weight and bias; "
+                               "the authors' __init__ multiplies by 0.01 too, which their from_pretrained then undoes: "
+                               "init=normal); 0 makes the method an exact identity at start.", ge=0)
+    init: str = option(
+        "paper", "How the modules start. paper: Linear(d, 3D), Linear(D, d) and the LayerNorm as torch "
+        "initialises them, the output projection times init_scale (the paper's text; the authors' __init__ "
+        "has the same x0.01). normal: as the authors' code runs: their from_pretrained (transformers "
+        "4.19.2) re-initialises every module missing from the checkpoint with the backbone's _init_weights, "
+        "which undoes the x0.01: both Linears (and with mha_proj the MHA out-projection) N(0, "
+        "initializer_range) (0.02 on RoBERTa), biases 0 (docs/xcheck.md).", choices=INITS)
+    dropout: float = option(0.1, "Dropout on the adapter's attention probabilities while training (authors' code: "
+                            "nn.MultiheadAttention dropout 0.1; the paper does not say).", ge=0, lt=1)
+    layer_norm_eps: float = option(
+        1e-5, "eps of the adapter's LayerNorm (authors' code: nn.LayerNorm default 1e-5).", gt=0)
+    mha_proj: bool = option(False, "Also give each module the extra in/out projections of torch's "
+                            "nn.MultiheadAttention inside it (3D^2+3D + D^2+D parameters), as the authors' code does; "
+                            "false = without them (the rest of the module, LayerNorm and biases included, is the "
+                            "authors' code; the paper's Eq. 3-4 have neither LayerNorm nor biases).")
+    average: bool = option(True, "Parameter averaging (paper §2.2): evaluate and save the mean of the M modules of "
+                           "each layer as one module (combine=paper: the output projections summed, App. A Eq. 8); "
+                           "false keeps the M modules (paper Table 11 ablation).")
+    init_from: str = option("", "Warm start (paper App. B.1, Tiny-Attn-4H): a finished tinyattn run directory on the "
+                            "same model whose adapter has 1 module per layer (or M): every module starts from it plus "
+                            "N(0, init_noise^2) noise, the encoder head is copied unchanged (ours). '' = fresh init.")
+    average_norm: str = option(
+        "mean", "The LayerNorm of the averaged model (average=true, M > 1). mean: the mean of the M "
+        "modules' LayerNorms, as every other tensor (the paper averages all parameters). init_from: "
+        "the warm-start run's LayerNorm (method.init_from, without the noise), as the authors' "
+        "train_ada.py evaluates its averaged model, a copy of the 1H model whose LayerNorm (and "
+        "head: not reproduced) stay the 1H checkpoint's (docs/xcheck.md).", choices=AVERAGE_NORMS)
+    init_noise: float = option(1e-6, "Std of the noise added to each copied adapter tensor on warm start (paper: 1e-6; "
+                               "the authors' code perturbs only Linear(d, 3D)).", ge=0)
+    train_backbone: list = option([], "Backbone parameters trained as well, each given by its name in the transformers "
+                                  "model's named_parameters() or a prefix of it ending at a dot boundary. [] (default) "
+                                  "= the backbone stays frozen, as the paper says ('pretrained parameters are all kept "
+                                  "frozen'). The authors' FewGLUE script (train_few_shot.py) freezes only ALBERT's "
+                                  "embeddings and its shared layer, so it also trains "
+                                  "[albert.encoder.embedding_hidden_mapping_in, predictions.dense, "
+                                  "predictions.LayerNorm, predictions.bias] (the Table 1 experiment files use that "
+                                  "list). Saved with the adapter as backbone.<name>.")
+    frozen_dropout: bool = option(False, "Keep the frozen backbone's own dropout active while training. false "
+                                  "(authors' code): the backbone runs in eval mode; the adapters' attention dropout "
+                                  "and the encoder head's dropout stay active.")
 
 
 @register_method("tinyattn")

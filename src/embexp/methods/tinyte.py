@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from embexp import EmbexpError, import_extra
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.methods.base import Comparison, Method, MethodConfig, embedding_hook
 from embexp.methods.peft_baselines import init_prompt, prompt_tuning_model, virtual_tokens
 from embexp.methods.registry import register_method
@@ -38,50 +38,51 @@ LENGTH_SOURCES = ("prompt", "sequence")
 # ---- config schemas (one per registered name) --------------------------------------------------
 @dataclass
 class TinyTEConfig(MethodConfig):
-    shift_special: bool = f(False, "Also shift special tokens (never in the paper; for ablations only).")
+    shift_special: bool = option(False, "Also shift special tokens (never in the paper; for ablations only).")
 
 
 @dataclass
 class TinyTERankedConfig(TinyTEConfig):
-    ranking: str = f("variance", "Order of the embedding dims: variance (across the vocabulary of the frozen input "
-                     "table, non-special rows, fp32; the paper's choice), random (seeded by rank_seed) or "
-                     "integrated_gradients (captum; needs a decoder and training data; recipe ours, see "
-                     "docs/methods_tinyte.md).", choices=RANKINGS)
-    select: str = f("lowest", "Which end of the ranking comes first: lowest (the paper: lowest variance) or highest "
-                    "score. Ignored by ranking=random.", choices=SELECTS)
-    rank_seed: int = f(0, "Seed of ranking=random (ours: a torch.Generator permutation).")
-    ig_batches: int = f(4, "ranking=integrated_gradients: number of training batches attributed (ours).", ge=1)
-    ig_batch_size: int = f(4, "ranking=integrated_gradients: sequences per batch (ours).", ge=1)
-    ig_steps: int = f(16, "ranking=integrated_gradients: Riemann steps of the path integral (ours).", ge=1)
+    ranking: str = option("variance", "Order of the embedding dims: variance (across the vocabulary of the frozen "
+                          "input table, non-special rows, fp32; the paper's choice), random (seeded by rank_seed) or "
+                          "integrated_gradients (captum; needs a decoder and training data; recipe ours, see "
+                          "docs/methods_tinyte.md).", choices=RANKINGS)
+    select: str = option("lowest", "Which end of the ranking comes first: lowest (the paper: lowest variance) or "
+                         "highest score. Ignored by ranking=random.", choices=SELECTS)
+    rank_seed: int = option(0, "Seed of ranking=random (ours: a torch.Generator permutation).")
+    ig_batches: int = option(4, "ranking=integrated_gradients: number of training batches attributed (ours).", ge=1)
+    ig_batch_size: int = option(4, "ranking=integrated_gradients: sequences per batch (ours).", ge=1)
+    ig_steps: int = option(16, "ranking=integrated_gradients: Riemann steps of the path integral (ours).", ge=1)
 
 
 @dataclass
 class TinyTEHalfConfig(TinyTERankedConfig):
-    p: float = f(0.5, "Portion of dims shifted: k = floor(p*d) dims, the first k of the ranking (paper: p = 0.5).",
-                 gt=0, le=1)
+    p: float = option(0.5, "Portion of dims shifted: k = floor(p*d) dims, the first k of the ranking (paper: p = 0.5).",
+                      gt=0, le=1)
 
 
 @dataclass
 class TinyTEGatedConfig(TinyTERankedConfig):
-    steepness: float = f(1000.0, "h in G_i = sigmoid(h*(d_i - p(l))) (paper: 1000).", gt=0)
-    length_scale: float = f(1.0, "Ours, not in the paper: p(l) = sigmoid(alpha*l/length_scale + beta). 1 = the paper's "
-                            "p(l) = sigmoid(alpha*l + beta) with l in tokens; 100 = embexp's former default (l in "
-                            "hundreds of tokens, so alpha*l stays of order 1).", gt=0)
-    alpha_init: float = f(0.0, "Initial alpha (ours, the paper gives none: 0, so p does not depend on the length at "
-                          "init).")
-    beta_init: float = f(0.0, "Initial beta (ours, the paper gives none: 0, so p = sigmoid(0) = 0.5 at init for every "
-                         "length, as TinyTE-half).")
-    length_source: str = f("prompt", "What l counts (ours): prompt = the prompt's tokens (the batch's prompt_lengths, "
-                           "which the trainer passes whatever task.loss_on is; without it, the non-pad tokens whose "
-                           "labels are -100, else every non-pad token); sequence = every non-pad token. Generation "
-                           "always uses the prompt's length, kept during decoding.", choices=LENGTH_SOURCES)
+    steepness: float = option(1000.0, "h in G_i = sigmoid(h*(d_i - p(l))) (paper: 1000).", gt=0)
+    length_scale: float = option(1.0, "Ours, not in the paper: p(l) = sigmoid(alpha*l/length_scale + beta). 1 = the "
+                                 "paper's p(l) = sigmoid(alpha*l + beta) with l in tokens; 100 = embexp's former "
+                                 "default (l in hundreds of tokens, so alpha*l stays of order 1).", gt=0)
+    alpha_init: float = option(0.0, "Initial alpha (ours, the paper gives none: 0, so p does not depend on the length "
+                               "at init).")
+    beta_init: float = option(0.0, "Initial beta (ours, the paper gives none: 0, so p = sigmoid(0) = 0.5 at init for "
+                              "every length, as TinyTE-half).")
+    length_source: str = option(
+        "prompt", "What l counts (ours): prompt = the prompt's tokens (the batch's prompt_lengths, "
+        "which the trainer passes whatever task.loss_on is; without it, the non-pad tokens whose "
+        "labels are -100, else every non-pad token); sequence = every non-pad token. Generation "
+        "always uses the prompt's length, kept during decoding.", choices=LENGTH_SOURCES)
 
 
 @dataclass
 class TinyTEHybridConfig(TinyTEConfig):
-    init_token: str = f("bos", "Initial value of the prompt token (ours): bos = the embedding row of the tokenizer's "
-                        "BOS token (CLS, then EOS when it has none); any other text = the embedding row of that text's "
-                        "first token.")
+    init_token: str = option("bos", "Initial value of the prompt token (ours): bos = the embedding row of the "
+                             "tokenizer's BOS token (CLS, then EOS when it has none); any other text = the embedding "
+                             "row of that text's first token.")
 
 
 # ---- the variants' strategy ---------------------------------------------------------------------

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from embexp.core.config import f
+from embexp.core.config import option
 
 
 @dataclass
 class ReportConfig:
-    table: str = f("all", "Which table (the module's TABLES), or all.")
-    runs: str = f("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
-    out: str = f("", "Folder for the tables ('' = tables/<paper>, or <output_root>/tables/<paper> with debug=...).")
-    debug: str = f("", "A conf/debug preset: read its output_root (smoke: outputs/smoke) and write tables under it.")
-    strict: bool = f(False, "Stop in one line on a run record that cannot be read (a truncated metrics.json or "
-                            "status.json); false: name it in one warning line and leave the run out.")
+    table: str = option("all", "Which table (the module's TABLES), or all.")
+    runs: str = option("", "Root (or glob) of the run directories ('' = outputs, or the debug preset's output_root).")
+    out: str = option(
+        "", "Folder for the tables ('' = tables/<paper>, or <output_root>/tables/<paper> with debug=...).")
+    debug: str = option(
+        "", "A conf/debug preset: read its output_root (smoke: outputs/smoke) and write tables under it.")
+    strict: bool = option(False, "Stop in one line on a run record that cannot be read (a truncated metrics.json or "
+                                 "status.json); false: name it in one warning line and leave the run out.")

@@ -37,7 +37,7 @@ from typing import Optional
 import numpy as np
 import yaml
 
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.core.records import LOWER, atomic_write
 from embexp.core.tables import pyplot, save_png
 from embexp.report.base import ReportConfig
@@ -62,15 +62,16 @@ def missing(check: dict, what: str) -> str:
 
 @dataclass
 class Config(ReportConfig):
-    table: str = f("all", "The claims page (one table: all).", choices=TABLES)
-    runs: str = f("outputs/claims", "Root of the claims' own run records (make claims_runs writes them).")
-    compare: str = f("docs/compare", "Folder of the comparison's rendered tables (make compare writes them).")
-    records: str = f("docs/claims", "Folder of the committed digests of the claims' run records (<runs folder>.jsonl), "
-                     "read for runs that `runs` does not hold; written only with write_digests=true.")
-    write_digests: bool = f(False, "Also write each check's digest under `records` from its runs (make claims), naming "
-                                   "the lines added, replaced or removed; false: name them only.")
-    out: Optional[str] = f("docs/claims.md", "The page; out= (empty) prints it only.")
-    img: str = f("docs/img", "Folder for the figures (the K-Token gap curve); ignored when out is empty.")
+    table: str = option("all", "The claims page (one table: all).", choices=TABLES)
+    runs: str = option("outputs/claims", "Root of the claims' own run records (make claims_runs writes them).")
+    compare: str = option("docs/compare", "Folder of the comparison's rendered tables (make compare writes them).")
+    records: str = option(
+        "docs/claims", "Folder of the committed digests of the claims' run records (<runs folder>.jsonl), "
+        "read for runs that `runs` does not hold; written only with write_digests=true.")
+    write_digests: bool = option(False, "Also write each check's digest under `records` from its runs (make claims), "
+                                        "naming the lines added, replaced or removed; false: name them only.")
+    out: Optional[str] = option("docs/claims.md", "The page; out= (empty) prints it only.")
+    img: str = option("docs/img", "Folder for the figures (the K-Token gap curve); ignored when out is empty.")
 
 
 @dataclass

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.core.records import LOWER, atomic_write, collect_runs, config_groups, config_labels, quality_metric
 from embexp.core.tables import emit, pyplot, save_png, table_dirs
 from embexp.report.base import ReportConfig
@@ -43,17 +43,17 @@ NOTE = ("Empty cells: a method that trains nothing has no #TP, training memory o
 
 @dataclass
 class Config(ReportConfig):
-    table: str = f("compare", "compare (every run as it ended: one snapshot) or curves (per method the learning rate "
-                   "and budget chosen on held-out rows, the eval split at that choice: report/compare_curves.py).",
-                   choices=TABLES)
-    out: str = f("", "Folder for compare_<task>_<model>.md/.csv/.png ('' = tables/compare, "
-                 "or <output_root>/tables/compare with debug=...).")
-    task: str = f("", "Only runs of this task (its display name, e.g. glue_sst2); '' = every task found.")
-    model: str = f("", "Only runs of this model config name (e.g. smollm2); '' = every model found.")
-    metric: str = f("", "The quality column: a metric key of the runs (e.g. ll_accuracy); "
-                    "'' = the task's first metric.")
-    se: str = f("auto", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples) or none.",
-                choices=SE_MODES)
+    table: str = option("compare", "compare (every run as it ended: one snapshot) or curves (per method the learning "
+                        "rate and budget chosen on held-out rows, the eval split at that choice: "
+                        "report/compare_curves.py).", choices=TABLES)
+    out: str = option("", "Folder for compare_<task>_<model>.md/.csv/.png ('' = tables/compare, "
+                      "or <output_root>/tables/compare with debug=...).")
+    task: str = option("", "Only runs of this task (its display name, e.g. glue_sst2); '' = every task found.")
+    model: str = option("", "Only runs of this model config name (e.g. smollm2); '' = every model found.")
+    metric: str = option("", "The quality column: a metric key of the runs (e.g. ll_accuracy); "
+                         "'' = the task's first metric.")
+    se: str = option("auto", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples) or none.",
+                     choices=SE_MODES)
 
 
 def label_points(ax, pts: list[tuple[float, float, str]], size: float = 7) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.core.records import Runs, collect_runs
 from embexp.core.tables import pyplot, save_png, table_dirs, write_text_table
 from embexp.report.base import ReportConfig
@@ -70,18 +70,19 @@ UNIFORM_TAG = "_uniform"  # table1 cells asked the released code's uniform pairs
 
 @dataclass
 class Config(ReportConfig):
-    table: str = f("all", "Which table: table1, table2, table3, ablation (Fig. 6), or all.", choices=TABLES + ("all",))
-    out: str = f("", "Folder for <table>.md/.csv (and ablation.png) ('' = tables/ktoken, or "
-                     "<output_root>/tables/ktoken with debug=...).")
-    seeds: list[int] = f([], "Seeds to read, e.g. [42,43,44] (the paper: the best of three runs); [] = every seed "
+    table: str = option(
+        "all", "Which table: table1, table2, table3, ablation (Fig. 6), or all.", choices=TABLES + ("all",))
+    out: str = option("", "Folder for <table>.md/.csv (and ablation.png) ('' = tables/ktoken, or "
+                          "<output_root>/tables/ktoken with debug=...).")
+    seeds: list[int] = option([], "Seeds to read, e.g. [42,43,44] (the paper: the best of three runs); [] = every seed "
                               "found.", ge=0)
-    select_on: str = f("heldout", "Tree tables (table1, ablation): the cells whose curriculum gate read held-out trees "
-                       "(heldout, ours) or the stage's test split (reported, the authors'; tags <column>_paper). "
-                       "Tables 2 and 3 select nothing.",
-                       choices=("heldout", "reported"))
-    questions: str = f("balanced", "Table 1: the cells asked balanced questions (balanced, make ktoken_table1's "
-                       "default) or the released code's uniform pairs (random, ~99.5% 'false' at x3large; tags "
-                       "<column>_uniform).", choices=("balanced", "random"))
+    select_on: str = option("heldout", "Tree tables (table1, ablation): the cells whose curriculum gate read held-out "
+                            "trees (heldout, ours) or the stage's test split (reported, the authors'; tags "
+                            "<column>_paper). Tables 2 and 3 select nothing.",
+                            choices=("heldout", "reported"))
+    questions: str = option("balanced", "Table 1: the cells asked balanced questions (balanced, make ktoken_table1's "
+                            "default) or the released code's uniform pairs (random, ~99.5% 'false' at x3large; tags "
+                            "<column>_uniform).", choices=("balanced", "random"))
 
 
 def batch_text(recs: list[dict]) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.core.records import atomic_write, collect_runs, debug_output_root
 from embexp.core.tables import emit
 from embexp.report.base import ReportConfig
@@ -42,13 +42,14 @@ TABLES = ("table9", "table10")
 
 @dataclass
 class Config(ReportConfig):
-    table: str = f("all", "table9 (preprocessing vs fine-tuning time, and measured memory), table10 (task metric with "
-                          "and without PEMA), or all.",
-                   choices=TABLES + ("all",))
-    task: str = f("glue", "Task family of the runs to tabulate (glue or xnli).")
-    model: str = f("", "Only runs of this model config name ('' = all; the paper's Table 9 is roberta_base).")
-    out: str = f("tables/pema", "Folder for <table>.md/.csv/.json.")
-    debug: str = f("", "A conf/debug preset whose output_root holds the runs when runs is '' (smoke: outputs/smoke).")
+    table: str = option("all", "table9 (preprocessing vs fine-tuning time, and measured memory), table10 (task metric "
+                               "with and without PEMA), or all.",
+                        choices=TABLES + ("all",))
+    task: str = option("glue", "Task family of the runs to tabulate (glue or xnli).")
+    model: str = option("", "Only runs of this model config name ('' = all; the paper's Table 9 is roberta_base).")
+    out: str = option("tables/pema", "Folder for <table>.md/.csv/.json.")
+    debug: str = option(
+        "", "A conf/debug preset whose output_root holds the runs when runs is '' (smoke: outputs/smoke).")
 
 
 def _ms(xs: list[float], fmt: str = "{:.1f}") -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.core.records import collect_runs, debug_output_root
 from embexp.core.tables import write_table
 from embexp.report.base import ReportConfig
@@ -31,14 +31,15 @@ COLUMNS = ["Method", "Tag", "Seeds", "Parameters", "STS-B Spearman", "STS-B Pear
 
 @dataclass
 class Config(ReportConfig):
-    table: str = f("table2", "table2 (papers/pete.md Table 2: PETE vs the standard encoder), "
-                   "written as comparison.md/.csv.",
-                   choices=TABLES)
-    task: str = f("nli_pairs", "Task of the runs compared.")
-    model: str = f("scratch_encoder", "Model config of the runs compared.")
-    methods: list = f(["pete", "full_ft"], "Methods, in row order.")
-    out: str = f("tables/pete", "Folder for comparison.md/.csv.")
-    debug: str = f("", "A conf/debug preset whose output_root holds the runs when runs is '' (smoke: outputs/smoke).")
+    table: str = option("table2", "table2 (papers/pete.md Table 2: PETE vs the standard encoder), "
+                        "written as comparison.md/.csv.",
+                        choices=TABLES)
+    task: str = option("nli_pairs", "Task of the runs compared.")
+    model: str = option("scratch_encoder", "Model config of the runs compared.")
+    methods: list = option(["pete", "full_ft"], "Methods, in row order.")
+    out: str = option("tables/pete", "Folder for comparison.md/.csv.")
+    debug: str = option(
+        "", "A conf/debug preset whose output_root holds the runs when runs is '' (smoke: outputs/smoke).")
 
 
 def rows(cfg: Config) -> list[dict]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.core.records import atomic_write, collect_runs, debug_output_root, quality_metric
 from embexp.core.tables import emit, pyplot, save_png
 from embexp.report.base import ReportConfig
@@ -29,12 +29,12 @@ NOTE = ("Each line is one run evaluated on the eval split at the listed steps (t
 
 @dataclass
 class Config(ReportConfig):
-    table: str = f("curve", "curve (this table).", choices=TABLES)
-    out: str = f("", "Folder for curve_<task>_<model>.md/.csv/.png ('' = <runs>/tables).")
-    task: str = f("", "Only runs of this task (its display name, e.g. glue_sst2); '' = every task found.")
-    model: str = f("", "Only runs of this model config name (e.g. smollm2); '' = every model found.")
-    metric: str = f("", "The curve's metric: a key of the runs' metrics (e.g. ll_accuracy); "
-                    "'' = the task's headline metric.")
+    table: str = option("curve", "curve (this table).", choices=TABLES)
+    out: str = option("", "Folder for curve_<task>_<model>.md/.csv/.png ('' = <runs>/tables).")
+    task: str = option("", "Only runs of this task (its display name, e.g. glue_sst2); '' = every task found.")
+    model: str = option("", "Only runs of this model config name (e.g. smollm2); '' = every model found.")
+    metric: str = option("", "The curve's metric: a key of the runs' metrics (e.g. ll_accuracy); "
+                         "'' = the task's headline metric.")
 
 
 def plot(lines: dict[str, list[tuple[int, float]]], base: float | None, path: Path, title: str, ylabel: str) -> None:

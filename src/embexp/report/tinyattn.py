@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.core.records import Runs, collect_runs
 from embexp.core.tables import table_dirs, write_text_table
 from embexp.report.base import ReportConfig
@@ -74,16 +74,16 @@ def paper_figure(setting: str, model: str, task: str):
 
 @dataclass
 class Config(ReportConfig):
-    table: str = f("all", "Which table: table1 (FewGLUE), table2, table8, table10, table11, table12, or all.",
-                   choices=TABLES + ("all",))
-    out: str = f("", "Folder for <table>.md/.csv ('' = tables/tinyattn, or <output_root>/tables/tinyattn "
-                     "with debug=...).")
-    seeds: list[int] = f([], "Seeds to read, e.g. [0] or [1,2,3,4] (Table 1: the paper's mean of 4 seeds); "
-                        "[] = every seed found.", ge=0)
-    select_on: str = f("both", "GLUE tables: rows of the held-out cells (heldout, ours), of the paper's protocol "
-                       "(reported: selected on the reported dev split, tags <setting>_paper), or both. "
-                       "Table 1 selects nothing.",
-                       choices=PROTOCOLS)
+    table: str = option("all", "Which table: table1 (FewGLUE), table2, table8, table10, table11, table12, or all.",
+                        choices=TABLES + ("all",))
+    out: str = option("", "Folder for <table>.md/.csv ('' = tables/tinyattn, or <output_root>/tables/tinyattn "
+                          "with debug=...).")
+    seeds: list[int] = option([], "Seeds to read, e.g. [0] or [1,2,3,4] (Table 1: the paper's mean of 4 seeds); "
+                             "[] = every seed found.", ge=0)
+    select_on: str = option("both", "GLUE tables: rows of the held-out cells (heldout, ours), of the paper's protocol "
+                            "(reported: selected on the reported dev split, tags <setting>_paper), or both. "
+                            "Table 1 selects nothing.",
+                            choices=PROTOCOLS)
 
 
 def cells(table: str) -> list[tuple[str, str, str]]:

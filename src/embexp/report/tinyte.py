@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.core.records import Runs, collect_runs
 from embexp.core.tables import emit, pyplot, save_png, table_dirs
 from embexp.report.base import ReportConfig
@@ -54,18 +54,18 @@ SUPERGLUE = [("boolq", "BoolQ"), ("copa", "Copa"), ("cb", "CB"), ("rte", "RTE"),
 
 @dataclass
 class Config(ReportConfig):
-    table: str = f("all", "Which table: " + ", ".join(TABLES) + " (table9 = 9), or all.")
-    out: str = f("", "Folder for <table>.md/.csv/.png ('' = tables/tinyte, or <output_root>/tables/tinyte "
-                     "with debug=...).")
-    models: list = f(["gemma2", "qwen25", "llama31"], "Model config names, in row order.")
-    length_model: str = f("gemma2", "Table 5: the model whose CNN/DM runs are bucketed (the paper: Gemma-2).")
-    se: str = f("", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples), none, or '' = each "
-                    "table's default: examples for Table 11 (the paper's test-example s.e.; one run per cell), seeds "
-                    "elsewhere. See the module doc.")
-    bootstrap_iters: int = f(100, "se=examples: bootstrap resamples for corpus BLEU/TER "
-                                  "(lm-eval uses 100 for BLEU/TER).", ge=1)
-    correlation: str = f("", "Table 8: the correlation.json whose fit gives Est. AUC ('' = "
-                             "<runs>/analysis/correlation/correlation.json, what `make tinyte_fig4` writes).")
+    table: str = option("all", "Which table: " + ", ".join(TABLES) + " (table9 = 9), or all.")
+    out: str = option("", "Folder for <table>.md/.csv/.png ('' = tables/tinyte, or <output_root>/tables/tinyte "
+                          "with debug=...).")
+    models: list = option(["gemma2", "qwen25", "llama31"], "Model config names, in row order.")
+    length_model: str = option("gemma2", "Table 5: the model whose CNN/DM runs are bucketed (the paper: Gemma-2).")
+    se: str = option("", "Standard errors: seeds, examples, auto (seeds where >= 2, else examples), none, or '' = each "
+                         "table's default: examples for Table 11 (the paper's test-example s.e.; one run per cell), "
+                         "seeds elsewhere. See the module doc.")
+    bootstrap_iters: int = option(100, "se=examples: bootstrap resamples for corpus BLEU/TER "
+                                       "(lm-eval uses 100 for BLEU/TER).", ge=1)
+    correlation: str = option("", "Table 8: the correlation.json whose fit gives Est. AUC ('' = "
+                                  "<runs>/analysis/correlation/correlation.json, what `make tinyte_fig4` writes).")
 
 
 TABLE_SE = {"11": "examples", "fig3": "auto"}  # each table's default standard error; seeds for the others

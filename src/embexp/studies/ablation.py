@@ -39,7 +39,7 @@ from torch import nn
 
 from embexp import EmbexpError
 from embexp.core.cli import compose_train
-from embexp.core.config import JudgeConfig, f
+from embexp.core.config import JudgeConfig, option
 from embexp.core.records import atomic_write, write_json
 from embexp.core.tables import pyplot, save_png, write_table
 
@@ -55,35 +55,36 @@ METRIC_CHOICES = {"bleu": ["bleu"], "nli": ["nli"], "both": ["bleu", "nli"]}
 
 @dataclass
 class Config:
-    model: str = f("tiny_llama",
-                   "Model config name (conf/model): gemma2, qwen25, llama31, llama2, smollm2, tiny_*, ...")
-    task: str = f("wmt16", "Generation task config name (conf/task): wmt16, cnndm, alpaca, ...")
-    debug: str = f("", "A conf/debug preset applied to the composed config (smoke: tiny random model of the family + "
-                   "the task fixture, CPU).")
-    overrides: list = f([], "More train-config overrides, e.g. [task.source=fixture,model.dtype=bfloat16].")
-    sorting: str = f("random", "Dimension order: random (seeded permutation), variance (lowest vocabulary variance "
-                     "first; ours, see the module doc) or variance_desc.")
-    seed: int = f(0, "Seed of the random permutation.", ge=0, le=2**32 - 1)
-    ps: list = f(GRID, "Portions of dimensions to ablate (p = 0 is the reference and must score 100).")
-    n_samples: int = f(250, "Evaluation rows used: the first n of the eval split (the paper: a sample of 250).",
-                       ge=1)
-    batch_size: int = f(0, "Generation batch size (0: trainer.eval_batch_size of the composed config).", ge=0)
-    max_new_tokens: int = f(0, "Generation budget (0: the task's max_new_tokens).", ge=0)
-    ablate_tied_output: bool = f(False, "For tied embeddings, ablate the shared matrix in place (the output head too) "
-                                 "instead of the input side only.")
-    auc_normalize: bool = f(False, "Divide the AUC by the p range (0-100 scale) instead of the paper-like raw area "
-                            "(max 90).")
-    output_root: str = f("", "Override the composed config's output_root ('' = outputs, or the debug preset's).")
-    out: str = f("", "Output folder ('' = <output_root>/analysis/ablation/<task>/<model>/<sorting>_seed<seed>).")
-    progress: bool = f(True, "Show progress bars.")
-    metric: str = f("bleu", "What scores the ablated outputs against the unablated ones: bleu (corpus BLEU-4, Table "
-                    "4/10), nli (the share entailed by the unablated output, judged by judge.model: Table 9, Table "
-                    "10's NLI rows, Figure 6; Honovich et al. 2022) or both.", choices=tuple(METRIC_CHOICES))
+    model: str = option("tiny_llama",
+                        "Model config name (conf/model): gemma2, qwen25, llama31, llama2, smollm2, tiny_*, ...")
+    task: str = option("wmt16", "Generation task config name (conf/task): wmt16, cnndm, alpaca, ...")
+    debug: str = option("", "A conf/debug preset applied to the composed config (smoke: tiny random model of the "
+                        "family + the task fixture, CPU).")
+    overrides: list = option([], "More train-config overrides, e.g. [task.source=fixture,model.dtype=bfloat16].")
+    sorting: str = option("random", "Dimension order: random (seeded permutation), variance (lowest vocabulary "
+                          "variance first; ours, see the module doc) or variance_desc.")
+    seed: int = option(0, "Seed of the random permutation.", ge=0, le=2**32 - 1)
+    ps: list = option(GRID, "Portions of dimensions to ablate (p = 0 is the reference and must score 100).")
+    n_samples: int = option(250, "Evaluation rows used: the first n of the eval split (the paper: a sample of 250).",
+                            ge=1)
+    batch_size: int = option(0, "Generation batch size (0: trainer.eval_batch_size of the composed config).", ge=0)
+    max_new_tokens: int = option(0, "Generation budget (0: the task's max_new_tokens).", ge=0)
+    ablate_tied_output: bool = option(False, "For tied embeddings, ablate the shared matrix in place (the output head "
+                                      "too) instead of the input side only.")
+    auc_normalize: bool = option(False, "Divide the AUC by the p range (0-100 scale) instead of the paper-like raw "
+                                 "area (max 90).")
+    output_root: str = option("", "Override the composed config's output_root ('' = outputs, or the debug preset's).")
+    out: str = option("", "Output folder ('' = <output_root>/analysis/ablation/<task>/<model>/<sorting>_seed<seed>).")
+    progress: bool = option(True, "Show progress bars.")
+    metric: str = option(
+        "bleu", "What scores the ablated outputs against the unablated ones: bleu (corpus BLEU-4, Table "
+        "4/10), nli (the share entailed by the unablated output, judged by judge.model: Table 9, Table "
+        "10's NLI rows, Figure 6; Honovich et al. 2022) or both.", choices=tuple(METRIC_CHOICES))
     judge: JudgeConfig = field(default_factory=JudgeConfig, metadata={
         "help": "metric=nli|both: the NLI judge (judge.model: e.g. google/t5_xxl_true_nli_mixture, smollm2 offline, "
                 "tiny_llama for tests; kind is always nli). Verdicts are cached in <out>/judge_cache.jsonl."})
-    reuse: bool = f(True, "Reuse <out>/outputs.jsonl when <out>/summary.json has the same settings (no generation), "
-                    "keeping that run's other metric (ours: adding NLI to a BLEU run only scores).")
+    reuse: bool = option(True, "Reuse <out>/outputs.jsonl when <out>/summary.json has the same settings (no "
+                         "generation), keeping that run's other metric (ours: adding NLI to a BLEU run only scores).")
 
 
 # ---- pure functions (tested on hand-made inputs) ------------------------------------------------

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.core.records import atomic_write, debug_output_root, write_json
 from embexp.core.tables import markdown, pyplot, save_png, write_csv
 from embexp.studies.ablation import METRICS, pct
@@ -43,17 +43,20 @@ from embexp.studies.ablation import METRICS, pct
 
 @dataclass
 class Config:
-    runs: str = f("", "Root searched (recursively) for ablation summary.json files ('' = "
-                  "<output_root>/analysis/ablation: outputs, or the debug preset's).")
-    debug: str = f("", "A conf/debug preset whose output_root gives the default runs and out (smoke: outputs/smoke).")
-    metrics: list = f(["bleu", "nli"], "Metrics correlated when the summaries carry them (curve key m, AUC key 'auc' "
-                      "for bleu, 'auc_<m>' otherwise).")
-    tasks: list = f([], "Keep only summaries of these task config names (e.g. [wmt16,cnndm], the paper's population); "
-                    "[] = every task.")
-    sortings: list = f([], "Keep only these sortings (random, variance, variance_desc); [] = all.")
-    alpha: float = f(0.05, "Significance level: cells with Pearson p-value < alpha get the black outline.", gt=0, le=1)
-    min_points: int = f(3, "A summary is a curve when it has at least this many portions, p = 0 included (ours).", ge=2)
-    out: str = f("", "Output folder ('' = <runs>/../correlation, e.g. outputs/analysis/correlation).")
+    runs: str = option("", "Root searched (recursively) for ablation summary.json files ('' = "
+                       "<output_root>/analysis/ablation: outputs, or the debug preset's).")
+    debug: str = option(
+        "", "A conf/debug preset whose output_root gives the default runs and out (smoke: outputs/smoke).")
+    metrics: list = option(["bleu", "nli"], "Metrics correlated when the summaries carry them (curve key m, AUC key "
+                           "'auc' for bleu, 'auc_<m>' otherwise).")
+    tasks: list = option([], "Keep only summaries of these task config names (e.g. [wmt16,cnndm], the paper's "
+                         "population); [] = every task.")
+    sortings: list = option([], "Keep only these sortings (random, variance, variance_desc); [] = all.")
+    alpha: float = option(
+        0.05, "Significance level: cells with Pearson p-value < alpha get the black outline.", gt=0, le=1)
+    min_points: int = option(
+        3, "A summary is a curve when it has at least this many portions, p = 0 included (ours).", ge=2)
+    out: str = option("", "Output folder ('' = <runs>/../correlation, e.g. outputs/analysis/correlation).")
 
 
 AUC_KEYS = {m: auc for m, (_, auc, _) in METRICS.items()}  # the ablation's summary keys, as it writes them

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.studies import printed_cell
 from embexp.studies.vocab import load_tokenizer  # smollm2, minilm (offline), a hub id or folder
 from embexp.tasks.base import read_jsonl
@@ -40,12 +40,12 @@ FILES = {"wmt16": "wmt16/cs-en/test.jsonl", "cnndm": "cnn_dailymail/3.0.0/test.j
 
 @dataclass
 class Config:
-    data_dir: str = f("${oc.env:EMBEXP_DATA,''}", "Root of the hub-schema JSONL files (wmt16/cs-en/test.jsonl, "
-                      "cnn_dailymail/3.0.0/test.jsonl, tatsu-lab/alpaca/train_sample2000.jsonl); default: the "
-                      "environment variable EMBEXP_DATA.")
-    tokenizer: str = f("smollm2", "Tokenizer that counts tokens: smollm2 (offline), minilm (offline), "
-                       "or a hub id / folder.")
-    budgets: list = f([64, 128, 256, 512], "Generation budgets (new tokens) to compare the lengths with.")
+    data_dir: str = option("${oc.env:EMBEXP_DATA,''}", "Root of the hub-schema JSONL files (wmt16/cs-en/test.jsonl, "
+                           "cnn_dailymail/3.0.0/test.jsonl, tatsu-lab/alpaca/train_sample2000.jsonl); default: the "
+                           "environment variable EMBEXP_DATA.")
+    tokenizer: str = option("smollm2", "Tokenizer that counts tokens: smollm2 (offline), minilm (offline), "
+                            "or a hub id / folder.")
+    budgets: list = option([64, 128, 256, 512], "Generation budgets (new tokens) to compare the lengths with.")
 
 
 def stats(xs) -> str:

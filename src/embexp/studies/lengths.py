@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.core.records import collect_runs, debug_output_root, load_config, one_config, read_predictions
 from embexp.core.tables import markdown, write_table
 from embexp.studies.vocab import load_tokenizer
@@ -37,17 +37,18 @@ from embexp.studies.vocab import load_tokenizer
 
 @dataclass
 class Config:
-    runs: str = f("", "A run directory, a folder holding runs (searched recursively) or a glob ('' = the output_root: "
-                  "outputs, or the debug preset's).")
-    task: str = f("cnndm", "Only runs of this task family ('' = any generation task).")
-    model: str = f("", "Only runs of this model config name ('' = every model; the paper's Table 5 is gemma2).")
-    metric: str = f("rougeLsum", "Metric key of the task's scorer to report per bucket (cnndm: rougeLsum, the paper's "
-                    "R-L; rougeL: sentence-level; wmt16: bleu).")
-    edges: list = f([300, 500, 800], "Inclusive upper bounds of the buckets (the paper's 0-300, 301-500, 501-800, "
-                    "801+); [] = quartiles.")
-    unit: str = f("words", "words (whitespace words of the input, template removed) or tokens (the run's tokenizer).")
-    debug: str = f("", "A conf/debug preset whose output_root is searched when runs='' (smoke: outputs/smoke).")
-    out: str = f("", "Also write <out>.md and <out>.csv ('' = print only).")
+    runs: str = option("", "A run directory, a folder holding runs (searched recursively) or a glob ('' = the "
+                       "output_root: outputs, or the debug preset's).")
+    task: str = option("cnndm", "Only runs of this task family ('' = any generation task).")
+    model: str = option("", "Only runs of this model config name ('' = every model; the paper's Table 5 is gemma2).")
+    metric: str = option("rougeLsum", "Metric key of the task's scorer to report per bucket (cnndm: rougeLsum, the "
+                         "paper's R-L; rougeL: sentence-level; wmt16: bleu).")
+    edges: list = option([300, 500, 800], "Inclusive upper bounds of the buckets (the paper's 0-300, 301-500, 501-800, "
+                         "801+); [] = quartiles.")
+    unit: str = option(
+        "words", "words (whitespace words of the input, template removed) or tokens (the run's tokenizer).")
+    debug: str = option("", "A conf/debug preset whose output_root is searched when runs='' (smoke: outputs/smoke).")
+    out: str = option("", "Also write <out>.md and <out>.csv ('' = print only).")
 
 
 # ---- pure functions -------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import torch
 from embexp import EmbexpError
 from embexp.core import cli
 from embexp.core.cli import compose_train
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.core.tables import markdown, write_table
 from embexp.models.specs import SPECS
 from embexp.studies import printed_cell
@@ -71,34 +71,36 @@ def known_models() -> tuple[str, ...]:
 
 @dataclass
 class Config:
-    models: list = f(MODELS, "Model config names with a stored architecture (models/specs.py): " + ", ".join(SPECS),
-                     choices=known_models)
-    methods: list = f([], "Method config names (conf/method); [] = every one.")
-    variants: dict = f({"prompt_tuning (tk=2)": ["method=prompt_tuning", "method.num_virtual_tokens=2"],
-                        "prompt_tuning (tk=20)": ["method=prompt_tuning", "method.num_virtual_tokens=20"],
-                        "lora (+lm_head, embed_tokens)": ["method=lora", f"method.target_modules=[{LORA_ALL}]"],
-                        "tinyattn (4H)": ["method=tinyattn", "method.heads=4"],
-                        "tinyattn (authors' MHA)": ["method=tinyattn", "method.mha_proj=true"],
-                        "tinyattn (per_depth)": ["method=tinyattn", "method.layer_modules=per_depth"],
-                        "tinyattn (authors' head)": ["method=tinyattn", "model.head=linear"],
-                        "tinyattn (4H, authors' head)": ["method=tinyattn", "method.heads=4", "model.head=linear"],
-                        "pete (variant=code)": ["method=pete", "method.variant=code"]},
-                       "Extra rows: label -> train-config overrides (the paper's prompt-tuning sizes; LoRA also on "
-                       "the output head and input embedding, which reproduces the paper's LoRA #TP, decoders only; "
-                       "Tiny-Attention with 4 modules per layer, with the authors' nn.MultiheadAttention in/out "
-                       "projections, and with a module set per depth on ALBERT's shared layer, and with the authors' "
-                       "head (model.head=linear, the tinyattn GLUE experiments' setting: Linear(d, n) on the first "
-                       "token); PETE's code variant).")
-    num_labels: int = f(2, "Classes of the encoders' task head (counted in #TP); 0 = no head, the base encoder as the "
-                           "sentence-embedding tasks load it (the PETE comparison: models=[scratch_encoder] "
-                           "num_labels=0).", ge=0)
-    breakdown: bool = f(False, "Also print, per model and method, the parameters of the built model grouped by module "
-                               "(first two levels of the module path), trainable or not: the terms behind a total.")
-    rank_random: bool = f(True, "Build ranked TinyTE variants (method.ranking) with ranking=random: the order of the "
-                          "dims never changes a count, and ranking by variance reads the whole (stand-in) embedding "
-                          "table, ~2 GB per model. false: exactly as configured.")
-    paper: bool = f(True, "Add the paper's #TP next to ours where it reports one.")
-    out: str = f("", "Also write <out>.md and <out>.csv ('' = print only).")
+    models: list = option(
+        MODELS, "Model config names with a stored architecture (models/specs.py): " + ", ".join(SPECS),
+        choices=known_models)
+    methods: list = option([], "Method config names (conf/method); [] = every one.")
+    variants: dict = option({"prompt_tuning (tk=2)": ["method=prompt_tuning", "method.num_virtual_tokens=2"],
+                             "prompt_tuning (tk=20)": ["method=prompt_tuning", "method.num_virtual_tokens=20"],
+                             "lora (+lm_head, embed_tokens)": ["method=lora", f"method.target_modules=[{LORA_ALL}]"],
+                             "tinyattn (4H)": ["method=tinyattn", "method.heads=4"],
+                             "tinyattn (authors' MHA)": ["method=tinyattn", "method.mha_proj=true"],
+                             "tinyattn (per_depth)": ["method=tinyattn", "method.layer_modules=per_depth"],
+                             "tinyattn (authors' head)": ["method=tinyattn", "model.head=linear"],
+                             "tinyattn (4H, authors' head)": ["method=tinyattn", "method.heads=4", "model.head=linear"],
+                             "pete (variant=code)": ["method=pete", "method.variant=code"]},
+                            "Extra rows: label -> train-config overrides (the paper's prompt-tuning sizes; LoRA also "
+                            "on the output head and input embedding, which reproduces the paper's LoRA #TP, decoders "
+                            "only; Tiny-Attention with 4 modules per layer, with the authors' nn.MultiheadAttention "
+                            "in/out projections, and with a module set per depth on ALBERT's shared layer, and with "
+                            "the authors' head (model.head=linear, the tinyattn GLUE experiments' setting: Linear(d, "
+                            "n) on the first token); PETE's code variant).")
+    num_labels: int = option(2, "Classes of the encoders' task head (counted in #TP); 0 = no head, the base encoder as "
+                                "the sentence-embedding tasks load it (the PETE comparison: models=[scratch_encoder] "
+                                "num_labels=0).", ge=0)
+    breakdown: bool = option(
+        False, "Also print, per model and method, the parameters of the built model grouped by module "
+               "(first two levels of the module path), trainable or not: the terms behind a total.")
+    rank_random: bool = option(True, "Build ranked TinyTE variants (method.ranking) with ranking=random: the order of "
+                               "the dims never changes a count, and ranking by variance reads the whole (stand-in) "
+                               "embedding table, ~2 GB per model. false: exactly as configured.")
+    paper: bool = option(True, "Add the paper's #TP next to ours where it reports one.")
+    out: str = option("", "Also write <out>.md and <out>.csv ('' = print only).")
 
 
 def meta_backbone(model_name: str, model_cfg, num_labels: int = 2):

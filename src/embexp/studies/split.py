@@ -16,17 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.core.records import atomic_write
 
 
 @dataclass
 class Config:
-    source: str = f("", "The file of rows to split (JSON lines in the hub schema), e.g. "
-                    "$EMBEXP_DATA/glue/sst2/validation.jsonl.")
-    out: str = f("", "Folder that receives train.jsonl and validation.jsonl (kept as it is when both exist).")
-    n_train: int = f(600, "Lines that become train.jsonl; the rest become validation.jsonl.", ge=1)
-    seed: int = f(0, "Seed of random.Random that shuffles the lines before the cut.", ge=0)
+    source: str = option("", "The file of rows to split (JSON lines in the hub schema), e.g. "
+                         "$EMBEXP_DATA/glue/sst2/validation.jsonl.")
+    out: str = option("", "Folder that receives train.jsonl and validation.jsonl (kept as it is when both exist).")
+    n_train: int = option(600, "Lines that become train.jsonl; the rest become validation.jsonl.", ge=1)
+    seed: int = option(0, "Seed of random.Random that shuffles the lines before the cut.", ge=0)
 
 
 def split(cfg: Config) -> dict:

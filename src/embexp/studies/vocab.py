@@ -35,7 +35,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.core.tables import markdown, pyplot, save_png
 from embexp.models.specs import SPECS
 
@@ -94,35 +94,36 @@ DEFAULT_MODELS = {
 
 @dataclass
 class Config:
-    what: str = f("heaps", "heaps (Fig. 2: unique vs total tokens, Heaps' law fit, PNG), table2 (GLUE x models), "
-                  "table3 (DeBERTaV3 sizes, millions removed) or table4 (XNLI subsets).",
-                  choices=("heaps", "table2", "table3", "table4"))
-    tokenizer: str = f("openai-community/gpt2", "heaps: the tokenizer (the paper: GPT-2's): minilm (offline BERT "
-                       "WordPiece), smollm2 (offline GPT-2-style byte-level BPE, 49,152 ids), byte (the tiny models' "
-                       "byte tokenizer), a model name of the registry, or any hub id / local folder.")
-    models: list = f([], "tables: model names (the registry in embexp/studies/vocab.py, or hub ids); [] = the paper's "
-                     "rows of that table.")
-    tokenizer_override: str = f("", "tables: count every row with this tokenizer instead of each model's own (offline: "
-                                "minilm is the uncased BERT WordPiece of bert and distilbert, so their rows are the "
-                                "real ones; for other models only the code path is checked).")
-    task: str = f("glue", "heaps: task family whose sub-tasks are counted (glue or xnli; table2/3 use glue, table4 "
-                  "xnli).")
-    subsets: list = f([], "Sub-tasks ([] = the nine GLUE tasks; table4: en, en-de, en-zh, all).")
-    splits: list = f(["train", "eval", "test"], "Splits counted: train, eval (the task's evaluation split; MNLI both "
-                     "validation splits), test (MNLI both test splits; hidden -1 labels are allowed: only counted). "
-                     "The default is what the paper's numbers need: the authors' run_glue_pema.py counts train, eval "
-                     "and, under --do_predict, predict (L565-578 @1e9fae5).", choices=("train", "eval", "test"))
-    keep_special: bool = f(False, "Also keep the rows of special tokens that never occur (method=pema's default, "
-                           "method.keep_special). false: the authors' rule, np.flatnonzero of the counts over inputs "
-                           "padded to max_length, i.e. the ids that occur plus pad (the paper's Table 2).")
-    source: str = f("auto", "Where rows come from (task.source): auto/hub (the real data), local (data_dir) or fixture "
-                    "(offline).")
-    data_dir: str = f("", "task.data_dir for source=local.")
-    fixture_size: int = f(64, "Rows per split for source=fixture.", ge=1)
-    max_samples: int = f(-1, "Keep the first N rows of every counted split (-1: all).", ge=1, also=(-1,))
-    max_length: int = f(128, "Truncate each example at this many tokens, as in training (the paper: 128).", ge=1)
-    out: Optional[str] = f("outputs/analysis/vocab", "Folder for <what>.md/.json (and heaps_<tokenizer>.png); out= "
-                           "(empty) prints only.")
+    what: str = option("heaps", "heaps (Fig. 2: unique vs total tokens, Heaps' law fit, PNG), table2 (GLUE x models), "
+                       "table3 (DeBERTaV3 sizes, millions removed) or table4 (XNLI subsets).",
+                       choices=("heaps", "table2", "table3", "table4"))
+    tokenizer: str = option("openai-community/gpt2", "heaps: the tokenizer (the paper: GPT-2's): minilm (offline BERT "
+                            "WordPiece), smollm2 (offline GPT-2-style byte-level BPE, 49,152 ids), byte (the tiny "
+                            "models' byte tokenizer), a model name of the registry, or any hub id / local folder.")
+    models: list = option([], "tables: model names (the registry in embexp/studies/vocab.py, or hub ids); [] = the "
+                          "paper's rows of that table.")
+    tokenizer_override: str = option("", "tables: count every row with this tokenizer instead of each model's own "
+                                     "(offline: minilm is the uncased BERT WordPiece of bert and distilbert, so their "
+                                     "rows are the real ones; for other models only the code path is checked).")
+    task: str = option("glue", "heaps: task family whose sub-tasks are counted (glue or xnli; table2/3 use glue, "
+                       "table4 xnli).")
+    subsets: list = option([], "Sub-tasks ([] = the nine GLUE tasks; table4: en, en-de, en-zh, all).")
+    splits: list = option(
+        ["train", "eval", "test"], "Splits counted: train, eval (the task's evaluation split; MNLI both "
+        "validation splits), test (MNLI both test splits; hidden -1 labels are allowed: only counted). "
+        "The default is what the paper's numbers need: the authors' run_glue_pema.py counts train, eval "
+        "and, under --do_predict, predict (L565-578 @1e9fae5).", choices=("train", "eval", "test"))
+    keep_special: bool = option(False, "Also keep the rows of special tokens that never occur (method=pema's default, "
+                                "method.keep_special). false: the authors' rule, np.flatnonzero of the counts over "
+                                "inputs padded to max_length, i.e. the ids that occur plus pad (the paper's Table 2).")
+    source: str = option("auto", "Where rows come from (task.source): auto/hub (the real data), local (data_dir) or "
+                         "fixture (offline).")
+    data_dir: str = option("", "task.data_dir for source=local.")
+    fixture_size: int = option(64, "Rows per split for source=fixture.", ge=1)
+    max_samples: int = option(-1, "Keep the first N rows of every counted split (-1: all).", ge=1, also=(-1,))
+    max_length: int = option(128, "Truncate each example at this many tokens, as in training (the paper: 128).", ge=1)
+    out: Optional[str] = option("outputs/analysis/vocab", "Folder for <what>.md/.json (and heaps_<tokenizer>.png); "
+                                "out= (empty) prints only.")
 
 
 # ---- tokenizers, configs, parameter counts -------------------------------------------------------

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import Schema, Text
 from embexp.tasks.metrics import rouge_scores
@@ -58,29 +58,30 @@ FORMATS = ("alpaca", "llama2_inst")
 
 @dataclass
 class AlpacaConfig(TaskConfig):
-    name: str = f("alpaca", "Task family (the file under conf/task).")
-    eval_split: str = f(HELDOUT, "Evaluation split: 'heldout' carves heldout_size rows out of "
-                                 "train_split (never trained on); any other name is read as a split.")
-    heldout_size: int = f(2500, "Rows held out of train_split for evaluation when "
-                                "eval_split=heldout (the paper: 2,500).", ge=1)
-    heldout_seed: int = f(0, "Seed of the held-out carve (ours; the authors' held-out rows are not published).")
-    select_split: str = f("train_holdout", "Rows for the periodic evaluation loss and select_best (the paper trains "
-                                           "'until convergence (patience of 3 epochs)', on which rows it does not "
-                                           "say): train_holdout = select_size rows carved out of the training rows "
-                                           "left after the evaluation carve (ours); a split name; or '' (none).")
-    select_size: int = f(500, "Rows of the train_holdout selection slice (ours; "
-                              "with the 2,000-row local sample use e.g. 100).")
-    prompt_format: str = f("alpaca", "alpaca (the Stanford Alpaca template; prompt + target == the "
-                                     "hub's text field) or llama2_inst ('[INST] ... [/INST]').",
-                           choices=FORMATS)
-    max_source_tokens: int = f(512, "Truncate the prompt to this many tokens.")
-    max_target_tokens: int = f(512, "Truncate training responses to this many tokens.")
-    max_new_tokens: int = f(512, "Greedy generation budget for one response (ours): = "
-                                 "max_target_tokens, so any trained response length fits (of 2,000 "
-                                 "Alpaca outputs, 1.2% exceed 256 SmolLM2 tokens and 1 exceeds 512).")
-    stop_at_newline: bool = f(False, "Also stop at the first newline and cut the text "
-                                     "there. Off: 20% of Alpaca outputs span several lines.")
-    rouge_stemmer: bool = f(True, "Porter-stem tokens before ROUGE (ours; rouge-score's use_stemmer).")
+    name: str = option("alpaca", "Task family (the file under conf/task).")
+    eval_split: str = option(HELDOUT, "Evaluation split: 'heldout' carves heldout_size rows out of "
+                                      "train_split (never trained on); any other name is read as a split.")
+    heldout_size: int = option(2500, "Rows held out of train_split for evaluation when "
+                                     "eval_split=heldout (the paper: 2,500).", ge=1)
+    heldout_seed: int = option(0, "Seed of the held-out carve (ours; the authors' held-out rows are not published).")
+    select_split: str = option(
+        "train_holdout", "Rows for the periodic evaluation loss and select_best (the paper trains "
+                         "'until convergence (patience of 3 epochs)', on which rows it does not "
+                         "say): train_holdout = select_size rows carved out of the training rows "
+                         "left after the evaluation carve (ours); a split name; or '' (none).")
+    select_size: int = option(500, "Rows of the train_holdout selection slice (ours; "
+                                   "with the 2,000-row local sample use e.g. 100).")
+    prompt_format: str = option("alpaca", "alpaca (the Stanford Alpaca template; prompt + target == the "
+                                          "hub's text field) or llama2_inst ('[INST] ... [/INST]').",
+                                choices=FORMATS)
+    max_source_tokens: int = option(512, "Truncate the prompt to this many tokens.")
+    max_target_tokens: int = option(512, "Truncate training responses to this many tokens.")
+    max_new_tokens: int = option(512, "Greedy generation budget for one response (ours): = "
+                                      "max_target_tokens, so any trained response length fits (of 2,000 "
+                                      "Alpaca outputs, 1.2% exceed 256 SmolLM2 tokens and 1 exceeds 512).")
+    stop_at_newline: bool = option(False, "Also stop at the first newline and cut the text "
+                                          "there. Off: 20% of Alpaca outputs span several lines.")
+    rouge_stemmer: bool = option(True, "Porter-stem tokens before ROUGE (ours; rouge-score's use_stemmer).")
 
 
 def alpaca_prompt(instruction: str, inp: str) -> str:

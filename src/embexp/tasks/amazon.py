@@ -29,7 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import Number, Schema, Text
 from embexp.tasks.metrics import binary_summary
@@ -56,20 +56,23 @@ def authors_split(n: int, test_size: int, seed: int) -> tuple[list[int], list[in
 
 @dataclass
 class AmazonConfig(TaskConfig):
-    name: str = f("amazon", "Task family (the file under conf/task).")
-    subset: str = f("Amazon_Fashion", "Review category: the hub config raw_review_<subset> "
-                                      "(the paper: Amazon_Fashion).", choices=CATEGORIES)
-    train_split: str = f("train", "train = the training part of the authors' split of "
-                                  "'full' (a train_fraction sample).", choices=SPLITS)
-    eval_split: str = f("test", "test = the test_size rows the authors' split holds out of 'full'.", choices=SPLITS)
-    test_size: int = f(50000, "Rows of 'full' held out for testing (the authors: 50,000).", ge=1)
-    split_seed: int = f(42, "Seed of the train/test split (the authors: 42, datasets' train_test_split permutation).")
-    train_fraction: float = f(0.1, "Fraction of the training part kept for training (the authors: 0.1).", gt=0, le=1)
-    sample_seed: int = f(42, "Seed of the train_fraction sample (ours: the authors' sample is unseeded).")
-    max_source_tokens: int = f(512, "Truncate the prompt to this many tokens (ours; the authors do not truncate).")
-    max_target_tokens: int = f(4, "Truncate training targets to this many tokens.")
-    max_new_tokens: int = f(2, "Greedy generation budget (the authors read one greedy "
-                               "token; ours 2, as 'negative' may be two tokens).")
+    name: str = option("amazon", "Task family (the file under conf/task).")
+    subset: str = option("Amazon_Fashion", "Review category: the hub config raw_review_<subset> "
+                                           "(the paper: Amazon_Fashion).", choices=CATEGORIES)
+    train_split: str = option("train", "train = the training part of the authors' split of "
+                                       "'full' (a train_fraction sample).", choices=SPLITS)
+    eval_split: str = option(
+        "test", "test = the test_size rows the authors' split holds out of 'full'.", choices=SPLITS)
+    test_size: int = option(50000, "Rows of 'full' held out for testing (the authors: 50,000).", ge=1)
+    split_seed: int = option(
+        42, "Seed of the train/test split (the authors: 42, datasets' train_test_split permutation).")
+    train_fraction: float = option(
+        0.1, "Fraction of the training part kept for training (the authors: 0.1).", gt=0, le=1)
+    sample_seed: int = option(42, "Seed of the train_fraction sample (ours: the authors' sample is unseeded).")
+    max_source_tokens: int = option(512, "Truncate the prompt to this many tokens (ours; the authors do not truncate).")
+    max_target_tokens: int = option(4, "Truncate training targets to this many tokens.")
+    max_new_tokens: int = option(2, "Greedy generation budget (the authors read one greedy "
+                                    "token; ours 2, as 'negative' may be two tokens).")
 
 
 @register_task("amazon")

@@ -33,7 +33,7 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import Schema, Text
 from embexp.tasks.metrics import lsum_text, rouge_scores, split_sentences  # noqa: F401  (also imported from here)
@@ -45,27 +45,27 @@ VERSIONS = ("3.0.0",)  # hub configs wired
 
 @dataclass
 class CnnDmConfig(TaskConfig):
-    name: str = f("cnndm", "Task family (the file under conf/task).")
-    subset: str = f("3.0.0", "Hub config of abisee/cnn_dailymail (3.0.0: the non-anonymised version).",
-                    choices=VERSIONS)
-    eval_split: str = f("test", "Split used for evaluation (the paper reports the test set).")
-    max_eval_samples: int = f(2500, "Keep the first N evaluation rows (the paper caps the test set at 2,500).")
-    select_split: str = f("validation", "Rows for the periodic evaluation loss and select_best: "
-                                        "the validation split, never the reported test split.")
-    select_size: int = f(2500, "Keep the first N validation rows for selection (ours: the size of "
-                               "the capped test set; each evaluation costs as much as before).")
-    max_article_words: int = f(1500, "Cut articles after this many whitespace words, "
-                                     "keeping the lead (ours; -1: never).", ge=1, also=(-1,))
-    max_source_tokens: int = f(2048, "Truncate the prompt to this many tokens "
-                                     "(1,500 words are ~2,000 tokens; rarely hit).")
-    max_target_tokens: int = f(160, "Truncate training summaries to this many "
-                                    "tokens (highlights: ~55 words, 99th pct ~125).")
-    max_new_tokens: int = f(256, "Greedy generation budget for one summary (ours): covers every "
-                                 "test highlight (longest 202 SmolLM2 tokens; 3.6% exceed 128), the "
-                                 "same budget as wmt16 (python -m embexp.analyze eval_evidence).")
-    stop_at_newline: bool = f(False, "Also stop at the first newline and cut the text there. Off: highlights "
-                                     "put one sentence per line, so a newline stop would keep only the first.")
-    rouge_stemmer: bool = f(True, "Porter-stem tokens before ROUGE (ours; rouge-score's use_stemmer).")
+    name: str = option("cnndm", "Task family (the file under conf/task).")
+    subset: str = option("3.0.0", "Hub config of abisee/cnn_dailymail (3.0.0: the non-anonymised version).",
+                         choices=VERSIONS)
+    eval_split: str = option("test", "Split used for evaluation (the paper reports the test set).")
+    max_eval_samples: int = option(2500, "Keep the first N evaluation rows (the paper caps the test set at 2,500).")
+    select_split: str = option("validation", "Rows for the periodic evaluation loss and select_best: "
+                                             "the validation split, never the reported test split.")
+    select_size: int = option(2500, "Keep the first N validation rows for selection (ours: the size of "
+                                    "the capped test set; each evaluation costs as much as before).")
+    max_article_words: int = option(1500, "Cut articles after this many whitespace words, "
+                                          "keeping the lead (ours; -1: never).", ge=1, also=(-1,))
+    max_source_tokens: int = option(2048, "Truncate the prompt to this many tokens "
+                                          "(1,500 words are ~2,000 tokens; rarely hit).")
+    max_target_tokens: int = option(160, "Truncate training summaries to this many "
+                                         "tokens (highlights: ~55 words, 99th pct ~125).")
+    max_new_tokens: int = option(256, "Greedy generation budget for one summary (ours): covers every "
+                                      "test highlight (longest 202 SmolLM2 tokens; 3.6% exceed 128), the "
+                                      "same budget as wmt16 (python -m embexp.analyze eval_evidence).")
+    stop_at_newline: bool = option(False, "Also stop at the first newline and cut the text there. Off: highlights "
+                                          "put one sentence per line, so a newline stop would keep only the first.")
+    rouge_stemmer: bool = option(True, "Porter-stem tokens before ROUGE (ours; rouge-score's use_stemmer).")
 
 
 @register_task("cnndm")

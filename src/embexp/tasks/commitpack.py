@@ -31,7 +31,7 @@ import random
 from dataclasses import dataclass
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.tasks.amazon import authors_split
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import Schema, Text
@@ -47,17 +47,18 @@ SPLITS = ("train", "test")  # carved out of the hub's train split
 
 @dataclass
 class CommitPackConfig(TaskConfig):
-    name: str = f("commitpack", "Task family (the file under conf/task).")
-    subset: str = f("python", "Language config of bigcode/commitpackft (the paper: python; "
-                              "the prompt names python as the authors').", choices=LANGUAGES)
-    train_split: str = f("train", "train = the hub's train split minus the authors' test carve.", choices=SPLITS)
-    eval_split: str = f("test", "test = the test_size rows the authors' split holds "
-                                "out of the hub's train split.", choices=SPLITS)
-    test_size: int = f(5600, "Rows held out for testing (the authors: 5,600).", ge=1)
-    split_seed: int = f(42, "Seed of the train/test split (the authors: 42, datasets' train_test_split permutation).")
-    max_source_tokens: int = f(2048, "Keep the last N prompt tokens (ours; the authors do not truncate).")
-    max_target_tokens: int = f(2048, "Train and score the first N tokens of the new "
-                                     "code (ours; the authors do not truncate).")
+    name: str = option("commitpack", "Task family (the file under conf/task).")
+    subset: str = option("python", "Language config of bigcode/commitpackft (the paper: python; "
+                                   "the prompt names python as the authors').", choices=LANGUAGES)
+    train_split: str = option("train", "train = the hub's train split minus the authors' test carve.", choices=SPLITS)
+    eval_split: str = option("test", "test = the test_size rows the authors' split holds "
+                                     "out of the hub's train split.", choices=SPLITS)
+    test_size: int = option(5600, "Rows held out for testing (the authors: 5,600).", ge=1)
+    split_seed: int = option(
+        42, "Seed of the train/test split (the authors: 42, datasets' train_test_split permutation).")
+    max_source_tokens: int = option(2048, "Keep the last N prompt tokens (ours; the authors do not truncate).")
+    max_target_tokens: int = option(2048, "Train and score the first N tokens of the new "
+                                          "code (ours; the authors do not truncate).")
 
 
 @register_task("commitpack")

@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import ClassId, Integer, Number, Schema, Text
 from embexp.tasks.metrics import accuracy, binary_counts, f1_score, mcc_score, parse_score, regression_scores  # noqa: F401
@@ -57,11 +57,12 @@ STSB_INVALID = 2.5  # ours: an unparseable STS-B answer scores as the scale midp
 
 @dataclass
 class GlueConfig(TaskConfig):
-    name: str = f("glue", "Task family (the file under conf/task).")
-    subset: str = f("sst2", "GLUE sub-task: cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte or wnli.",
-                    choices=tuple(SPECS))
-    eval_split: str = f("auto", "Split used for evaluation; auto = validation_matched for mnli, validation otherwise.")
-    max_new_tokens: int = f(8, "Greedy generation budget (answers are one or two words).")
+    name: str = option("glue", "Task family (the file under conf/task).")
+    subset: str = option("sst2", "GLUE sub-task: cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte or wnli.",
+                         choices=tuple(SPECS))
+    eval_split: str = option(
+        "auto", "Split used for evaluation; auto = validation_matched for mnli, validation otherwise.")
+    max_new_tokens: int = option(8, "Greedy generation budget (answers are one or two words).")
 
 
 @register_task("glue")

@@ -42,7 +42,7 @@ from typing import Sequence
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import Anything, Flag, Schema, Text
 from embexp.tasks.metrics import rouge_scores
@@ -65,42 +65,44 @@ FORMATS = ("qa", "plain")
 class SafetyConfig(TaskConfig):
     """What bsd and advbench share: the BSD training rows and the prompt."""
 
-    name: str = f("bsd", "Task family (the file under conf/task).")
-    train_split: str = f("30k_train", "BeaverTails split to train on (its rows with "
-                                      "is_safe=false; ours: the 30k release, not 330k).")
-    select_split: str = f("train_holdout", "Rows for the periodic evaluation loss and select_best: train_holdout "
-                                           "= select_size distinct unsafe training requests (with all their "
-                                           "responses) carved out with select_seed, never trained on (ours; the "
-                                           "paper selects 'by evaluation loss' without saying on which rows).")
-    select_size: int = f(500, "Distinct requests of the train_holdout selection "
-                              "slice (ours; Alpaca also holds out 500).")
-    prompt_format: str = f("qa", "qa: 'Question: {request}\\nAnswer:' + ' {response}' (ours; "
-                                 "no chat template, as for the other tasks); plain: the bare "
-                                 "request + the response, for model.chat_template=true.",
-                           choices=FORMATS)
-    max_source_tokens: int = f(512, "Truncate the request to this many tokens.")
-    max_target_tokens: int = f(512, "Truncate training responses to this many tokens (= max_new_tokens).")
-    max_new_tokens: int = f(512, "Greedy generation budget for one response (ours: HarmBench's 512 generated tokens).")
-    judge: str = f("harmbench", "The judge kind that scores the generations when judge.model is set: "
-                                "harmbench (the HarmBench classifier; attack success rate `asr`, 0-100).",
-                   choices=("", "instruct", "harmbench", "nli"))
-    rouge_stemmer: bool = f(True, "bsd without a judge: Porter-stem tokens "
-                                  "before ROUGE against the reference response.")
+    name: str = option("bsd", "Task family (the file under conf/task).")
+    train_split: str = option("30k_train", "BeaverTails split to train on (its rows with "
+                                           "is_safe=false; ours: the 30k release, not 330k).")
+    select_split: str = option("train_holdout", "Rows for the periodic evaluation loss and select_best: train_holdout "
+                                                "= select_size distinct unsafe training requests (with all their "
+                                                "responses) carved out with select_seed, never trained on (ours; the "
+                                                "paper selects 'by evaluation loss' without saying on which rows).")
+    select_size: int = option(500, "Distinct requests of the train_holdout selection "
+                                   "slice (ours; Alpaca also holds out 500).")
+    prompt_format: str = option("qa", "qa: 'Question: {request}\\nAnswer:' + ' {response}' (ours; "
+                                      "no chat template, as for the other tasks); plain: the bare "
+                                      "request + the response, for model.chat_template=true.",
+                                choices=FORMATS)
+    max_source_tokens: int = option(512, "Truncate the request to this many tokens.")
+    max_target_tokens: int = option(512, "Truncate training responses to this many tokens (= max_new_tokens).")
+    max_new_tokens: int = option(
+        512, "Greedy generation budget for one response (ours: HarmBench's 512 generated tokens).")
+    judge: str = option("harmbench", "The judge kind that scores the generations when judge.model is set: "
+                                     "harmbench (the HarmBench classifier; attack success rate `asr`, 0-100).",
+                        choices=("", "instruct", "harmbench", "nli"))
+    rouge_stemmer: bool = option(True, "bsd without a judge: Porter-stem tokens "
+                                       "before ROUGE against the reference response.")
 
 
 @dataclass
 class BsdConfig(SafetyConfig):
-    eval_split: str = f("30k_test", "BeaverTails split to evaluate on (its rows with is_safe=false).")
-    eval_size: int = f(1000, "Distinct unsafe requests drawn from eval_split with eval_seed (the paper: 1000 queries "
-                             "of the BSD test set); -1 or more than the split holds: all of them.", ge=1, also=(-1,))
-    eval_seed: int = f(0, "Seed of the evaluation sample (ours; the paper's 1000 queries are not published).")
+    eval_split: str = option("30k_test", "BeaverTails split to evaluate on (its rows with is_safe=false).")
+    eval_size: int = option(
+        1000, "Distinct unsafe requests drawn from eval_split with eval_seed (the paper: 1000 queries "
+              "of the BSD test set); -1 or more than the split holds: all of them.", ge=1, also=(-1,))
+    eval_seed: int = option(0, "Seed of the evaluation sample (ours; the paper's 1000 queries are not published).")
 
 
 @dataclass
 class AdvBenchConfig(SafetyConfig):
-    name: str = f("advbench", "Task family (the file under conf/task).")
-    eval_split: str = f("train", "AdvBench split to evaluate on (walledai/AdvBench "
-                                 "has one, train: all 520 behaviours).")
+    name: str = option("advbench", "Task family (the file under conf/task).")
+    eval_split: str = option("train", "AdvBench split to evaluate on (walledai/AdvBench "
+                                      "has one, train: all 520 behaviours).")
 
 
 def is_unsafe(row: dict) -> bool:

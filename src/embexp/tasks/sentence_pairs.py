@@ -29,7 +29,7 @@ from typing import Sequence
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import ClassId, Integer, Number, Schema, Text
 from embexp.tasks.glue import _fixture_mnli, _fixture_stsb
@@ -48,27 +48,27 @@ def similarity_tasks() -> tuple[str, ...]:
 
 @dataclass
 class StsbSimilarityConfig(TaskConfig):
-    name: str = f("stsb_similarity", "Task family (the file under conf/task).")
-    eval_split: str = f("validation", "STS-B split scored (the GLUE test split has no scores).")
-    max_source_tokens: int = f(128, "Truncate each sentence to this many tokens (the PETE code's max_seq_len).")
+    name: str = option("stsb_similarity", "Task family (the file under conf/task).")
+    eval_split: str = option("validation", "STS-B split scored (the GLUE test split has no scores).")
+    max_source_tokens: int = option(128, "Truncate each sentence to this many tokens (the PETE code's max_seq_len).")
 
 
 @dataclass
 class NliPairsConfig(TaskConfig):
-    name: str = f("nli_pairs", "Task family (the file under conf/task).")
-    datasets: list = f(["snli", "mnli"], "NLI datasets whose entailment pairs are trained "
-                                         "on, in this order: snli, mnli (the paper: both).",
-                       choices=tuple(SOURCES))
-    train_split: str = f("train", "Split(s) trained on; join several with '+' (e.g. "
-                                  "validation+test for the local SNLI files).")
-    eval_task: str = f("stsb_similarity", "The similarity task evaluated zero-shot after training (it reads "
-                                          "eval_split, data_dir, source, max_eval_samples from here).",
-                       choices=similarity_tasks)
-    eval_split: str = f("validation", "Split of eval_task that is scored.")
-    max_source_tokens: int = f(128, "Truncate each sentence to this many tokens (the PETE code's max_seq_len).")
-    temperature: float = f(0.07, "InfoNCE temperature at the start (the PETE code's 0.07).", gt=0)
-    learn_temperature: bool = f(True, "Learn the temperature (as log tau, ours; the code "
-                                      "learns tau itself) with the method's tensors.")
+    name: str = option("nli_pairs", "Task family (the file under conf/task).")
+    datasets: list = option(["snli", "mnli"], "NLI datasets whose entailment pairs are trained "
+                                              "on, in this order: snli, mnli (the paper: both).",
+                            choices=tuple(SOURCES))
+    train_split: str = option("train", "Split(s) trained on; join several with '+' (e.g. "
+                                       "validation+test for the local SNLI files).")
+    eval_task: str = option("stsb_similarity", "The similarity task evaluated zero-shot after training (it reads "
+                                               "eval_split, data_dir, source, max_eval_samples from here).",
+                            choices=similarity_tasks)
+    eval_split: str = option("validation", "Split of eval_task that is scored.")
+    max_source_tokens: int = option(128, "Truncate each sentence to this many tokens (the PETE code's max_seq_len).")
+    temperature: float = option(0.07, "InfoNCE temperature at the start (the PETE code's 0.07).", gt=0)
+    learn_temperature: bool = option(True, "Learn the temperature (as log tau, ours; the code "
+                                           "learns tau itself) with the method's tensors.")
 
 
 @register_task("stsb_similarity")

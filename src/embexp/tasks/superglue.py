@@ -48,7 +48,7 @@ from typing import Sequence
 import numpy as np
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.tasks.base import MASK, Example, Task, TaskConfig
 from embexp.tasks.domains import ClassId, Integer, Schema, Text, Word, required
 from embexp.tasks.metrics import accuracy, macro_f1
@@ -89,39 +89,41 @@ VERBALIZERS = {"cb": (("Yes", "No", "Maybe"), ("true", "false", "neither")),
 
 @dataclass
 class SuperGlueConfig(TaskConfig):
-    name: str = f("superglue", "Task family (the file under conf/task).")
-    subset: str = f("boolq", "SuperGLUE sub-task: boolq, cb, copa, rte, wic, or all (multitask: "
-                             "the five concatenated, prompts prefixed with '<subset>: '; ours).",
-                    choices=SUBSETS + ("all",))
-    eval_split: str = f("validation", "Split used for evaluation (the paper reports "
-                                      "the validation sets; hub test labels are -1).")
-    train_split: str = f("train", "Split used for training; train_fewglue32 = the "
-                                  "FewGLUE 32-example sets (local files only).")
-    max_new_tokens: int = f(32, "Greedy generation budget (ours): enough for a COPA "
-                                "sentence; 3-4 suffice for yes/no/True/False + eos.")
-    select_split: str = f("train_holdout", "Rows for the periodic evaluation loss and select_best: SuperGLUE "
-                                           "has no labelled split besides train and the reported validation, "
-                                           "so train_holdout (ours) carves select_size rows out of each "
-                                           "sub-task's train split (never trained on); FewGLUE (32 rows): set "
-                                           "select_size=8 or select_split='' with trainer.select_best=false.")
-    select_size: int = f(50, "Rows held out of each sub-task's train split for selection (ours: 50 = 20% "
-                             "of CB's 250 hub training rows, 12.5% of COPA's 400, <2% of the others).")
-    cloze: bool = f(False, "Encoders, cb and rte: PET-style cloze classification (Schick & Schuetze 2021): the input "
-                           "is a pattern with one mask token, the encoder keeps its pretrained masked-LM head, and "
-                           "the class is the likeliest verbalizer token at the mask (training: cross-entropy over "
-                           "the verbalizers' logits there). false: a classifier head on the text pair.")
-    cloze_loss: str = f("verbalizers", "task.cloze=true, training loss at the mask: verbalizers = cross-entropy "
-                                       "over the verbalizer tokens' logits (PET's loss; the Tiny-Attention "
-                                       "paper: 'the output space is limited to a few selected tokens'); "
-                                       "vocabulary = cross-entropy over the whole vocabulary with the label's "
-                                       "verbalizer token as the target (the Tiny-Attention authors' "
-                                       "train_few_shot.py: masked-LM labels at the mask). Prediction is the "
-                                       "likeliest verbalizer either way.", choices=("verbalizers", "vocabulary"))
-    pattern: int = f(3, "task.cloze=true: PET's pattern id for RTE/CB (pet/pvp.py; h = hypothesis without its "
-                        "final punctuation, p = premise, [SEP] between the two segments): 0 '\"h\" ? [SEP] [MASK], "
-                        "\"p\"', 1 'h ? [SEP] [MASK], p', 2 '\"h\" ? [SEP] [MASK]. \"p\"', 3 'h ? [SEP] [MASK]. p' "
-                        "(the Tiny-Attention paper's), 4 'p question: <hypothesis as is> True or False? answer: "
-                        "[MASK]' (one segment; CB: true, false or neither?).", choices=CLOZE_PATTERNS)
+    name: str = option("superglue", "Task family (the file under conf/task).")
+    subset: str = option("boolq", "SuperGLUE sub-task: boolq, cb, copa, rte, wic, or all (multitask: "
+                                  "the five concatenated, prompts prefixed with '<subset>: '; ours).",
+                         choices=SUBSETS + ("all",))
+    eval_split: str = option("validation", "Split used for evaluation (the paper reports "
+                                           "the validation sets; hub test labels are -1).")
+    train_split: str = option("train", "Split used for training; train_fewglue32 = the "
+                                       "FewGLUE 32-example sets (local files only).")
+    max_new_tokens: int = option(32, "Greedy generation budget (ours): enough for a COPA "
+                                     "sentence; 3-4 suffice for yes/no/True/False + eos.")
+    select_split: str = option("train_holdout", "Rows for the periodic evaluation loss and select_best: SuperGLUE "
+                                                "has no labelled split besides train and the reported validation, "
+                                                "so train_holdout (ours) carves select_size rows out of each "
+                                                "sub-task's train split (never trained on); FewGLUE (32 rows): set "
+                                                "select_size=8 or select_split='' with trainer.select_best=false.")
+    select_size: int = option(50, "Rows held out of each sub-task's train split for selection (ours: 50 = 20% "
+                                  "of CB's 250 hub training rows, 12.5% of COPA's 400, <2% of the others).")
+    cloze: bool = option(
+        False, "Encoders, cb and rte: PET-style cloze classification (Schick & Schuetze 2021): the input "
+               "is a pattern with one mask token, the encoder keeps its pretrained masked-LM head, and "
+               "the class is the likeliest verbalizer token at the mask (training: cross-entropy over "
+               "the verbalizers' logits there). false: a classifier head on the text pair.")
+    cloze_loss: str = option("verbalizers", "task.cloze=true, training loss at the mask: verbalizers = cross-entropy "
+                                            "over the verbalizer tokens' logits (PET's loss; the Tiny-Attention "
+                                            "paper: 'the output space is limited to a few selected tokens'); "
+                                            "vocabulary = cross-entropy over the whole vocabulary with the label's "
+                                            "verbalizer token as the target (the Tiny-Attention authors' "
+                                            "train_few_shot.py: masked-LM labels at the mask). Prediction is the "
+                                            "likeliest verbalizer either way.", choices=("verbalizers", "vocabulary"))
+    pattern: int = option(
+        3, "task.cloze=true: PET's pattern id for RTE/CB (pet/pvp.py; h = hypothesis without its "
+           "final punctuation, p = premise, [SEP] between the two segments): 0 '\"h\" ? [SEP] [MASK], "
+           "\"p\"', 1 'h ? [SEP] [MASK], p', 2 '\"h\" ? [SEP] [MASK]. \"p\"', 3 'h ? [SEP] [MASK]. p' "
+           "(the Tiny-Attention paper's), 4 'p question: <hypothesis as is> True or False? answer: "
+           "[MASK]' (one segment; CB: true, false or neither?).", choices=CLOZE_PATTERNS)
 
 
 def copa_choice(choice: str) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import Schema, Text
 from embexp.tasks.registry import register_task
@@ -27,14 +27,15 @@ WORDS = 1_000_000  # made-up words the rows draw from
 
 @dataclass
 class SyntheticConfig(TaskConfig):
-    name: str = f("synthetic", "Task family (the file under conf/task).")
-    source: str = f("fixture", "Rows are generated (fixture); there is no hub or local source.", choices=("fixture",))
-    train_split: str = f("train", "Split used for training (any name: each split is generated with its own seed).")
-    eval_split: str = f("test", "Split used for evaluation.")
-    prompt_words: int = f(1024, "Words per prompt (one token each under model.init=random's tokenizer).", ge=1)
-    target_words: int = f(16, "Words per target.", ge=1)
-    max_source_tokens: int = f(1024, "Truncate the prompt to this many tokens (from the left).", ge=1)
-    max_target_tokens: int = f(16, "Truncate training targets to this many tokens.", ge=1)
+    name: str = option("synthetic", "Task family (the file under conf/task).")
+    source: str = option(
+        "fixture", "Rows are generated (fixture); there is no hub or local source.", choices=("fixture",))
+    train_split: str = option("train", "Split used for training (any name: each split is generated with its own seed).")
+    eval_split: str = option("test", "Split used for evaluation.")
+    prompt_words: int = option(1024, "Words per prompt (one token each under model.init=random's tokenizer).", ge=1)
+    target_words: int = option(16, "Words per target.", ge=1)
+    max_source_tokens: int = option(1024, "Truncate the prompt to this many tokens (from the left).", ge=1)
+    max_target_tokens: int = option(16, "Truncate training targets to this many tokens.", ge=1)
 
 
 @register_task("synthetic")

@@ -28,7 +28,7 @@ from string import ascii_uppercase
 from typing import Sequence
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.tasks.base import TRAIN_HOLDOUT, Example, Task, TaskConfig
 from embexp.tasks.domains import Schema, Text, Word
 from embexp.tasks.metrics import binary_summary
@@ -49,35 +49,36 @@ NAMES = [a + b for a in ascii_uppercase for b in ascii_uppercase]
 
 @dataclass
 class TreeConfig(TaskConfig):
-    name: str = f("tree", "Task family (the file under conf/task).")
-    subset: str = f("small", "Curriculum stage: small, xsmall, medium, xmedium, large or x3large.",
-                    choices=tuple(STAGES))
-    eval_split: str = f("test", "Split used for evaluation (the authors call the held-out trees 'test').")
-    num_train_trees: int = f(400, "Trees generated for training, the select_size held-out trees "
-                                  "included (ours, CPU-sized; the authors: 490k per stage = 98% "
-                                  "of 500k; make ktoken_table1: the paper's 2.45M questions, 500k "
-                                  "trees x 5 questions with 10k held out for the gate).", ge=1)
-    num_eval_trees: int = f(100, "Trees generated for evaluation, the reported 'test' split (the authors: 10k "
-                                 "per stage = 2% of 500k; the paper: 50k questions = 10k trees x 5).", ge=1)
-    max_pairs_per_tree: int = f(-1, "Questions per tree: -1 = every ordered pair of distinct nodes "
-                                    "(the authors' generator); else a sample of that many (5: "
-                                    "the paper's 2.45M questions from 490k trees).", ge=1, also=(-1,))
-    pair_sampling: str = f("random", "How a tree's questions are drawn: random = uniformly over the ordered pairs "
-                                     "(the authors' released code: at x3large ~99.5% 'false'); balanced = as many "
-                                     "'true' as 'false' per tree (ours; make ktoken_table1's default, "
-                                     "docs/fidelity.md).", choices=("random", "balanced"))
-    select_split: str = f("train_holdout", "Rows that a trainer.curriculum's gate (and select_best) reads: "
-                                           "train_holdout (default, ours) = select_size training trees held out with "
-                                           "all their questions, never trained on; '' = none (a curriculum then "
-                                           "needs trainer.select_on=reported, the authors' gate on the test split).")
-    select_size: int = f(20, "select_split=train_holdout on generated rows: training TREES held out for "
-                             "the gate (ours: 20 of the default 400; the authors' test share is 2%); with "
-                             "task.data_dir or a fixture, rows as for other tasks.", ge=1, also=(-1,))
-    seed: int = f(42, "Generator seed; stage i (curriculum order) uses seed "
-                      "+ i, as the authors' generate_curriculum_datasets.py.")
-    max_source_tokens: int = f(1024, "Truncate the prompt to this many tokens (an x3large tree is ~600 tokens).")
-    max_target_tokens: int = f(8, "Truncate training targets to this many tokens.")
-    max_new_tokens: int = f(4, "Greedy generation budget (the authors read one greedy token).")
+    name: str = option("tree", "Task family (the file under conf/task).")
+    subset: str = option("small", "Curriculum stage: small, xsmall, medium, xmedium, large or x3large.",
+                         choices=tuple(STAGES))
+    eval_split: str = option("test", "Split used for evaluation (the authors call the held-out trees 'test').")
+    num_train_trees: int = option(400, "Trees generated for training, the select_size held-out trees "
+                                       "included (ours, CPU-sized; the authors: 490k per stage = 98% "
+                                       "of 500k; make ktoken_table1: the paper's 2.45M questions, 500k "
+                                       "trees x 5 questions with 10k held out for the gate).", ge=1)
+    num_eval_trees: int = option(100, "Trees generated for evaluation, the reported 'test' split (the authors: 10k "
+                                      "per stage = 2% of 500k; the paper: 50k questions = 10k trees x 5).", ge=1)
+    max_pairs_per_tree: int = option(-1, "Questions per tree: -1 = every ordered pair of distinct nodes "
+                                         "(the authors' generator); else a sample of that many (5: "
+                                         "the paper's 2.45M questions from 490k trees).", ge=1, also=(-1,))
+    pair_sampling: str = option("random", "How a tree's questions are drawn: random = uniformly over the ordered pairs "
+                                          "(the authors' released code: at x3large ~99.5% 'false'); balanced = as many "
+                                          "'true' as 'false' per tree (ours; make ktoken_table1's default, "
+                                          "docs/fidelity.md).", choices=("random", "balanced"))
+    select_split: str = option(
+        "train_holdout", "Rows that a trainer.curriculum's gate (and select_best) reads: "
+                         "train_holdout (default, ours) = select_size training trees held out with "
+                         "all their questions, never trained on; '' = none (a curriculum then "
+                         "needs trainer.select_on=reported, the authors' gate on the test split).")
+    select_size: int = option(20, "select_split=train_holdout on generated rows: training TREES held out for "
+                                  "the gate (ours: 20 of the default 400; the authors' test share is 2%); with "
+                                  "task.data_dir or a fixture, rows as for other tasks.", ge=1, also=(-1,))
+    seed: int = option(42, "Generator seed; stage i (curriculum order) uses seed "
+                           "+ i, as the authors' generate_curriculum_datasets.py.")
+    max_source_tokens: int = option(1024, "Truncate the prompt to this many tokens (an x3large tree is ~600 tokens).")
+    max_target_tokens: int = option(8, "Truncate training targets to this many tokens.")
+    max_new_tokens: int = option(4, "Greedy generation budget (the authors read one greedy token).")
 
 
 def generate_tree(rng: random.Random, max_depth: int, max_nodes: int, min_c: int, max_c: int):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from embexp import EmbexpError
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import Record, Schema, Text
 from embexp.tasks.metrics import translation_scores
@@ -47,18 +47,21 @@ ADVS = [("dnes", "today"), ("včera", "yesterday"), ("zítra", "tomorrow"), ("č
 
 @dataclass
 class WMT16Config(TaskConfig):
-    name: str = f("wmt16", "Task family (the file under conf/task).")
-    subset: str = f("cs-en", "WMT16 language pair (hub config); only cs-en (Czech→English) is wired.", choices=PAIRS)
-    eval_split: str = f("test", "Split used for evaluation: test is newstest2016, the split the TinyTE paper reports.")
-    select_split: str = f("validation", "Rows for the periodic evaluation loss and select_best: validation "
-                                        "= newstest2015, so selection never sees the reported newstest2016.")
-    max_source_tokens: int = f(256, "Truncate the prompt to this many tokens (newstest sentences are < 150 tokens).")
-    max_new_tokens: int = f(256, "Greedy generation budget (ours, from the evidence): the paper's "
-                                 "base-model TER 734.7 needs hypotheses >= ~156 tokens on average; 128 "
-                                 "tokens cap corpus TER at ~520% (python -m embexp.analyze eval_evidence).")
-    stop_at_newline: bool = f(False, "Also stop generating at the first newline and cut the text "
-                                     "there (lm-eval's until: ['\\n']). Off: the paper's base-model "
-                                     "TER (734.7) is only reachable with multi-line rambling.")
+    name: str = option("wmt16", "Task family (the file under conf/task).")
+    subset: str = option(
+        "cs-en", "WMT16 language pair (hub config); only cs-en (Czech→English) is wired.", choices=PAIRS)
+    eval_split: str = option(
+        "test", "Split used for evaluation: test is newstest2016, the split the TinyTE paper reports.")
+    select_split: str = option("validation", "Rows for the periodic evaluation loss and select_best: validation "
+                                             "= newstest2015, so selection never sees the reported newstest2016.")
+    max_source_tokens: int = option(
+        256, "Truncate the prompt to this many tokens (newstest sentences are < 150 tokens).")
+    max_new_tokens: int = option(256, "Greedy generation budget (ours, from the evidence): the paper's "
+                                      "base-model TER 734.7 needs hypotheses >= ~156 tokens on average; 128 "
+                                      "tokens cap corpus TER at ~520% (python -m embexp.analyze eval_evidence).")
+    stop_at_newline: bool = option(False, "Also stop generating at the first newline and cut the text "
+                                          "there (lm-eval's until: ['\\n']). Off: the paper's base-model "
+                                          "TER (734.7) is only reachable with multi-line rambling.")
 
 
 @register_task("wmt16")

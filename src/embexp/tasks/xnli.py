@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import ClassId, Schema, Text
 from embexp.tasks.registry import register_task
@@ -37,8 +37,8 @@ def languages(subset: str) -> tuple[str, ...]:
 
 @dataclass
 class XnliConfig(TaskConfig):
-    name: str = f("xnli", "Task family (the file under conf/task).")
-    subset: str = f("en", "Language(s): one of the fifteen codes, en-de, en-zh (Table 4) or all.", choices=SUBSETS)
+    name: str = option("xnli", "Task family (the file under conf/task).")
+    subset: str = option("en", "Language(s): one of the fifteen codes, en-de, en-zh (Table 4) or all.", choices=SUBSETS)
 
 
 @register_task("xnli")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from embexp.core.config import f
+from embexp.core.config import option
 from embexp.report.ledger import core
 from embexp.report.ledger.core import COMMAND, PAPERS, Compute, Row, bucket, bucket_labels  # noqa: F401 (the API)
 from embexp.report.ledger.runs import estimate
@@ -37,16 +37,16 @@ TABLES = tuple(PAPERS)
 
 @dataclass
 class Config:
-    table: str = f(
+    table: str = option(
         "all", "all: every paper, written to out; a paper's name: its section only, printed.", choices=TABLES + ("all",)
     )
-    out: Optional[str] = f("docs/reproduction.md", "The ledger file (table=all); out= (empty) prints only.")
-    data_dir: Optional[str] = f(
+    out: Optional[str] = option("docs/reproduction.md", "The ledger file (table=all); out= (empty) prints only.")
+    data_dir: Optional[str] = option(
         "${oc.env:EMBEXP_DATA,''}",
         "Root of the real data (the rows that read it); default $EMBEXP_DATA; data_dir= (empty) lists those rows as "
         "needing data.",
     )
-    runs: Optional[str] = f(
+    runs: Optional[str] = option(
         "outputs",
         "Roots of finished runs, comma-separated (a folder, run directory or glob each): the GPU rows that are a "
         "metric of one run set show the measured value (smoke runs left out); runs= (empty) reads none.",

@@ -45,19 +45,20 @@ TESTS = Path(__file__).resolve().parent
 
 @functools.lru_cache(maxsize=None)
 def serial_tests() -> frozenset[str]:
-    """``tests/<file>::<function>`` of each test function decorated ``@pytest.mark.serial``, read from the test
-    files' source: the controller of pytest-xdist, which schedules, collects no test itself."""
+    """``<file>::<function>`` of each test function decorated ``@pytest.mark.serial``, read from the test files'
+    source: the controller of pytest-xdist, which schedules, collects no test itself."""
     out = set()
     for path in sorted(TESTS.glob("test_*.py")):
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.FunctionDef) and "pytest.mark.serial" in map(ast.unparse, node.decorator_list):
-                out.add(f"{TESTS.name}/{path.name}::{node.name}")
+                out.add(f"{path.name}::{node.name}")
     return frozenset(out)
 
 
 def group(nodeid: str) -> str:
-    """The unit of work of a test under pytest-xdist: 'serial', else its file."""
-    return "serial" if nodeid.split("[")[0] in serial_tests() else nodeid.split("::")[0]
+    """The unit of work of a test (its node id, from any rootdir) under pytest-xdist: 'serial', else its file."""
+    file, _, test = nodeid.partition("::")
+    return "serial" if f"{Path(file).name}::{test.split('[')[0]}" in serial_tests() else file
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 import functools
 import os
@@ -24,27 +25,69 @@ WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or max(1, min(2, os.cpu_count() or 1) // WORKERS)))
 
 import embexp.train  # noqa: E402,F401  (registers every schema)
-from embexp.core.cli import compose_train, conf_dir  # noqa: E402
+from embexp.core.cli import conf_dir  # noqa: E402
 
 CONF = conf_dir()
 
 # Tests that start processes (python, make, accelerate launch, torchrun) or bind ports are marked
-# @pytest.mark.serial: under pytest-xdist they form one group that a single worker runs one at a time,
-# first (the longest unit of work; the other worker meanwhile takes the in-process tests). A test that
+# @pytest.mark.serial: under pytest-xdist (--dist loadgroup) they form one group that a single worker runs one at
+# a time, first (the longest unit of work; the other worker meanwhile takes the in-process tests). A test that
 # starts such a process without the mark fails at the start, so that the rule holds for new tests.
 # The other tests go to the workers file by file: a file's tests compose the same config trees, which a
 # worker keeps (compose below); spread test by test, both workers composed most of them
 # (make test: 317 s of CPU where it took 363 s, one run each).
+# The groups are the scheduler's own (pytest_xdist_make_scheduler, xdist's hook for a scheduler): xdist's loadgroup
+# reads an xdist_group mark through a suffix it writes into the test's node id, which pytest 9.2 no longer takes
+# (pytest-xdist issue #1386), so that every test went to the next free worker.
 LAUNCHERS = ("python", "make", "accelerate", "torchrun")
+TESTS = Path(__file__).resolve().parent
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns xdist_group into the scheduling group
+@functools.lru_cache(maxsize=None)
+def serial_tests() -> frozenset[str]:
+    """``<file>::<function>`` of each test function decorated ``@pytest.mark.serial``, read from the test files'
+    source: the controller of pytest-xdist, which schedules, collects no test itself."""
+    out = set()
+    for path in sorted(TESTS.glob("test_*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and "pytest.mark.serial" in map(ast.unparse, node.decorator_list):
+                out.add(f"{path.name}::{node.name}")
+    return frozenset(out)
+
+
+def group(nodeid: str) -> str:
+    """The unit of work of a test (its node id, from any rootdir) under pytest-xdist: 'serial', else its file."""
+    file, _, test = nodeid.partition("::")
+    return "serial" if f"{Path(file).name}::{test.split('[')[0]}" in serial_tests() else file
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadgroup: xdist's scope scheduler over :func:`group`, the serial group first, then the files with
+    the most tests."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Groups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if "serial" in self.workqueue:  # the units wait in xdist's OrderedDict, the files with most tests first
+                self.workqueue.move_to_end("serial", last=False)
+            super()._assign_work_unit(node)
+
+    return Groups(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.get_closest_marker("serial"):
-            item.add_marker(pytest.mark.xdist_group("serial"))
-        else:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    """A serial mark that :func:`serial_tests` cannot read (not a decorator of the test function) is an error:
+    its test would share a worker's turn with another serial one."""
+    unread = [i.nodeid for i in items if i.get_closest_marker("serial") and group(i.nodeid) != "serial"
+              and i.path.parent == TESTS]
+    if unread:
+        raise pytest.UsageError(f"@pytest.mark.serial goes on the test function itself: {', '.join(unread)}")
 
 
 class Launches:
@@ -76,17 +119,15 @@ def _serial_starts_processes(request):
     Launches.guarded = None
 
 
-@functools.lru_cache(maxsize=None)
-def _composed(conf: str, overrides: tuple[str, ...]):
-    return compose_train(list(overrides))
-
-
 def compose(*overrides: str):
     """The train config exactly as the CLI composes it (minus hydra's own keys), a copy of the test's own. Each
     worker composes each list of overrides once, through Hydra's compose (``core.cli.compose_train``), and keeps
     the validated result for the session (LHT's conftest keeps its composed config the same way); a list that
-    fails to compose raises each time."""
-    return copy.deepcopy(_composed(os.environ.get("EMBEXP_CONF", ""), tuple(overrides)))
+    fails to compose raises each time. The store is the sweep's (``sweep.train.composed``, per process and config
+    tree): a cell that a sweep run in this process composed is not composed again here, nor the other way."""
+    from embexp.sweep.train import composed
+
+    return copy.deepcopy(composed(str(conf_dir()), tuple(overrides)))
 
 
 def smoke(*overrides: str):

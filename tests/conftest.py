@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import gc
 import os
 import sys
 from pathlib import Path
@@ -28,6 +29,9 @@ import embexp.train  # noqa: E402,F401  (registers every schema)
 from embexp.core.cli import conf_dir  # noqa: E402
 
 CONF = conf_dir()
+# what is imported by now (torch, transformers, hydra, embexp) lives for the whole session: the collector need
+# not walk it again on each of the many collections that Hydra's and OmegaConf's deep copies trigger
+gc.freeze()
 
 # Tests that start processes (python, make, accelerate launch, torchrun) or bind ports are marked
 # @pytest.mark.serial: under pytest-xdist (--dist loadgroup) they form one group that a single worker runs one at

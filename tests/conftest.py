@@ -44,6 +44,9 @@ gc.freeze()
 # reads an xdist_group mark through a suffix it writes into the test's node id, which pytest 9.2 no longer takes
 # (pytest-xdist issue #1386), so that every test went to the next free worker.
 LAUNCHERS = ("python", "make", "accelerate", "torchrun")
+# handed out first, in this order: the serial unit (the longest), then files whose few tests take long (seconds at
+# -n 2: test_conf_defaults 14 in one test, test_compare 10 in four), which as the last unit left one worker idle
+FIRST = ("serial", "test_conf_defaults.py", "test_compare.py")
 TESTS = Path(__file__).resolve().parent
 
 
@@ -67,8 +70,8 @@ def group(nodeid: str) -> str:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """--dist loadgroup: xdist's scope scheduler over :func:`group`, the serial group first, then the files with
-    the most tests."""
+    """--dist loadgroup: xdist's scope scheduler over :func:`group`, the units of :data:`FIRST` first, then the
+    files with the most tests."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -78,8 +81,11 @@ def pytest_xdist_make_scheduler(config, log):
             return group(nodeid)
 
         def _assign_work_unit(self, node) -> None:
-            if "serial" in self.workqueue:  # the units wait in xdist's OrderedDict, the files with most tests first
-                self.workqueue.move_to_end("serial", last=False)
+            # the units wait in xdist's OrderedDict, the files with most tests first; the serial unit and the files
+            # of few long tests go before them, so that the last units the two workers take are short
+            for name in reversed(FIRST):
+                for unit in [u for u in self.workqueue if Path(u).name == name]:
+                    self.workqueue.move_to_end(unit, last=False)
             super()._assign_work_unit(node)
 
     return Groups(config, log)

@@ -121,10 +121,11 @@ def test_a_test_without_the_serial_mark_cannot_start_a_launcher():
 def test_serial_tests_are_one_xdist_unit_and_every_other_test_goes_with_its_file():
     """make test's units of work (conftest.group, read by its pytest_xdist_make_scheduler): the decorated serial
     tests, parametrized ones too, are one unit; any other test is its file's."""
-    from conftest import group, serial_tests
+    from conftest import FIRST, TESTS, group, serial_tests
 
     spine = "test_spine.py::test_sigterm_checkpoints_marks_interrupted_and_resume_matches_an_uninterrupted_run"
     assert spine in serial_tests() and len(serial_tests()) >= 30
     assert group(f"tests/{spine}") == group(spine) == "serial"
     assert group("tests/test_make.py::test_dry_run_checks_the_variables_a_python_command_takes[gpu-check]") == "serial"
     assert group("tests/test_spine.py::test_bad_input_is_one_clear_line[args0-unknown]") == "tests/test_spine.py"
+    assert FIRST[0] == "serial" and all((TESTS / name).is_file() for name in FIRST[1:])  # no stale name

@@ -11,6 +11,7 @@ is needed where any option gives another value.
 
 from __future__ import annotations
 
+import functools
 import shutil
 from pathlib import Path
 
@@ -56,9 +57,17 @@ def stripped_tree(root: Path) -> Path:
     return tree
 
 
+@functools.cache
+def compose_in(tree: Path, overrides: tuple[str, ...]) -> dict:
+    """Composed with EMBEXP_CONF set to ``tree`` (by :func:`composed`)."""
+    return OmegaConf.to_container(cli.compose("train", list(overrides)), resolve=False)
+
+
 def composed(tree: Path, overrides: list[str], monkeypatch) -> dict:
+    """The composed tree (a container, unresolved), composed once per tree and list (presets that choose the same
+    group options, and the debug keys compared with every experiment, ask for the same list many times)."""
     monkeypatch.setenv("EMBEXP_CONF", str(tree))
-    return OmegaConf.to_container(cli.compose("train", overrides), resolve=False)
+    return compose_in(tree, tuple(overrides))
 
 
 def zipped(options: dict[str, list[str]]) -> list[list[str]]:

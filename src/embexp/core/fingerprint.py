@@ -1,12 +1,7 @@
-"""A run's fingerprint: a hash of the config fields that define its result.
-
-Every field of the resolved train config counts except the presentation fields of :data:`PRESENTATION`
-(progress bars, logging, trackers, where the run directory lives, free-text notes, how often a
-checkpoint is written): two runs with the same fingerprint are the same experiment. A run directory
-records its fingerprint and those fields in ``fingerprint.json`` (``run.ownership`` refuses to write a run
-of another fingerprint into it, and ``trainer.resume=true`` accepts changes only to the presentation
-fields, :data:`SAFE_TO_CHANGE`); reports group runs by the fingerprint without ``seed``
-(:func:`config_key`; compared by :func:`differences`), so runs of different configs are never averaged.
+"""A run's fingerprint: a hash of the config fields that define its result (every field of the resolved train
+config but :data:`PRESENTATION`), so two runs with the same fingerprint are the same experiment. How a run
+directory records it, what a resume may change, and how reports group runs by it without ``seed``
+(:func:`config_key`, :func:`differences`): docs/architecture.md, "Run record".
 """
 
 from __future__ import annotations

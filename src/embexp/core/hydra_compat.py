@@ -2,9 +2,6 @@
 turned into one line. Written against Hydra 1.3.8 (:data:`HYDRA`); ``tests/test_hydra_compat.py`` asserts the
 shapes of the messages read here, so that a Hydra that words them otherwise fails there, not in a user's
 terminal.
-
-Composition itself is Hydra's public API only (``initialize_config_dir`` + ``compose``): every call composes
-afresh, no tree is kept and no override is applied by hand.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
-"""Run records: write, find and load runs; the one API every table and study reads them through.
+"""Run records: write, find and load runs; the one API every table and study reads them through (what a run
+directory holds, its statuses, and how tables find runs: docs/architecture.md, "Run record" and "The records API").
 
-*Write.* One directory per run (``core.config.run_name``), written atomically, with an explicit status.
-A directory is complete only when ``status.json`` says so; ``metrics.json`` is written (by rename)
-just before that, and removed when a run starts, so a killed run is never mistaken for a finished
-one. Statuses: running, failed, interrupted (a preemption notice; resumable), complete.
-
-*Find and load.* ``run_dirs`` (a run directory, a folder holding runs, or a glob of either),
-``load_run`` / ``collect_runs`` (metrics.json + the resolved config, with ``task_name``, ``subset``
-and ``tag`` read from it) and ``Runs``, the index by (task, subset, model, method, tag) and seed:
-tables name the runs they want by those keys, never by rebuilding directory names.
-
-*Read.* ``quality_metric`` (a task's headline metric among those a run recorded) and
-``best_held_out`` (a run's best point on its held-out rows): what the comparison table reports and
-what the sweep chooses a learning rate on, one function for both. Tables are written by
-``embexp.core.tables``; standard errors are ``embexp.report.cells``.
+A directory is complete only when ``status.json`` says so; ``metrics.json`` is removed when a run starts, so a
+killed run is never mistaken for a finished one.
 """
 
 from __future__ import annotations
@@ -40,22 +29,14 @@ STATUS, METRICS, CONFIG = "status.json", "metrics.json", "config.yaml"
 
 # ---- write ---------------------------------------------------------------------------------------------
 def atomic_write(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all (a temporary file renamed into place). A failed write (disk full,
-    quota, permissions) removes the temporary file, leaves ``path`` as it was and is one line naming the
-    path and the OS error."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
+    """Write ``path`` whole or not at all (:func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise EmbexpError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 @contextlib.contextmanager
 def atomic_path(path: Path):
-    """A temporary path beside ``path`` (a file or a folder) for a writer that cannot take text (safetensors,
+    """A temporary path beside ``path`` (a file or a folder) for any writer (text, safetensors,
     ``save_pretrained``): renamed into place when the block ends, an older ``path`` replaced. Where the
     writing fails the temporary path is removed, ``path`` stays as it was, and an OS error (disk full, quota,
     permissions, also as safetensors reports one) is one line naming the path."""
@@ -279,11 +260,8 @@ def load_config(run_dir: Path):
         cfg = OmegaConf.load(path)
         if not OmegaConf.is_dict(cfg) or not OmegaConf.is_dict(cfg.get("model")):
             raise ValueError("not the config of a run (no model section)")
-    except (OSError, ValueError) as e:
+    except Exception as e:  # noqa: BLE001 - OSError, ValueError, and yaml's and omegaconf's parse errors
         raise UnreadableRecord(path, e) from None
-    except Exception as e:  # yaml's and omegaconf's parse errors
-        text = str(e).splitlines()[0] if str(e) else ""
-        raise UnreadableRecord(path, ValueError(f"{type(e).__name__}: {text}")) from None
     return upgrade(cfg)
 
 

@@ -1,12 +1,9 @@
-"""Where a run may be written: the checks of a run directory's path before Hydra makes it (``core.cli.check_run_dir``).
+"""Where a run may be written: the checks of a run directory's path before Hydra makes it (``core.cli.train_config``).
 
-A run directory is a real folder that can be made and written: not a path through a file or a read-only
-folder, no part longer than the filesystem's name length (File name too long) and no path over its path
-length, no control character or undecodable byte, and no symlink that leads nowhere (dangling, a loop) on
-the way. A run directory that is itself a symlink is refused, not followed: the reports and the sweep find
-runs by walking output_root (``core.records.run_dirs``), which does not follow symlinks, so a run behind one
-would be left out of every table; and a symlink can lead one run's records into another's folder. Symlinks
-above the run directory (an output_root on a scratch disk) are followed as any path is.
+A run directory that is itself a symlink is refused, not followed: the reports and the sweep find runs by walking
+output_root (``core.records.run_dirs``), which does not follow symlinks, so a run behind one would be left out of
+every table; and a symlink can lead one run's records into another's folder. Symlinks above the run directory (an
+output_root on a scratch disk) are followed as any path is.
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
-"""Table output: Markdown, CSV and PNG files that the report tables and the studies write.
-
-``markdown`` (the text of a table), ``emit`` / ``write_table`` / ``write_text_table`` (<stem>.md +
-<stem>.csv, each written by rename), ``pyplot`` / ``save_png`` (figures on the file-only Agg backend)
-and ``table_dirs`` (a table's run root and output folder). Here, in core, because the studies (which
-may not import the report layer) write tables too.
+"""Table output: the Markdown, CSV and PNG files that the report tables and the studies write (here, in core,
+because the studies may not import the report layer).
 """
 
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 
-from embexp.core.records import atomic_write, debug_output_root
+from embexp.core.records import atomic_path, atomic_write, debug_output_root
 
 
 def table_dirs(runs: str, out: str, debug: str, name: str) -> tuple[str, Path]:
@@ -33,12 +28,10 @@ def markdown(rows: list[dict], columns: list[str], title: str = "") -> str:
 def write_csv(rows: list[dict], fields: list[str], path: Path) -> None:
     """`rows` as CSV with these columns (others left out), written by rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", newline="", encoding="utf-8") as fh:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    os.replace(tmp, path)
 
 
 def write_table(rows: list[dict], columns: list[str], stem: Path, title: str = "") -> str:

@@ -1,7 +1,6 @@
 """What ``python -m embexp.lmeval`` checks before lm-eval indexes a task or the run's model loads: the task
-list (one name, a comma list or a bracketed list, as lm-eval's ``--tasks`` reads one), the output file, the
-include folder, and each task YAML (it parses as lm-eval parses it, it is one task's mapping, its local data
-files are there and hold its splits). Each problem is one line naming the value and what is valid."""
+list, the output file, the include folder and each task YAML (docs/lmeval.md), each problem one line naming the
+value and what is valid."""
 
 from __future__ import annotations
 

@@ -1,21 +1,8 @@
 """``EmbexpLM``: an lm-evaluation-harness model backed by an embexp run directory (registered as ``embexp``).
 
-It rebuilds the run exactly as ``embexp.eval`` does (``eval.rebuild_run``: the run's own config and trained
-tensors, never code from the directory) and answers lm-eval's three request types through embexp's own path:
-
-- ``loglikelihood``: the context and continuation split as embexp's evaluation splits a choice
-  (``run.predict.continuation_ids``: lm-eval's split, the prompt with the tokenizer's special tokens,
-  a chat template where the run used one), scored by ``Method.score_continuations``, the path of every
-  log-likelihood embexp reports: a prefix (prompt tuning, TinyTE-hybrid) goes before the context, K-Token
-  compresses the context exactly as in training and the continuation is scored on the uncompressed side;
-- ``loglikelihood_rolling``: lm-eval's disjoint rolling windows of the model's context length, each
-  scored the same way;
-- ``generate_until``: ``run.predict.generate`` (left-padded batches, greedy, the KV cache, stopping at
-  the model's end-of-sequence ids), stopped and cut at the request's ``until`` strings, at most
-  ``max_gen_toks`` new tokens.
-
-Methods that cannot be exported to a plain transformers model (TinyTE-gated and -hybrid, prompt tuning,
-K-Token, repeat_prompt) are evaluated as they ran. Sampling is not supported (embexp generates greedily).
+It rebuilds the run as ``embexp.eval`` does (``eval.rebuild_run``) and answers lm-eval's three request types
+through embexp's own scoring and generation path; how each is answered and how that differs from lm-eval's
+``hf`` model: docs/lmeval.md.
 """
 
 from __future__ import annotations

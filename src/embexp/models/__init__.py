@@ -1,17 +1,7 @@
-"""Backbones: load a model and its tokenizer, and know each family's quirks.
-
-Family quirks handled here and nowhere else:
-- Gemma-2 scales embeddings inside its embedding module (``embed_scale``); :attr:`Backbone.embed_scale`
-  reports the factor, so methods can work in the raw row space and scale what they add.
-- Some families tie input and output embeddings (SmolLM2, Qwen-2.5 small, Gemma-2);
-  :func:`untie_embeddings` gives the output head its own copy where a method needs that.
-- Decoders without a pad token get ``pad = eos``; generation is always left-padded.
-- Where "after attention, before the FFN" is in each layer (:func:`attention_sites`), for methods
-  that add modules inside the layers (:func:`after_attention`).
-
-Modules: ``loading`` (:func:`load_backbone`, :class:`Backbone`, encoder heads), ``sites`` (the
-family sites inside the layers), ``offline`` (MiniLM, SmolLM2, tiny and from-scratch models). This
-package's namespace holds what the rest of embexp imports of them.
+"""Backbones: load a model and its tokenizer, and know each family's quirks, here and nowhere else: Gemma-2's
+embedding scale (:attr:`Backbone.embed_scale`), tied embeddings (:func:`untie_embeddings`), ``pad = eos`` and left
+padding for decoders (:func:`load_backbone`), and where attention ends in each layer (:func:`attention_sites`).
+The modules: docs/architecture.md; this package's namespace holds what the rest of embexp imports of them.
 """
 
 from embexp.models.loading import (

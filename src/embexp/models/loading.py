@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from embexp import EmbexpError
-from embexp.models.offline import attn_kwargs, minilm_path, scratch_model, smollm2_path, tiny_model
+from embexp.models.offline import attn_kwargs, auto_class, minilm_path, scratch_model, smollm2_path, tiny_model
 
 log = logging.getLogger(__name__)
 
@@ -231,30 +231,17 @@ def load_backbone(cfg, num_labels: int = 0, sentence: bool = False, mlm: bool = 
 
 
 def pretrained_model(cfg, path: str, is_decoder: bool, num_labels: int, dtype: torch.dtype, mlm: bool = False):
-    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import AutoTokenizer
 
     kw = dict(revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+    cls, fields = auto_class(is_decoder, num_labels, mlm)
     try:
         tok = AutoTokenizer.from_pretrained(path, **kw)
-        if is_decoder:
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **attn_kwargs(cfg), **kw)
-        elif mlm:  # cloze tasks: the pretrained masked-LM head scores the verbalizers
-            from transformers import AutoModelForMaskedLM
-
-            model, info = AutoModelForMaskedLM.from_pretrained(path, dtype=dtype, output_loading_info=True,
-                                                               **attn_kwargs(cfg), **kw)
-            if info.get("missing_keys"):  # e.g. MiniLM (a sentence-transformers checkpoint): no MLM head stored
-                log.warning("model %s has no pretrained masked-LM head: %s initialised at random",
-                            cfg.name, ", ".join(sorted(info["missing_keys"])[:4]))
-        elif num_labels == 0:  # sentence embeddings: the base model, no head
-            from transformers import AutoModel
-
-            model = AutoModel.from_pretrained(path, dtype=dtype, **attn_kwargs(cfg), **kw)
-        else:
-            problem = "regression" if num_labels == 1 else "single_label_classification"
-            model = AutoModelForSequenceClassification.from_pretrained(
-                path, num_labels=num_labels, problem_type=problem, dtype=dtype, **attn_kwargs(cfg), **kw
-            )
+        model, info = cls.from_pretrained(path, dtype=dtype, output_loading_info=True, **fields, **attn_kwargs(cfg),
+                                          **kw)
     except OSError as e:
         raise EmbexpError(f"could not load model '{path}': {str(e).splitlines()[0]}") from e
+    if mlm and info.get("missing_keys"):  # e.g. MiniLM (a sentence-transformers checkpoint): no MLM head stored
+        log.warning("model %s has no pretrained masked-LM head: %s initialised at random",
+                    cfg.name, ", ".join(sorted(info["missing_keys"])[:4]))
     return model, tok

@@ -37,7 +37,6 @@ TINY = {
     "modernbert": dict(BODY, max_position_embeddings=1024, global_attn_every_n_layers=1),
 }
 DECODER_FAMILIES = ("llama", "qwen2", "gemma2", "gptj")
-ENCODER_FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert", "deberta-v2", "albert", "modernbert")
 
 
 def attn_kwargs(cfg) -> dict:
@@ -139,29 +138,37 @@ def tiny_model(cfg, num_labels: int, mlm: bool = False):
                           f"but model.kind is {cfg.kind}")
     tok = byte_tokenizer(encoder=not is_decoder)
     kw = dict(TINY[family], **dict(cfg.tiny), vocab_size=len(tok), pad_token_id=tok.pad_token_id)
-    if family not in DECODER_FAMILIES:
+    if not is_decoder:
         kw.update(encoder_special_ids(family, tok))
     config = tf.AutoConfig.for_model(family, **kw)
     torch.manual_seed(0)  # the same tiny weights in every process and run
     return from_config(cfg, config, tok, is_decoder, num_labels, mlm), tok
 
 
-def from_config(cfg, config, tok, is_decoder: bool, num_labels: int, mlm: bool = False):
-    """A randomly initialised model of the config's class: a causal LM, a masked LM (``mlm``), a
-    sequence classifier with ``num_labels`` outputs, or (``num_labels=0``) the base encoder.
-    Special ids come from the tokenizer."""
+def auto_class(is_decoder: bool, num_labels: int, mlm: bool = False) -> tuple[type, dict]:
+    """(the transformers Auto class, the config fields it needs) of a backbone: a causal LM, a masked LM
+    (``mlm``), the base encoder (``num_labels=0``) or a sequence classifier with ``num_labels`` outputs."""
     import transformers as tf
 
     if is_decoder:
-        config.bos_token_id, config.eos_token_id = tok.bos_token_id, tok.eos_token_id
-        return tf.AutoModelForCausalLM.from_config(config, **attn_kwargs(cfg))
+        return tf.AutoModelForCausalLM, {}
     if mlm:
-        return tf.AutoModelForMaskedLM.from_config(config, **attn_kwargs(cfg))
+        return tf.AutoModelForMaskedLM, {}
     if num_labels == 0:
-        return tf.AutoModel.from_config(config, **attn_kwargs(cfg))
-    config.num_labels = num_labels
-    config.problem_type = "regression" if num_labels == 1 else "single_label_classification"
-    return tf.AutoModelForSequenceClassification.from_config(config, **attn_kwargs(cfg))
+        return tf.AutoModel, {}
+    problem = "regression" if num_labels == 1 else "single_label_classification"
+    return tf.AutoModelForSequenceClassification, {"num_labels": num_labels, "problem_type": problem}
+
+
+def from_config(cfg, config, tok, is_decoder: bool, num_labels: int, mlm: bool = False):
+    """A randomly initialised model of the config's class (:func:`auto_class`); special ids come from the
+    tokenizer."""
+    cls, fields = auto_class(is_decoder, num_labels, mlm)
+    if is_decoder:
+        config.bos_token_id, config.eos_token_id = tok.bos_token_id, tok.eos_token_id
+    for key, value in fields.items():
+        setattr(config, key, value)
+    return cls.from_config(config, **attn_kwargs(cfg))
 
 
 def encoder_special_ids(family: str, tok) -> dict:

@@ -1,12 +1,8 @@
 """Real shapes with random weights (``model.init=random``): the architecture of a paper model stored in
 ``models/specs.py``, built with its real transformers class and random weights, on any device and in
-any dtype, without the hub; and a tokenizer that downloads nothing (:class:`HashTokenizer`).
-
-Such a model answers the questions that need the shapes, not the weights: does a method fit one GPU,
-how fast does it train, do bf16 and fp32 agree. Its parameter count is the real model's (Llama-3.1-8B:
-8,030,261,248; tests/test_random_weights.py checks every stored architecture against the counts the
-reproduction ledger uses). A run on it records ``"weights": "random"`` in ``metrics.json`` and computes
-no quality metric (``train.finish``); ``embexp.eval`` refuses it.
+any dtype, without the hub; and a tokenizer that downloads nothing (:class:`HashTokenizer`). What such a
+model answers and what a run on it records: docs/running.md, "Real shapes, random weights"
+(tests/test_random_weights.py checks every stored architecture against the counts the reproduction ledger uses).
 """
 
 from __future__ import annotations

@@ -55,7 +55,6 @@ class SiteCall:
 
     index: int  # layer number, 0-based, in the order the layers run
     layer_input: torch.Tensor  # the hidden states entering the layer (for parallel placements)
-    layer_kwargs: dict  # the layer's keyword arguments (attention_mask, past_key_values, cache_position, ...)
 
 
 def attention_sites(model: nn.Module) -> tuple[SiteSpec, list[nn.Module], list[nn.Module]]:
@@ -82,9 +81,9 @@ def after_attention(model: nn.Module, fn) -> list:
 
     ``h`` is the hidden state that enters the FFN sublayer (after attention, its residual and, in
     post-norm encoders, its LayerNorm); the layer then continues from ``h + delta``. ``call`` is a
-    :class:`SiteCall`: the layer index, the layer's input (a parallel placement reads it instead of
-    ``h``) and the layer's keyword arguments. Works through forward hooks, so the backbone's
-    classes, weights and ``generate()`` are untouched; returns the hook handles (``.remove()``).
+    :class:`SiteCall`: the layer index and the layer's input (a parallel placement reads it instead of
+    ``h``). Works through forward hooks, so the backbone's classes, weights and ``generate()`` are
+    untouched; returns the hook handles (``.remove()``).
     """
     spec, layers, sites = attention_sites(model)
     calls: dict[int, list[int]] = {}  # id(site) -> layer indices, in call order (ALBERT repeats one module)
@@ -97,8 +96,7 @@ def after_attention(model: nn.Module, fn) -> list:
 
     def before_layer(layer):
         def hook(module, args, kwargs):
-            x = args[0] if args else kwargs.get("hidden_states")
-            state["input"][id(layer)] = (x, kwargs)
+            state["input"][id(layer)] = args[0] if args else kwargs.get("hidden_states")
         return hook
 
     def after_site(layer, site):
@@ -106,10 +104,10 @@ def after_attention(model: nn.Module, fn) -> list:
             k = state["n"].get(id(site), 0)
             state["n"][id(site)] = k + 1
             index = calls[id(site)][k % len(calls[id(site)])]
-            x, kwargs = state["input"][id(layer)]
+            x = state["input"][id(layer)]
             out = output[0] if isinstance(output, tuple) else output
             h = x + out if spec.branch else out
-            new = out + fn(h, SiteCall(index, x, kwargs)).to(out.dtype)
+            new = out + fn(h, SiteCall(index, x)).to(out.dtype)
             return (new, *output[1:]) if isinstance(output, tuple) else new
         return hook
 

@@ -1,7 +1,5 @@
-"""Entry-point plumbing, the one path from a command line to a checked config: find the config tree, compose
-once through Hydra's public API and validate once (:func:`checked`, :func:`compose_train`, :func:`train_config`
-for train, eval and judge), parse the key=value arguments of the analyses, reports, lmeval and the doctor onto
-their schemas and validate once (:func:`parse`, :func:`usage`), print one-line errors."""
+"""Entry-point plumbing, the one path from a command line to a checked config, composed (or parsed) once and
+validated once (what each part does: docs/architecture.md, ``core/``)."""
 
 from __future__ import annotations
 

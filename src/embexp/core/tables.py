@@ -79,7 +79,6 @@ def pyplot():
 
 
 def save_png(fig, path: Path, dpi: int = 120) -> None:
-    """Write a figure as PNG (its folder made) and close it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi)
     pyplot().close(fig)

@@ -156,9 +156,8 @@ class FirstToken(nn.Module):
         return hidden_states[:, 0]
 
 
-def check_head(head: str, family: str) -> None:
-    """``model.head=linear`` is defined for the families in LINEAR_HEAD_FAMILIES only."""
-    if head == "linear" and family and family not in LINEAR_HEAD_FAMILIES:
+def check_linear_head(family: str) -> None:
+    if family and family not in LINEAR_HEAD_FAMILIES:
         raise EmbexpError(f"model.head=linear is not defined for model family '{family}' "
                           f"(families: {', '.join(LINEAR_HEAD_FAMILIES)}; else model.head=transformers)")
 
@@ -166,7 +165,7 @@ def check_head(head: str, family: str) -> None:
 def use_linear_head(model: nn.Module, num_labels: int) -> None:
     """Replace an encoder's sequence-classification head by :class:`FirstTokenLinear` (in place)."""
     config = text_config(model)
-    check_head("linear", config.model_type)
+    check_linear_head(config.model_type)
     ref = next(model.parameters())
     if config.model_type == "bert":  # classifier = dropout + Linear(d, n) on the pooler: drop the pooler's dense + tanh
         model.base_model.pooler = FirstToken()
@@ -197,7 +196,7 @@ def load_backbone(cfg, num_labels: int = 0, sentence: bool = False, mlm: bool = 
                           "or sentence-embedding task")
     linear_head = cfg.head == "linear" and not is_decoder and num_labels > 0
     if linear_head:
-        check_head("linear", cfg.family)  # before the weights load, where the family is configured
+        check_linear_head(cfg.family)  # before the weights load, where the family is configured
     if cfg.init == "random":
         from embexp.models.random_weights import random_model
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from embexp import EmbexpError, import_extra
+from embexp.core.records import atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -84,20 +85,15 @@ def smollm2_path() -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     log.info("converting %s to safetensors in %s (once)", gguf_path.name, target)
-    tmp = target.with_name(target.name + ".tmp")
     tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32)
     # the weights are dequantised already; transformers refuses to save a model it marks as gguf-quantised
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    if target.exists():
-        import shutil
-
-        shutil.rmtree(target)
-    tmp.rename(target)
+    with atomic_path(target) as tmp:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
     return target
 
 
@@ -188,7 +184,6 @@ def encoder_special_ids(family: str, tok) -> dict:
 
 
 def scratch_tokenizer(cfg):
-    """The tokenizer of a from-scratch model (model.tokenizer)."""
     from transformers import AutoTokenizer
 
     name = cfg.tokenizer

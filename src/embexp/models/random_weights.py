@@ -7,7 +7,6 @@ model answers and what a run on it records: docs/running.md, "Real shapes, rando
 
 from __future__ import annotations
 
-import os
 import zlib
 
 import torch
@@ -24,12 +23,10 @@ ENCODER_SPECIALS = {"pad_token": "[PAD]", "cls_token": "[CLS]", "sep_token": "[S
 
 class HashTokenizer(PreTrainedTokenizer):
     """Synthetic token ids over a real vocabulary size: every whitespace-separated word is one token (and a
-    text of whitespace alone one token),
-    ``t<k>`` (what :meth:`decode` writes) is id k, any other word the CRC-32 of its bytes modulo the ids
-    after the special tokens. Deterministic, nothing to download, any vocabulary size; the ids carry
-    no meaning, which is all a random-weight model can use. Specials come first: decoders ``<pad>
-    <s> </s> <unk>`` (a prompt starts with ``<s>``), encoders ``[PAD] [CLS] [SEP] [UNK] [MASK]``
-    (``[CLS] a [SEP] (b [SEP])``)."""
+    text of whitespace alone one token), ``t<k>`` (what :meth:`decode` writes) is id k, any other word the
+    CRC-32 of its bytes modulo the ids after the special tokens (ids 0.., :data:`DECODER_SPECIALS` or
+    :data:`ENCODER_SPECIALS`). Deterministic, nothing to download, any vocabulary size; the ids carry no
+    meaning, which is all a random-weight model can use."""
 
     model_input_names = ["input_ids", "attention_mask"]
 
@@ -64,9 +61,6 @@ class HashTokenizer(PreTrainedTokenizer):
 
     def _convert_id_to_token(self, index: int) -> str:
         return self._specials[index] if index < len(self._specials) else f"t{index}"
-
-    def convert_tokens_to_string(self, tokens: list[str]) -> str:
-        return " ".join(tokens)
 
     def build_inputs_with_special_tokens(self, a: list[int], b: list[int] | None = None) -> list[int]:
         if self._encoder:
@@ -165,20 +159,13 @@ def check_fits(cfg, device: str, processes: int = 1) -> int:
 
 
 def free_memory(device: str) -> int:
-    """Bytes free on ``device``: the GPU's free memory, else the CPU's MemAvailable; 0 where it cannot be told."""
+    """Bytes free on ``device``: the GPU's free memory, else the CPU's available memory (psutil, which
+    Accelerate depends on; on Linux /proc/meminfo's MemAvailable)."""
     if device.startswith("cuda") and torch.cuda.is_available():
         return int(torch.cuda.mem_get_info()[0])
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, AttributeError):
-        return 0
+    import psutil
+
+    return int(psutil.virtual_memory().available)
 
 
 def random_model(cfg, is_decoder: bool, num_labels: int, mlm: bool, device=None):

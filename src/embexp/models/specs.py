@@ -1,8 +1,6 @@
-"""Architecture fields of the real models, copied from each hub repo's config.json, so parameter
-counts can be computed offline and real shapes built without the hub: `python -m embexp.analyze
-params` builds these architectures on the ``meta`` device (no weights, no memory) and attaches the
-real method objects to them; ``model.init=random`` builds them with random weights
-(``models/random_weights.py``; memory, speed and numerics without a download).
+"""Architecture fields of the real models, copied from each hub repo's config.json: parameter counts offline
+(``python -m embexp.analyze params``, on the ``meta`` device, with the real method objects attached) and real
+shapes with random weights (``model.init=random``, ``models/random_weights.py``), without the hub.
 
 Only the fields that change parameter shapes are kept (plus those the classes need to build);
 everything else takes the transformers default of the family. The key is the model config name

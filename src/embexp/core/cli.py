@@ -32,10 +32,9 @@ def choices(group: str) -> list[str]:
 
 def compose(config_name: str, overrides: list[str]):
     """Hydra's compose of ``config_name`` from the config tree with ``overrides``, through its public API
-    (``initialize_config_dir`` + ``compose``, in ``core.hydra_compat``); every call composes afresh. A group
-    choice with no file is one line naming the valid ones (checked before Hydra, :func:`check_groups`); a key
-    the tree lacks is one line naming the valid keys there; any other composition error is Hydra's message
-    as one line (``hydra_compat.error_line``). Raises EmbexpError."""
+    (``initialize_config_dir`` + ``compose``, in ``core.hydra_compat``); every call composes afresh. A bad group
+    choice (:func:`check_groups`), an unknown key or any other composition error is one line. Raises
+    EmbexpError."""
     from embexp.core import hydra_compat
 
     check_groups(overrides)
@@ -189,9 +188,8 @@ def hydra_launches(argv: list[str]) -> bool:
 def train_config(argv: list[str]):
     """(the checked config, its run directory) of one train command: composed and validated once
     (:func:`compose_train`); the run directory is ``hydra.run.dir`` (made absolute) or the one the config names
-    (``<output_root>/<task>[_<subset>]/<model>/<method>[_<tag>]/seed<seed>``, as conf/train.yaml tells Hydra),
-    checked before it is made (``core.rundir.check_path``: a path through a file, a read-only parent, a
-    name the filesystem refuses, a symlink on the way). Raises EmbexpError."""
+    (``core.config.run_name``, as conf/train.yaml tells Hydra), checked before it is made
+    (``core.rundir.check_path``). Raises EmbexpError."""
     from embexp.core.config import run_name
     from embexp.core.rundir import check_path
 

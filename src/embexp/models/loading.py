@@ -132,10 +132,8 @@ LINEAR_HEAD_FAMILIES = ("roberta", "xlm-roberta", "bert")
 
 
 class FirstTokenLinear(nn.Module):
-    """``model.head=linear``: dropout, then Linear(d, n) on the first token's last hidden state, as
-    the Tiny-Attention authors' ``RobertaSCHead`` with ``output_nlayers=0``. Initialised as
-    transformers initialises a Linear (normal(0, initializer_range), bias 0), as their
-    ``post_init`` does."""
+    """``model.head=linear`` (what it is: its help in core/config.py), initialised as transformers initialises a
+    Linear (normal(0, initializer_range), bias 0), as the Tiny-Attention authors' ``post_init`` does."""
 
     def __init__(self, config, num_labels: int):
         super().__init__()

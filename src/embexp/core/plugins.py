@@ -1,9 +1,6 @@
-"""One plugin discovery for every pluggable kind: methods, tasks, analyses, report papers and sweep tables.
-
-A plugin is a module of its package; importing the package imports every module found on its
-``__path__`` (:func:`discover`), so no list names them. Methods and tasks also register a class
-by name (:class:`Registry`), which stores its ``Config`` dataclass in Hydra's ConfigStore as
-``<group>/schema_<name>`` for the group's YAML files to name in their defaults list.
+"""One plugin discovery for every pluggable kind (methods, tasks, analyses, report papers, sweep tables):
+importing a package imports every module on its ``__path__`` (:func:`discover`), so no list names them. Methods
+and tasks also register a class by name (:class:`Registry`; its ``Config`` stored as ``<group>/schema_<name>``).
 """
 
 from __future__ import annotations

@@ -274,7 +274,7 @@ class VllmBackend:
                 raise EmbexpError(f"judge.model={jcfg.model} (source={mcfg.source}) cannot run on vllm; "
                                   "use judge.backend=transformers")
         self.cfg = jcfg
-        self.llm = vllm.LLM(model=path, dtype=jcfg.dtype if jcfg.dtype != "auto" else "auto")
+        self.llm = vllm.LLM(model=path, dtype=jcfg.dtype)
         self.tok = self.llm.get_tokenizer()
         self.params = vllm.SamplingParams(temperature=0.0, max_tokens=jcfg.max_new_tokens)
         self.cut = token_cutter(self.tok)

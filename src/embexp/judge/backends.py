@@ -57,11 +57,8 @@ def model_config(name: str):
 
 
 class TransformersBackend:
-    """Local weights through transformers; verdicts by the log-likelihood of the allowed answers.
-
-    A hub id or folder loads its config and tokenizer at once (prompts, cache keys and truncation
-    need only those) and its weights at the first verdict, so a re-score that every verdict is
-    cached for never loads them. A conf/model name (tiny_*, smollm2: small) loads all at once."""
+    """Local weights through transformers; verdicts by the log-likelihood of the allowed answers. A hub id or
+    folder's weights load at the first verdict the cache does not hold (docs/judge.md, "Backends")."""
 
     def __init__(self, jcfg, device):
         import transformers as tf
@@ -124,7 +121,6 @@ class TransformersBackend:
 
     @property
     def model(self):
-        """The judge's weights, loaded at first use."""
         if self._model is None:
             try:
                 self._model = self._ready(self._load())
@@ -294,9 +290,8 @@ class VllmBackend:
 
 
 class OpenAIBackend:
-    """A remote judge through the OpenAI API (``judge.model`` = the API model, e.g. gpt-4o-2024-08-06),
-    temperature 0, up to ``judge.max_new_tokens``. Texts are cut at 4 characters per token of
-    ``judge.max_input_tokens`` (ours: no local tokenizer for the remote model)."""
+    """A remote judge through the OpenAI API (``judge.model`` = the API model, e.g. gpt-4o-2024-08-06); texts cut
+    at 4 characters per token of ``judge.max_input_tokens`` (docs/judge.md)."""
 
     def __init__(self, jcfg, device):
         try:

@@ -1,18 +1,9 @@
 """The module checks of ``python -m embexp.xcheck``: the helpers, the rows and Tiny-Attention (cindermond/tiny-attn)
-against embexp's module (PETE, K-Token merging and PEMA: ``xcheck_embeddings.py``).
+against embexp's module (PETE, K-Token merging and PEMA: ``embexp.xcheck.embeddings``).
 
-Every check imports the authors' modules from their checkout as they are (by file path, through importlib),
-copies the same weights into both sides and measures the largest absolute difference of what they compute.
-Nothing of theirs is copied here except what cannot be imported: train_ada.py's averaging loop (inside
-``train()``), repeated line for line. Where a newer transformers removed a symbol the authors import,
-:func:`shim_transformers` puts back the old one (and only that); the initialisation rows replay transformers
-4.19.2's ``from_pretrained`` (its code, quoted in the shims), the version the authors pin. Each check returns
-:class:`Row` s:
-
-- ``tol``: a measured max |Δ| (or a count difference) that must stay within ``tol``;
-- ``count``: two parameter counts that must be equal;
-- ``choice``: a difference embexp makes on purpose (documented in docs/fidelity.md), measured in the
-  authors' setting and shown, not held to a tolerance.
+Nothing of the authors' is copied here except what cannot be imported: train_ada.py's averaging loop (inside
+``train()``), repeated line for line. How their code runs (by file path, with the same weights, the shims of
+what a newer transformers removed, 4.19.2's initialisation replayed) and the kinds of :class:`Row`: docs/xcheck.md.
 """
 
 from __future__ import annotations
@@ -37,7 +28,7 @@ class Row:
     method: str
     what: str
     value: float  # the measured figure (``metric``); kind=count: the authors' count
-    kind: str = "tol"  # tol | count | choice
+    kind: str = "tol"  # tol: a max |Δ| or a count difference within tol | count: equal counts | choice: shown
     tol: float = 0.0
     ours: float | None = None  # kind=count: embexp's count
     note: str = ""
@@ -227,10 +218,6 @@ def ta_modules(root: Path) -> list[Row]:
     ]
 
 
-def _ta_n_params(model) -> int:
-    return sum(p.numel() for n, p in model.named_parameters() if "tiny_attn" in n)
-
-
 def ta_counts(root: Path) -> list[Row]:
     """Adapter parameters (the head aside) of 1H and 4H with the authors' MHA, on tiny RoBERTa."""
     rows = []
@@ -238,7 +225,8 @@ def ta_counts(root: Path) -> list[Row]:
         _, bb, m = _ta_embexp("method.mha_proj=true", *args)
         kw = {"structure": "m0"} if heads == 1 else {}
         model = _ta_authors(root, name, bb, 1, **kw)
-        rows.append(Row("Tiny-Attention", f"{label} adapter parameters", float(_ta_n_params(model)), kind="count",
+        theirs = sum(p.numel() for n, p in model.named_parameters() if "tiny_attn" in n)
+        rows.append(Row("Tiny-Attention", f"{label} adapter parameters", float(theirs), kind="count",
                         ours=float(m.n_trainable(include_head=False)), metric="parameters",
                         note=f"tiny RoBERTa (d=64, 2 layers); the authors' {name} tiny_attn.* against "
                              "embexp's method tensors with method.mha_proj=true"))
@@ -360,10 +348,9 @@ def ta_init(root: Path) -> list[Row]:
     (4.19.2: N(0, initializer_range) Linears, zero biases), and embexp's method.init=paper|normal."""
     D = 4  # more weights for the statistics (the same init rules as D=1)
     cls = _ta_class(root, "RobertaForSC")
-    _, bb, paper = embexp_method("model=tiny_roberta", "method=tinyattn", "task=glue", f"method.head_dim={D}",
-                                 "method.mha_proj=true")
-    _, _, normal = embexp_method("model=tiny_roberta", "method=tinyattn", "task=glue", f"method.head_dim={D}",
-                                 "method.mha_proj=true", "method.init=normal")
+    args = ("model=tiny_roberta", "method=tinyattn", "task=glue", f"method.head_dim={D}", "method.mha_proj=true")
+    _, bb, paper = embexp_method(*args)
+    _, _, normal = embexp_method(*args, "method.init=normal")
     fresh, loaded = from_pretrained_419(cls, bb, D, structure="m0")
 
     def authors(model, names):

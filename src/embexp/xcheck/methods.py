@@ -292,10 +292,9 @@ def ta_averaged(root: Path) -> list[Row]:
     return rows
 
 
-# transformers 4.19.2 (the authors' pin) as from_pretrained runs it; 5.x initialises differently, so the
-# shims below are 4.19.2's code: the model is built under no_init_weights() (modeling_utils.py L2020-2024: the
-# x0.01 of TinyAttention.__init__ stays), the checkpoint loads, then every module with a key missing from the
-# checkpoint gets _init_weights (L2147-2153, retrieve_modules_from_names L2291-2310).
+# transformers 4.19.2's from_pretrained (the authors' pin; docs/xcheck.md), its modeling_utils.py: no_init_weights()
+# L2020-2024, then _init_weights on every module with a key the checkpoint lacks L2147-2153
+# (retrieve_modules_from_names L2291-2310).
 def _init_weights_419(module: nn.Module, std: float) -> None:
     """RobertaPreTrainedModel._init_weights, transformers 4.19.2 modeling_roberta.py L592-606."""
     if isinstance(module, nn.Linear):

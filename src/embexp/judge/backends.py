@@ -203,11 +203,7 @@ class TransformersBackend:
         """Summed log-probability of each choice after each prompt: one forward of the prompts (KV
         cache), then one short forward per choice on a copy of the cache."""
         pairs = [[self.split(p, c) for c in choices] for p in prompts]
-        ctx = [pairs[i][0][0] for i in range(len(prompts))]
-        for i, row in enumerate(pairs):  # every choice continues the same context ids
-            for j, (c, _) in enumerate(row):
-                if c != ctx[i]:
-                    row[j] = (ctx[i], self.tok(choices[j], add_special_tokens=False)["input_ids"])
+        ctx = [pairs[i][0][0] for i in range(len(prompts))]  # split gives every choice the prompt's own ids
         n = max(map(len, ctx))
         pad = self.tok.pad_token_id
         ids = torch.tensor([[pad] * (n - len(c)) + c for c in ctx], device=self.device)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import math
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from torch import nn
@@ -222,17 +222,6 @@ def ta_counts(root: Path) -> list[Row]:
     return rows
 
 
-def _ta_save_run(cfg, bb, m, folder: Path) -> None:
-    """``m`` as a finished run directory that ``method.init_from`` reads (run/adapter.py's two files)."""
-    from omegaconf import OmegaConf
-    from safetensors.torch import save_file
-
-    save_file(m.trainable_state(), str(folder / "adapter.safetensors"))
-    meta = {"method": OmegaConf.to_container(cfg.method, resolve=True), "model": cfg.model.name,
-            "hidden_size": bb.hidden_size}
-    (folder / "method.json").write_text(json.dumps(meta))
-
-
 @torch.no_grad()
 def _ta_average_as_train_ada(model, model_temp) -> None:
     """The authors' evaluation of the averaged 4H model, rewriter/run/train_ada.py @03eee7e L173-184 (inside
@@ -254,11 +243,13 @@ def ta_averaged(root: Path) -> list[Row]:
     """The averaged 4H model against the authors' (a 1H model with the 4 modules' mean, LayerNorm kept from the
     1H checkpoint): embexp's method.average_norm=init_from equals it, the default (mean of every tensor) is a
     documented choice."""
+    from embexp.run.adapter import save_adapter
+
     mha = "method.mha_proj=true"
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cfg1, bb1, one = _ta_embexp(mha, seed=3)
-        _ta_save_run(cfg1, bb1, one, Path(tmp))
+        save_adapter(cfg1, SimpleNamespace(method=one, backbone=bb1), Path(tmp))  # the run that init_from reads
         for norm in ("init_from", "mean"):
             _, bb, four = _ta_embexp(mha, "method.heads=4", f"method.init_from={tmp}", f"method.average_norm={norm}")
             ada = _ta_authors(root, "RobertaForSCAda", bb, 1)

@@ -28,8 +28,8 @@ from embexp.methods.registry import registered, unsupported
 from embexp.models import load_backbone
 from embexp.tasks import build_task
 
-# Largest relative differences accepted against the fp32 reference, about 1.5x the largest measured (the
-# measures, the figures and why bf16 gives a few percent: docs/benchmarks.md, "Tolerances").
+# Largest relative differences accepted against the fp32 reference: bf16's about 1.5x the largest measured, SDPA
+# against eager (the same math in another order, fp32) far above it (measures, figures: docs/benchmarks.md).
 TOLERANCE = {"bf16 autocast": {"loss": 0.08, "logits": 0.06},
              "bf16 weights": {"loss": 0.08, "logits": 0.08},
              "sdpa vs eager": {"loss": 1e-5, "logits": 1e-4}}

@@ -47,8 +47,7 @@ FULL = dict(models=["smollm2", "minilm", "tiny_gemma2"], memory_models=["smollm2
             speed_methods=["full_ft", "lora", "tinyte_full"], batch_size=8, seq_len=256, seq_len_numerics=64,
             steps=20, repeats=3, gen_tokens=32, dtype="auto")
 # Without the pretrained weights (a GPU node without the hub or the offline packages): the real shapes with
-# random weights (model.init=random). Numerics on mid-size shapes (Qwen2.5-0.5B, RoBERTa-base); memory and
-# speed on Llama-3.1-8B's shape in bf16 weights, one step per method family, 8 x 1,024 tokens.
+# random weights (model.init=random; docs/benchmarks.md, "Presets").
 RANDOM_FULL = dict(models=["qwen25_05b@random", "roberta_base@random", "tiny_gemma2"],
                    memory_models=["llama31@random"], speed_model="llama31@random",
                    speed_methods=["tinyte_full", "lora"], batch_size=8, seq_len=1024, seq_len_numerics=64,
@@ -197,17 +196,6 @@ def settings(cfg: Config, device: torch.device) -> object:
     return types.SimpleNamespace(**s)
 
 
-def usage() -> str:
-    return __doc__.strip().replace("``", "") + "\n\n" + cli.usage("", Config).split("\n", 2)[2]
-
-
-def accelerator(s, device: torch.device):
-    """The Accelerator a run on this device gets (trainer.mixed_precision=auto: bf16 on a bf16 GPU, TF32 on)."""
-    from embexp.train import make_accelerator
-
-    return make_accelerator(common.compose(s.speed_model, "tinyte_full", s.seq_len, s.batch_size, device))
-
-
 def headline(s, device: torch.device) -> list[str]:
     if device.type == "cpu" and not torch.cuda.is_available():
         build = "a CPU build" if torch.version.cuda is None else f"CUDA {torch.version.cuda} build"
@@ -233,14 +221,6 @@ def markdown_doc(doc: str | None) -> str:
     return re.sub(r":\w+:`([^`]+)`", r"`\1`", text.replace("``", "`"))
 
 
-def progress_printer(on: bool):
-    """What is running, on stderr (the report itself is one screen on stdout), when ``on``."""
-    def progress(message: str) -> None:
-        if on:
-            print(f"  ... {message}", file=sys.stderr, flush=True)
-    return progress
-
-
 def guarded(name: str, fn) -> object:
     """A check's Section; a check that raises is a failed section with the error (the others still run)."""
     try:
@@ -255,6 +235,7 @@ def run(cfg: Config) -> int:
     """Every check on this machine; the report printed and written (after each check, so a run cut short
     leaves what it measured). 0 when every check passes, else 3."""
     from embexp.doctor import env, fsdp, memory, numerics, report, speed
+    from embexp.train import make_accelerator
 
     device = resolve_device(cfg.device)
     s = settings(cfg, device)
@@ -265,8 +246,13 @@ def run(cfg: Config) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' deprecation notices, once per model
     head = headline(s, device)
     print(head[0], flush=True)
-    progress = progress_printer(s.progress)
-    acc = accelerator(s, device)
+
+    def progress(message: str) -> None:  # what is running, on stderr (the report itself is one screen on stdout)
+        if s.progress:
+            print(f"  ... {message}", file=sys.stderr, flush=True)
+
+    # the Accelerator a run on this device gets (trainer.mixed_precision=auto: bf16 on a bf16 GPU, TF32 on)
+    acc = make_accelerator(common.compose(s.speed_model, "tinyte_full", s.seq_len, s.batch_size, device))
     checks = {"numerics": lambda: numerics.check(s, device, acc, progress),
               "memory": lambda: memory.check(s, device, acc, progress),
               "speed": lambda: speed.check(s, device, acc, progress),
@@ -289,7 +275,7 @@ def run(cfg: Config) -> int:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if any(a in ("-h", "--help") for a in argv):
-        print(usage())
+        print(__doc__.strip().replace("``", "") + "\n\n" + cli.usage("", Config).split("\n", 2)[2])
         return
     if "--check" in argv:  # make gpu-check DRY_RUN=1: the options checked (one line), the command printed, nothing run
         argv = [a for a in argv if a != "--check"]

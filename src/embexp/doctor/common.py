@@ -1,5 +1,5 @@
 """What the checks share: a train config for one (model, method) on its task's fixture, a section's
-result, the device's clock and autocast."""
+result, the device's clock."""
 
 from __future__ import annotations
 
@@ -109,13 +109,6 @@ def timed(fn, device: torch.device) -> tuple[float, object]:
     return time.perf_counter() - t0, out
 
 
-def autocast(device: torch.device, dtype: torch.dtype | None):
-    """torch.autocast to ``dtype`` on ``device`` (None: off)."""
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=dtype)
-
-
 @contextlib.contextmanager
 def strict_fp32():
     """fp32 matmuls in fp32, not TF32, while a reference is computed (the trainer turns TF32 on)."""
@@ -132,6 +125,5 @@ def mib(n: float) -> str:
 
 
 def table(header: list[str], rows: list[list]) -> list[str]:
-    """A Markdown table."""
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return out + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]

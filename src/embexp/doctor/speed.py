@@ -25,7 +25,7 @@ import statistics
 
 import torch
 
-from embexp.doctor.common import Section, autocast, compose, matmul_params, model_config, model_label, table, timed
+from embexp.doctor.common import Section, compose, matmul_params, model_config, model_label, table, timed
 from embexp.featurize import collate, n_tokens
 from embexp.run.build import build
 from embexp.run.loop import Trainer, TrainInputs
@@ -60,9 +60,8 @@ def fixed_batches(feats, steps: int, batch: int, pad: int, seed: int = 0) -> lis
 
 def embexp_loop(cfg, c, feats, acc) -> float:
     """Tokens/s of embexp's Trainer (Accelerate, schedule, accumulation, clipping, bookkeeping). Afterwards
-    the method's forward is its own again (under mixed precision ``prepare`` wraps it in autocast, and
-    each repeat would wrap it once more, the plain loop's too) and the Accelerator lets go of the
-    prepared model and optimizer (their state would pile up)."""
+    the method's forward is its own again (``prepare``'s autocast wrapper: docs/benchmarks.md) and the
+    Accelerator lets go of the prepared model and optimizer (their state would pile up)."""
     trainer = Trainer(c.method, cfg.trainer, acc, TrainInputs(feats, c.backbone.tokenizer.pad_token_id, cfg.seed))
     res = trainer.fit()
     acc.unwrap_model(trainer.model, keep_fp32_wrapper=False)
@@ -86,7 +85,7 @@ def plain_loop(cfg, c, feats, device: torch.device | None = None, dtype: torch.d
 
     def run():
         for batch in batches:
-            with autocast(device, dtype):
+            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
                 loss = c.method(**batch).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -120,9 +119,8 @@ def matmul_rate(device: torch.device, dtype: torch.dtype, n: int, reps: int) -> 
 
 
 def flops_per_token(c) -> float:
-    """Model FLOPs of one training token: 2 N_matmul for the forward, 2 N_matmul more where gradients flow
-    into the layers (the method trains more than an encoder's head), and 2 N_matmul times the share of
-    N_matmul the method trains (weight gradients): 6 N for full FT, 4 N for a frozen backbone."""
+    """Model FLOPs of one training token (docs/benchmarks.md, "MFU"); gradients flow into the layers where the
+    method trains more than an encoder's head."""
     n = matmul_params(c)
     trained = c.method.n_trainable(include_head=True)
     head = sum(p.numel() for _, p in c.backbone.head_parameters())

@@ -57,11 +57,8 @@ def model_config(name: str):
 
 
 class TransformersBackend:
-    """Local weights through transformers; verdicts by the log-likelihood of the allowed answers.
-
-    A hub id or folder loads its config and tokenizer at once (prompts, cache keys and truncation
-    need only those) and its weights at the first verdict, so a re-score that every verdict is
-    cached for never loads them. A conf/model name (tiny_*, smollm2: small) loads all at once."""
+    """Local weights through transformers; verdicts by the log-likelihood of the allowed answers. A hub id or
+    folder's weights load at the first verdict the cache does not hold (docs/judge.md, "Backends")."""
 
     def __init__(self, jcfg, device):
         import transformers as tf
@@ -124,7 +121,6 @@ class TransformersBackend:
 
     @property
     def model(self):
-        """The judge's weights, loaded at first use."""
         if self._model is None:
             try:
                 self._model = self._ready(self._load())
@@ -207,11 +203,7 @@ class TransformersBackend:
         """Summed log-probability of each choice after each prompt: one forward of the prompts (KV
         cache), then one short forward per choice on a copy of the cache."""
         pairs = [[self.split(p, c) for c in choices] for p in prompts]
-        ctx = [pairs[i][0][0] for i in range(len(prompts))]
-        for i, row in enumerate(pairs):  # every choice continues the same context ids
-            for j, (c, _) in enumerate(row):
-                if c != ctx[i]:
-                    row[j] = (ctx[i], self.tok(choices[j], add_special_tokens=False)["input_ids"])
+        ctx = [pairs[i][0][0] for i in range(len(prompts))]  # split gives every choice the prompt's own ids
         n = max(map(len, ctx))
         pad = self.tok.pad_token_id
         ids = torch.tensor([[pad] * (n - len(c)) + c for c in ctx], device=self.device)
@@ -274,7 +266,7 @@ class VllmBackend:
                 raise EmbexpError(f"judge.model={jcfg.model} (source={mcfg.source}) cannot run on vllm; "
                                   "use judge.backend=transformers")
         self.cfg = jcfg
-        self.llm = vllm.LLM(model=path, dtype=jcfg.dtype if jcfg.dtype != "auto" else "auto")
+        self.llm = vllm.LLM(model=path, dtype=jcfg.dtype)
         self.tok = self.llm.get_tokenizer()
         self.params = vllm.SamplingParams(temperature=0.0, max_tokens=jcfg.max_new_tokens)
         self.cut = token_cutter(self.tok)
@@ -294,9 +286,8 @@ class VllmBackend:
 
 
 class OpenAIBackend:
-    """A remote judge through the OpenAI API (``judge.model`` = the API model, e.g. gpt-4o-2024-08-06),
-    temperature 0, up to ``judge.max_new_tokens``. Texts are cut at 4 characters per token of
-    ``judge.max_input_tokens`` (ours: no local tokenizer for the remote model)."""
+    """A remote judge through the OpenAI API (``judge.model`` = the API model, e.g. gpt-4o-2024-08-06); texts cut
+    at 4 characters per token of ``judge.max_input_tokens`` (docs/judge.md)."""
 
     def __init__(self, jcfg, device):
         try:

@@ -1,6 +1,5 @@
-"""The verdict cache: one JSONL line per verdict, keyed by the sha256 of (judge model, backend, kind,
-full prompt text), appended once per batch, so a killed run keeps what it scored and a re-score
-costs no judge call."""
+"""The verdict cache: one JSONL line per verdict, keyed by a sha256 of what the judge read (docs/judge.md,
+"Cache")."""
 
 from __future__ import annotations
 

@@ -77,7 +77,6 @@ def check_kind(kind: str) -> None:
         raise EmbexpError(f"unknown judge kind '{kind}' (choose from: {', '.join(KINDS)})")
 
 
-
 def fit(item: dict, kind: str, count: Callable[[dict], int], limit: int, cut: Callable[[str, int], str]) -> dict:
     """`item`'s fields of the kind, its judged text, then its other text, shortened at the end until
     ``count(item) <= limit``."""
@@ -104,7 +103,6 @@ def token_cutter(tok) -> Callable[[str, int], str]:
     return cut
 
 
-
 # ---- generated answers (vllm, openai) --------------------------------------------------------------
 RATING = re.compile(r"\[\[(\d+\.?\d*)\]\]")
 RATING_BACKUP = re.compile(r"\[(\d+\.?\d*)\]")  # MT-bench's fallback pattern
@@ -127,4 +125,3 @@ def messages(kind: str, item: dict) -> list[dict]:
     if kind == "harmbench":
         return [{"role": "user", "content": HARMBENCH_PROMPT.format(**item)}]
     return [{"role": "user", "content": NLI_PROMPT.format(**item) + "\n" + NLI_ANSWER_PREFIX}]
-

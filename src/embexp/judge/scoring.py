@@ -34,7 +34,6 @@ def aggregate(kind: str, verdicts: Sequence[float]) -> dict:
     return {name: mean, f"{name}_stderr": se, "judge_unparsed": len(verdicts) - len(ok)}
 
 
-
 # ---- the judge -----------------------------------------------------------------------------------
 class Judge:
     """Scores items of a kind; ``calls`` = items the last :meth:`score` sent to the model (cache misses)."""
@@ -146,22 +145,15 @@ def items(kind: str, records: Sequence[dict], questions: Sequence[str], what: st
     return out
 
 
-def keys_for(kind: str, primary: bool, what: str) -> tuple[str, str]:
-    """(suffix of the bookkeeping keys, prediction record key): the run's own kind writes judge_seconds,
-    judge_model and ``judge``; another kind adds _<kind>; the gold targets add _reference."""
-    suffix = ("" if primary else f"_{kind}") + ("_reference" if what == "reference" else "")
-    return suffix, "judge" + suffix
-
-
 def score_records(cfg, kind: str, records: list[dict], questions: Sequence[str], cache_path, device,
                   primary: bool = True, what: str = "generation") -> dict:
     """Score `records` in place (their verdict under ``judge[...]``) and return the metrics to add."""
     t0 = time.perf_counter()
-    judge = build_judge(cfg.judge, device, cache_path=cache_path if cfg.judge.cache else None)
+    judge = build_judge(cfg.judge, device, cache_path=cache_path)  # Judge reads judge.cache
     verdicts = judge.score(kind, items(kind, records, questions, what))
-    suffix, rkey = keys_for(kind, primary, what)
+    suffix = ("" if primary else f"_{kind}") + ("_reference" if what == "reference" else "")
     for r, v in zip(records, verdicts):
-        r[rkey] = v
+        r["judge" + suffix] = v
     agg = aggregate(kind, verdicts)
     tail, name = ("_reference" if what == "reference" else ""), METRIC[kind]
     out = {name + tail: agg[name], f"{name}{tail}_stderr": agg[f"{name}_stderr"],

@@ -4,12 +4,9 @@
         [build=outputs/xcheck/pete_build]
 
 ``authors`` holds git checkouts of the four repositories at the commits of :data:`REPOS`, each in the folder named
-there (the user fetches them: the repository never vendors them; docs/xcheck.md gives the commands). Their modules
-are imported as they are, by file path (embexp/xcheck/methods.py, embexp/xcheck/embeddings.py), on tiny
-random-weight models with the same weights on both sides; every row prints as it is measured, and docs/xcheck.md is
-written from the rows (``write=false``: print only; ``only=``: a subset, never written, so the page always holds
-every check). A row is a tolerance (max |Δ| within it), a parameter count (equal), or a documented choice of embexp
-measured in the authors' setting (shown, never a failure). Exit 1 when a checked row fails; bad input is one line.
+there (how they are fetched and run, and what a row is: docs/xcheck.md). Every row prints as it is measured, and
+docs/xcheck.md is written from the rows (``write=false``: print only; ``only=``: a subset, never written, so the page
+always holds every check). Exit 1 when a checked row fails; bad input is one line.
 """
 
 from __future__ import annotations

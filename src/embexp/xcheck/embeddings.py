@@ -20,11 +20,9 @@ V, D_PETE, SEQ = 30522, 512, 128  # BERT's uncased vocabulary, the paper's d, th
 
 
 def pete_authors(root: Path, build: Path):
-    """The authors' ``src/pete.py`` with their ``polynomial_embeddings`` package over its C++ extension, built from
-    their sources (setup.py's CPU build) with torch's JIT loader into ``build`` (once; later runs load it). Two
-    flags differ from their setup.py, both for the installed torch: no ``-std=c++17`` (torch's headers now need
-    C++20) and no ``-fopenmp`` (their chebyshev_kernel.cpp puts ``#pragma omp parallel for`` before a macro, which
-    g++ refuses with OpenMP on; the Fourier kernel computes each element alone, so its output is the same)."""
+    """The authors' ``src/pete.py`` over their C++ extension, built into ``build`` once (the flags that differ from
+    their setup.py and why: docs/xcheck.md; their chebyshev_kernel.cpp puts ``#pragma omp parallel for`` before a
+    macro, which g++ refuses with ``-fopenmp``)."""
     if "_polynomial_embeddings_C" not in sys.modules:
         from torch.utils import cpp_extension
 
@@ -57,30 +55,25 @@ def formula(ids: np.ndarray, d: int, denominator: int) -> np.ndarray:
 
 def kernel_arithmetic(ids: np.ndarray, d: int, seq: int, cuda: bool) -> np.ndarray:
     """The float arithmetic of the authors' Fourier kernel, repeated in numpy: ``x = 2.0 * (p / 127.0f) - 1.0``
-    stored as a float; fourier_kernel.cpp then computes ``sin(freq * x * pi)`` all in float (``pi`` a float),
-    fourier_kernel.cu ``sin(freq * x * M_PI)``, where the float product ``freq * x`` meets the double ``M_PI``, so
-    the rest is double. For the CUDA kernel, which needs a GPU (none here): checked against their compiled CPU
-    kernel with ``cuda=False``."""
+    stored as a float, then ``sin(freq * x * pi)``, all in float in fourier_kernel.cpp, in double after the float
+    product ``freq * x`` in fourier_kernel.cu (``cuda``; docs/xcheck.md says how this repetition is checked)."""
     x = (2.0 * (ids.astype(np.float32) / np.float32(seq - 1)).astype(np.float64) - 1.0).astype(np.float32)
     prod = x[:, None] * (np.arange(d) // 2 + 1).astype(np.float32)[None, :]  # float * float: a float
     arg = prod.astype(np.float64) * np.pi if cuda else prod * np.float32(np.pi)
     return np.where(np.arange(d) % 2 == 0, np.sin(arg), np.cos(arg)).astype(np.float32)
 
 
-def _pete_embexp(*args: str):
+def pete_checks(root: Path, build: Path) -> list[Row]:
     from embexp.core.cli import compose_train
     from embexp.methods.pete import PETEEmbedding
 
-    cfg = compose_train(["debug=smoke", "model=scratch_encoder", "method=pete", "task=nli_pairs", *args])
-    torch.manual_seed(0)
-    return PETEEmbedding(cfg.method, V, D_PETE)
-
-
-def pete_checks(root: Path, build: Path) -> list[Row]:
     mod = pete_authors(root, build)
     ids = torch.arange(V)
     want = formula(ids.numpy(), D_PETE, SEQ - 1)
-    ours = _pete_embexp("method.variant=code", "method.norm=seq_len")
+    cfg = compose_train(["debug=smoke", "model=scratch_encoder", "method=pete", "task=nli_pairs", "method.variant=code",
+                         "method.norm=seq_len"])
+    torch.manual_seed(0)
+    ours = PETEEmbedding(cfg.method, V, D_PETE)
     kernel = mod.PolynomialBlock(SEQ, D_PETE)
     with torch.no_grad():
         theirs = kernel(ids[None])[0].double().numpy()
@@ -212,12 +205,6 @@ def _ktoken_layout(ktm, k: int) -> list[Row]:
 ROWS = [[2, 40, 41, 42, 3], [2, 50, 51, 40, 60, 61, 3], [2, 70, 3]]  # tiny BERT ids ([CLS] .. [SEP]); pad 0
 
 
-def _pema_batch(pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    n = max(map(len, ROWS))
-    ids = torch.tensor([r + [pad] * (n - len(r)) for r in ROWS])
-    return ids, (ids != pad).long()
-
-
 def _step(model, emb_weight, ids, mask, labels) -> None:
     """One AdamW step (lr 0.1, no weight decay) on the embedding weight alone: cross-entropy of the head."""
     opt = torch.optim.AdamW([emb_weight], lr=0.1, weight_decay=0.0)
@@ -236,7 +223,9 @@ def pema_checks(root: Path) -> list[Row]:
     _, bb, m = embexp_method("model=tiny_bert", "method=pema", "task=glue", "method.inner=emb_tuning",
                              "method.keep_special=false")
     pad = bb.tokenizer.pad_token_id
-    ids, mask = _pema_batch(pad)
+    n = max(map(len, ROWS))
+    ids = torch.tensor([r + [pad] * (n - len(r)) for r in ROWS])
+    mask = (ids != pad).long()
     labels = torch.tensor([0, 1, 1])
     authors_model = copy.deepcopy(bb.model).eval()
     # the authors: count the (padded) dataset's input_ids, keep the ids that occur, remap the data, train, restore

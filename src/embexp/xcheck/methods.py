@@ -1,30 +1,21 @@
 """The module checks of ``python -m embexp.xcheck``: the helpers, the rows and Tiny-Attention (cindermond/tiny-attn)
-against embexp's module (PETE, K-Token merging and PEMA: ``xcheck_embeddings.py``).
+against embexp's module (PETE, K-Token merging and PEMA: ``embexp.xcheck.embeddings``).
 
-Every check imports the authors' modules from their checkout as they are (by file path, through importlib),
-copies the same weights into both sides and measures the largest absolute difference of what they compute.
-Nothing of theirs is copied here except what cannot be imported: train_ada.py's averaging loop (inside
-``train()``), repeated line for line. Where a newer transformers removed a symbol the authors import,
-:func:`shim_transformers` puts back the old one (and only that); the initialisation rows replay transformers
-4.19.2's ``from_pretrained`` (its code, quoted in the shims), the version the authors pin. Each check returns
-:class:`Row` s:
-
-- ``tol``: a measured max |Δ| (or a count difference) that must stay within ``tol``;
-- ``count``: two parameter counts that must be equal;
-- ``choice``: a difference embexp makes on purpose (documented in docs/fidelity.md), measured in the
-  authors' setting and shown, not held to a tolerance.
+Nothing of the authors' is copied here except what cannot be imported: train_ada.py's averaging loop (inside
+``train()``), repeated line for line. How their code runs (by file path, with the same weights, the shims of
+what a newer transformers removed, 4.19.2's initialisation replayed) and the kinds of :class:`Row`: docs/xcheck.md.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import math
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from torch import nn
@@ -37,7 +28,7 @@ class Row:
     method: str
     what: str
     value: float  # the measured figure (``metric``); kind=count: the authors' count
-    kind: str = "tol"  # tol | count | choice
+    kind: str = "tol"  # tol: a max |Δ| or a count difference within tol | count: equal counts | choice: shown
     tol: float = 0.0
     ours: float | None = None  # kind=count: embexp's count
     note: str = ""
@@ -92,19 +83,15 @@ def _extended_attention_mask(self, attention_mask, input_shape, device=None):
     return (1.0 - ext) * -10000.0
 
 
-def shim_transformers() -> list[str]:
-    """Put back what the authors import and the installed transformers removed; returns what was shimmed."""
+def shim_transformers() -> None:
+    """Put back what the authors import and the installed transformers removed."""
     import transformers.modeling_utils as mu
     import transformers.pytorch_utils as pu
 
-    done = []
     if not hasattr(mu, "apply_chunking_to_forward"):  # moved to pytorch_utils in 4.x, gone from modeling_utils in 5
         mu.apply_chunking_to_forward = pu.apply_chunking_to_forward
-        done.append("modeling_utils.apply_chunking_to_forward")
     if not hasattr(mu.PreTrainedModel, "get_extended_attention_mask"):
         mu.PreTrainedModel.get_extended_attention_mask = _extended_attention_mask
-        done.append("PreTrainedModel.get_extended_attention_mask")
-    return done
 
 
 def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -112,15 +99,15 @@ def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 # ---- embexp side ---------------------------------------------------------------------------------------
-def embexp_method(*overrides: str, num_labels: int = 2, seed: int = 0):
-    """(backbone, method) as ``python -m embexp.train`` builds them, offline (``debug=smoke``)."""
+def embexp_method(*overrides: str):
+    """(config, backbone, method) as ``python -m embexp.train`` builds them, offline (``debug=smoke``), seed 0."""
     from embexp.core.cli import compose_train
     from embexp.methods import build_method
     from embexp.models import load_backbone
 
     cfg = compose_train(["debug=smoke", *overrides])
-    torch.manual_seed(seed)
-    bb = load_backbone(cfg.model, num_labels=0 if cfg.model.kind == "decoder" else num_labels)
+    torch.manual_seed(0)
+    bb = load_backbone(cfg.model, num_labels=0 if cfg.model.kind == "decoder" else 2)
     return cfg, bb, build_method(cfg.method, bb)
 
 
@@ -146,13 +133,6 @@ def _ta_embexp(*args: str, seed: int = 1):
     return cfg, bb, m.eval()
 
 
-def _ta_batch(bb) -> dict:
-    from embexp.featurize import collate
-
-    rows = [list(range(10, 21)), list(range(30, 37))]  # right-padded, as the authors' encoder batches
-    return collate([{"input_ids": r} for r in rows], bb.tokenizer.pad_token_id, left=False)
-
-
 def _ta_authors(root: Path, name: str, bb, D: int, **kw):
     """The authors' RobertaForSC / RobertaForSCAda with the embexp backbone's weights (eval mode)."""
     model = _ta_class(root, name)(bb.model.config, **TA_ARGS, attention_emd=D, **kw)
@@ -163,72 +143,68 @@ def _ta_authors(root: Path, name: str, bb, D: int, **kw):
 
 
 @torch.no_grad()
-def _ta_copy(mod: nn.Module, m, i: int, k: int) -> None:
-    """embexp's module k of layer i into one authors' TinyAttention (without mha_proj: identity MHA projections)."""
+def _ta_copy(model, m) -> None:
+    """embexp's module k of layer i into the authors' TinyAttention k of layer i (RobertaForSCAda: 4 per layer)
+    of ``model`` (without mha_proj: identity MHA projections)."""
     D = m.cfg.head_dim
-    pairs = ((mod.norm.weight, m.ln_weight), (mod.norm.bias, m.ln_bias), (mod.linear1.weight, m.qkv_weight),
-             (mod.linear1.bias, m.qkv_bias), (mod.linear2.weight, m.out_weight), (mod.linear2.bias, m.out_bias))
-    for dst, src in pairs:
-        dst.copy_(src[i, k])
-    a = mod.attention
-    if m.cfg.mha_proj:
-        a.in_proj_weight.copy_(m.mha_in_weight[i, k].reshape(3 * D, D))
-        a.in_proj_bias.copy_(m.mha_in_bias[i, k].reshape(3 * D))
-        a.out_proj.weight.copy_(m.mha_out_weight[i, k])
-        a.out_proj.bias.copy_(m.mha_out_bias[i, k])
-    else:
-        a.in_proj_weight.copy_(torch.eye(D).repeat(3, 1))
-        a.in_proj_bias.zero_()
-        a.out_proj.weight.copy_(torch.eye(D))
-        a.out_proj.bias.zero_()
+    for i, layer in enumerate(model.roberta.encoder.layer):
+        mods = layer.tiny_attn if isinstance(layer.tiny_attn, nn.ModuleList) else [layer.tiny_attn]
+        for k, mod in enumerate(mods):
+            pairs = ((mod.norm.weight, m.ln_weight), (mod.norm.bias, m.ln_bias), (mod.linear1.weight, m.qkv_weight),
+                     (mod.linear1.bias, m.qkv_bias), (mod.linear2.weight, m.out_weight), (mod.linear2.bias, m.out_bias))
+            for dst, src in pairs:
+                dst.copy_(src[i, k])
+            a = mod.attention
+            if m.cfg.mha_proj:
+                a.in_proj_weight.copy_(m.mha_in_weight[i, k].reshape(3 * D, D))
+                a.in_proj_bias.copy_(m.mha_in_bias[i, k].reshape(3 * D))
+                a.out_proj.weight.copy_(m.mha_out_weight[i, k])
+                a.out_proj.bias.copy_(m.mha_out_bias[i, k])
+            else:
+                a.in_proj_weight.copy_(torch.eye(D).repeat(3, 1))
+                a.in_proj_bias.zero_()
+                a.out_proj.weight.copy_(torch.eye(D))
+                a.out_proj.bias.zero_()
 
 
-def _hidden(method, batch) -> torch.Tensor:
-    """embexp's last hidden state (the encoder's output, before the head)."""
+def _ta_diff(m, model, bb) -> float:
+    """max |Δ| of the last hidden states (the encoder's output, before the head) of embexp's ``m`` and the authors'
+    ``model`` on two rows of ``bb``'s ids."""
+    from embexp.featurize import collate
+
+    rows = [list(range(10, 21)), list(range(30, 37))]  # right-padded, as the authors' encoder batches
+    batch = collate([{"input_ids": r} for r in rows], bb.tokenizer.pad_token_id, left=False)
     out = {}
 
     def keep(mod, args, output):  # returns None: the output stays as it is
         out["h"] = output[0]
 
-    hook = method.backbone_model.base_model.encoder.register_forward_hook(keep)
+    hook = m.backbone_model.base_model.encoder.register_forward_hook(keep)
     with torch.no_grad():
-        method(**batch)
+        m(**batch)
+        theirs = model.roberta(batch["input_ids"], batch["attention_mask"])[0]
     hook.remove()
-    return out["h"]
+    return max_diff(out["h"], theirs)
 
 
-def _authors_hidden(model, batch) -> torch.Tensor:
-    with torch.no_grad():
-        return model.roberta(batch["input_ids"], batch["attention_mask"])[0]
-
-
-def _ta_pair(root: Path, label: str, args: tuple, name: str, D: int, heads: int, tol: float, **kw) -> Row:
+def _ta_pair(root: Path, label: str, args: tuple, name: str, **kw) -> Row:
     _, bb, m = _ta_embexp(*args)
-    model = _ta_authors(root, name, bb, D, **kw)
-    for i, layer in enumerate(model.roberta.encoder.layer):
-        mods = layer.tiny_attn if heads > 1 else [layer.tiny_attn]
-        for k, mod in enumerate(mods):
-            _ta_copy(mod, m, i, k)
-    batch = _ta_batch(bb)
-    return Row("Tiny-Attention", label, max_diff(_hidden(m, batch), _authors_hidden(model, batch)), tol=tol,
+    model = _ta_authors(root, name, bb, m.cfg.head_dim, **kw)
+    _ta_copy(model, m)
+    return Row("Tiny-Attention", label, _ta_diff(m, model, bb), tol=1e-5,
                note=f"last hidden state, tiny RoBERTa, against the authors' {name}"
                     + (f" (structure={kw['structure']})" if kw else ""))
 
 
 def ta_modules(root: Path) -> list[Row]:
-    tol = 1e-5
     mha = "method.mha_proj=true"
     return [
-        _ta_pair(root, "1H", (mha,), "RobertaForSC", 1, 1, tol, structure="m0"),
-        _ta_pair(root, "1H, mha_proj=false (embexp default)", (), "RobertaForSC", 1, 1, tol, structure="m0"),
-        _ta_pair(root, "1H4D", (mha, "method.head_dim=4"), "RobertaForSC", 4, 1, tol, structure="m0"),
-        _ta_pair(root, "4H sequential", (mha, "method.heads=4", "method.average=false"), "RobertaForSCAda", 1, 4, tol),
-        _ta_pair(root, "1H parallel", (mha, "method.placement=parallel"), "RobertaForSC", 1, 1, tol, structure="s0"),
+        _ta_pair(root, "1H", (mha,), "RobertaForSC", structure="m0"),
+        _ta_pair(root, "1H, mha_proj=false (embexp default)", (), "RobertaForSC", structure="m0"),
+        _ta_pair(root, "1H4D", (mha, "method.head_dim=4"), "RobertaForSC", structure="m0"),
+        _ta_pair(root, "4H sequential", (mha, "method.heads=4", "method.average=false"), "RobertaForSCAda"),
+        _ta_pair(root, "1H parallel", (mha, "method.placement=parallel"), "RobertaForSC", structure="s0"),
     ]
-
-
-def _ta_n_params(model) -> int:
-    return sum(p.numel() for n, p in model.named_parameters() if "tiny_attn" in n)
 
 
 def ta_counts(root: Path) -> list[Row]:
@@ -238,22 +214,12 @@ def ta_counts(root: Path) -> list[Row]:
         _, bb, m = _ta_embexp("method.mha_proj=true", *args)
         kw = {"structure": "m0"} if heads == 1 else {}
         model = _ta_authors(root, name, bb, 1, **kw)
-        rows.append(Row("Tiny-Attention", f"{label} adapter parameters", float(_ta_n_params(model)), kind="count",
+        theirs = sum(p.numel() for n, p in model.named_parameters() if "tiny_attn" in n)
+        rows.append(Row("Tiny-Attention", f"{label} adapter parameters", float(theirs), kind="count",
                         ours=float(m.n_trainable(include_head=False)), metric="parameters",
                         note=f"tiny RoBERTa (d=64, 2 layers); the authors' {name} tiny_attn.* against "
                              "embexp's method tensors with method.mha_proj=true"))
     return rows
-
-
-def _ta_save_run(cfg, bb, m, folder: Path) -> None:
-    """``m`` as a finished run directory that ``method.init_from`` reads (run/adapter.py's two files)."""
-    from omegaconf import OmegaConf
-    from safetensors.torch import save_file
-
-    save_file(m.trainable_state(), str(folder / "adapter.safetensors"))
-    meta = {"method": OmegaConf.to_container(cfg.method, resolve=True), "model": cfg.model.name,
-            "hidden_size": bb.hidden_size}
-    (folder / "method.json").write_text(json.dumps(meta))
 
 
 @torch.no_grad()
@@ -277,22 +243,21 @@ def ta_averaged(root: Path) -> list[Row]:
     """The averaged 4H model against the authors' (a 1H model with the 4 modules' mean, LayerNorm kept from the
     1H checkpoint): embexp's method.average_norm=init_from equals it, the default (mean of every tensor) is a
     documented choice."""
+    from embexp.run.adapter import save_adapter
+
     mha = "method.mha_proj=true"
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cfg1, bb1, one = _ta_embexp(mha, seed=3)
-        _ta_save_run(cfg1, bb1, one, Path(tmp))
+        save_adapter(cfg1, SimpleNamespace(method=one, backbone=bb1), Path(tmp))  # the run that init_from reads
         for norm in ("init_from", "mean"):
             _, bb, four = _ta_embexp(mha, "method.heads=4", f"method.init_from={tmp}", f"method.average_norm={norm}")
             ada = _ta_authors(root, "RobertaForSCAda", bb, 1)
             temp = _ta_authors(root, "RobertaForSC", bb, 1, structure="m0")
-            for i, (lay, ref) in enumerate(zip(ada.roberta.encoder.layer, temp.roberta.encoder.layer)):
-                _ta_copy(ref.tiny_attn, one, i, 0)  # model_temp.load_state_dict(1H checkpoint)
-                for k, mod in enumerate(lay.tiny_attn):
-                    _ta_copy(mod, four, i, k)
+            _ta_copy(temp, one)  # model_temp.load_state_dict(1H checkpoint)
+            _ta_copy(ada, four)
             _ta_average_as_train_ada(ada, temp)
-            batch = _ta_batch(bb)
-            diff = max_diff(_hidden(four, batch), _authors_hidden(temp, batch))
+            diff = _ta_diff(four, temp, bb)
             note = ("last hidden state of the averaged model (eval), against train_ada.py's averaged model_temp; "
                     "4 modules that differ (LayerNorm included)")
             if norm == "init_from":
@@ -304,10 +269,9 @@ def ta_averaged(root: Path) -> list[Row]:
     return rows
 
 
-# transformers 4.19.2 (the authors' pin) as from_pretrained runs it; 5.x initialises differently, so the
-# shims below are 4.19.2's code: the model is built under no_init_weights() (modeling_utils.py L2020-2024: the
-# x0.01 of TinyAttention.__init__ stays), the checkpoint loads, then every module with a key missing from the
-# checkpoint gets _init_weights (L2147-2153, retrieve_modules_from_names L2291-2310).
+# transformers 4.19.2's from_pretrained (the authors' pin; docs/xcheck.md), its modeling_utils.py: no_init_weights()
+# L2020-2024, then _init_weights on every module with a key the checkpoint lacks L2147-2153
+# (retrieve_modules_from_names L2291-2310).
 def _init_weights_419(module: nn.Module, std: float) -> None:
     """RobertaPreTrainedModel._init_weights, transformers 4.19.2 modeling_roberta.py L592-606."""
     if isinstance(module, nn.Linear):
@@ -360,10 +324,9 @@ def ta_init(root: Path) -> list[Row]:
     (4.19.2: N(0, initializer_range) Linears, zero biases), and embexp's method.init=paper|normal."""
     D = 4  # more weights for the statistics (the same init rules as D=1)
     cls = _ta_class(root, "RobertaForSC")
-    _, bb, paper = embexp_method("model=tiny_roberta", "method=tinyattn", "task=glue", f"method.head_dim={D}",
-                                 "method.mha_proj=true")
-    _, _, normal = embexp_method("model=tiny_roberta", "method=tinyattn", "task=glue", f"method.head_dim={D}",
-                                 "method.mha_proj=true", "method.init=normal")
+    args = ("model=tiny_roberta", "method=tinyattn", "task=glue", f"method.head_dim={D}", "method.mha_proj=true")
+    _, bb, paper = embexp_method(*args)
+    _, _, normal = embexp_method(*args, "method.init=normal")
     fresh, loaded = from_pretrained_419(cls, bb, D, structure="m0")
 
     def authors(model, names):

@@ -1,21 +1,11 @@
 """Sharded training, ``trainer.strategy=fsdp``: PyTorch FSDP2 (``fully_shard``) through Accelerate's plugin.
 
-What is sharded: the method, as one module. Every layer of the backbone (the family's layer class,
-``models.attention_sites``: ``LlamaDecoderLayer``, ``RobertaLayer``, ...) is its own FSDP unit;
-everything else (embeddings, final norm, output head, the method's own tensors: TinyTE's bias,
-K-Token's encoder, prompt tuning's prompt, Tiny-Attention's modules) is the root unit, gathered for
-the whole forward and backward, so hooks on the embedding output, after attention and the prefix
-path read whole tensors, and a tied output head stays one parameter in one unit. Frozen and
-trainable parameters share units (FSDP2 keeps ``requires_grad`` per parameter).
-
-Numerics are DDP's: parameters are gathered and gradients reduced in fp32 (a neutral
-``MixedPrecisionPolicy``), and mixed precision is the loop's autocast as under DDP, so a run's
-losses and trained tensors match a DDP run with the same global batch (tested to 1e-5).
-
-What leaves the sharded world is whole: checkpoints hold full tensors (gathered, written by the main
-process, the same safetensors + JSON as a DDP run's), and after training the trained tensors are
-gathered into a fresh single-process copy of the method (:func:`gather`, :func:`load_whole`), which finalises,
-saves its adapter, evaluates and exports exactly as a DDP run's method does.
+The method is sharded as one module: every layer of the backbone its own FSDP unit, everything else the root
+unit (frozen and trainable parameters share units: FSDP2 keeps ``requires_grad`` per parameter). Gathers and
+reductions are fp32 and mixed precision is the loop's autocast, as under DDP; checkpoints hold whole tensors,
+and after training the trained tensors are gathered into a fresh single-process copy of the method
+(:func:`gather`, :func:`load_whole`). The units, the numerics and what leaves the sharded world:
+docs/running.md, "Past one GPU's memory".
 
 Accelerate honours an FSDP plugin only on accelerator devices; on CPU processes (gloo) the state is
 switched to FSDP by ``run.accelerate_compat.shard_on_cpu`` (that module holds what embexp assumes of

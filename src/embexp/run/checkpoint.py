@@ -75,12 +75,13 @@ class Checkpoint:
             tensors["rng/cuda"] = torch.cuda.get_rng_state()
         if best_state is not None:
             tensors.update({f"best/{n}": t for n, t in best_state.items()})
+        numpy_rng = np.random.get_state()
         meta = {
             "step": step,
             "strategy": self.strategy,
             "param_groups": opt["param_groups"],
-            "python_rng": _jsonable(random.getstate()),
-            "numpy_rng": _jsonable(np.random.get_state()),
+            "python_rng": random.getstate(),  # its tuples become JSON lists (_tuplify reads them back)
+            "numpy_rng": [numpy_rng[0], numpy_rng[1].tolist(), *numpy_rng[2:]],
             "result": asdict(result),
         }
         tmp = self.dir.with_name(self.dir.name + ".tmp")
@@ -209,14 +210,6 @@ def finite(fh, key: str) -> torch.Tensor:
     if t.is_floating_point() and not bool(torch.isfinite(t).all()):
         raise ValueError(f"tensor {key} holds non-finite values (NaN or inf)")
     return t
-
-
-def _jsonable(x):
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, (tuple, list)):
-        return [_jsonable(v) for v in x]
-    return x
 
 
 def _tuplify(x):

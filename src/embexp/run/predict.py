@@ -287,14 +287,12 @@ def perplexity(method, featurizer: Featurizer, examples: Sequence[Example], batc
 
 def length_figures(method, task, featurizer: Featurizer, examples: Sequence[Example], metrics: dict, batch_size: int,
                    device) -> dict[str, float]:
-    """The prompt-length figures a decoder run records, only where they belong to it:
-    ``length_reduction`` when the task's paper reports it for every method
-    (``Task.reports_length_reduction``: K-Token Merging's tree, amazon, commitpack; 0 for a method
-    that reads the prompt as is) or when the method changes the input length
-    (``Method.changes_input_length``: a prefix that replaces or is prepended to the prompt; negative
-    for one that adds positions, e.g. prompt tuning); ``pl_score`` only where the task defines it
-    (``Task.pl_score``: K-Token's classification tasks). Other runs record neither: their prompt
-    is read as is, and a 0 would read as a measurement of something that does not apply."""
+    """The prompt-length figures a decoder run records (:func:`compression_metrics`), only where they belong to it
+    (docs/running.md, metrics.json): ``length_reduction`` when the task's paper reports it for every method
+    (``Task.reports_length_reduction``) or when the method changes the input length
+    (``Method.changes_input_length``); ``pl_score`` only where the task defines it (``Task.pl_score``). Other runs
+    record neither: their prompt is read as is, and a 0 would read as a measurement of something that does not
+    apply."""
     if not featurizer.is_decoder or not (task.reports_length_reduction or method.changes_input_length):
         return {}
     out = compression_metrics(method, featurizer, examples, metrics, batch_size, device)

@@ -151,9 +151,7 @@ def place(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 def gather(trainer) -> dict[str, torch.Tensor]:
     """After sharded training: the trained tensors, whole, by parameter name (every process takes part;
-    the main process keeps them), and the sharded model's memory released. ``train.fit`` then builds a
-    fresh single-process copy of the run on the main process and loads them (:func:`load_whole`),
-    which finalises, saves, evaluates and exports as a DDP run's method does."""
+    the main process keeps them, for ``train.fit``'s unsharded copy), and the sharded model's memory released."""
     state = trainer.full_state()
     trainer.release()
     gc.collect()

@@ -228,7 +228,6 @@ def load_yaml(path: Path):
 
 
 def shown(diff: list[str], most: int = 6) -> list[str]:
-    """The first ``most`` differences, and how many more."""
     return diff[:most] + ([f"and {len(diff) - most} more"] if len(diff) > most else [])
 
 

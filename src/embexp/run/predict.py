@@ -60,13 +60,11 @@ class _StopAt(StoppingCriteria):
 
 
 def cut_at(text: str, strings: Sequence[str]) -> str:
-    """`text` before the first occurrence of any of `strings`."""
     ends = [text.find(s) for s in strings if s and s in text]
     return text[:min(ends)] if ends else text
 
 
 def newline_ids(tokenizer) -> set[int]:
-    """Ids whose decoded text contains a newline (cached on the tokenizer)."""
     cached = getattr(tokenizer, "_embexp_newline_ids", None)
     if cached is None:
         cached = {i for i in range(len(tokenizer)) if "\n" in tokenizer.decode([i])}

@@ -184,7 +184,6 @@ def check_curve(cfg) -> None:
 
 
 def check_curriculum(cfg, task) -> None:
-    """Reject a curriculum that cannot run, before any training."""
     t = cfg.trainer
     stages = list(t.curriculum)
     sizes = list(t.curriculum_batch_size)
@@ -209,7 +208,6 @@ def check_curriculum(cfg, task) -> None:
 
 
 def check_sharding(cfg, world_size: int) -> None:
-    """Refuse, before any data or model loads, what cannot run sharded: one line each."""
     t = cfg.trainer
     if not sharding.wants(t) and os.environ.get(sharding.FSDP_ENV, "false").lower() == "true":
         raise EmbexpError("accelerate launch was configured for FSDP (ACCELERATE_USE_FSDP=true), but "
@@ -269,7 +267,6 @@ def metrics_on_two_rows(cfg, c, task, examples: list, device) -> dict:
 
 
 def stage_task(cfg, stage: str):
-    """The task of a curriculum stage: ``cfg.task`` with ``subset`` set to the stage."""
     tcfg = copy.deepcopy(cfg.task)
     OmegaConf.update(tcfg, "subset", stage)
     return build_task(tcfg)

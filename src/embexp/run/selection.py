@@ -39,12 +39,10 @@ class Selection:
 
     @property
     def reported(self) -> bool:
-        """Whether selection reads the reported split (``trainer.select_on=reported``)."""
         return self.on == "reported"
 
     @property
     def staged(self) -> bool:
-        """Whether the run trains through a curriculum's stages."""
         return self.trains and bool(self.curriculum)
 
     def metric(self, task) -> str:

@@ -132,7 +132,6 @@ def full(t: torch.Tensor) -> torch.Tensor:
 
 
 def local(t: torch.Tensor) -> torch.Tensor:
-    """This process's own part of a tensor (the shard of a DTensor)."""
     from torch.distributed.tensor import DTensor
 
     return t.to_local() if isinstance(t, DTensor) else t

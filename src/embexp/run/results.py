@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import fields
 
 from accelerate import Accelerator
 from omegaconf import OmegaConf
@@ -112,7 +111,11 @@ def effective_batch(t, world_size: int):
 def train_summary(res, world_size: int = 1) -> dict:
     if res is None:
         return {"steps": 0}
-    out = {f.name: getattr(res, f.name) for f in fields(res) if f.name not in ("log_window", "history")}
+    keys = ("steps", "micro_batches", "examples", "tokens", "input_tokens", "wall_seconds", "tokens_per_second",
+            "final_train_loss",
+            "eval_loss", "select_loss", "select_metric", "select_score", "best_step", "best_select_loss",
+            "best_select_score", "resumed_from_step", "stopped_early", "state_memory")
+    out = {k: getattr(res, k) for k in keys}
     out["world_size"] = world_size
     out["history"] = res.history
     return out

@@ -3,11 +3,9 @@
 Rebuilds backbone, method and data from the run's own config.yaml, loads adapter.safetensors,
 evaluates, and compares with the metrics the run recorded. Writes nothing into the run.
 
-``check_export=true`` checks the run's export instead: ``DIR/export`` loaded by plain transformers
-in a fresh process that never imports embexp must give the outputs of the trained method on the
-first ``export_rows`` evaluation rows (sentence embeddings: masked mean pooling of the texts, tokenised
-by the exported tokenizer; encoders: the class logits; decoders: the next-token logits at each row's
-last token, the run's token ids). Prints the largest absolute difference; exit 3 above ``export_tolerance``.
+``check_export=true`` checks the run's export instead (docs/config.md), in a fresh process that never imports
+embexp (sentence embeddings: masked mean pooling of the texts, tokenised by the exported tokenizer; decoders: the
+next-token logits at each row's last token, the run's token ids).
 """
 
 from __future__ import annotations

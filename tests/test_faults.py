@@ -249,7 +249,7 @@ def test_a_checkpoint_write_that_fails_halfway_is_one_line_and_keeps_the_previou
 def test_safetensors_own_io_errors_name_the_os_error():
     from safetensors import SafetensorError
 
-    from embexp.run.checkpoint import os_error
+    from embexp.core.records import os_error
 
     assert os_error(SafetensorError("Error while serializing: I/O error: File too large (os error 27)")) == \
         os.strerror(errno.EFBIG)

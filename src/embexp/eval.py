@@ -3,11 +3,9 @@
 Rebuilds backbone, method and data from the run's own config.yaml, loads adapter.safetensors,
 evaluates, and compares with the metrics the run recorded. Writes nothing into the run.
 
-``check_export=true`` checks the run's export instead: ``DIR/export`` loaded by plain transformers
-in a fresh process that never imports embexp must give the outputs of the trained method on the
-first ``export_rows`` evaluation rows (sentence embeddings: masked mean pooling of the texts, tokenised
-by the exported tokenizer; encoders: the class logits; decoders: the next-token logits at each row's
-last token, the run's token ids). Prints the largest absolute difference; exit 3 above ``export_tolerance``.
+``check_export=true`` checks the run's export instead (docs/config.md), in a fresh process that never imports
+embexp (sentence embeddings: masked mean pooling of the texts, tokenised by the exported tokenizer; decoders: the
+next-token logits at each row's last token, the run's token ids).
 """
 
 from __future__ import annotations
@@ -38,14 +36,12 @@ def no_code(cfg, trust_remote_code: bool = False) -> None:
     """A run directory never makes this machine run code: its config's model.trust_remote_code and an
     attention kernel from the hub (model.attn_implementation=<org>/<repo>) are honoured only where the command
     line says ``trust_remote_code=true``, and then with a warning line."""
-    from embexp.core.cli import warn
-
     wants = [k for k, on in (("model.trust_remote_code=true", bool(cfg.model.trust_remote_code)),
                              (f"model.attn_implementation={cfg.model.attn_implementation}",
                               "/" in str(cfg.model.attn_implementation or ""))) if on]
     if trust_remote_code:
         cfg.model.trust_remote_code = True
-        warn("trust_remote_code=true: the model's own Python code (a hub repository's or the folder's auto_map, "
+        cli.warn("trust_remote_code=true: the model's own Python code (a hub repository's or the folder's auto_map, "
              f"{cfg.model.id or cfg.model.source}) may run on this machine")
         return
     cfg.model.trust_remote_code = False
@@ -53,7 +49,7 @@ def no_code(cfg, trust_remote_code: bool = False) -> None:
         raise EmbexpError(f"the run's config asks for {wants[-1]}, a kernel from the hub (code): not run from a run "
                           "directory's config; pass trust_remote_code=true on the command line to allow it")
     if wants:
-        warn("the run's config asks for model.trust_remote_code=true: not honoured from a run directory (its model "
+        cli.warn("the run's config asks for model.trust_remote_code=true: not honoured from a run directory (its model "
              "loads without running its own code); pass trust_remote_code=true on the command line to allow it")
 
 

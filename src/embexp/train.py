@@ -1,11 +1,7 @@
 """Train and evaluate one configuration: ``python -m embexp.train method=... model=... task=...``.
 
-:func:`run` is the spine, read top to bottom; each step is a stage of ``embexp.run``: the accelerator,
-the pre-flight checks (``run.preflight``: one line before the rows or the model) and the run record ->
-build (``run.build``: rows, backbone, method, features; then ``preflight.probe``: the metrics that select,
-on two rows) -> fit (``run.loop``, or ``run.curriculum``) -> finish: the adapter (``run.adapter``), the
-evaluation (``run.predict``, judged), ``metrics.json`` (``run.results``).
-``embexp.eval`` rebuilds and evaluates a saved run with the same pieces.
+:func:`run` is the spine, read top to bottom; each step is a stage of ``embexp.run`` (docs/architecture.md,
+"The path of one run"). ``embexp.eval`` rebuilds and evaluates a saved run with the same pieces.
 """
 
 from __future__ import annotations
@@ -26,13 +22,13 @@ from hydra.core.hydra_config import HydraConfig
 from embexp import EmbexpError, judge
 from embexp.core import cli
 from embexp.core.config import register_core_schemas, validate
-from embexp.core.records import RunRecord, atomic_path
+from embexp.core.records import METRICS, RunRecord, atomic_path
 from embexp.run import accelerate_compat, curriculum, lock, sharding, stops
 from embexp.run.adapter import save_adapter
 from embexp.run.build import Components, build
 from embexp.run.checkpoint import only_folders
 from embexp.run.loop import Trainer, TrainInputs, TrainResult
-from embexp.run.ownership import CONTINUE, DONE, check, claim, complete_metrics
+from embexp.run.ownership import CONTINUE, DONE, check, claim, read_object
 from embexp.run.predict import curve_point, select_point, select_score
 from embexp.run.preflight import Plan, check_tracker, preflight, probe
 from embexp.run.results import metrics_record, numeric_fields, parameter_counts, recording
@@ -61,7 +57,7 @@ def run(cfg, run_dir: Path) -> dict:
                         "resumed" if cfg.trainer.resume and verdict == CONTINUE else
                         "started again" + ("" if cfg.trainer.resume else " (trainer.resume=true continues it)"))
         if verdict == DONE:  # the same config's complete run: its metrics, nothing trained or written
-            metrics = complete_metrics(run_dir)
+            metrics = read_object(Path(run_dir) / METRICS)
             log.info("run %s is already complete; nothing to %s (trainer.overwrite=true trains it again)", run_dir,
                      "resume" if cfg.trainer.resume else "be done")
             log.info("metrics: %s", json.dumps(metrics.get("metrics", {})))

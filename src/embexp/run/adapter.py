@@ -39,7 +39,6 @@ def save_adapter(cfg, c: Components, run_dir: Path) -> None:
 
 
 def load_adapter(c: Components, run_dir: Path) -> None:
-    """Load a finished run's trained tensors into ``c.method``."""
     path = Path(run_dir) / ADAPTER
     if not path.is_file():
         raise EmbexpError(f"run_dir '{run_dir}' has no {ADAPTER} (was it trained with save_adapter=false?)")

@@ -112,11 +112,10 @@ def limits(featurizer: Featurizer) -> dict:
 
 def featurize(c: Components, task, examples: list, which: str) -> list[dict]:
     """The features of ``examples`` (row set ``which``: train, eval, select, or a curriculum stage's
-    ``train_<stage>``), with what featurising cut counted in ``c.data`` as ``truncated_<which>`` =
-    {examples, source (prompts or encoder inputs cut to max_source_tokens), target (decoder targets cut
-    to max_target_tokens), longest_source, longest_target (tokens before any cut)}. Logs one warning
-    line when anything was cut; a cut the task declares an error (``Task.truncation_errors``, e.g. a
-    classification answer) stops the run with one line naming the row set, the example and lengths."""
+    ``train_<stage>``), with what featurising cut counted in ``c.data`` as ``truncated_<which>`` (metrics.json's
+    ``data``, docs/running.md; ``source``: prompts or encoder inputs). Logs one warning line when anything was cut;
+    a cut the task declares an error (``Task.truncation_errors``, e.g. a classification answer) stops the run with
+    one line naming the row set, the example and lengths."""
     featurizer = c.featurizer
     pairs = [featurizer.features(e) for e in examples]
     ns = [n for _, n in pairs]

@@ -2,16 +2,11 @@
 
 ``<run_dir>/checkpoint/`` holds ``state.safetensors`` (the trainable tensors, the optimizer moments, the
 RNG states, the kept best state; its header names the step) and ``meta.json`` (step, strategy, parameter
-groups, Python and NumPy RNG, the result so far). Two are kept: ``checkpoint/`` (the latest) and
-``checkpoint.prev/`` (the one before). A checkpoint is written whole by the main process (under FSDP
-every process first gathers the shards) into ``checkpoint.tmp``, then rotated into place (latest ->
-prev, tmp -> latest, the older prev removed), so a kill at any point leaves at least one whole checkpoint.
-A write that fails (disk full, quota, file size, permissions) stops the run in one line naming the path
-and the OS error; the temporary directory is removed and the kept checkpoints are untouched. Loading
-tries the latest, then (one warning line naming what failed) the previous one; where neither can be
-read it stops in one line. A tensor holding NaN or inf makes a checkpoint unreadable. embexp writes only
-folders at these four names: anything else there (a file, a symbolic link) is not its own, so the run
-stops in one line naming it before any step, and nothing of it is renamed or removed.
+groups, Python and NumPy RNG, the result so far). A checkpoint is written whole by the main process (under
+FSDP every process first gathers the shards) into ``checkpoint.tmp``, then rotated into place (latest ->
+``checkpoint.prev``, tmp -> latest, the older prev removed), so a kill at any point leaves at least one whole
+checkpoint. A failed write, an unreadable checkpoint and a file at a checkpoint's name: docs/running.md, "Runs
+that stop".
 """
 
 from __future__ import annotations
@@ -21,7 +16,6 @@ import json
 import logging
 import os
 import random
-import re
 import shutil
 from dataclasses import asdict
 from pathlib import Path
@@ -32,7 +26,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from embexp import EmbexpError
-from embexp.core.records import note_checkpoint
+from embexp.core.records import note_checkpoint, os_error
 from embexp.run import sharding
 
 log = logging.getLogger("embexp")
@@ -81,12 +75,13 @@ class Checkpoint:
             tensors["rng/cuda"] = torch.cuda.get_rng_state()
         if best_state is not None:
             tensors.update({f"best/{n}": t for n, t in best_state.items()})
+        numpy_rng = np.random.get_state()
         meta = {
             "step": step,
             "strategy": self.strategy,
             "param_groups": opt["param_groups"],
-            "python_rng": _jsonable(random.getstate()),
-            "numpy_rng": _jsonable(np.random.get_state()),
+            "python_rng": random.getstate(),  # its tuples become JSON lists (_tuplify reads them back)
+            "numpy_rng": [numpy_rng[0], numpy_rng[1].tolist(), *numpy_rng[2:]],
             "result": asdict(result),
         }
         tmp = self.dir.with_name(self.dir.name + ".tmp")
@@ -104,9 +99,10 @@ class Checkpoint:
         except (OSError, SafetensorError) as e:
             if tmp.is_dir() and not tmp.is_symlink():
                 shutil.rmtree(tmp, ignore_errors=True)
-            raise EmbexpError(f"cannot write checkpoint {getattr(e, 'filename', None) or target}: {os_error(e)}; "
-                              f"run stopped and marked failed; {self.kept()} (free space or fix the permissions, "
-                              f"then rerun with trainer.resume=true)") from None
+            raise EmbexpError(f"cannot write checkpoint {getattr(e, 'filename', None) or target}: "
+                              f"{os_error(e) or str(e).splitlines()[0]}; run stopped and marked failed; "
+                              f"{self.kept()} (free space or fix the permissions, then rerun with "
+                              f"trainer.resume=true)") from None
 
     def _rotate(self, tmp: Path) -> None:
         """latest -> prev, tmp -> latest, the older prev removed; a latest that could not be read is
@@ -214,23 +210,6 @@ def finite(fh, key: str) -> torch.Tensor:
     if t.is_floating_point() and not bool(torch.isfinite(t).all()):
         raise ValueError(f"tensor {key} holds non-finite values (NaN or inf)")
     return t
-
-
-def os_error(e: Exception) -> str:
-    """The OS error of a failed write: OSError's strerror, or the one safetensors' Rust side reports as
-    '... (os error 28)'."""
-    if isinstance(e, OSError):
-        return e.strerror or str(e)
-    code = re.search(r"os error (\d+)", str(e))
-    return os.strerror(int(code.group(1))) if code else str(e).splitlines()[0]
-
-
-def _jsonable(x):
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, (tuple, list)):
-        return [_jsonable(v) for v in x]
-    return x
 
 
 def _tuplify(x):

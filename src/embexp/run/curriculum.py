@@ -1,21 +1,9 @@
 """Curriculum training (the K-Token Merging paper's Textualized Tree recipe; a trainer feature any
 method and task with subsets can use): ``trainer.curriculum=[small,xsmall,...]`` trains the stages
-in order, each round one trainer run on the stage's training split (``trainer.epochs``, the authors:
-one epoch; or ``trainer.max_steps``), then scores the stage's evaluation split; a stage is repeated
-until ``trainer.curriculum_metric`` reaches ``curriculum_gate`` (the authors: 85), the last stage
-``curriculum_final_gate`` (95).
-
-The gate is selection: it reads the stage's selection rows (``Selection.gate_rows``; task=tree:
-``select_size`` held-out training trees), or, the authors' protocol asked for by name, the reported split
-(``run.selection`` explains the options). Each round's history entry and metrics.json's
-``curriculum_gate_split`` say which split the gate read.
-
-Choices (ours): a stage that misses its gate after ``curriculum_max_rounds`` rounds is left and the
-next one starts (the authors loop until it passes); the optimizer state (AdamW moments) carries over
-from round to round, as the authors' single optimizer, but the lr schedule restarts each round
-(``trainer.scheduler=constant`` is the authors'); each round draws its own data order
-(seed ``seed * 1009 + round``). Resuming from a checkpoint is not supported within a curriculum.
-The run's final evaluation is on ``task.subset`` as usual (normally the last stage).
+in order, each round one trainer run on the stage's training split, until the stage's gate passes.
+The recipe, which rows the gate reads and what differs from the authors: docs/methods_ktoken.md,
+"Curriculum (the tree recipe)". Each round draws its own data order (seed ``seed * 1009 + round``); the run's
+final evaluation is on ``task.subset`` as usual (normally the last stage).
 """
 
 from __future__ import annotations

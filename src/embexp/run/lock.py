@@ -2,22 +2,12 @@
 
 A run's main process takes the lock (``fcntl.flock``, non-blocking) before it touches the directory
 and holds it to the end (:func:`owning`); then it writes ``owner.json`` (host, pid, start time). The
-kernel releases the lock when the process exits, however it exits (SIGKILL, the OOM killer), so a
-lock that can be taken means no live owner, whatever the files say. A second process that cannot take
-it stops in one line naming the owner; one that takes it over from a run whose ``status.json`` still
-says ``running`` (its owner died without updating it) marks that run ``interrupted`` first (keeping the
-step of its last checkpoint, ``core.records.note_checkpoint``), and then resumes it (``trainer.resume=true``)
-or starts again. :func:`live_owner` probes the lock without keeping it and :func:`state` reads a directory's
-status the same way (a ``running`` run without a live owner reads ``interrupted``): the sweep runner and
-anyone reading a status go through them.
-
-*Shared filesystems across hosts.* ``flock`` is taken by the filesystem: on a local disk and on a
-filesystem that propagates it between clients (NFSv4, Lustre mounted with ``flock``, GPFS), a live
-owner on another host is seen as on this one. Where locks are local to each host (Lustre's
-``localflock``, some NFS setups) a run on another host is not seen: its lock can be taken here, and
-its ``running`` status reads ``interrupted``. ``owner.json`` names the host and pid so a person can
-check (``ssh <host> ps -p <pid>``). Where the filesystem refuses ``flock`` (ENOLCK, EOPNOTSUPP) the
-run warns once and goes on without an owner check.
+kernel releases the lock when the process exits, however it exits, so a lock that can be taken means no
+live owner, whatever the files say. :func:`live_owner` probes the lock without keeping it and :func:`state`
+reads a directory's status the same way (a ``running`` run without a live owner reads ``interrupted``): the
+sweep runner and anyone reading a status go through them. A second run, a dead owner's run and filesystems
+shared across hosts: docs/running.md, "Runs that stop". Where the filesystem refuses ``flock`` (ENOLCK,
+EOPNOTSUPP) the run warns once and goes on without an owner check.
 """
 
 from __future__ import annotations
@@ -47,21 +37,13 @@ def describe(owner: dict | None) -> str:
     return f"host {owner.get('host', '?')}, pid {owner.get('pid', '?')}, started {owner.get('started', '?')}"
 
 
-def _read_record(path: Path) -> dict | None:
+def read(path: Path) -> dict | None:
     """A small JSON record (owner.json, status.json) as a dict; None where it is missing or unreadable."""
     try:
         record = json.loads(path.read_text())
         return record if isinstance(record, dict) else None
     except (OSError, ValueError):
         return None
-
-
-def read_owner(run_dir: Path) -> dict | None:
-    return _read_record(Path(run_dir) / OWNER)
-
-
-def read_status(run_dir: Path) -> dict | None:
-    return _read_record(Path(run_dir) / STATUS)
 
 
 def live_owner(run_dir: Path) -> dict | None:
@@ -76,7 +58,7 @@ def live_owner(run_dir: Path) -> dict | None:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError as e:
         if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return read_owner(run_dir) or {}
+            return read(path.with_name(OWNER)) or {}
         return None  # flock unsupported here: nothing can be said
     finally:
         os.close(fd)  # closing releases a shared lock it took
@@ -89,7 +71,7 @@ def state(run_dir: Path) -> tuple[str, dict | None]:
     ``unreadable`` where status.json exists but cannot be parsed; '' where there is no status."""
     run_dir = Path(run_dir)
     owner = live_owner(run_dir)
-    status = read_status(run_dir)
+    status = read(run_dir / STATUS)
     if status is None:
         return ("unreadable" if (run_dir / STATUS).exists() else ""), owner
     s = str(status.get("status", ""))
@@ -117,20 +99,13 @@ def _acquire(path: Path, wait: float) -> int | None:
         time.sleep(0.05)
 
 
-def _busy(run_dir: Path) -> RunBusy:
-    owner = read_owner(run_dir)
-    return RunBusy(f"run directory {run_dir} is in use by another run ({describe(owner)}): wait for it to finish, "
-                   f"or stop that process and rerun with trainer.resume=true; a second run of the same config "
-                   f"needs another seed, tag or hydra.run.dir")
-
-
 def _take_over(run_dir: Path) -> dict | None:
     """Under the lock: a ``running`` status left by a dead owner becomes ``interrupted`` (with a note naming
     that owner); returns the note, or None where the previous run ended by itself."""
-    status = read_status(run_dir)
+    status = read(run_dir / STATUS)
     if not status or status.get("status") != "running":
         return None
-    prev = read_owner(run_dir) or {}
+    prev = read(run_dir / OWNER) or {}
     note = {"status": "interrupted",
             "reason": f"its process ({describe(prev)}) stopped without updating the status (killed?)",
             "previous_owner": prev, "at": time.strftime("%Y-%m-%dT%H:%M:%S"), **checkpoint_note(run_dir)}
@@ -159,7 +134,9 @@ def owning(run_dir: Path, is_main: bool = True, wait: float = 2.0):
         yield None
         return
     if fd is None:
-        raise _busy(run_dir)
+        raise RunBusy(f"run directory {run_dir} is in use by another run ({describe(read(run_dir / OWNER))}): wait "
+                      f"for it to finish, or stop that process and rerun with trainer.resume=true; a second run of "
+                      f"the same config needs another seed, tag or hydra.run.dir")
     try:
         previous = _take_over(run_dir)
         atomic_write(run_dir / OWNER, json.dumps({"host": socket.gethostname(), "pid": os.getpid(),

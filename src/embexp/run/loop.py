@@ -1,15 +1,14 @@
 """The training loop, on Accelerate: one loop for every method, task and model.
 
-Resumable to the step: the data order depends on (seed, epoch) alone, the learning rate on the step
-alone, and a checkpoint holds the trainable tensors, optimizer moments and RNG states (safetensors +
-JSON), so a run killed and resumed takes exactly the steps of an uninterrupted one.
-
-Selection (``run.selection`` explains the options) reads only the rows it is given; the eval split's loss is
-recorded once, at the end, and chooses nothing.
+Resumable to the step (``run.schedule``: the data order and the learning rate; ``run.checkpoint``: the
+trainable tensors, optimizer moments and RNG states), so a run killed and resumed takes exactly the steps of
+an uninterrupted one. Selection (``run.selection`` explains the options) reads only the rows it is given; the
+eval split's loss is recorded once, at the end, and chooses nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import resource
@@ -210,7 +209,7 @@ class Trainer:
         idx = micro_batch_indices(len(self.inputs.train), cfg.batch_size, world, acc.process_index, self.inputs.seed, m)
         batch = collate([self.inputs.train[i] for i in idx], self.inputs.pad_id)
         batch = {k: v.to(acc.device) for k, v in batch.items()}
-        ctx = acc.no_sync(self.model) if (not sync and world > 1) else _null()
+        ctx = acc.no_sync(self.model) if (not sync and world > 1) else contextlib.nullcontext()
         with ctx, acc.autocast(), self.method.counting_backbone_tokens() as seen:
             loss = self.model(**batch).loss
             acc.backward(loss / cfg.grad_accum)
@@ -388,14 +387,6 @@ class Trainer:
         """Drop the prepared model and optimizer (their memory goes back before an unsharded copy is built)."""
         self.method = self.model = self.optimizer = self.params = self.best_state = self.checkpoint = None
         self.acc.free_memory()
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 def _bytes(tensors) -> int:

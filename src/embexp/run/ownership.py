@@ -1,31 +1,12 @@
 """One config per run directory, and embexp's hands only on its own files: what a new run may do with what it
-finds in its directory.
+finds in its directory (:func:`claim`: FRESH, CONTINUE, DONE, or one line naming the folder and what it holds).
 
 A folder holds a run when it holds that run's record: ``config.yaml`` and ``status.json``, both readable
 (beside them ``fingerprint.json``, the fingerprint of the config that wrote it, ``core.fingerprint``). Before a
 run writes anything, on the main process (once before it takes the lock of ``run.lock``, so that a refusal
-leaves no file behind, and again under it), :func:`claim` compares what it finds with the new config:
-
-- nothing of a run (a new or empty folder, or one that holds other files only): the run starts and writes its
-  own names (:data:`RECORDS`) beside whatever is there;
-- some of a run's names (a stray ``export/``, a ``config.yaml`` that is no run's) without a run record, or a
-  ``status.json`` or ``config.yaml`` that cannot be read: one line naming the folder and what it holds,
-  nothing written or removed, under ``trainer.overwrite=true`` too (embexp replaces only a run it can read);
-- ``trainer.overwrite=true`` where the folder holds a run: the run's records (:data:`RECORDS`: metrics,
-  predictions, adapter, export, checkpoints, config, status) are removed and the run starts again (the
-  Hugging Face Trainer's ``overwrite_output_dir``); every other file there stays. A folder that holds no run
-  but other files is refused in one line naming them (there is nothing of embexp's to replace);
-- a ``fingerprint.json`` that cannot be read, or whose fields are not those of the run's config (a field
-  removed or edited): one line naming the file (and the missing fields); ``trainer.overwrite=true`` replaces it;
-- a complete or resumable run (one with a checkpoint) of another fingerprint: one line naming the
-  differing fields, nothing written; under ``trainer.resume=true`` the same, with the fields a resume
-  may change (:data:`core.fingerprint.SAFE_TO_CHANGE`);
-- the same complete run: DONE, the caller returns its metrics and trains nothing (make's "nothing to be
-  done": the same command twice is safe); ``trainer.overwrite=true`` trains it again;
-- ``trainer.resume=true`` on an unfinished run whose checkpoint is gone though the run wrote one (its
-  ``status.json`` names the step, ``core.records.note_checkpoint``): one line, nothing written
-  (``trainer.overwrite=true`` starts it again from step 0);
-- a failed or interrupted run without a checkpoint: replaced, with one warning line when its config differs.
+leaves no file behind, and again under it), :func:`claim` compares what it finds with the new config; each case
+and what it does: docs/running.md, "Runs that stop". ``trainer.overwrite=true`` removes the run's own names
+(:data:`RECORDS`) and nothing else.
 """
 
 from __future__ import annotations
@@ -188,11 +169,6 @@ def written_checkpoint(status: dict) -> int | None:
         else None
 
 
-def complete_metrics(run_dir: Path) -> dict:
-    """metrics.json of a complete run (:data:`DONE`); one line naming it where it cannot be read."""
-    return read_object(Path(run_dir) / METRICS)
-
-
 def recorded_fields(run_dir: Path) -> dict | None:
     """The result fields a run directory recorded: fingerprint.json's, else (a run from before it) those of
     its config.yaml; None where it holds neither. An unreadable file raises ``core.records.UnreadableRecord``,
@@ -252,16 +228,13 @@ def load_yaml(path: Path):
 
 
 def shown(diff: list[str], most: int = 6) -> list[str]:
-    """The first ``most`` differences, and how many more."""
     return diff[:most] + ([f"and {len(diff) - most} more"] if len(diff) > most else [])
 
 
 def safe_changes(cfg, run_dir: Path) -> list[str]:
     """The presentation fields (safe to change on resume) whose value the run's config.yaml records otherwise."""
-    from omegaconf import OmegaConf
-
     try:
-        old = fp.flatten(OmegaConf.load(Path(run_dir) / CONFIG))
+        old = fp.flatten(load_yaml(Path(run_dir) / CONFIG))
     except Exception:  # config.yaml is rewritten by the run; an unreadable one only loses this note
         return []
     new = fp.flatten(cfg)

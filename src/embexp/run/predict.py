@@ -39,11 +39,13 @@ def eos_ids(method, tokenizer) -> list[int]:
     return list(dict.fromkeys(found))
 
 
-class _StopAtNewline(StoppingCriteria):
-    """Per-row stop once a generated token's text contains a newline (the text is cut there after)."""
+class _StopAt(StoppingCriteria):
+    """Per-row stop once a generated token's text contains a newline (``newline``), or once the generated text
+    contains one of ``strings`` (lm-eval's ``until``); the text is cut there after."""
 
-    def __init__(self, tokenizer):
-        self.ids = torch.tensor(sorted(newline_ids(tokenizer)), dtype=torch.long)
+    def __init__(self, tokenizer, strings: Sequence[str] = (), newline: bool = False):
+        self.tokenizer, self.strings = tokenizer, [s for s in strings if s]
+        self.ids = torch.tensor(sorted(newline_ids(tokenizer)), dtype=torch.long) if newline else None
         self.start: int | None = None  # where the new tokens begin (the prompt is absent from input_ids
         #                                when a method generates from inputs_embeds, e.g. prompt tuning)
 
@@ -51,32 +53,18 @@ class _StopAtNewline(StoppingCriteria):
         if self.start is None:  # first call: exactly one new token so far
             self.start = input_ids.shape[1] - 1
         new = input_ids[:, self.start:]
-        return torch.isin(new, self.ids.to(new.device)).any(dim=1)
-
-
-class _StopAtStrings(StoppingCriteria):
-    """Per-row stop once the generated text contains one of `strings` (lm-eval's ``until``; the text is cut
-    there after)."""
-
-    def __init__(self, tokenizer, strings: Sequence[str]):
-        self.tokenizer, self.strings = tokenizer, [s for s in strings if s]
-        self.start: int | None = None
-
-    def __call__(self, input_ids, scores, **kw):
-        if self.start is None:
-            self.start = input_ids.shape[1] - 1
-        texts = self.tokenizer.batch_decode(input_ids[:, self.start:], skip_special_tokens=True)
+        if self.ids is not None:
+            return torch.isin(new, self.ids.to(new.device)).any(dim=1)
+        texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
         return torch.tensor([any(s in t for s in self.strings) for t in texts], device=input_ids.device)
 
 
 def cut_at(text: str, strings: Sequence[str]) -> str:
-    """`text` before the first occurrence of any of `strings`."""
     ends = [text.find(s) for s in strings if s and s in text]
     return text[:min(ends)] if ends else text
 
 
 def newline_ids(tokenizer) -> set[int]:
-    """Ids whose decoded text contains a newline (cached on the tokenizer)."""
     cached = getattr(tokenizer, "_embexp_newline_ids", None)
     if cached is None:
         cached = {i for i in range(len(tokenizer)) if "\n" in tokenizer.decode([i])}
@@ -106,7 +94,7 @@ def generate(method, featurizer: Featurizer, prompts: Sequence[str], batch_size:
         batch = {k: v.to(device)
                  for k, v in collate([{"input_ids": ids[i]} for i in chunk], tok.pad_token_id, left=True).items()}
         prompt_len = batch["input_ids"].shape[1]
-        criteria = ([_StopAtNewline(tok)] if stop_at_newline else []) + ([_StopAtStrings(tok, until)] if until else [])
+        criteria = ([_StopAt(tok, newline=True)] if stop_at_newline else []) + ([_StopAt(tok, until)] if until else [])
         extra = {"stopping_criteria": StoppingCriteriaList(criteria)} if criteria else {}
         gen = method.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False, use_cache=True,
                               pad_token_id=tok.pad_token_id, eos_token_id=stop, **extra)
@@ -132,23 +120,23 @@ def continuation_ids(featurizer: Featurizer, prompt: str, choice: str) -> tuple[
     return featurizer.prompt_ids(prompt), featurizer.encode(prompt + choice)[len(featurizer.encode(prompt)):]
 
 
+def choice_pairs(featurizer: Featurizer, examples: Sequence[Example]) -> list[list[tuple[list[int], list[int]]]]:
+    """Each example's (context ids, continuation ids) per choice (:func:`continuation_ids`); a choice that encodes
+    to no tokens after its prompt is one line."""
+    pairs = [[continuation_ids(featurizer, ex.prompt, c) for c in ex.choices] for ex in examples]
+    for i, (ex, p) in enumerate(zip(examples, pairs)):
+        if empty := [c for c, (_, cont) in zip(ex.choices, p) if not cont]:
+            raise EmbexpError(f"choice {empty[0]!r} of example {i} encodes to no tokens after its prompt")
+    return pairs
+
+
 def choice_logliks(method, featurizer: Featurizer, examples: Sequence[Example], batch_size: int, device,
                    progress: bool = True) -> list[list[float]]:
     """Summed log-probability of each choice's continuation given the prompt, per example
     (lm-eval's multiple-choice scoring; the method scores, so prefixes and shorter prompts work)."""
-    requests, where = [], []
-    for i, ex in enumerate(examples):
-        for j, c in enumerate(ex.choices):
-            ctx, cont = continuation_ids(featurizer, ex.prompt, c)
-            if not cont:
-                raise EmbexpError(f"choice {c!r} of example {i} encodes to no tokens after its prompt")
-            requests.append((ctx, cont))
-            where.append((i, j))
-    flat = method.score_continuations(requests, batch_size, progress)
-    scores: list[list[float]] = [[0.0] * len(ex.choices) for ex in examples]
-    for (i, j), v in zip(where, flat):
-        scores[i][j] = v
-    return scores
+    pairs = choice_pairs(featurizer, examples)
+    flat = iter(method.score_continuations([pc for p in pairs for pc in p], batch_size, progress))
+    return [[next(flat) for _ in p] for p in pairs]
 
 
 # generation options that make generate() process the logits even when greedy (its logits processors)
@@ -182,10 +170,7 @@ def one_pass(method, featurizer: Featurizer, examples: Sequence[Example], batch_
     """(greedy generations, or None with `max_new_tokens` 0; each choice's log-likelihood) from one
     forward per prompt, the same as :func:`generate` and :func:`choice_logliks` give; (None, None)
     where :func:`one_pass_blocker` names a reason or a batch would cross the model's sliding window."""
-    pairs = [[continuation_ids(featurizer, ex.prompt, c) for c in ex.choices] for ex in examples]
-    for i, (ex, p) in enumerate(zip(examples, pairs)):
-        if empty := [c for c, (_, cont) in zip(ex.choices, p) if not cont]:
-            raise EmbexpError(f"choice {empty[0]!r} of example {i} encodes to no tokens after its prompt")
+    pairs = choice_pairs(featurizer, examples)
     if one_pass_blocker(method, featurizer, examples, pairs, max_new_tokens > 0):
         return None, None
     tok = featurizer.tokenizer
@@ -300,14 +285,12 @@ def perplexity(method, featurizer: Featurizer, examples: Sequence[Example], batc
 
 def length_figures(method, task, featurizer: Featurizer, examples: Sequence[Example], metrics: dict, batch_size: int,
                    device) -> dict[str, float]:
-    """The prompt-length figures a decoder run records, only where they belong to it:
-    ``length_reduction`` when the task's paper reports it for every method
-    (``Task.reports_length_reduction``: K-Token Merging's tree, amazon, commitpack; 0 for a method
-    that reads the prompt as is) or when the method changes the input length
-    (``Method.changes_input_length``: a prefix that replaces or is prepended to the prompt; negative
-    for one that adds positions, e.g. prompt tuning); ``pl_score`` only where the task defines it
-    (``Task.pl_score``: K-Token's classification tasks). Other runs record neither: their prompt
-    is read as is, and a 0 would read as a measurement of something that does not apply."""
+    """The prompt-length figures a decoder run records (:func:`compression_metrics`), only where they belong to it
+    (docs/running.md, metrics.json): ``length_reduction`` when the task's paper reports it for every method
+    (``Task.reports_length_reduction``) or when the method changes the input length
+    (``Method.changes_input_length``); ``pl_score`` only where the task defines it (``Task.pl_score``). Other runs
+    record neither: their prompt is read as is, and a 0 would read as a measurement of something that does not
+    apply."""
     if not featurizer.is_decoder or not (task.reports_length_reduction or method.changes_input_length):
         return {}
     out = compression_metrics(method, featurizer, examples, metrics, batch_size, device)

@@ -1,14 +1,10 @@
 """Every pre-flight check of a run, in one place: what cannot run stops in one line naming the value and
 what is valid, before any training.
 
-The config arrives validated once, where it was composed (``core.cli.compose_train`` for ``python -m embexp.train``
-and every library caller, ``train.main`` for a job of Hydra's app, ``embexp.eval.rebuild_run`` for a finished run's
-config): every field inside its domain and ``core.config.CHECKS``. :func:`preflight` runs once, after the
-accelerator exists and before the rows or the model load, and checks what spans fields and what the files a
-config names hold: the method's own checks (``Method.check_run``, asked of the run's method class, e.g. a warm
-start's run directory, an option that needs a decoder), model selection (``run.selection``: never the reported
-split unless a paper's protocol asks for it by name), learning-curve points, the judge, a curriculum's stages,
-the export, and what cannot run sharded.
+The config arrives validated once, where it was composed (``embexp.eval.rebuild_run`` validates a finished run's
+config the same way). :func:`preflight` runs once, after the accelerator exists and before the rows or the model
+load, and checks what spans fields and what the files a config names hold (docs/architecture.md, "The path of one
+run", step 2); model selection never reads the reported split unless a paper's protocol asks for it by name.
 Three checks need more than the config and files and run where that is first there, from this module:
 :func:`check_tracker` (asked by ``train.make_accelerator`` before Accelerate opens a tracker),
 :func:`check_rows` (``run.build.read_rows``: the selection rows, read before the model) and
@@ -110,15 +106,10 @@ def check_random_weights(cfg, world_size: int | None = None) -> None:
 
 
 def check_selection(cfg, task=None, sel: Selection | None = None) -> None:
-    """The one check of :class:`run.selection.Selection` (the options are explained there): refuse a run whose
-    model selection would read the split it reports (``trainer.select_best=true`` with ``task.select_split``
-    equal to the evaluation split, or with no selection split at all), or that would choose nothing or choose
-    wrongly. Runs that train nothing select nothing and pass. ``task``, ``sel``: the run's task and selection
-    (built from ``cfg`` when not given).
-
-    ``trainer.select_on=reported`` needs ``task.select_split`` '' (or the evaluation split's name), so no
-    training rows are held out, and something to select. A curriculum's gate reads the selection rows: one
-    whose gate would read the reported split is refused unless ``trainer.select_on=reported``."""
+    """The one check of :class:`run.selection.Selection`: refuse, in one line, a run whose model selection would
+    read the split it reports (unless ``trainer.select_on=reported`` asks for it), or would choose nothing or choose
+    wrongly (each case: its error line below). Runs that train nothing select nothing and pass. ``task``, ``sel``:
+    the run's task and selection (built from ``cfg`` when not given)."""
     sel = sel or Selection.of(cfg.trainer, bool(cfg.do_train) and METHODS.get_class(cfg.method.name).trains)
     if not sel.trains:
         return
@@ -193,7 +184,6 @@ def check_curve(cfg) -> None:
 
 
 def check_curriculum(cfg, task) -> None:
-    """Reject a curriculum that cannot run, before any training."""
     t = cfg.trainer
     stages = list(t.curriculum)
     sizes = list(t.curriculum_batch_size)
@@ -218,7 +208,6 @@ def check_curriculum(cfg, task) -> None:
 
 
 def check_sharding(cfg, world_size: int) -> None:
-    """Refuse, before any data or model loads, what cannot run sharded: one line each."""
     t = cfg.trainer
     if not sharding.wants(t) and os.environ.get(sharding.FSDP_ENV, "false").lower() == "true":
         raise EmbexpError("accelerate launch was configured for FSDP (ACCELERATE_USE_FSDP=true), but "
@@ -278,7 +267,6 @@ def metrics_on_two_rows(cfg, c, task, examples: list, device) -> dict:
 
 
 def stage_task(cfg, stage: str):
-    """The task of a curriculum stage: ``cfg.task`` with ``subset`` set to the stage."""
     tcfg = copy.deepcopy(cfg.task)
     OmegaConf.update(tcfg, "subset", stage)
     return build_task(tcfg)

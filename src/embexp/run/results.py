@@ -42,11 +42,8 @@ def recording(cfg, record: RunRecord, acc: Accelerator, previous: dict | None = 
                    " (from the last checkpoint, if one was written)")
         record.interrupt(message)
         raise RunInterrupted(message) from None
-    except EmbexpError as e:
-        record.fail(str(e))
-        raise
     except BaseException as e:  # keep the status honest for crashes too
-        record.fail(f"{type(e).__name__}: {e}")
+        record.fail(str(e) if isinstance(e, EmbexpError) else f"{type(e).__name__}: {e}")
         raise
     finally:
         acc.end_training()  # closes the trackers' files/runs (a no-op without trackers)

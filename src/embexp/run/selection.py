@@ -1,28 +1,11 @@
-"""Model selection: which rows choose the kept state, and by what signal. The one explanation of the
-options; every stage of a run reads them through :class:`Selection`, built once from the config.
+"""Model selection: which rows choose the kept state, and by what signal. Every stage of a run reads the
+options through :class:`Selection`, built once from the config.
 
-The options (``trainer.*``; their help text and domains are in ``core.config.TrainerConfig``):
-
-- ``select_best``: keep the trainable state that scored best on the selection rows (else the last one);
-- ``select_on``: which rows selection reads: ``heldout`` (``task.select_split``: a split, or
-  ``train_holdout``, a seeded carve of the training split; never the reported split, so a reported
-  number is never chosen on itself) or ``reported`` (a paper's protocol, asked for by name and
-  recorded: Tiny-Attention's GLUE dev cells; ``task.select_split`` is then '');
-- ``select_metric``: what ``select_best`` keeps by: ``loss`` (the lowest selection loss), ``task`` (the
-  task's validation metric) or a metric's name, maximised; a metric is scored on the selection rows by
-  the final evaluation's code;
-- ``eval_every``: a selection point (the loss, and the metric if one) every N optimizer steps, besides
-  the last step;
-- ``curve_select``: each ``trainer.curve_at`` point also scores the held-out selection rows (what a
-  sweep may choose a step and a learning rate on), choosing nothing itself;
-- ``curve_patience``: training stops once those held-out scores have not improved for N points (the
-  run is trained until its held-out curve is flat); it keeps the last state, choosing no state itself;
-- a ``trainer.curriculum``'s gate (``curriculum_metric`` against ``curriculum_gate``): selection too,
-  it decides when a stage is done, on the stage's selection rows (the reported split under
-  ``select_on=reported``).
-
-``run.preflight`` refuses what cannot select (or would select on the reported split) before anything
-loads; ``run.loop.Trainer`` selects on :meth:`Selection.rows` by :meth:`Selection.metric`.
+The options (``trainer.select_best``, ``select_on``, ``select_metric``, ``eval_every``, ``curve_select``,
+``curve_patience``, and a ``trainer.curriculum``'s gate, ``curriculum_metric``) are explained by their help
+text in ``core.config.TrainerConfig`` (docs/config.md). ``run.preflight`` refuses what cannot select (or would
+select on the reported split) before anything loads; ``run.loop.Trainer`` selects on :meth:`Selection.rows` by
+:meth:`Selection.metric`.
 """
 
 from __future__ import annotations
@@ -56,12 +39,10 @@ class Selection:
 
     @property
     def reported(self) -> bool:
-        """Whether selection reads the reported split (``trainer.select_on=reported``)."""
         return self.on == "reported"
 
     @property
     def staged(self) -> bool:
-        """Whether the run trains through a curriculum's stages."""
         return self.trains and bool(self.curriculum)
 
     def metric(self, task) -> str:

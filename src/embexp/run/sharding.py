@@ -1,21 +1,11 @@
 """Sharded training, ``trainer.strategy=fsdp``: PyTorch FSDP2 (``fully_shard``) through Accelerate's plugin.
 
-What is sharded: the method, as one module. Every layer of the backbone (the family's layer class,
-``models.attention_sites``: ``LlamaDecoderLayer``, ``RobertaLayer``, ...) is its own FSDP unit;
-everything else (embeddings, final norm, output head, the method's own tensors: TinyTE's bias,
-K-Token's encoder, prompt tuning's prompt, Tiny-Attention's modules) is the root unit, gathered for
-the whole forward and backward, so hooks on the embedding output, after attention and the prefix
-path read whole tensors, and a tied output head stays one parameter in one unit. Frozen and
-trainable parameters share units (FSDP2 keeps ``requires_grad`` per parameter).
-
-Numerics are DDP's: parameters are gathered and gradients reduced in fp32 (a neutral
-``MixedPrecisionPolicy``), and mixed precision is the loop's autocast as under DDP, so a run's
-losses and trained tensors match a DDP run with the same global batch (tested to 1e-5).
-
-What leaves the sharded world is whole: checkpoints hold full tensors (gathered, written by the main
-process, the same safetensors + JSON as a DDP run's), and after training the trained tensors are
-gathered into a fresh single-process copy of the method (:func:`gather`, :func:`load_whole`), which finalises,
-saves its adapter, evaluates and exports exactly as a DDP run's method does.
+The method is sharded as one module: every layer of the backbone its own FSDP unit, everything else the root
+unit (frozen and trainable parameters share units: FSDP2 keeps ``requires_grad`` per parameter). Gathers and
+reductions are fp32 and mixed precision is the loop's autocast, as under DDP; checkpoints hold whole tensors,
+and after training the trained tensors are gathered into a fresh single-process copy of the method
+(:func:`gather`, :func:`load_whole`). The units, the numerics and what leaves the sharded world:
+docs/running.md, "Past one GPU's memory".
 
 Accelerate honours an FSDP plugin only on accelerator devices; on CPU processes (gloo) the state is
 switched to FSDP by ``run.accelerate_compat.shard_on_cpu`` (that module holds what embexp assumes of
@@ -142,7 +132,6 @@ def full(t: torch.Tensor) -> torch.Tensor:
 
 
 def local(t: torch.Tensor) -> torch.Tensor:
-    """This process's own part of a tensor (the shard of a DTensor)."""
     from torch.distributed.tensor import DTensor
 
     return t.to_local() if isinstance(t, DTensor) else t
@@ -161,9 +150,7 @@ def place(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 def gather(trainer) -> dict[str, torch.Tensor]:
     """After sharded training: the trained tensors, whole, by parameter name (every process takes part;
-    the main process keeps them), and the sharded model's memory released. ``train.fit`` then builds a
-    fresh single-process copy of the run on the main process and loads them (:func:`load_whole`),
-    which finalises, saves, evaluates and exports as a DDP run's method does."""
+    the main process keeps them, for ``train.fit``'s unsharded copy), and the sharded model's memory released."""
     state = trainer.full_state()
     trainer.release()
     gc.collect()

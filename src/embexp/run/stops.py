@@ -1,19 +1,11 @@
 """Signals that stop a run: a preemption notice (SIGTERM, SIGUSR1), Ctrl-C (SIGINT) and a closed terminal
-(SIGHUP) alike. :class:`run_signals` holds them for the whole of a run (``train.run_owned``), by phase:
-
-- before the training steps (the rows, the model, the probe; between curriculum rounds, which keep no
-  checkpoint): the run stops at once (``RunInterrupted``; nothing trained is lost);
-- during the steps (:func:`training_steps`): they only set a flag, read after each optimizer step, so the
-  step finishes, its checkpoint is written (the last step's too) and the run is marked ``interrupted``
-  (``run.loop.Trainer.fit``): ``trainer.resume=true`` continues from that step exactly;
-- after the last step (the selection, the final evaluation, the adapter, the predictions, the export,
-  metrics.json and the status): the signal is held, said in one warning line, and the run finishes first,
-  ending ``complete`` (none of that can be checkpointed; it is bounded work).
-
-A second Ctrl-C stops at once (KeyboardInterrupt; ``run.results.recording`` still marks the run
-``interrupted`` in one line, and resume continues from the last checkpoint). :class:`passing_on` is the
-other side, in a process that waits for a command (the sweep runner): the signal goes on to the command,
-which stops as above."""
+(SIGHUP) alike. :class:`run_signals` holds them for the whole of a run (``train.run_owned``), by phase: before
+the training steps the run stops at once (``RunInterrupted``); during them (:func:`training_steps`) they only
+set a flag, read after each optimizer step, so the step's checkpoint is written and the run is marked
+``interrupted`` (``run.loop.Trainer.fit``); after the last step they are held and the run finishes first. What
+each phase covers: docs/running.md, "Clusters: SLURM sweeps and preemption". :class:`passing_on` is the other
+side, in a process that waits for a command (the sweep runner): the signal goes on to the command, which stops
+as above."""
 
 from __future__ import annotations
 

@@ -194,19 +194,8 @@ def main(cfg) -> None:
 
 
 def entry() -> None:
-    """``python -m embexp.eval run_dir=DIR [key=value ...]``: conf/eval.yaml composed and validated once
-    (``core.cli.checked``: a bad key or value is one line, exit 2), then :func:`main`."""
-    argv = sys.argv[1:]
-    if any(a in ("-h", "--help") for a in argv):
-        print(cli.usage("python -m embexp.eval", EvalConfig))
-        return
-    if not any(a.startswith("run_dir=") for a in argv):
-        cli.die("missing run_dir (usage: python -m embexp.eval run_dir=DIR)")
-    try:
-        cfg = cli.checked("eval", argv)
-    except EmbexpError as e:
-        cli.die(str(e))
-    main(cfg)
+    """``python -m embexp.eval run_dir=DIR [key=value ...]`` (conf/eval.yaml) through ``core.cli.run_dir_command``."""
+    cli.run_dir_command("eval", EvalConfig, "python -m embexp.eval run_dir=DIR", main)
 
 
 if __name__ == "__main__":

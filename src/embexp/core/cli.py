@@ -76,6 +76,23 @@ def checked(config_name: str, overrides: list[str]):
     return cfg
 
 
+def run_dir_command(config_name: str, config_cls, usage_line: str, main) -> None:
+    """``python -m embexp.<config_name> run_dir=DIR [key=value ...]`` (eval, judge): ``-h`` prints the usage;
+    conf/<config_name>.yaml composed and validated once (:func:`checked`: a bad key or value is one line, exit 2),
+    then ``main(cfg)`` under :func:`one_line_errors`."""
+    argv = sys.argv[1:]
+    if any(a in ("-h", "--help") for a in argv):
+        print(usage(f"python -m embexp.{config_name}", config_cls))
+        return
+    if not any(a.startswith("run_dir=") for a in argv):
+        die(f"missing run_dir (usage: {usage_line})")
+    try:
+        cfg = checked(config_name, argv)
+    except EmbexpError as e:
+        die(str(e))
+    one_line_errors(main)(cfg)
+
+
 def compose_train(overrides: list[str]):
     """The train config for these overrides, composed once and validated once exactly as ``python -m
     embexp.train`` does (:func:`checked`); the analyses, the sweep, the doctor and the tests compose through

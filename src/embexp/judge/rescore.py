@@ -80,24 +80,10 @@ def main(cfg) -> None:
 
 
 def entry() -> None:
-    """``python -m embexp.judge run_dir=DIR [key=value ...]``: conf/judge.yaml composed and validated once
-    (``core.cli.checked``: a bad key or a value outside its field's domain, judge.kind and what included, is one
-    line, exit 2), then :func:`main`."""
-    import sys
-
+    """``python -m embexp.judge run_dir=DIR [key=value ...]`` (conf/judge.yaml) through ``core.cli.run_dir_command``."""
     from embexp.core import cli
     from embexp.core.config import JudgeRunConfig, register_core_schemas
 
     register_core_schemas()
-    argv = sys.argv[1:]
-    if any(a in ("-h", "--help") for a in argv):
-        print(cli.usage("python -m embexp.judge", JudgeRunConfig))
-        return
-    if not any(a.startswith("run_dir=") for a in argv):
-        cli.die("missing run_dir (usage: python -m embexp.judge run_dir=DIR [judge.model=NAME] [judge.kind=KIND] "
-                "[what=generation|reference])")
-    try:
-        cfg = cli.checked("judge", argv)
-    except EmbexpError as e:
-        cli.die(str(e))
-    cli.one_line_errors(main)(cfg)
+    cli.run_dir_command("judge", JudgeRunConfig, "python -m embexp.judge run_dir=DIR [judge.model=NAME] "
+                        "[judge.kind=KIND] [what=generation|reference]", main)

@@ -10,10 +10,9 @@ import hashlib
 import json
 
 FINGERPRINT = "fingerprint.json"
-# fields that change what a run shows or where it writes, never what it computes
+# fields that change what a run shows or where it writes, never what it computes; a resume may change them
 PRESENTATION = ("notes", "output_root", "trainer.progress", "trainer.log_every", "trainer.log_with",
                 "trainer.resume", "trainer.overwrite", "trainer.save_every", "judge.cache")
-SAFE_TO_CHANGE = PRESENTATION  # what trainer.resume=true accepts a change of
 
 
 def flatten(node, prefix: str = "") -> dict:

@@ -139,7 +139,7 @@ def compare(cfg, run_dir: Path, status: dict) -> str:
     complete, keeps = is_complete(run_dir), resumable(run_dir)
     if diff and (complete or keeps):
         what = "complete run" if complete else "resumable run (it has a checkpoint)"
-        hint = (f"; trainer.resume=true accepts changes only to: {', '.join(fp.SAFE_TO_CHANGE)}" if resume else "")
+        hint = (f"; trainer.resume=true accepts changes only to: {', '.join(fp.PRESENTATION)}" if resume else "")
         raise EmbexpError(f"run directory {run_dir} holds a {what} of another config, which differs in "
                           f"{len(diff)} field{'s' if len(diff) > 1 else ''}: {'; '.join(shown(diff))}{hint}; use "
                           f"another seed, tag or hydra.run.dir, or trainer.overwrite=true to replace it")
@@ -238,7 +238,7 @@ def safe_changes(cfg, run_dir: Path) -> list[str]:
     except Exception:  # config.yaml is rewritten by the run; an unreadable one only loses this note
         return []
     new = fp.flatten(cfg)
-    return [k for k in fp.SAFE_TO_CHANGE if k in old and k in new and old[k] != new[k]]
+    return [k for k in fp.PRESENTATION if k in old and k in new and old[k] != new[k]]
 
 
 def clear(run_dir: Path) -> None:

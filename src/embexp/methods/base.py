@@ -1,24 +1,8 @@
-"""The method contract.
-
-A method is an ``nn.Module`` that owns the backbone (``self.model``) and an explicit dict of its
-trainable tensors. At initialisation it changes nothing (outputs equal the backbone's, bit for bit
-in fp32) unless its docstring says what it preserves instead. It saves and loads its trainable
-state as safetensors, and where the math allows it exports a plain transformers model.
-Build one with ``build_method``: ``__init__`` freezes the backbone and creates the method's
-tensors; the builder then switches their gradients on (``mark_trainable``), once.
-
-Three extension points reach past the plain forward (docs/architecture.md shows one example each):
-
-1. **Embedding output** (:func:`embedding_hook`): change what the embedding module returns, same
-   shape (TinyTE). Generation and its KV cache need nothing else.
-2. **Inside the layers** (:func:`embexp.models.after_attention`): add a module's output to the
-   hidden states between attention and FFN of every layer; the per-family placement lives in
-   ``models/sites.py`` alone.
-3. **Replaced inputs / another sequence length** (``prefix_mode`` + :meth:`Method.prefix`): the
-   backbone reads embeddings the method builds instead of (``replace``) or before (``prepend``)
-   the prompt's own. Training, left-padded generation with the KV cache, log-likelihood scoring
-   (:meth:`Method.score_continuations`) and token counting then go through one shared path
-   (``methods/prefix.py``).
+"""The method contract: an ``nn.Module`` that owns the backbone (``self.model``) and an explicit dict
+of its trainable tensors, changes nothing at initialisation unless its docstring says what it
+preserves instead, saves its state as safetensors and, where the math allows, exports a plain
+transformers model. Build one with ``build_method``. The contract and its three extension points
+(embedding output, inside the layers, replaced inputs): docs/architecture.md, "Contracts".
 """
 
 from __future__ import annotations

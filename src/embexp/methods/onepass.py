@@ -1,18 +1,8 @@
 """One pass over each prompt for decoder classification (``run.predict``, ``eval_mode`` both or
-loglik): the forward that scores the choices is also the prefill of greedy generation.
-
-Per batch of distinct prompts (the batches of :meth:`PrefixPath.score_continuations`: longest
-first, the same layout and the same call, so one-token choices get the numbers of that path bit
-for bit), one forward with the KV cache gives the last position's logits. They give every choice's
-first token log-probability and the first generated token; a choice of several tokens continues
-the prompt's cache (its tokens after the prompt's positions, then the cache is cropped back), and
-greedy decoding continues it while a row still needs tokens (an end-of-sequence id, a newline where
-asked, or ``max_new_tokens`` ends a row; the batch stops when every row has ended). Rows are
-right-padded, so a generated token sits after the batch's widest prompt: its position comes from
-the row's own count of real positions and the mask hides the gap, so each row reads what it reads
-alone (``generate``'s left-padded rows give the same tokens; the logits agree to float rounding).
-:class:`OnePass` is a base of ``methods.base.Method``; ``run.predict.one_pass_blocker`` says when
-the separate passes stay (another generation path, a sliding window the layout would cross).
+loglik): the forward that scores the choices is also the prefill of greedy generation; choices of
+several tokens and the rest of the generation continue its KV cache (docs/architecture.md,
+extension point 3). :class:`OnePass` is a base of ``methods.base.Method``;
+``run.predict.one_pass_blocker`` says when the separate passes stay.
 """
 
 from __future__ import annotations

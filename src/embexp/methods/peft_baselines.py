@@ -1,12 +1,7 @@
 """The PEFT baselines of the TinyTE tables, from the ``peft`` library (not hand-written): LoRA and
-prompt tuning. Also the prompt-tuning helpers TinyTE-hybrid composes with.
-
-Both wrap the backbone with ``peft.get_peft_model`` (task type CAUSAL_LM for decoders, SEQ_CLS
-for encoders); ``self.model`` is then the peft model. For SEQ_CLS, peft wraps the classifier in a
-``ModulesToSaveWrapper`` copy; we put the original module back (ours) so an encoder's head stays
-the one the base class trains (``Method._head``) and saves under ``head.*`` like every method.
-Trainable tensors are an explicit dict read from peft's own adapter layers, and their count
-equals peft's ``get_nb_trainable_parameters()``. ``peft`` is imported lazily (it is slow to import).
+prompt tuning. Also the prompt-tuning helpers TinyTE-hybrid composes with. How they use peft (task
+types, the encoder's head, the scaled virtual tokens, generation): docs/methods_tinyte.md.
+``peft`` is imported lazily (it is slow to import).
 """
 
 from __future__ import annotations

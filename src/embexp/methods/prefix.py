@@ -1,10 +1,8 @@
-"""Extension point 3 of the method contract: a method's own embeddings replace the prompt
-(``prefix_mode="replace"``: K-Token merging) or go before it (``"prepend"``: prompt tuning,
-TinyTE-hybrid). One shared path trains on ``[prefix | target tokens]``, generates from
-``inputs_embeds`` with the KV cache (each row as if alone), and scores continuations by
-log-likelihood (what ``run.predict.choice_logliks`` calls for every method, prefixed or not).
-:class:`PrefixPath` is a base of ``methods.base.Method``; it reads the method's ``prefix_mode``,
-``is_decoder``, ``prefix()``, ``backbone_model`` and ``tokenizer``.
+"""Extension point 3 of the method contract (docs/architecture.md): a method's own embeddings replace
+the prompt (``prefix_mode="replace"``) or go before it (``"prepend"``), through one shared path for
+training, generation and log-likelihood scoring. :class:`PrefixPath` is a base of
+``methods.base.Method``; it reads the method's ``prefix_mode``, ``is_decoder``, ``prefix()``,
+``backbone_model`` and ``tokenizer``.
 """
 
 from __future__ import annotations

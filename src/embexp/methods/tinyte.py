@@ -4,12 +4,8 @@ The TinyTE paper (Tavares et al., EMNLP 2025), Sec. 3: ``T(e) = e + b`` on every
 (Eq. 2). One class, :class:`TinyTE`, does the four variants; each registered name picks a config
 schema and a :class:`Variant`, which says the dims ``b`` reaches: full (Sec. 3.1), half (first k
 ranked dims, Sec. 3.2), gated (a length gate, Sec. 3.3) and hybrid (full plus a prompt token, Sec. 4.1).
-
-``b`` lives in the paper's space, the rows of the embedding matrix. A forward hook adds it to the
-embedding module's output, so tied input/output embeddings stay tied. Since transformers 5.x that
-output is already scaled (``Backbone.embed_scale``: sqrt(d) for Gemma-2; 4.x, which the paper ran
-on, scaled after the lookup), so the hook adds ``embed_scale * b`` and the model sees
-``(e + b) * scale`` as in the paper. Export adds ``b`` to the non-special rows and unties the head.
+Why ``b`` lives in the rows' space and is added as ``embed_scale * b``, and the choices that are
+ours: docs/methods_tinyte.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
 """Sentence embeddings: the task kinds ``pairs`` (contrastive training on text pairs) and
-``similarity`` (zero-shot evaluation by the cosine of two embeddings), for every encoder and method.
-
-The pieces, and where they plug in:
-
-- **Model**: encoders load without a task head (``AutoModel``) for these kinds
-  (``models.load_backbone(sentence=True)``).
-- **Data**: ``featurize.Featurizer(separate=True)`` tokenises the two texts of an example as two sequences
-  (``input_ids`` / ``input_ids_b``), and ``data.collate`` pads each side.
-- **Embedding**: :meth:`Method.embed` runs the method's own forward on one side and pools it with
-  :func:`mean_pool` (the attention mask is respected: padding never enters the mean).
-- **Loss**: a ``pairs`` task attaches a :class:`ContrastiveObjective` to the method
-  (``Method.attach_objective``); a batch carrying ``input_ids_b`` is routed to it, so the trainer's
-  ``model(**batch).loss`` is the symmetric InfoNCE loss, computed in one forward (DDP-safe), and
-  its learnable temperature is trained and saved like any method tensor (``objective.*``).
-- **Evaluation**: :func:`evaluate_similarity` embeds both sides and scores the cosine similarities
-  with the task (``score_similarity``: Spearman x100, as the PETE paper reports STS-B).
+``similarity`` (zero-shot evaluation by the cosine of two embeddings), for every encoder and method:
+mean pooling, the contrastive objective and similarity scoring. Where they plug in (model, data,
+``Method.embed``, the routed loss, evaluation): docs/architecture.md, "Sentence embeddings".
 """
 
 from __future__ import annotations

@@ -268,12 +268,8 @@ def load_tensors(method: str, own: dict[str, torch.Tensor], state: dict[str, tor
 
 
 def embedding_hook(module: nn.Module, fn):
-    """Register ``fn(input_ids, embeds) -> embeds`` on an embedding module's output.
-
-    Working on the embedding module's output (rather than calling the model with
-    ``inputs_embeds``) keeps ``generate()`` and its KV cache untouched and keeps tied
-    input/output embeddings tied: the weight itself is never modified.
-    """
+    """Register ``fn(input_ids, embeds) -> embeds`` on an embedding module's output (extension point 1:
+    docs/architecture.md, "Three extension points")."""
 
     def hook(mod, args, output):
         return fn(args[0], output)

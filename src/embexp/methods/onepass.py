@@ -14,7 +14,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import DynamicCache
 
-from embexp.featurize import pad
+from embexp.featurize import padded
 from embexp.methods.prefix import keeps_logits, kept_logits
 from embexp.models import cache_kwarg
 
@@ -92,8 +92,8 @@ class OnePass:
         if window is not None and mask.shape[1] + longest > window:
             raise WindowExceeded(f"{mask.shape[1]} + {longest} positions > sliding window {window}")
         step = self.backbone_model if self.prefix_mode and self.is_decoder else self.model
-        prompts = {"input_ids": pad([list(c) for c in ctxs], self.tokenizer.pad_token_id).to(mask.device),
-                   "attention_mask": pad([[1] * len(c) for c in ctxs], 0).to(mask.device)}
+        prompts = dict(zip(("input_ids", "attention_mask"),
+                           padded([list(c) for c in ctxs], self.tokenizer.pad_token_id, device=mask.device)))
         with self.generating(prompts):
             # the cache is given, as generate gives it (Tiny-Attention keeps its own keys only beside a given one)
             cache = DynamicCache(config=self.backbone_model.config)
@@ -114,10 +114,8 @@ class OnePass:
         device = mask.device
         for slot in range(max(map(len, longer))):
             conts = [w[slot][:-1] if slot < len(w) else () for w in longer]
-            width = max(map(len, conts))
-            ids = torch.tensor([list(c) + [self.tokenizer.pad_token_id] * (width - len(c)) for c in conts],
-                               device=device)
-            tmask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in conts], device=device)
+            ids, tmask = padded([list(c) for c in conts], self.tokenizer.pad_token_id, device=device)
+            width = ids.shape[1]
             pos = seen[:, None] + torch.arange(width, device=device)[None]
             logits = step(input_ids=ids, attention_mask=torch.cat([mask, tmask.to(mask.dtype)], 1), position_ids=pos,
                           use_cache=True, **{cache_kwarg(self.backbone_model): cache}).logits

@@ -69,16 +69,8 @@ def wrap(method: Method, peft_config) -> nn.Module:
 
 
 def prompt_tuning_model(method: Method, n: int, init: str = "random") -> nn.Module:
-    """The backbone wrapped by peft prompt tuning with ``n`` virtual tokens, in the raw row space.
-
-    The virtual tokens are parameters in the space of the embedding matrix's rows and are
-    multiplied by the backbone's ``embed_scale`` as they enter the model (a forward hook on peft's
-    prompt encoder, so training, scoring and generation all get it): in transformers 4.x
-    Gemma-2 scaled ``inputs_embeds`` in its forward, virtual tokens included; in 5.x the scale sits
-    inside the embedding module, which the virtual tokens bypass. ``sample_vocab`` is peft's
-    SAMPLE_VOCAB draw (``torch.randint`` over the vocabulary right after the prompt encoder is
-    built) taken by us, so the rows are raw rows, not the scaled embedding output.
-    """
+    """The backbone wrapped by peft prompt tuning with ``n`` virtual tokens, in the raw row space and
+    multiplied by ``embed_scale`` as they enter (why, and the ``sample_vocab`` draw: docs/methods_tinyte.md)."""
     from peft import PromptTuningConfig as PeftPromptTuningConfig
     from peft import PromptTuningInit
 

@@ -88,11 +88,7 @@ class RowStore:
 
 @register_method("pema")
 class PEMA(Method):
-    """PEMA over an inner method: only the embedding rows of tokens in the data train, merged back after.
-
-    At setup the outputs equal the backbone's for every input, bit for bit in fp32 (kept rows are
-    copies, other ids read their original rows); the input embedding's shape changes to
-    (kept rows, d) until ``export()`` merges it back."""
+    """PEMA over an inner method: only the embedding rows of tokens in the data train, merged back after."""
 
     Config = PEMAConfig
     label = "PEMA"

@@ -144,10 +144,7 @@ class PETEEmbedding(nn.Module):
 
 @register_method("pete")
 class PETE(Method):
-    """PETE: the input embedding table becomes Fourier features of the id plus a residual MLP.
-
-    Not the identity at initialisation by design (the table is replaced); ``zero_init=true`` gives
-    E = T at the start instead."""
+    """PETE: the input embedding table becomes Fourier features of the id plus a residual MLP."""
 
     Config = PETEConfig
     label = "PETE"

@@ -14,7 +14,7 @@ import torch
 from tqdm.auto import tqdm
 
 from embexp import EmbexpError
-from embexp.featurize import IGNORE, pad
+from embexp.featurize import IGNORE, padded
 
 # Batch keys that describe the examples for methods (data.collate adds them) and that the
 # backbone's forward never receives.
@@ -97,11 +97,9 @@ class PrefixPath:
         (context, tokens read): ``[prefix | tokens]`` embedded for the backbone with a prefix, else the
         tokens, right-padded, through the method's own forward."""
         pad_id, device = self.tokenizer.pad_token_id, next(self.parameters()).device
-        tokens = pad([list(k[1]) for k in chunk], pad_id).to(device)
-        tmask = pad([[1] * len(k[1]) for k in chunk], 0).to(device)
+        tokens, tmask = padded([list(k[1]) for k in chunk], pad_id, device=device)
         if self.prefix_mode and self.is_decoder:
-            prompts = pad([list(k[0]) for k in chunk], pad_id, left=True).to(device)
-            pmask = pad([[1] * len(k[0]) for k in chunk], 0, left=True).to(device)
+            prompts, pmask = padded([list(k[0]) for k in chunk], pad_id, left=True, device=device)
             x, mask, width = self._assemble(prompts, pmask, tokens, tmask)
             return (self.backbone_model, {"inputs_embeds": x, "attention_mask": mask, "position_ids": positions(mask)},
                     [width + len(k[1]) - 1 for k in chunk])

@@ -16,6 +16,7 @@ import torch
 
 from embexp import EmbexpError
 from embexp.core.config import option
+from embexp.featurize import padded
 from embexp.methods.base import Comparison, Method
 from embexp.methods.inner import InnerMethodConfig, WrapsInner, build_inner
 from embexp.methods.registry import register_method
@@ -137,11 +138,6 @@ class PromptCompress(WrapsInner, Method):
     # ---- extension point 3 ------------------------------------------------------------------------
     def prefix(self, input_ids, attention_mask):
         rows = [self.compress_ids(r[m.bool()].tolist()) for r, m in zip(input_ids, attention_mask)]
-        width = max((len(r) for r in rows), default=0)
-        pad = self.tokenizer.pad_token_id
-        ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], dtype=torch.long, device=input_ids.device)
-        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long,
-                            device=input_ids.device)
-        ids, mask = ids.view(len(rows), width), mask.view(len(rows), width)
+        ids, mask = padded(rows, self.tokenizer.pad_token_id, left=True, device=input_ids.device)
         x = self.backbone_model.get_input_embeddings()(ids)
         return x * mask.unsqueeze(-1).to(x.dtype), mask

@@ -64,7 +64,7 @@ class ContrastiveObjective(nn.Module):
 def embed_texts(method, featurizer, texts: Sequence[str], batch_size: int, device,
                 progress: bool = False) -> torch.Tensor:
     """Pooled embeddings [N, d] (fp32, CPU) of ``texts``, longest first in batches (fewer pads)."""
-    from embexp.featurize import pad
+    from embexp.featurize import padded
 
     tok = featurizer.tokenizer
     ids = [list(tok(t, truncation=True, max_length=featurizer.max_source_tokens)["input_ids"]) for t in texts]
@@ -74,8 +74,7 @@ def embed_texts(method, featurizer, texts: Sequence[str], batch_size: int, devic
     for s in tqdm(range(0, len(order), batch_size), desc="embed", disable=not progress, leave=False,
                   dynamic_ncols=True):
         rows = [ids[i] for i in order[s:s + batch_size]]
-        x = pad(rows, tok.pad_token_id).to(device)
-        mask = pad([[1] * len(r) for r in rows], 0).to(device)
+        x, mask = padded(rows, tok.pad_token_id, device=device)
         chunks.append(method.embed(x, mask).float().cpu())
     return torch.cat(chunks)[torch.tensor(order).argsort()]
 

@@ -53,8 +53,7 @@ class Method(PrefixPath, OnePass, nn.Module):
     # ---- capabilities: what the test matrix, the comparison sweep, the smoke run, the tables and
     # the config checks read from the class (no list elsewhere names methods) ----
     label: ClassVar[str] = ""  # display name in tables ("" = the registered name)
-    # the models it runs on: decoder, encoder, and scratch (a model.source=scratch model, trained from
-    # scratch: only methods that train the whole body); a composed config naming another is refused
+    # the models it runs on: decoder, encoder, scratch (a model.source=scratch model: methods that train the whole body)
     model_kinds: ClassVar[tuple[str, ...]] = ("decoder", "encoder")
     # outputs equal the backbone's at init (default config), bit for bit in fp32
     identity_at_init: ClassVar[bool] = True
@@ -66,9 +65,7 @@ class Method(PrefixPath, OnePass, nn.Module):
     shard_blocker: ClassVar[str] = ""
     # option values that run on a decoder only ({field: value}); another model is refused by the pre-flight
     decoder_only: ClassVar[dict] = {}
-    # Extension point 3 (decoders): "" = the backbone reads its own embeddings of input_ids;
-    # "prepend" = prefix() goes before the whole input (prompt tuning); "replace" = prefix() takes
-    # the place of the prompt (K-Token merging), so the backbone sees another sequence length.
+    # extension point 3 (decoders): "" (the backbone reads its own embeddings), "prepend" or "replace" (prefix())
     prefix_mode: str = ""
 
     @classmethod

@@ -7,13 +7,13 @@ mean pooling, the contrastive objective and similarity scoring. Where they plug 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
+from transformers.modeling_outputs import SequenceClassifierOutput
 
 SENTENCE_KINDS = ("pairs", "similarity")
 PAIR_KEY = "input_ids_b"  # a batch with this key holds text pairs (data.collate)
@@ -23,16 +23,6 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of the hidden states [B, L, d] over the positions where ``mask`` [B, L] is 1, in fp32."""
     m = mask.to(torch.float32).unsqueeze(-1)
     return (hidden.float() * m).sum(1) / m.sum(1).clamp(min=1.0)
-
-
-@dataclass
-class PairOutput:
-    """What the trainer reads (``loss``), plus the pooled embeddings of both sides."""
-
-    loss: torch.Tensor
-    embeddings: torch.Tensor
-    embeddings_b: torch.Tensor
-    logits: torch.Tensor  # the [B, B] similarity matrix divided by the temperature
 
 
 class ContrastiveObjective(nn.Module):
@@ -51,13 +41,13 @@ class ContrastiveObjective(nn.Module):
     def temperature(self) -> float:
         return float(self.log_temperature.detach().exp())
 
-    def forward(self, method, batch: dict) -> PairOutput:
+    def forward(self, method, batch: dict) -> SequenceClassifierOutput:
         a = method.embed(batch["input_ids"], batch["attention_mask"])
         b = method.embed(batch[PAIR_KEY], batch["attention_mask_b"])
         logits = F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T / self.log_temperature.exp()
         target = torch.arange(logits.shape[0], device=logits.device)
         loss = F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)
-        return PairOutput(loss=loss, embeddings=a, embeddings_b=b, logits=logits)
+        return SequenceClassifierOutput(loss=loss, logits=logits)  # logits: the [B, B] similarities / temperature
 
 
 @torch.no_grad()

@@ -198,10 +198,8 @@ class Featurizer:
         return out, Lengths(whole, len(ids))
 
     def verbalizer_ids(self, words) -> list[int]:
-        """One token id per verbalizer word (PET's ``get_verbalization_ids``: the word tokenised
-        without special tokens must be a single token). A word that is several tokens under this
-        tokenizer (the tiny models' byte tokenizer) is scored by its first token (ours; PET refuses),
-        unless two words then share that token."""
+        """One token id per verbalizer word (PET's ``get_verbalization_ids``); a word of several tokens is
+        scored by its first token (ours: docs/methods_tinyattn.md, "Verbalizer tokens")."""
         ids = []
         for w in words:
             got = self.encode(w, special=False)

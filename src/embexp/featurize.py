@@ -42,8 +42,7 @@ class Lengths:
         return self.target_kept < self.target
 
 
-# a token spans at most this many characters in practice (whitespace runs, long words): a text longer than this
-# many characters per token kept is cut to that before it is tokenised (Featurizer.bounded)
+# a token spans at most this many characters in practice (whitespace runs, long words): Featurizer.bounded
 CHARS_PER_TOKEN = 64
 
 

@@ -39,9 +39,7 @@ class MethodConfig:
 class Comparison:
     """A method's part in the comparison of every method (the sweep compare/curves, python -m
     embexp.report table=compare): its place in the table's order (lower first), its learning rate
-    there (None: it trains nothing), and the model kinds it is compared on (those of its
-    ``model_kinds`` it is compared on; e.g. zero_shot only on decoders, where it is the untrained
-    model, not a random head)."""
+    there (None: it trains nothing), and the model kinds of its ``model_kinds`` it is compared on."""
 
     rank: int
     lr: float | None = None

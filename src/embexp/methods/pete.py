@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
+from contextlib import suppress
 from dataclasses import dataclass
 
 import torch
@@ -156,10 +157,9 @@ class PETE(Method):
         super().__init__(cfg, backbone)
         model = self.model
         name = type(model).__name__
-        try:
+        emb = None
+        with suppress(NotImplementedError):
             emb = model.get_input_embeddings()
-        except NotImplementedError:
-            emb = None
         if not isinstance(emb, nn.Embedding):
             raise EmbexpError(f"method=pete replaces an nn.Embedding input table; {name} has "
                               f"{type(emb).__name__ if emb is not None else 'no input embedding'}, "
@@ -174,10 +174,8 @@ class PETE(Method):
             if emb.weight.is_floating_point():
                 pete.to(emb.weight.dtype)
         untie_embeddings(model)  # a tied head keeps its own (frozen) copy of the table
-        try:
+        with suppress(NotImplementedError):
             model.set_input_embeddings(pete)
-        except NotImplementedError:
-            pass
         if model.get_input_embeddings() is not pete:
             raise EmbexpError(f"method=pete: {name}.set_input_embeddings does not swap its embedding module, so the "
                               "table cannot be replaced")

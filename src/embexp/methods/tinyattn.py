@@ -139,12 +139,10 @@ class TinyAttention(Method):
             raise EmbexpError(f"method.init_from='{run_dir}' is not a finished run with a saved adapter "
                               "(needs method.json and adapter.safetensors)")
         meta = json.loads((run_dir / "method.json").read_text())
-        if meta.get("method", {}).get("name") != m.name:
-            raise EmbexpError(f"method.init_from='{run_dir}' is a run of method '{meta['method'].get('name')}', not "
-                              f"{m.name}")
-        if meta.get("model") != cfg.model.name:
-            raise EmbexpError(f"method.init_from='{run_dir}' is a run of model '{meta.get('model')}', not "
-                              f"{cfg.model.name}")
+        for what, got, want in (("method", meta.get("method", {}).get("name"), m.name),
+                                ("model", meta.get("model"), cfg.model.name)):
+            if got != want:
+                raise EmbexpError(f"method.init_from='{run_dir}' is a run of {what} '{got}', not {want}")
         for key in ("head_dim", "mha_proj", "placement"):
             if meta["method"].get(key) != m[key]:
                 raise EmbexpError(f"method.init_from='{run_dir}' was trained with method.{key}="

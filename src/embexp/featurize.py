@@ -42,8 +42,7 @@ class Lengths:
         return self.target_kept < self.target
 
 
-# a token spans at most this many characters in practice (whitespace runs, long words): a text longer than this
-# many characters per token kept is cut to that before it is tokenised (Featurizer.bounded)
+# a token spans at most this many characters in practice (whitespace runs, long words): Featurizer.bounded
 CHARS_PER_TOKEN = 64
 
 
@@ -198,10 +197,8 @@ class Featurizer:
         return out, Lengths(whole, len(ids))
 
     def verbalizer_ids(self, words) -> list[int]:
-        """One token id per verbalizer word (PET's ``get_verbalization_ids``: the word tokenised
-        without special tokens must be a single token). A word that is several tokens under this
-        tokenizer (the tiny models' byte tokenizer) is scored by its first token (ours; PET refuses),
-        unless two words then share that token."""
+        """One token id per verbalizer word (PET's ``get_verbalization_ids``); a word of several tokens is
+        scored by its first token (ours: docs/methods_tinyattn.md, "Verbalizer tokens")."""
         ids = []
         for w in words:
             got = self.encode(w, special=False)
@@ -240,18 +237,20 @@ def pad(seqs: list[list[int]], value: int, left: bool = False) -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.long)
 
 
+def padded(seqs: list[list[int]], value: int, left: bool = False, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``pad(seqs, value, left)`` and its attention mask (1 on the real ids), moved to ``device``."""
+    return pad(seqs, value, left).to(device), pad([[1] * len(s) for s in seqs], 0, left).to(device)
+
+
 def collate(features: list[dict], pad_id: int, left: bool = False) -> dict[str, torch.Tensor]:
     """Pad a list of feature dicts: input_ids with pad_id, labels with -100 (or stack scalars).
 
     Decoder features add ``batch["prompt_lengths"]`` (long [batch]: the prompt ids of each row,
     padding excluded), for methods; ``Method.forward`` removes it before the backbone
     (``methods.base.backbone_batch``)."""
-    ids = [f["input_ids"] for f in features]
-    batch = {"input_ids": pad(ids, pad_id, left), "attention_mask": pad([[1] * len(s) for s in ids], 0, left)}
+    batch = dict(zip(("input_ids", "attention_mask"), padded([f["input_ids"] for f in features], pad_id, left)))
     if "input_ids_b" in features[0]:  # the second text of a pair (sentence-embedding tasks)
-        ids_b = [f["input_ids_b"] for f in features]
-        batch["input_ids_b"] = pad(ids_b, pad_id, left)
-        batch["attention_mask_b"] = pad([[1] * len(s) for s in ids_b], 0, left)
+        batch["input_ids_b"], batch["attention_mask_b"] = padded([f["input_ids_b"] for f in features], pad_id, left)
     if "token_type_ids" in features[0]:
         batch["token_type_ids"] = pad([f["token_type_ids"] for f in features], 0, left)
     if "labels" in features[0]:

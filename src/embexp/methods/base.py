@@ -1,24 +1,8 @@
-"""The method contract.
-
-A method is an ``nn.Module`` that owns the backbone (``self.model``) and an explicit dict of its
-trainable tensors. At initialisation it changes nothing (outputs equal the backbone's, bit for bit
-in fp32) unless its docstring says what it preserves instead. It saves and loads its trainable
-state as safetensors, and where the math allows it exports a plain transformers model.
-Build one with ``build_method``: ``__init__`` freezes the backbone and creates the method's
-tensors; the builder then switches their gradients on (``mark_trainable``), once.
-
-Three extension points reach past the plain forward (docs/architecture.md shows one example each):
-
-1. **Embedding output** (:func:`embedding_hook`): change what the embedding module returns, same
-   shape (TinyTE). Generation and its KV cache need nothing else.
-2. **Inside the layers** (:func:`embexp.models.after_attention`): add a module's output to the
-   hidden states between attention and FFN of every layer; the per-family placement lives in
-   ``models/sites.py`` alone.
-3. **Replaced inputs / another sequence length** (``prefix_mode`` + :meth:`Method.prefix`): the
-   backbone reads embeddings the method builds instead of (``replace``) or before (``prepend``)
-   the prompt's own. Training, left-padded generation with the KV cache, log-likelihood scoring
-   (:meth:`Method.score_continuations`) and token counting then go through one shared path
-   (``methods/prefix.py``).
+"""The method contract: an ``nn.Module`` that owns the backbone (``self.model``) and an explicit dict
+of its trainable tensors, changes nothing at initialisation unless its docstring says what it
+preserves instead, saves its state as safetensors and, where the math allows, exports a plain
+transformers model. Build one with ``build_method``. The contract and its three extension points
+(embedding output, inside the layers, replaced inputs): docs/architecture.md, "Contracts".
 """
 
 from __future__ import annotations
@@ -55,9 +39,7 @@ class MethodConfig:
 class Comparison:
     """A method's part in the comparison of every method (the sweep compare/curves, python -m
     embexp.report table=compare): its place in the table's order (lower first), its learning rate
-    there (None: it trains nothing), and the model kinds it is compared on (those of its
-    ``model_kinds`` it is compared on; e.g. zero_shot only on decoders, where it is the untrained
-    model, not a random head)."""
+    there (None: it trains nothing), and the model kinds of its ``model_kinds`` it is compared on."""
 
     rank: int
     lr: float | None = None
@@ -69,8 +51,7 @@ class Method(PrefixPath, OnePass, nn.Module):
     # ---- capabilities: what the test matrix, the comparison sweep, the smoke run, the tables and
     # the config checks read from the class (no list elsewhere names methods) ----
     label: ClassVar[str] = ""  # display name in tables ("" = the registered name)
-    # the models it runs on: decoder, encoder, and scratch (a model.source=scratch model, trained from
-    # scratch: only methods that train the whole body); a composed config naming another is refused
+    # the models it runs on: decoder, encoder, scratch (a model.source=scratch model: methods that train the whole body)
     model_kinds: ClassVar[tuple[str, ...]] = ("decoder", "encoder")
     # outputs equal the backbone's at init (default config), bit for bit in fp32
     identity_at_init: ClassVar[bool] = True
@@ -82,9 +63,7 @@ class Method(PrefixPath, OnePass, nn.Module):
     shard_blocker: ClassVar[str] = ""
     # option values that run on a decoder only ({field: value}); another model is refused by the pre-flight
     decoder_only: ClassVar[dict] = {}
-    # Extension point 3 (decoders): "" = the backbone reads its own embeddings of input_ids;
-    # "prepend" = prefix() goes before the whole input (prompt tuning); "replace" = prefix() takes
-    # the place of the prompt (K-Token merging), so the backbone sees another sequence length.
+    # extension point 3 (decoders): "" (the backbone reads its own embeddings), "prepend" or "replace" (prefix())
     prefix_mode: str = ""
 
     @classmethod
@@ -284,12 +263,8 @@ def load_tensors(method: str, own: dict[str, torch.Tensor], state: dict[str, tor
 
 
 def embedding_hook(module: nn.Module, fn):
-    """Register ``fn(input_ids, embeds) -> embeds`` on an embedding module's output.
-
-    Working on the embedding module's output (rather than calling the model with
-    ``inputs_embeds``) keeps ``generate()`` and its KV cache untouched and keeps tied
-    input/output embeddings tied: the weight itself is never modified.
-    """
+    """Register ``fn(input_ids, embeds) -> embeds`` on an embedding module's output (extension point 1:
+    docs/architecture.md, "Three extension points")."""
 
     def hook(mod, args, output):
         return fn(args[0], output)

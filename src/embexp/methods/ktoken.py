@@ -3,31 +3,9 @@ encoder, and a LoRA-adapted backbone reads the merged prefix followed by the ans
 
 The paper: Xu et al., "Compressing Sequences in the Latent Embedding Space: K-Token Merging for Large
 Language Models" (arXiv 2604.15153); the authors' code: shsjxzh/K-Token-Merging @8d29f47.
-
-- **Encoder** (the authors' ``AverageInitializedEncoder``): ``mean(block) + MLP(concat(block))`` with
-  ``MLP = Lin(Kd, h) - ReLU - Lin(h, Kd) - ReLU - Lin(Kd, d)``, ``h = int(f*K) * d``,
-  ``f = {2: 2, 3: 2, 4: 1.5}``. By default (``zero_init=true``, the paper: the MLP starts "close to
-  zero so that its contribution is negligible") the last layer is zero, so every merged embedding
-  starts at exactly its block's mean; ``zero_init=false`` keeps PyTorch's default init (the
-  authors' code), whose output can outweigh the block mean on a small embedding table.
-  ``init=random`` drops the mean path (the ablation; ours). The encoder reads the embedding
-  module's output (the authors: a copy of the table; the same numbers without an embedding scale).
-- **Learning rates**: the encoder trains at ``encoder_lr`` (default 1e-4, the authors' lr) whatever
-  ``trainer.lr`` the inner method uses (``Method.peak_lrs``; ``-1`` = one lr for both, the authors'
-  single AdamW group). With one shared lr of 1e-3, Adam moves every one of the MLP's ~6M weights
-  by ~1e-3 a step and its input-independent output outgrows the token embeddings within tens of
-  steps (docs/methods_ktoken.md, "Why K-Token did not learn").
-- **Layout** (ours where the authors' batches differ): a prompt of n real tokens is padded at its
-  end with ``pad_id`` (the space token by default, as the authors) to ``ceil(n/K) * K`` tokens and
-  merged into ``ceil(n/K)`` positions; rows of a batch are then LEFT-padded block-wise with a zero
-  mask (``prefix()``'s contract). The authors left-pad the batch first and merge the padding too,
-  with an all-ones mask, so their rows depend on the batch; ours are exactly their batch of one.
-- **Backbone**: ``inner`` (default ``lora``: r=4, alpha=16, dropout 0.05 on q/k/v/o/gate/up/down
-  and lm_head, from peft, as the authors) or any embexp method that works on the backbone's own
-  forward (``tinyte_full``, ``full_ft``, ...), or ``none`` (only the encoder trains).
-- Training, generation (prefill from the merged prefix, then ids on the KV cache, left-padded
-  batches), log-likelihood scoring and token counting go through the contract's shared path for
-  ``prefix_mode = "replace"``; the loss is on the answer tokens only.
+Training, generation, scoring and token counting go through the contract's shared path for
+``prefix_mode = "replace"``. The encoder, the learning rates, the batch layout and the choices that
+are ours: docs/methods_ktoken.md.
 """
 
 from __future__ import annotations

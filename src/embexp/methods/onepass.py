@@ -1,18 +1,8 @@
 """One pass over each prompt for decoder classification (``run.predict``, ``eval_mode`` both or
-loglik): the forward that scores the choices is also the prefill of greedy generation.
-
-Per batch of distinct prompts (the batches of :meth:`PrefixPath.score_continuations`: longest
-first, the same layout and the same call, so one-token choices get the numbers of that path bit
-for bit), one forward with the KV cache gives the last position's logits. They give every choice's
-first token log-probability and the first generated token; a choice of several tokens continues
-the prompt's cache (its tokens after the prompt's positions, then the cache is cropped back), and
-greedy decoding continues it while a row still needs tokens (an end-of-sequence id, a newline where
-asked, or ``max_new_tokens`` ends a row; the batch stops when every row has ended). Rows are
-right-padded, so a generated token sits after the batch's widest prompt: its position comes from
-the row's own count of real positions and the mask hides the gap, so each row reads what it reads
-alone (``generate``'s left-padded rows give the same tokens; the logits agree to float rounding).
-:class:`OnePass` is a base of ``methods.base.Method``; ``run.predict.one_pass_blocker`` says when
-the separate passes stay (another generation path, a sliding window the layout would cross).
+loglik): the forward that scores the choices is also the prefill of greedy generation; choices of
+several tokens and the rest of the generation continue its KV cache (docs/architecture.md,
+extension point 3). :class:`OnePass` is a base of ``methods.base.Method``;
+``run.predict.one_pass_blocker`` says when the separate passes stay.
 """
 
 from __future__ import annotations
@@ -24,7 +14,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import DynamicCache
 
-from embexp.featurize import pad
+from embexp.featurize import padded
 from embexp.methods.prefix import keeps_logits, kept_logits
 from embexp.models import cache_kwarg
 
@@ -102,8 +92,8 @@ class OnePass:
         if window is not None and mask.shape[1] + longest > window:
             raise WindowExceeded(f"{mask.shape[1]} + {longest} positions > sliding window {window}")
         step = self.backbone_model if self.prefix_mode and self.is_decoder else self.model
-        prompts = {"input_ids": pad([list(c) for c in ctxs], self.tokenizer.pad_token_id).to(mask.device),
-                   "attention_mask": pad([[1] * len(c) for c in ctxs], 0).to(mask.device)}
+        prompts = dict(zip(("input_ids", "attention_mask"),
+                           padded([list(c) for c in ctxs], self.tokenizer.pad_token_id, device=mask.device)))
         with self.generating(prompts):
             # the cache is given, as generate gives it (Tiny-Attention keeps its own keys only beside a given one)
             cache = DynamicCache(config=self.backbone_model.config)
@@ -124,10 +114,8 @@ class OnePass:
         device = mask.device
         for slot in range(max(map(len, longer))):
             conts = [w[slot][:-1] if slot < len(w) else () for w in longer]
-            width = max(map(len, conts))
-            ids = torch.tensor([list(c) + [self.tokenizer.pad_token_id] * (width - len(c)) for c in conts],
-                               device=device)
-            tmask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in conts], device=device)
+            ids, tmask = padded([list(c) for c in conts], self.tokenizer.pad_token_id, device=device)
+            width = ids.shape[1]
             pos = seen[:, None] + torch.arange(width, device=device)[None]
             logits = step(input_ids=ids, attention_mask=torch.cat([mask, tmask.to(mask.dtype)], 1), position_ids=pos,
                           use_cache=True, **{cache_kwarg(self.backbone_model): cache}).logits

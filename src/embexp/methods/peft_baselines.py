@@ -1,12 +1,7 @@
 """The PEFT baselines of the TinyTE tables, from the ``peft`` library (not hand-written): LoRA and
-prompt tuning. Also the prompt-tuning helpers TinyTE-hybrid composes with.
-
-Both wrap the backbone with ``peft.get_peft_model`` (task type CAUSAL_LM for decoders, SEQ_CLS
-for encoders); ``self.model`` is then the peft model. For SEQ_CLS, peft wraps the classifier in a
-``ModulesToSaveWrapper`` copy; we put the original module back (ours) so an encoder's head stays
-the one the base class trains (``Method._head``) and saves under ``head.*`` like every method.
-Trainable tensors are an explicit dict read from peft's own adapter layers, and their count
-equals peft's ``get_nb_trainable_parameters()``. ``peft`` is imported lazily (it is slow to import).
+prompt tuning. Also the prompt-tuning helpers TinyTE-hybrid composes with. How they use peft (task
+types, the encoder's head, the scaled virtual tokens, generation): docs/methods_tinyte.md.
+``peft`` is imported lazily (it is slow to import).
 """
 
 from __future__ import annotations
@@ -74,16 +69,8 @@ def wrap(method: Method, peft_config) -> nn.Module:
 
 
 def prompt_tuning_model(method: Method, n: int, init: str = "random") -> nn.Module:
-    """The backbone wrapped by peft prompt tuning with ``n`` virtual tokens, in the raw row space.
-
-    The virtual tokens are parameters in the space of the embedding matrix's rows and are
-    multiplied by the backbone's ``embed_scale`` as they enter the model (a forward hook on peft's
-    prompt encoder, so training, scoring and generation all get it): in transformers 4.x
-    Gemma-2 scaled ``inputs_embeds`` in its forward, virtual tokens included; in 5.x the scale sits
-    inside the embedding module, which the virtual tokens bypass. ``sample_vocab`` is peft's
-    SAMPLE_VOCAB draw (``torch.randint`` over the vocabulary right after the prompt encoder is
-    built) taken by us, so the rows are raw rows, not the scaled embedding output.
-    """
+    """The backbone wrapped by peft prompt tuning with ``n`` virtual tokens, in the raw row space and
+    multiplied by ``embed_scale`` as they enter (why, and the ``sample_vocab`` draw: docs/methods_tinyte.md)."""
     from peft import PromptTuningConfig as PeftPromptTuningConfig
     from peft import PromptTuningInit
 

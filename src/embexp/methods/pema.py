@@ -3,38 +3,10 @@
 Before training, count the tokens of the configured splits, keep only the input-embedding rows of
 the tokens that occur (plus pad and every special token), train those rows with the wrapped method
 (full fine-tuning by default, or embedding tuning: ``method.inner``), and merge them back into the
-full matrix, so what is saved or exported has the original shapes and vocabulary.
-
-How it is done here (ours where the paper and the authors' code are silent or differ):
-
-- **Remapping inside the model.** The paper remaps the dataset (``D' = f(D)``). We leave data,
-  labels, the output head, ``generate()`` and its KV cache in the full vocabulary and remap at the
-  input embedding: a forward pre-hook maps each id through ``token_map`` (V,) to its row of the
-  partial matrix. The embedding module keeps its class (so Gemma-2's scaling still applies) and its
-  parameter name; only its weight is swapped for the partial one.
-- **Ids outside the kept set** (evaluation tokens when only train is counted, generated tokens)
-  read their original row from an on-disk copy of the matrix (a memory-mapped temporary file, as the
-  authors keep the original weight in a temporary file); they are never trained. So at setup the
-  outputs equal the backbone's for *every* input, bit for bit in fp32.
-- **Pad and special tokens** are always kept (``keep_special``; pad and the module's
-  ``padding_idx`` unconditionally), and pad is remapped explicitly: the authors' code requires
-  ``token_map[pad] == pad``, which only holds when pad is id 0 (BERT), not for decoders with pad=eos.
-- **Tied input/output embeddings** are untied at setup, as the authors' code does: the output head
-  keeps its own full-vocabulary copy of the matrix (trained if the inner method trains it, e.g.
-  full_ft; frozen under emb_tuning), and the exported model has ``tie_word_embeddings=False``.
-  Labels and logits therefore stay in the full vocabulary, but on a tied model PEMA saves memory
-  only under emb_tuning (full_ft then holds a full trainable head *and* the partial input rows).
-- **Saved state.** ``trainable_state()`` is the inner method's state with the *merged* full matrix
-  under the embedding's key, so a PEMA adapter has the same keys and shapes as the inner method's
-  (a full_ft adapter, for full_ft). Loading writes the full matrix back (kept rows into the partial
-  matrix, the others into the on-disk copy).
-- **Weight decay.** Rows absent from the data get no gradient. Under Adam(W) with weight decay 0
-  their update is exactly zero, so PEMA and its inner method end with the same weights. With
-  weight decay > 0, AdamW (and Adam's L2 term) would still shrink those rows in the inner method
-  every step, while PEMA leaves them at their pretrained values: the two then differ on exactly the
-  rows PEMA removed (docs/pema.md).
-- **export()** merges in place: the rows go back into a full ``nn.Embedding`` weight, the hooks
-  are removed, and the method then behaves as its inner method over the full matrix.
+full matrix, so what is saved or exported has the original shapes and vocabulary. Ids are remapped
+inside the model (a pre-hook on the embedding module, which keeps its class, so Gemma-2's scaling
+still applies); ids outside the kept set read their original row from a memory-mapped file.
+Design choices and how they differ from the paper and the authors' code: docs/pema.md.
 """
 
 from __future__ import annotations
@@ -116,11 +88,7 @@ class RowStore:
 
 @register_method("pema")
 class PEMA(Method):
-    """PEMA over an inner method: only the embedding rows of tokens in the data train, merged back after.
-
-    At setup the outputs equal the backbone's for every input, bit for bit in fp32 (kept rows are
-    copies, other ids read their original rows); the input embedding's shape changes to
-    (kept rows, d) until ``export()`` merges it back."""
+    """PEMA over an inner method: only the embedding rows of tokens in the data train, merged back after."""
 
     Config = PEMAConfig
     label = "PEMA"

@@ -1,43 +1,18 @@
 """PETE: Parameter-Efficient Transformer Embeddings (arXiv 2505.02266; the authors' code: HMUNACHI/pete).
 
 The V x d embedding table is replaced by deterministic Fourier features of the token id, refined by
-a small residual MLP::
-
-    x = 2 p / (V - 1) - 1                          (norm=vocab, the paper)
-    T_i(p) = sin((i//2 + 1) pi x)   for even i,    cos((i//2 + 1) pi x) for odd i,   i = 0 .. d-1
-    E(p) = MLP(T(p)) + T(p)                         (variant=paper)
-    E(p) = RMSNorm(Linear(T(p)) + T(p))             (variant=code, the authors' repository)
-
-How it is done here (ours where the paper is silent; the paper and the code disagree on norm and variant):
-
-- **Module swap.** :class:`PETEEmbedding` replaces the backbone's input embedding module
-  (``set_input_embeddings``); everything else the model does with embeddings stays as it is
-  (BERT's positions, token types and LayerNorm; ModernBERT's LayerNorm; Gemma-2's ``sqrt(d)``
-  scale, which PETE's output is multiplied by so that the exported table is exactly E). The
-  original V x d weight is dropped: only the ids of the batch are expanded, so training holds no
-  V x d tensor, gradient or optimizer state for the input side.
-- **Exact features.** ``k pi x = 2 pi (k p mod D) / D - k pi``: the features are computed from the
-  integer ``k p mod D`` (``D`` = V-1, or max_seq_len-1 for ``norm=seq_len``), so they match the
-  formula to ~1e-7 in fp32 even where ``k pi x`` is in the hundreds (a direct fp32 ``sin`` of that
-  argument is off by ~1e-5).
-- **norm=seq_len** divides by ``max_seq_len - 1`` as the authors' kernel does (x then leaves
-  [-1, 1] for most BERT ids); **rank_by_frequency** replaces p by the token's rank in the training
-  split's counts (most frequent first, ties by id), as the paper suggests; the ranks are saved with
-  the adapter.
-- **Tied output heads** (decoders that tie ``lm_head`` to the input table) are untied: the head
-  keeps its own V x d matrix (the original values; trained with ``train_backbone``), and the
-  export has ``tie_word_embeddings=False``. PETE replaces the *input* table only.
-- **What trains.** PETE is trained from scratch with the model (the paper): ``train_backbone=true``
-  trains every backbone parameter besides the PETE module; ``false`` trains the PETE module (and an
-  encoder's task head) alone.
-- **export()** gives a plain transformers model of the same class whose embedding table holds
-  ``E(p)`` for every id (zero overhead at inference).
+a small residual MLP (``variant=paper``) or by the authors' ``RMSNorm(Linear(T) + T)``
+(``variant=code``); :class:`PETEEmbedding` takes the place of the backbone's input embedding
+module and ``export()`` gives a plain model whose table holds E(p) for every id.
+The formulas and the design choices (ours where the paper and the code are silent or disagree):
+docs/methods_pete.md.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+from contextlib import suppress
 from dataclasses import dataclass
 
 import torch
@@ -170,10 +145,7 @@ class PETEEmbedding(nn.Module):
 
 @register_method("pete")
 class PETE(Method):
-    """PETE: the input embedding table becomes Fourier features of the id plus a residual MLP.
-
-    Not the identity at initialisation by design (the table is replaced); ``zero_init=true`` gives
-    E = T at the start instead."""
+    """PETE: the input embedding table becomes Fourier features of the id plus a residual MLP."""
 
     Config = PETEConfig
     label = "PETE"
@@ -185,10 +157,9 @@ class PETE(Method):
         super().__init__(cfg, backbone)
         model = self.model
         name = type(model).__name__
-        try:
+        emb = None
+        with suppress(NotImplementedError):
             emb = model.get_input_embeddings()
-        except NotImplementedError:
-            emb = None
         if not isinstance(emb, nn.Embedding):
             raise EmbexpError(f"method=pete replaces an nn.Embedding input table; {name} has "
                               f"{type(emb).__name__ if emb is not None else 'no input embedding'}, "
@@ -203,10 +174,8 @@ class PETE(Method):
             if emb.weight.is_floating_point():
                 pete.to(emb.weight.dtype)
         untie_embeddings(model)  # a tied head keeps its own (frozen) copy of the table
-        try:
+        with suppress(NotImplementedError):
             model.set_input_embeddings(pete)
-        except NotImplementedError:
-            pass
         if model.get_input_embeddings() is not pete:
             raise EmbexpError(f"method=pete: {name}.set_input_embeddings does not swap its embedding module, so the "
                               "table cannot be replaced")

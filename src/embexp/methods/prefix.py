@@ -1,10 +1,8 @@
-"""Extension point 3 of the method contract: a method's own embeddings replace the prompt
-(``prefix_mode="replace"``: K-Token merging) or go before it (``"prepend"``: prompt tuning,
-TinyTE-hybrid). One shared path trains on ``[prefix | target tokens]``, generates from
-``inputs_embeds`` with the KV cache (each row as if alone), and scores continuations by
-log-likelihood (what ``run.predict.choice_logliks`` calls for every method, prefixed or not).
-:class:`PrefixPath` is a base of ``methods.base.Method``; it reads the method's ``prefix_mode``,
-``is_decoder``, ``prefix()``, ``backbone_model`` and ``tokenizer``.
+"""Extension point 3 of the method contract (docs/architecture.md): a method's own embeddings replace
+the prompt (``prefix_mode="replace"``) or go before it (``"prepend"``), through one shared path for
+training, generation and log-likelihood scoring. :class:`PrefixPath` is a base of
+``methods.base.Method``; it reads the method's ``prefix_mode``, ``is_decoder``, ``prefix()``,
+``backbone_model`` and ``tokenizer``.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ import torch
 from tqdm.auto import tqdm
 
 from embexp import EmbexpError
-from embexp.featurize import IGNORE, pad
+from embexp.featurize import IGNORE, padded
 
 # Batch keys that describe the examples for methods (data.collate adds them) and that the
 # backbone's forward never receives.
@@ -99,11 +97,9 @@ class PrefixPath:
         (context, tokens read): ``[prefix | tokens]`` embedded for the backbone with a prefix, else the
         tokens, right-padded, through the method's own forward."""
         pad_id, device = self.tokenizer.pad_token_id, next(self.parameters()).device
-        tokens = pad([list(k[1]) for k in chunk], pad_id).to(device)
-        tmask = pad([[1] * len(k[1]) for k in chunk], 0).to(device)
+        tokens, tmask = padded([list(k[1]) for k in chunk], pad_id, device=device)
         if self.prefix_mode and self.is_decoder:
-            prompts = pad([list(k[0]) for k in chunk], pad_id, left=True).to(device)
-            pmask = pad([[1] * len(k[0]) for k in chunk], 0, left=True).to(device)
+            prompts, pmask = padded([list(k[0]) for k in chunk], pad_id, left=True, device=device)
             x, mask, width = self._assemble(prompts, pmask, tokens, tmask)
             return (self.backbone_model, {"inputs_embeds": x, "attention_mask": mask, "position_ids": positions(mask)},
                     [width + len(k[1]) - 1 for k in chunk])

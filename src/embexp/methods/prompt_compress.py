@@ -2,29 +2,9 @@
 SelectiveContext, LLMLingua-2; LLMLingua too), on the same backbone and LoRA recipe as ``ktoken``.
 
 Each prompt is compressed once by a frozen compressor (cached by its token ids) and the backbone
-reads the kept tokens, embedded by its own table, in place of the prompt (``prefix_mode = "replace"``):
-training, generation, log-likelihood scoring, perplexity and the measured ``length_reduction`` all
-go through the contract's shared path, so the reduction is measured from what the backbone read.
-
-``compressor``:
-
-- ``selective_context`` (ours: Selective Context, Li et al. 2023, at token level with the backbone as
-  its scorer; the ``selective-context`` package needs spaCy models and GPT-2 from the network):
-  self-information ``-log p(x_i | x_<i)`` of every prompt token under the frozen backbone (LoRA
-  disabled), and the ``floor(rate * n)`` tokens of lowest self-information are dropped (ties: the
-  earlier token goes first); the tokenizer's BOS is always kept and scores the first token (without
-  a BOS the first token is always kept). The paper's package drops phrases or sentences by a
-  percentile of their summed self-information; tokens are its finest unit. With an inner method that
-  changes the backbone's own weights (``full_ft``, ``emb_tuning``, ...) rather than a LoRA that can
-  be switched off, the scorer is the backbone as it was when the prompt was first compressed (cached).
-- ``llmlingua`` (LLMLingua, Jiang et al. 2023) and ``llmlingua2`` (Pan et al. 2024) from the
-  ``llmlingua`` package (``pip install 'embexp[compress]'``): the prompt's text goes through
-  ``PromptCompressor.compress_prompt`` (``rate = 1 - method.rate``) and the compressed text is
-  tokenised again. LLMLingua's scorer is the run's own backbone, loaded by the package from the
-  model's path (``model=smollm2`` or a hub id; not a tiny in-memory model); LLMLingua-2 loads its
-  token classifier ``method.compressor_model`` (default the authors' meetingbank XLM-R large) from
-  the hub. The package also needs ``tiktoken``'s GPT-3.5 encoding, fetched from the network once:
-  offline, both fail with one line saying so.
+reads the kept tokens, embedded by its own table, in place of the prompt (``prefix_mode = "replace"``),
+so the measured ``length_reduction`` is what the backbone read. The compressors (``selective_context``,
+ours; ``llmlingua`` and ``llmlingua2`` from the llmlingua package): docs/methods_ktoken.md, "Baselines".
 """
 
 from __future__ import annotations
@@ -36,6 +16,7 @@ import torch
 
 from embexp import EmbexpError
 from embexp.core.config import option
+from embexp.featurize import padded
 from embexp.methods.base import Comparison, Method
 from embexp.methods.inner import InnerMethodConfig, WrapsInner, build_inner
 from embexp.methods.registry import register_method
@@ -157,11 +138,6 @@ class PromptCompress(WrapsInner, Method):
     # ---- extension point 3 ------------------------------------------------------------------------
     def prefix(self, input_ids, attention_mask):
         rows = [self.compress_ids(r[m.bool()].tolist()) for r, m in zip(input_ids, attention_mask)]
-        width = max((len(r) for r in rows), default=0)
-        pad = self.tokenizer.pad_token_id
-        ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], dtype=torch.long, device=input_ids.device)
-        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long,
-                            device=input_ids.device)
-        ids, mask = ids.view(len(rows), width), mask.view(len(rows), width)
+        ids, mask = padded(rows, self.tokenizer.pad_token_id, left=True, device=input_ids.device)
         x = self.backbone_model.get_input_embeddings()(ids)
         return x * mask.unsqueeze(-1).to(x.dtype), mask

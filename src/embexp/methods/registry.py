@@ -28,12 +28,6 @@ def registered() -> dict[str, type]:
     return {name: cls for name, cls in METHODS.items() if not name.startswith("_")}
 
 
-def model_kinds(model_cfg) -> tuple[str, ...]:
-    """The kinds a model config is, in the terms of ``Method.model_kinds``: its ``kind`` (decoder,
-    encoder), and ``scratch`` for a model built with random weights to be trained from scratch."""
-    return (model_cfg.kind,) + (("scratch",) if model_cfg.get("source") == "scratch" else ())
-
-
 def unsupported(name: str, model_cfg) -> str:
     """Why method ``name`` cannot run on this model ('' where it can): the one line a run prints."""
     cls = METHODS.get_class(name)
@@ -41,7 +35,7 @@ def unsupported(name: str, model_cfg) -> str:
     if kind not in cls.model_kinds:
         want = " or ".join(k for k in cls.model_kinds if k != "scratch")
         return f"method {name} needs {_a(want)} {want} model; model {model_cfg.name} is {_a(kind)} {kind}"
-    if "scratch" in model_kinds(model_cfg) and "scratch" not in cls.model_kinds:
+    if model_cfg.get("source") == "scratch" and "scratch" not in cls.model_kinds:
         able = ", ".join(n for n, c in registered().items() if "scratch" in c.model_kinds)
         return (f"method {name} adapts pretrained weights; model {model_cfg.name} is trained from scratch "
                 f"(model.source=scratch; methods for it: {able})")

@@ -1,28 +1,13 @@
-"""Tiny-Attention adapters (docs/methods_tinyattn.md; Zhao et al., "Tiny-Attention Adapter").
+"""Tiny-Attention adapters (Zhao et al., "Tiny-Attention Adapter").
 
 In every layer, between the attention sublayer and the FFN, M independent modules
 
     LayerNorm(d) -> Linear(d, 3D) -> q, k, v -> softmax(q k^T / sqrt(D)) v -> Linear(D, d)
 
-read the hidden state ``h`` (``placement=sequential``) or the layer's input (``parallel``) and
-the layer continues from ``h + sum_m module_m / M`` with the modules applied one after another, each
-reading the state the ones before it changed (``combine=sequential``, the authors' code), or every
-module reading the same state, summed (``paper``, Eq. 1a/2) or averaged (``mean``). The modules are placed through
-``models.after_attention`` (extension point 2), so no family has its own code path. A layer module
-that runs at several depths (ALBERT's shared layer) has one module set used at every depth
-(``layer_modules=shared``, the authors' ALBERT code) or one per depth (``per_depth``).
-
-Masks: the key-padding mask comes from the 2D ``attention_mask`` the backbone receives at its
-entry (a forward pre-hook on the transformers model), decoders add the causal mask. During
-``generate`` with the KV cache the adapter caches its own keys and values per layer: a call whose
-backbone cache is empty starts a new cache, every later call appends to it (and checks that the
-lengths agree), so greedy tokens with and without the cache are the same.
-
-Parameters are stored stacked, ``[L, M, ...]`` (L = layer calls, M = modules per layer), so a
-layer's M modules run as one batched computation. Parameter averaging (the paper's §2.2 and
-App. A): with ``average=true`` evaluation uses the mean over the M axis, and :meth:`finalize`
-(called by ``embexp.train`` after training) replaces the M modules by that mean, so the saved
-adapter holds one module per layer.
+change the hidden state, placed through ``models.after_attention`` (extension point 2). Parameters
+are stored stacked, ``[L, M, ...]`` (L = module sets, M = modules per layer), so a layer's M
+modules run as one batched computation. How the modules combine, their placement, masks, the KV
+cache, parameter averaging and the warm start, with what is ours: docs/methods_tinyattn.md.
 """
 
 from __future__ import annotations
@@ -154,12 +139,10 @@ class TinyAttention(Method):
             raise EmbexpError(f"method.init_from='{run_dir}' is not a finished run with a saved adapter "
                               "(needs method.json and adapter.safetensors)")
         meta = json.loads((run_dir / "method.json").read_text())
-        if meta.get("method", {}).get("name") != m.name:
-            raise EmbexpError(f"method.init_from='{run_dir}' is a run of method '{meta['method'].get('name')}', not "
-                              f"{m.name}")
-        if meta.get("model") != cfg.model.name:
-            raise EmbexpError(f"method.init_from='{run_dir}' is a run of model '{meta.get('model')}', not "
-                              f"{cfg.model.name}")
+        for what, got, want in (("method", meta.get("method", {}).get("name"), m.name),
+                                ("model", meta.get("model"), cfg.model.name)):
+            if got != want:
+                raise EmbexpError(f"method.init_from='{run_dir}' is a run of {what} '{got}', not {want}")
         for key in ("head_dim", "mha_proj", "placement"):
             if meta["method"].get(key) != m[key]:
                 raise EmbexpError(f"method.init_from='{run_dir}' was trained with method.{key}="

@@ -4,12 +4,8 @@ The TinyTE paper (Tavares et al., EMNLP 2025), Sec. 3: ``T(e) = e + b`` on every
 (Eq. 2). One class, :class:`TinyTE`, does the four variants; each registered name picks a config
 schema and a :class:`Variant`, which says the dims ``b`` reaches: full (Sec. 3.1), half (first k
 ranked dims, Sec. 3.2), gated (a length gate, Sec. 3.3) and hybrid (full plus a prompt token, Sec. 4.1).
-
-``b`` lives in the paper's space, the rows of the embedding matrix. A forward hook adds it to the
-embedding module's output, so tied input/output embeddings stay tied. Since transformers 5.x that
-output is already scaled (``Backbone.embed_scale``: sqrt(d) for Gemma-2; 4.x, which the paper ran
-on, scaled after the lookup), so the hook adds ``embed_scale * b`` and the model sees
-``(e + b) * scale`` as in the paper. Export adds ``b`` to the non-special rows and unties the head.
+Why ``b`` lives in the rows' space and is added as ``embed_scale * b``, and the choices that are
+ours: docs/methods_tinyte.md.
 """
 
 from __future__ import annotations
@@ -106,11 +102,7 @@ class Variant:
 
 def rank_dims(weight: torch.Tensor, rows: torch.Tensor, how: str, select: str = "lowest",
               seed: int = 0) -> torch.Tensor:
-    """All d dims in order of preference: ``ranking[:k]`` are the dims a masked variant shifts.
-
-    variance: per-dim variance across the given vocabulary rows (fp32), stable sort, so ties
-    keep the lower index first. random: a permutation seeded by ``seed``.
-    """
+    """All d dims in order of preference: ``ranking[:k]`` are the dims a masked variant shifts."""
     d = weight.shape[1]
     if how == "random":
         return torch.randperm(d, generator=torch.Generator().manual_seed(seed))
@@ -241,14 +233,8 @@ class TinyTE(Method):
             self.set_ranking(torch.sort(scores, descending=self.cfg.select == "highest", stable=True).indices)
 
     def ig_scores(self, seqs: list[list[int]]) -> torch.Tensor:
-        """Summed |integrated gradients| per embedding dim of the per-sequence LM loss (recipe ours).
-
-        Over the first ``ig_batches * ig_batch_size`` training sequences: the input is the frozen
-        embedding output, the baseline the mean non-special embedding (the ablation value of Eq. 6),
-        the target each sequence's mean next-token cross-entropy, integrated by a midpoint Riemann sum
-        of ``ig_steps`` steps; |attributions| are summed over the shifted positions. IG is unchanged by
-        a constant rescaling of the input, so the scaled output and the raw rows give the same scores.
-        """
+        """Summed |integrated gradients| per embedding dim of the per-sequence LM loss (the recipe, ours:
+        docs/methods_tinyte.md, "Integrated-gradients ranking")."""
         from embexp.featurize import IGNORE, collate
 
         captum_attr = import_extra("captum.attr", "attribution", "method.ranking=integrated_gradients")
@@ -387,10 +373,7 @@ class TinyTE(Method):
 # ---- the four registered names: a config schema and a variant each -------------------------------
 @register_method("tinyte_full")
 class TinyTEFull(TinyTE):
-    """TinyTE-full (Eq. 2): ``T(e) = e + b``, one vector b ∈ R^d (zeros at init) on every non-special token.
-
-    Exports: b is folded into the non-special rows.
-    """
+    """TinyTE-full (Eq. 2): ``T(e) = e + b``, one vector b ∈ R^d (zeros at init) on every non-special token."""
 
     Config = TinyTEConfig
     variant = Variant("all")
@@ -400,11 +383,7 @@ class TinyTEFull(TinyTE):
 
 @register_method("tinyte_half")
 class TinyTEHalf(TinyTE):
-    """TinyTE-half (Eq. 3): ``T(e) = e + m ⊙ b`` on the first ``k = floor(p*d)`` dims of the ranking.
-
-    Only the k shifted entries are parameters (a k-vector scattered into d dims); the ranking is
-    saved with the adapter so a reloaded run shifts the same dims. Exports like TinyTE-full.
-    """
+    """TinyTE-half (Eq. 3): ``T(e) = e + m ⊙ b`` on the first ``k = floor(p*d)`` dims of the ranking."""
 
     Config = TinyTEHalfConfig
     variant = Variant("first_k")
@@ -415,12 +394,7 @@ class TinyTEHalf(TinyTE):
 @register_method("tinyte_gated")
 class TinyTEGated(TinyTE):
     """TinyTE-gated (Eq. 4-5): ``e_i + b_i * (1 - G_i(l))`` with ``G_i = sigmoid(h*(d_i - p(l)))`` and
-    ``p(l) = sigmoid(alpha * l / length_scale + beta)`` (length_scale = 1 by default: the paper's Eq. 4).
-
-    ``d_i = r_i / d``, ``r_i`` in 1..d dim i's place in the ranking; ``G ≈ 0`` means fully modified
-    (the paper's text), so the first ~p*d ranked dims are shifted. Generation keeps the prompt's
-    length ``l`` for every new token. The shift depends on l, so no plain model holds it.
-    """
+    ``p(l) = sigmoid(alpha * l / length_scale + beta)`` (length_scale = 1 by default: the paper's Eq. 4)."""
 
     export_blocker = ("its shift depends on each input's length (p(l) gates the dims), which a fixed embedding "
                       "table cannot hold")
@@ -432,13 +406,7 @@ class TinyTEGated(TinyTE):
 
 @register_method("tinyte_hybrid")
 class TinyTEHybrid(TinyTE):
-    """TinyTE-hybrid (§4.1): TinyTE-full plus one learned prompt token (peft prompt tuning).
-
-    The token is prepended to the shifted input embeddings and is not shifted itself; it starts from
-    the raw embedding row of ``init_token`` and is scaled by ``embed_scale`` like every virtual token.
-    Logits come back aligned with ``input_ids``; generation prefills with ``inputs_embeds``, and the
-    hook still shifts every generated token.
-    """
+    """TinyTE-hybrid (§4.1): TinyTE-full plus one learned prompt token (peft prompt tuning)."""
 
     export_blocker = "its learned prompt token is an extra input position, not a row of the embedding table"
     Config = TinyTEHybridConfig

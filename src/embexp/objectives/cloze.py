@@ -1,17 +1,7 @@
 """Cloze classification with a masked-LM head (PET, Schick & Schütze 2021): the encoder reads a
 pattern with one mask token, and the logits of the verbalizer tokens at the mask are the class
-logits. Training minimises the cross-entropy over those logits (PET's ``mlm_logits_to_cls_logits``
-followed by ``CrossEntropyLoss``; ``task.cloze_loss=verbalizers``) or, as the Tiny-Attention authors'
-``train_few_shot.py`` does, the cross-entropy over the whole vocabulary at the mask with the label's
-verbalizer token as the target (``task.cloze_loss=vocabulary``); prediction takes the likeliest
-verbalizer either way.
-
-The task marks its examples as cloze (``Example.cloze``; tasks/superglue.py, ``task.cloze=true``),
-``featurize.Featurizer`` tokenises them and records the mask position (``mask_positions`` in the batch),
-``models.load_backbone(mlm=True)`` loads the encoder with its masked-LM head, and ``run.build``
-attaches :class:`ClozeObjective` to the method: ``Method.__call__`` routes every batch that carries
-``mask_positions`` to it, so training, the evaluation loss and ``run.predict.head_predictions`` (the
-argmax of ``logits``) work unchanged for every method.
+logits. The two training losses (``task.cloze_loss``): docs/methods_tinyattn.md, "Scoring and loss";
+how a cloze task reaches the objective: docs/architecture.md, "Cloze classification".
 """
 
 from __future__ import annotations

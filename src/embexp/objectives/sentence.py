@@ -1,32 +1,19 @@
 """Sentence embeddings: the task kinds ``pairs`` (contrastive training on text pairs) and
-``similarity`` (zero-shot evaluation by the cosine of two embeddings), for every encoder and method.
-
-The pieces, and where they plug in:
-
-- **Model**: encoders load without a task head (``AutoModel``) for these kinds
-  (``models.load_backbone(sentence=True)``).
-- **Data**: ``featurize.Featurizer(separate=True)`` tokenises the two texts of an example as two sequences
-  (``input_ids`` / ``input_ids_b``), and ``data.collate`` pads each side.
-- **Embedding**: :meth:`Method.embed` runs the method's own forward on one side and pools it with
-  :func:`mean_pool` (the attention mask is respected: padding never enters the mean).
-- **Loss**: a ``pairs`` task attaches a :class:`ContrastiveObjective` to the method
-  (``Method.attach_objective``); a batch carrying ``input_ids_b`` is routed to it, so the trainer's
-  ``model(**batch).loss`` is the symmetric InfoNCE loss, computed in one forward (DDP-safe), and
-  its learnable temperature is trained and saved like any method tensor (``objective.*``).
-- **Evaluation**: :func:`evaluate_similarity` embeds both sides and scores the cosine similarities
-  with the task (``score_similarity``: Spearman x100, as the PETE paper reports STS-B).
+``similarity`` (zero-shot evaluation by the cosine of two embeddings), for every encoder and method:
+mean pooling, the contrastive objective and similarity scoring. Where they plug in (model, data,
+``Method.embed``, the routed loss, evaluation): docs/architecture.md, "Sentence embeddings".
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
+from transformers.modeling_outputs import SequenceClassifierOutput
 
 SENTENCE_KINDS = ("pairs", "similarity")
 PAIR_KEY = "input_ids_b"  # a batch with this key holds text pairs (data.collate)
@@ -36,16 +23,6 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of the hidden states [B, L, d] over the positions where ``mask`` [B, L] is 1, in fp32."""
     m = mask.to(torch.float32).unsqueeze(-1)
     return (hidden.float() * m).sum(1) / m.sum(1).clamp(min=1.0)
-
-
-@dataclass
-class PairOutput:
-    """What the trainer reads (``loss``), plus the pooled embeddings of both sides."""
-
-    loss: torch.Tensor
-    embeddings: torch.Tensor
-    embeddings_b: torch.Tensor
-    logits: torch.Tensor  # the [B, B] similarity matrix divided by the temperature
 
 
 class ContrastiveObjective(nn.Module):
@@ -64,20 +41,20 @@ class ContrastiveObjective(nn.Module):
     def temperature(self) -> float:
         return float(self.log_temperature.detach().exp())
 
-    def forward(self, method, batch: dict) -> PairOutput:
+    def forward(self, method, batch: dict) -> SequenceClassifierOutput:
         a = method.embed(batch["input_ids"], batch["attention_mask"])
         b = method.embed(batch[PAIR_KEY], batch["attention_mask_b"])
         logits = F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T / self.log_temperature.exp()
         target = torch.arange(logits.shape[0], device=logits.device)
         loss = F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)
-        return PairOutput(loss=loss, embeddings=a, embeddings_b=b, logits=logits)
+        return SequenceClassifierOutput(loss=loss, logits=logits)  # logits: the [B, B] similarities / temperature
 
 
 @torch.no_grad()
 def embed_texts(method, featurizer, texts: Sequence[str], batch_size: int, device,
                 progress: bool = False) -> torch.Tensor:
     """Pooled embeddings [N, d] (fp32, CPU) of ``texts``, longest first in batches (fewer pads)."""
-    from embexp.featurize import pad
+    from embexp.featurize import padded
 
     tok = featurizer.tokenizer
     ids = [list(tok(t, truncation=True, max_length=featurizer.max_source_tokens)["input_ids"]) for t in texts]
@@ -87,8 +64,7 @@ def embed_texts(method, featurizer, texts: Sequence[str], batch_size: int, devic
     for s in tqdm(range(0, len(order), batch_size), desc="embed", disable=not progress, leave=False,
                   dynamic_ncols=True):
         rows = [ids[i] for i in order[s:s + batch_size]]
-        x = pad(rows, tok.pad_token_id).to(device)
-        mask = pad([[1] * len(r) for r in rows], 0).to(device)
+        x, mask = padded(rows, tok.pad_token_id, device=device)
         chunks.append(method.embed(x, mask).float().cpu())
     return torch.cat(chunks)[torch.tensor(order).argsort()]
 

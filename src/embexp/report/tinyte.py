@@ -6,24 +6,8 @@
     python -m embexp.report table=11 se=seeds           # ± across seeds instead of the test examples
     python -m embexp.report table=4 debug=smoke         # read outputs/smoke, write outputs/smoke/tables/tinyte
 
-Tables (the TinyTE paper): 1 (TinyTE variants vs base), 2 (vs PEFT baselines), 3 (SuperGLUE individual vs
-multitask), 4 and 10 (embedding ablation, random / variance sorting, with Figures 5 and 7 as PNG;
-Table 10 adds the NLI rows of the ablations that scored entailment), 9 and fig6 (the random-order
-ablation scored by entailment; Figure 6 as PNG), 5 (ROUGE-L by input length, Gemma-2), 6 (attack
-success rate after safety tuning, HarmBench judge), 11 (Tables 1+2 with standard errors), alpaca (our
-ROUGE table for the Alpaca runs of Fig. 3), fig3 (Figure 3: the judge's Instruct Score per method on
-Alpaca, a bar chart figure3.png + figure3.md/.csv; runs judged with ``judge.model``, docs/judge.md),
-ranking (§4.2 sorting heuristics, TinyTE-half on Gemma-2 CNN/DM), 8 (App. E low-robustness models;
-``table=table8`` works too; Est. AUC from ``analyze correlation``). Cells come from finished runs
-only; a missing cell stays empty, and several seeds are averaged. #TP is the run record's
-``n_method_params``.
-
-R-L (Tables 1, 2, 5, 11) is the cnndm task's ``rougeLsum``: summary-level ROUGE-L over sentences
-split the same way on both sides (``embexp.tasks.cnndm.split_sentences``), the variant CNN/DM
-evaluations report and the scale of the paper's numbers; sentence-level ``rougeL`` is an extra column
-(``rougeL``) of Tables 1, 2 and 11. Runs recorded before ``rougeLsum`` existed leave R-L empty.
-The Alpaca table's R-L is sentence-level ``rougeL`` (the instruction-tuning convention), with
-``rougeLsum`` as R-Lsum.
+The tables (``table=table8`` is ``table=8``), how each cell is computed and what R-L is: docs/reproduce_tinyte.md
+(Figure 3, the judge's Instruct Score: docs/judge.md).
 
 Standard errors (``se``, see ``embexp.report.cells``): seeds, examples, auto or none. The default
 (``se=``) is each table's own: examples for Table 11 (the paper's test-example s.e.; a one-seed

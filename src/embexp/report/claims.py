@@ -16,10 +16,8 @@ what each rule means). Two sources, never a number typed into this module or the
   for checks the comparison cannot answer: PEMA against full FT at identical settings, PETE against the
   standard encoder, K-Token's gap against the number of training rows. Output folders do not travel with
   the repository, so each check's records are kept in a committed digest (``records``, default docs/claims:
-  one JSON Lines file per check's runs, one line per run: its metrics.json and config as the run wrote them);
-  a new checkout renders the same page from the digests. Only a run of the check's protocol (claims.yaml
-  ``run_config``) is read: any other is skipped and named (report/digest.py). Rendering never writes a
-  digest: it says which lines the runs would change, and ``write_digests=true`` (``make claims``) writes them.
+  one JSON Lines file per check's runs, one line per run), from which a new checkout renders the same page;
+  which runs a check reads and when a digest is written: report/digest.py.
 
 A check whose table or runs are missing is rendered as pending with the command that produces it.
 """
@@ -38,7 +36,7 @@ import numpy as np
 import yaml
 
 from embexp.core.config import option
-from embexp.core.records import LOWER, atomic_write
+from embexp.core.records import LOWER, atomic_write, quality_metric
 from embexp.core.tables import pyplot, save_png
 from embexp.report.base import ReportConfig
 from embexp.report.cells import binomial_se, sem
@@ -154,12 +152,6 @@ def table_check(check: dict, cfg: Config) -> Verdict:
 
 
 # ---- checks on the claims' own runs ----------------------------------------------------------------------
-def metric_of(runs: list[dict], wanted: str | None) -> str:
-    from embexp.core.records import quality_metric
-
-    return wanted or quality_metric(runs, "")
-
-
 def label(run: dict) -> str:
     method = run["config"].get("method") or {}
     k = method.get("k")
@@ -196,7 +188,7 @@ def paired_check(check: dict, runs: list[dict]) -> Verdict:
     pairs = sorted(set(by[check["method"]]) & set(by[check["against"]]))
     if not pairs:
         return Verdict(PENDING, "", missing(check, "no paired runs yet"), [])
-    metric = metric_of(runs, check.get("metric"))
+    metric = check.get("metric") or quality_metric(runs, "")
     diffs, rows = [], []
     for k in pairs:
         a, b = by[check["method"]][k], by[check["against"]][k]
@@ -217,7 +209,7 @@ def paired_check(check: dict, runs: list[dict]) -> Verdict:
 def matches_runs_check(check: dict, runs: list[dict]) -> Verdict:
     """Trained runs of method and against (one config each): their final metric; untrained (tag untrained)
     beside them."""
-    metric = metric_of(runs, check.get("metric"))
+    metric = check.get("metric") or quality_metric(runs, "")
     got = {}
     for r in runs:
         got[(r["method"], r.get("tag") == "untrained")] = r

@@ -1,15 +1,11 @@
 """PEMA (papers/pema.md): the ledger's rows of the paper, whose printed cells are ledger/printed/pema.csv.
-Tables 5 and 6 (vocabulary and parameters of the registry's models, on the meta device); Table 2's BERT
-and DistilBERT cells on the GLUE tasks whose splits are in EMBEXP_DATA (the uncased WordPiece of
-all-MiniLM-L6-v2 = bert-base-uncased's; Table 2's other models need the hub's tokenizers); Table 7's
-split sizes (EMBEXP_DATA) and Table 8's hyper-parameters against conf/. Table 9's fine-tuning column
-and Table 10 need a GPU: full fine-tuning of each model on each GLUE task, 3 epochs, batch 32, fp32
-(conf/trainer/pema_paper.yaml), 5 seeds. Tables 1, 3 and 4, the §3 / Fig. 2 claims and Table 9's PEMA
-column need the hub's tokenizers: they are rows of the printed cells with nothing to compute here."""
+Tables 5 and 6 on the meta device, Table 2's BERT and DistilBERT cells and Table 7's split sizes from
+EMBEXP_DATA, Table 8's hyper-parameters against conf/, Table 10 from finished runs (a GPU each: ledger/runs.py);
+each table's note says how (``NOTES``). The rows that need the hub's tokenizers compute nothing here."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from embexp.report.ledger import measured, sources
 from embexp.report.ledger.core import Compute
@@ -147,6 +143,6 @@ def t8_computes() -> dict:
 def computes() -> dict:
     out = {**t5_computes(), **t2_computes(), **t7_computes(), **t8_computes()}
     for model in T5:
-        for pema in (False, True):
-            out[f"pema.t10.{model}.{'pema' if pema else 'ft'}"] = Compute(measure=measured.pema_t10(model, pema))
+        for pema, name in ((False, "ft"), (True, "pema")):
+            out[f"pema.t10.{model}.{name}"] = Compute(measure=partial(measured.pema_t10, model, pema))
     return out

@@ -210,9 +210,7 @@ def matches_runs_check(check: dict, runs: list[dict]) -> Verdict:
     """Trained runs of method and against (one config each): their final metric; untrained (tag untrained)
     beside them."""
     metric = check.get("metric") or quality_metric(runs, "")
-    got = {}
-    for r in runs:
-        got[(r["method"], r.get("tag") == "untrained")] = r
+    got = {(r["method"], r.get("tag") == "untrained"): r for r in runs}
     m, ref = got.get((check["method"], False)), got.get((check["against"], False))
     if not (m and ref):
         return Verdict(PENDING, "", missing(check, "runs missing"), [])
@@ -239,13 +237,9 @@ def chosen(runs: list[dict], metric: str) -> tuple[float, float | None, int, str
 def trained(runs: list[dict]) -> str:
     """How long the runs trained and why they stopped: "2,250 (flat)" when trainer.curve_patience found the
     held-out curve flat, "3,000 (cap)" when they reached trainer.max_steps; one entry per distinct outcome."""
-    seen = []
-    for r in runs:
-        t = r.get("train") or {}
-        if t.get("steps"):
-            s = f"{t['steps']:,} ({'flat' if t.get('stopped_early') else 'cap'})"
-            seen += [s] if s not in seen else []
-    return " / ".join(seen)
+    done = [r.get("train") or {} for r in runs]
+    return " / ".join(dict.fromkeys(f"{t['steps']:,} ({'flat' if t.get('stopped_early') else 'cap'})"
+                                    for t in done if t.get("steps")))
 
 
 def epoch_curve(runs: list[dict], metric: str) -> list[tuple[float, float]]:

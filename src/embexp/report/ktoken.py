@@ -73,12 +73,8 @@ class Config(ReportConfig):
 
 def batch_text(recs: list[dict]) -> str:
     """The effective batch the records trained with (metrics.json train.effective_batch; per stage: a/b/..)."""
-    seen = []
-    for r in recs:
-        eff = r.get("train", {}).get("effective_batch")
-        txt = "-" if eff is None else "/".join(map(str, eff)) if isinstance(eff, list) else str(eff)
-        if txt not in seen:
-            seen.append(txt)
+    effs = [r.get("train", {}).get("effective_batch") for r in recs]
+    seen = dict.fromkeys("-" if e is None else "/".join(map(str, e)) if isinstance(e, list) else str(e) for e in effs)
     return " or ".join(seen) if seen else "-"
 
 
@@ -120,10 +116,9 @@ def column_line(r: dict, fmt: str, tree: bool = False) -> str:
         return (f"| {r['column']} | - [{r['paper']}] |{extra} - | 0 | - | - [{r['paper reduction']}] | "
                 f"- [{r['paper P-L']:.3f}] |")
     mark = f" {MARK}" if r["paper protocol"] else ""
-    se = "-" if r["se"] is None else fmt.format(r["se"])
     pl = "-" if r["P-L"] is None else f"{r['P-L']:.3f}"
     return (f"| {r['column']}{mark} | {fmt.format(r['best'])} [{r['paper']}] |{extra} {fmt.format(r['mean'])} \u00b1 "
-            f"{se} | {r['N']} | {r['eff. batch']} | {r['reduction']:.1f} [{r['paper reduction']}] | "
+            f"{opt(r['se'])} | {r['N']} | {r['eff. batch']} | {r['reduction']:.1f} [{r['paper reduction']}] | "
             f"{pl} [{r['paper P-L']:.3f}] |")
 
 

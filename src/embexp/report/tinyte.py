@@ -6,12 +6,9 @@
     python -m embexp.report table=11 se=seeds           # ± across seeds instead of the test examples
     python -m embexp.report table=4 debug=smoke         # read outputs/smoke, write outputs/smoke/tables/tinyte
 
-The tables (``table=table8`` is ``table=8``), how each cell is computed and what R-L is: docs/reproduce_tinyte.md
-(Figure 3, the judge's Instruct Score: docs/judge.md).
-
-Standard errors (``se``, see ``embexp.report.cells``): seeds, examples, auto or none. The default
-(``se=``) is each table's own: examples for Table 11 (the paper's test-example s.e.; a one-seed
-sweep fills every ±), seeds elsewhere. Every CSV has a ``<column> se`` column.
+The tables (``table=table8`` is ``table=8``), how each cell is computed, what R-L is and the standard errors
+(``se``, each table's default in ``TABLE_SE``; ``embexp.report.cells``): docs/reproduce_tinyte.md (Figure 3, the
+judge's Instruct Score: docs/judge.md).
 """
 
 from __future__ import annotations

@@ -56,7 +56,6 @@ KINDS = {
     "config": "config echo",  # embexp's config holds the paper's printed setting, read back
     "construction": "by construction",  # embexp's setting was chosen so that it gives the paper's number
 }
-COMPUTED = ("equal", "differs", "unexplained", "unprinted")
 NOT_PRINTED = ("—", "-", "")
 
 _NUM = re.compile(r"^(?P<pre>~|≈|roughly )?(?P<num>\d[\d,]*(?:\.\d+)?)(?P<suf>K|k|M|B|%| thousand| million| MB| s)?$")

@@ -89,7 +89,7 @@ def t2_computes() -> dict:
 
 
 def split_count(subset: str, names: tuple, d) -> int:
-    return sum(sources.n_rows("glue", subset, s, d) for s in names)
+    return sum(len(sources.rows("glue", subset, s, d)) for s in names)
 
 
 def t7_computes() -> dict:
@@ -122,12 +122,8 @@ T8 = {
 DROPOUT = ("attention_probs_dropout_prob", "hidden_dropout_prob")
 
 
-def composed(experiment: str):
-    return sources.composed(f"experiment={experiment}", "model=xlmr" if "xlm" in experiment else "model=bert")
-
-
 def config_value(experiment: str, read):
-    v = read(composed(experiment))
+    v = read(sources.composed(f"experiment={experiment}", "model=xlmr" if "xlm" in experiment else "model=bert"))
     return v if isinstance(v, str) else float(v)
 
 

@@ -70,10 +70,6 @@ def rows(name: str, subset: str, split: str, data_dir: Path) -> tuple:
     return tuple(read_jsonl(t.local_path(split)))
 
 
-def n_rows(name: str, subset: str, split: str, data_dir: Path) -> int:
-    return len(rows(name, subset, split, data_dir))
-
-
 def glue_file(subset: str, split: str) -> str:
     """The path under EMBEXP_DATA of a GLUE split (../shared/data/README.md)."""
     return f"glue/{subset}/{split}.jsonl"

@@ -73,19 +73,16 @@ def share(subset: str, split: str, label: int, d) -> float:
 def data_computes() -> dict:
     out = {
         f"tinyattn.t3.{s}.train": Compute(
-            lambda d, s=s: sources.n_rows("glue", s, "train", d), data=(sources.glue_file(s, "train"),)
+            lambda d, s=s: len(sources.rows("glue", s, "train", d)), data=(sources.glue_file(s, "train"),)
         )
         for s in TASKS
     }
-    out["tinyattn.b1.mrpc.positive"] = Compute(
-        lambda d: share("mrpc", "train", 1, d), data=(sources.glue_file("mrpc", "train"),)
-    )
-    out["tinyattn.b1.qqp.negative"] = Compute(
-        lambda d: share("qqp", "train", 0, d), data=(sources.glue_file("qqp", "train"),)
-    )
+    for subset, label, name in (("mrpc", 1, "positive"), ("qqp", 0, "negative")):
+        out[f"tinyattn.b1.{subset}.{name}"] = Compute(lambda d, s=subset, y=label: share(s, "train", y, d),
+                                                     data=(sources.glue_file(subset, "train"),))
     for sub in ("cb", "rte"):
         out[f"tinyattn.t1.{sub}.fewglue"] = Compute(
-            lambda d, s=sub: sources.n_rows("superglue", s, "train_fewglue32", d),
+            lambda d, s=sub: len(sources.rows("superglue", s, "train_fewglue32", d)),
             data=(f"super_glue/{sub}/train_fewglue32.jsonl",),
         )
     return out

@@ -67,15 +67,10 @@ NOTES = {
 }
 
 
-def method_of(method: str) -> tuple:
-    """The overrides of a method (its Table 1 label)."""
-    (name, _), ov = METHODS[method]
-    return (f"method={name}", *ov)
-
-
 def tp(model: str, method: str) -> Compute:
     """The trainable parameters of a method (its Table 1 label) on a model."""
-    return Compute(lambda _d, m=model, o=method_of(method): sources.tp(m, *o))
+    (name, _), overrides = METHODS[method]
+    return Compute(lambda _d, m=model, o=(f"method={name}", *overrides): sources.tp(m, *o))
 
 
 def peft_default(model: str) -> Compute:

@@ -4,21 +4,8 @@ One report module per paper, found by ``embexp.core.plugins.discover`` (a new mo
 is a new ``paper=``). Each has a ``Config`` dataclass (``base.ReportConfig``'s fields and its own,
 help text on every field) and ``render(cfg)``, which writes Markdown + CSV (+ PNG where the table has
 a figure) under ``out`` and prints the Markdown. Runs are read through ``embexp.core.records``, cells
-computed by ``report/cells.py`` (means, the one standard error), files written by ``embexp.core.tables``:
-
-- ``tinyte``: the TinyTE paper's Tables 1-6, 8-11, alpaca, ranking and Figures 3 and 6 (``table=all``);
-- ``pema``: PEMA's Tables 9 and 10 (Tables 2-4 need tokenizers: ``python -m embexp.analyze vocab``);
-- ``pete``: PETE against the standard encoder (papers/pete.md Table 2);
-- ``tinyattn``: Tiny-Attention's Tables 1, 2, 8, 10, 11 and 12;
-- ``ktoken``: K-Token Merging's Tables 1-3 and the Fig. 6 ablation;
-- ``compare``: every method side by side: quality, parameters, memory, speed, export (``table=compare``),
-  or at the learning rate and budget chosen on held-out rows (``table=curves``, report/compare_curves.py);
-- ``run_curves`` (``table=curve``): learning curves of the runs that recorded one (``trainer.curve_at``);
-- ``ledger``: the reproduction ledger, docs/reproduction.md: every table cell of the five papers, computed
-  where one CPU can, else what it needs (a GPU, with an estimate; data; the hub) (``make reproduction``).
-
-Without ``paper=``, ``table=compare`` is the comparison, ``table=curve`` the learning curves and any
-other table (``table=1``, ``table=all``, ...) TinyTE's, as before the papers were named.
+computed by ``report/cells.py`` (means, the one standard error), files written by ``embexp.core.tables``.
+The papers, their tables and figures, and ``table=`` without ``paper=``: docs/architecture.md ("Reports").
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """The numbers in a table's cells: a mean over seeds and its standard error, the one way every table
 computes them (``embexp.report.<paper>``, and the ledger through them).
 
-*Standard errors.* ``sem``: the standard error of the mean across seeds (sample s.d. / sqrt(n); None below two
-values; ``mean``, None for no values), the only formula for it. ``SE``, the policy a table's ``se=`` names:
-seeds = ``sem``; examples = the uncertainty from the test examples of each run: the task's recorded
-``<metric>_stderr`` (ROUGE), a bootstrap over sentences for corpus BLEU/TER (sacreBLEU's sentence statistics,
-``bootstrap_iters`` resamples, cached in ``<out>/.se_cache.json``), the binomial s.e. for accuracies; with
-several seeds, their mean / sqrt(n). auto = seeds where a cell has >= 2 seeds, else examples.
-
-*Cells.* ``cell`` (mean ± s.e. of a metric), ``n_params``, ``majority`` (the eval split's
-majority class), and ``method_row``: one method's quality and cost cells, the row of both
-comparisons (``table=compare`` and ``table=curves``).
+*Standard errors.* ``sem`` is the only formula for the standard error of the mean across seeds. ``SE``, the
+policy a table's ``se=`` names: seeds = ``sem``; examples = the uncertainty from the test examples of each
+run: the task's recorded ``<metric>_stderr`` (ROUGE), a bootstrap over sentences for corpus BLEU/TER
+(sacreBLEU's sentence statistics, ``bootstrap_iters`` resamples, cached in ``<out>/.se_cache.json``), the
+binomial s.e. for accuracies; with several seeds, their mean / sqrt(n). auto = seeds where a cell has >= 2
+seeds, else examples.
 """
 
 from __future__ import annotations
@@ -25,8 +21,9 @@ from embexp import EmbexpError
 from embexp.core.records import METRICS, atomic_write, read_predictions
 
 
-def mean(values: list[float]) -> float | None:
-    """The plain mean; None for no values."""
+def mean(values: list) -> float | None:
+    """The plain mean of the values that are not None; None without any."""
+    values = [v for v in values if v is not None]
     return sum(values) / len(values) if values else None
 
 
@@ -136,14 +133,10 @@ def exports(method: str) -> str:
     return "no" if cls.export_blocker else "yes"
 
 
-def _mean(values: list) -> float | None:
-    values = [v for v in values if v is not None]
-    return float(np.mean(values)) if values else None
-
-
 def method_row(runs: list[dict], metric: str, se: SE) -> dict:
-    """One method's cells: quality ± s.e., trainable parameters and their share of the backbone, training
-    state and peak memory, training and evaluation speed, export."""
+    """One method's cells, the row of both comparisons (``table=compare`` and ``table=curves``): quality ± s.e.,
+    trainable parameters and their share of the backbone, training state and peak memory, training and
+    evaluation speed, export."""
     from embexp.methods.registry import method_label
 
     r0 = runs[0]
@@ -162,7 +155,7 @@ def method_row(runs: list[dict], metric: str, se: SE) -> dict:
         "Method": method_label(r0["method"], r0.get("tag", "")), "method": r0["method"],
         "metric": value, "metric se": err,
         "#TP": tp or None, "% of backbone": (100.0 * tp / total) if tp and total else None,
-        "train state MB": mb(_mean(state)) if trained else None, "peak MB": mb(_mean(peak)),
-        "train tok/s": _mean([t.get("tokens_per_second") for t in train]) if trained else None,
-        "eval ex/s": _mean(eval_rate), "exports": exports(r0["method"]), "seeds": len(runs),
+        "train state MB": mb(mean(state)) if trained else None, "peak MB": mb(mean(peak)),
+        "train tok/s": mean([t.get("tokens_per_second") for t in train]) if trained else None,
+        "eval ex/s": mean(eval_rate), "exports": exports(r0["method"]), "seeds": len(runs),
     }

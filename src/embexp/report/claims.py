@@ -16,10 +16,8 @@ what each rule means). Two sources, never a number typed into this module or the
   for checks the comparison cannot answer: PEMA against full FT at identical settings, PETE against the
   standard encoder, K-Token's gap against the number of training rows. Output folders do not travel with
   the repository, so each check's records are kept in a committed digest (``records``, default docs/claims:
-  one JSON Lines file per check's runs, one line per run: its metrics.json and config as the run wrote them);
-  a new checkout renders the same page from the digests. Only a run of the check's protocol (claims.yaml
-  ``run_config``) is read: any other is skipped and named (report/digest.py). Rendering never writes a
-  digest: it says which lines the runs would change, and ``write_digests=true`` (``make claims``) writes them.
+  one JSON Lines file per check's runs, one line per run), from which a new checkout renders the same page;
+  which runs a check reads and when a digest is written: report/digest.py.
 
 A check whose table or runs are missing is rendered as pending with the command that produces it.
 """
@@ -38,7 +36,7 @@ import numpy as np
 import yaml
 
 from embexp.core.config import option
-from embexp.core.records import LOWER, atomic_write
+from embexp.core.records import LOWER, atomic_write, quality_metric
 from embexp.core.tables import pyplot, save_png
 from embexp.report.base import ReportConfig
 from embexp.report.cells import binomial_se, sem
@@ -154,12 +152,6 @@ def table_check(check: dict, cfg: Config) -> Verdict:
 
 
 # ---- checks on the claims' own runs ----------------------------------------------------------------------
-def metric_of(runs: list[dict], wanted: str | None) -> str:
-    from embexp.core.records import quality_metric
-
-    return wanted or quality_metric(runs, "")
-
-
 def label(run: dict) -> str:
     method = run["config"].get("method") or {}
     k = method.get("k")
@@ -196,7 +188,7 @@ def paired_check(check: dict, runs: list[dict]) -> Verdict:
     pairs = sorted(set(by[check["method"]]) & set(by[check["against"]]))
     if not pairs:
         return Verdict(PENDING, "", missing(check, "no paired runs yet"), [])
-    metric = metric_of(runs, check.get("metric"))
+    metric = check.get("metric") or quality_metric(runs, "")
     diffs, rows = [], []
     for k in pairs:
         a, b = by[check["method"]][k], by[check["against"]][k]
@@ -217,10 +209,8 @@ def paired_check(check: dict, runs: list[dict]) -> Verdict:
 def matches_runs_check(check: dict, runs: list[dict]) -> Verdict:
     """Trained runs of method and against (one config each): their final metric; untrained (tag untrained)
     beside them."""
-    metric = metric_of(runs, check.get("metric"))
-    got = {}
-    for r in runs:
-        got[(r["method"], r.get("tag") == "untrained")] = r
+    metric = check.get("metric") or quality_metric(runs, "")
+    got = {(r["method"], r.get("tag") == "untrained"): r for r in runs}
     m, ref = got.get((check["method"], False)), got.get((check["against"], False))
     if not (m and ref):
         return Verdict(PENDING, "", missing(check, "runs missing"), [])
@@ -247,13 +237,9 @@ def chosen(runs: list[dict], metric: str) -> tuple[float, float | None, int, str
 def trained(runs: list[dict]) -> str:
     """How long the runs trained and why they stopped: "2,250 (flat)" when trainer.curve_patience found the
     held-out curve flat, "3,000 (cap)" when they reached trainer.max_steps; one entry per distinct outcome."""
-    seen = []
-    for r in runs:
-        t = r.get("train") or {}
-        if t.get("steps"):
-            s = f"{t['steps']:,} ({'flat' if t.get('stopped_early') else 'cap'})"
-            seen += [s] if s not in seen else []
-    return " / ".join(seen)
+    done = [r.get("train") or {} for r in runs]
+    return " / ".join(dict.fromkeys(f"{t['steps']:,} ({'flat' if t.get('stopped_early') else 'cap'})"
+                                    for t in done if t.get("steps")))
 
 
 def epoch_curve(runs: list[dict], metric: str) -> list[tuple[float, float]]:

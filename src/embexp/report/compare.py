@@ -5,19 +5,11 @@
     python -m embexp.report table=compare debug=smoke              # read outputs/smoke
     python -m embexp.report paper=compare table=curves runs=outputs/compare/curves   # report/compare_curves.py
 
-One table per (task, model) found, one row per method (and tag), whatever methods exist: the
-quality metric ± s.e. (``metric``, or the task's headline metric: ``PREFERRED``), the trainable parameters as
-trained (``n_method_params``, plus an encoder's head: ``n_trainable_params``) and their share of
-the backbone, the memory training held in parameters + gradients + optimizer state and the
-process's peak resident memory (or the GPU's peak where one was used), training tokens per second (as the backbone
-saw them), evaluation examples per second, and whether the method exports to a plain transformers
-model (its ``export_blocker``). Runs of different configs are never averaged: each config (its
-fingerprint without the seed, ``core.fingerprint.config_key``) is a row of its own, named by the fields
-in which it differs. Several seeds of one config are averaged (s.e. across seeds where there are two
-or more, else from the test examples, as ``se=auto``). Writes ``compare_<task>_<model>.md/.csv``
-and a Pareto plot ``compare_<task>_<model>.png`` (quality against trainable parameters, log x).
-A cell is empty only where a method has no such figure (e.g. a zero-shot run trains nothing),
-which the table's footnote says.
+One table per (task, model) found, one row per method (and tag) and config (``core.fingerprint.config_key``:
+runs of different configs are never averaged; a row is named by the fields in which its config differs), its
+seeds averaged: the cells of ``cells.method_row`` (``COLS``, the quality metric the task's headline one unless
+``metric`` names another), in ``compare_<task>_<model>.md/.csv``, and a Pareto plot (``plot``) as
+``compare_<task>_<model>.png``. An empty cell is a figure the method has not (``NOTE``).
 """
 
 from __future__ import annotations

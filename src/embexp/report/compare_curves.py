@@ -2,22 +2,11 @@
 
     python -m embexp.report paper=compare table=curves runs=outputs/compare/curves      # make compare's runs
 
-Reads the finished runs under ``runs`` whose curves scored the held-out selection rows
-(``trainer.curve_at`` + ``trainer.curve_select``: the task's metrics on a carve of the training split,
-``task.select_split=train_holdout``, and on the eval split, at a few budgets of each run and at its
-end). Per (task, model) and method, every (learning rate, budget) pair run with every seed is a candidate
-(the sweep's first seed tries each lr of a grid and the other seeds run the lr it chose); the one with
-the best held-out metric averaged over the seeds wins (ties: the smaller budget, then the smaller lr),
-and the table reports the eval split's metric at that pair: mean ± s.e. over the seeds. Nothing is
-chosen on the eval split. Beside it: the held-out value that chose it, the chosen lr and budget, the
-lrs tried, and the cost columns of the snapshot comparison (``table=compare``) for the runs at the
-chosen lr. Writes ``curves_<task>_<model>.md/.csv`` and ``curves_<task>_<model>.png`` (the metric
-against the budget, one line per method at its chosen lr: the held-out rows on the left, the eval
-split on the right with its majority class dashed). A method that trains nothing (zero-shot) has one
-point: its evaluation.
-Every table has a row for the eval split's majority class (its accuracy; MCC 0) beside the floor methods
-(head-only on an encoder, zero-shot on a decoder). With ``metric=`` the files are ``curves_<task>_<model>_<metric>``
-(the decoder table by ll_accuracy and by em_accuracy).
+Reads the finished runs under ``runs`` whose curves scored the held-out selection rows (``trainer.curve_at`` +
+``trainer.curve_select``, ``task.select_split=train_holdout``). Per (task, model), each method's eval-split metric
+at the (learning rate, budget) its held-out rows chose (``choose``: nothing is chosen on the eval split), the cost
+columns of ``table=compare`` (``COLS``), a row for the eval split's majority class (``majority_row``) and both
+curves (``plot``). The protocol and its tables: docs/compare/README.md.
 """
 
 from __future__ import annotations

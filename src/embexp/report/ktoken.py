@@ -4,22 +4,8 @@
     python -m embexp.report paper=ktoken table=table1 select_on=reported  # the cells gated on the test split
     python -m embexp.report paper=ktoken table=ablation debug=smoke       # Fig. 6 from outputs/smoke (+ ablation.png)
 
-Tables (the K-Token Merging paper): table1 (Textualized Tree, the curriculum to x3large), table2
-(Amazon Reviews, Fashion), table3 (CommitPackFT python, perplexity), ablation (Fig. 6: average vs
-random initialisation of the K=4 encoder, the gate rows' accuracy after each epoch; also
-ablation.png), or all. The runs are qwen25_05b's, one per column and seed, tagged by column (uncompressed: LoRA;
-selective_context, llmlingua2: prompt_compress; k2, k3, k4: ktoken; init_average, init_random), found
-by (task, subset, model, method, tag, seed) in their records.
-
-Tables 1-3: per column the best of N runs (the paper's protocol: each cell the best of three runs),
-with the paper's figure in brackets, the mean ± s.e. over the same N (s.e. = sample s.d./sqrt(N)), N,
-the effective batch of the records, the measured length reduction and the P-L score (Eq. 3; Eq. 4 for
-perplexity, against the best uncompressed run) of the best run. ``select_on=reported`` reads the tree
-tables' cells whose curriculum gate read the reported split (tags ``<column>_paper``); a cell whose
-records say they selected on the reported split is marked †. Table 1 also gives the best run's balanced
-accuracy and the majority class (always answering the scored set's commoner answer) beside its
-accuracy; ``questions=random`` reads its cells asked the released code's uniform pairs (tags
-``<column>_uniform``) instead of the balanced questions of ``make ktoken_table1``.
+The tables, the runs each column reads (by task, subset, model, method, tag and seed), best of N beside
+the mean ± s.e., ``select_on`` and ``questions``: docs/methods_ktoken.md ("The paper's tables").
 """
 
 from __future__ import annotations
@@ -87,12 +73,8 @@ class Config(ReportConfig):
 
 def batch_text(recs: list[dict]) -> str:
     """The effective batch the records trained with (metrics.json train.effective_batch; per stage: a/b/..)."""
-    seen = []
-    for r in recs:
-        eff = r.get("train", {}).get("effective_batch")
-        txt = "-" if eff is None else "/".join(map(str, eff)) if isinstance(eff, list) else str(eff)
-        if txt not in seen:
-            seen.append(txt)
+    effs = [r.get("train", {}).get("effective_batch") for r in recs]
+    seen = dict.fromkeys("-" if e is None else "/".join(map(str, e)) if isinstance(e, list) else str(e) for e in effs)
     return " or ".join(seen) if seen else "-"
 
 
@@ -134,10 +116,9 @@ def column_line(r: dict, fmt: str, tree: bool = False) -> str:
         return (f"| {r['column']} | - [{r['paper']}] |{extra} - | 0 | - | - [{r['paper reduction']}] | "
                 f"- [{r['paper P-L']:.3f}] |")
     mark = f" {MARK}" if r["paper protocol"] else ""
-    se = "-" if r["se"] is None else fmt.format(r["se"])
     pl = "-" if r["P-L"] is None else f"{r['P-L']:.3f}"
     return (f"| {r['column']}{mark} | {fmt.format(r['best'])} [{r['paper']}] |{extra} {fmt.format(r['mean'])} \u00b1 "
-            f"{se} | {r['N']} | {r['eff. batch']} | {r['reduction']:.1f} [{r['paper reduction']}] | "
+            f"{opt(r['se'])} | {r['N']} | {r['eff. batch']} | {r['reduction']:.1f} [{r['paper reduction']}] | "
             f"{pl} [{r['paper P-L']:.3f}] |")
 
 

@@ -4,20 +4,9 @@
     python -m embexp.report paper=pema table=table9 runs=outputs/glue_cola model=roberta_base
     python -m embexp.report paper=pema table=table10 runs=outputs         # tables/pema/table10.md + .csv + .json
 
-Tables 2-4 (parameters removed, from tokenizers and model configs) are computed by
-``python -m embexp.analyze vocab``; these two read runs alone. Each writes <table>.md, <table>.csv and
-<table>.json (the rows and the run directories read) under ``out``.
-
-- ``table9``: per sub-task, PEMA's preprocessing time (``method_values.pema_setup_seconds``: counting,
-  the id map and the partial matrix) against the fine-tuning time (``train.wall_seconds``), mean and
-  standard deviation over seeds and their ratio, plus the memory measured on the live tensors after
-  the first optimizer step (``train.state_memory.total_bytes``: parameters + gradients + optimizer
-  state) for PEMA and for its inner method on the same model and task, the saving that the removed
-  rows predict (removed rows x d x bytes x 4: parameter, gradient, two Adam moments) and, on a GPU,
-  ``memory.peak_cuda_allocated_bytes``.
-- ``table10``: the task metric (CoLA MCC, QQP F1, STS-B Spearman, accuracy otherwise, 0-100) of the
-  inner method (✗) and PEMA (✓) per model, mean over seeds; Mean is the mean over the sub-tasks with
-  its standard deviation over the seeds that have every sub-task.
+Tables 2-4 (parameters removed, from tokenizers and model configs) are ``python -m embexp.analyze vocab``'s. The
+columns of each table (table10's Mean: over the sub-tasks, its s.d. over the seeds that have every sub-task) and
+the files each writes: docs/pema.md ("Tables 9 and 10").
 """
 
 from __future__ import annotations

@@ -2,12 +2,10 @@
 
     python -m embexp.report table=curve runs=outputs/ktoken_learning      # make ktoken_learning's runs
 
-Reads the finished runs under ``runs`` that recorded a ``curve`` (``trainer.curve_at``: the eval
-split's metrics at a few steps of one run, and the final evaluation as the last point) and writes,
-per (task, model), ``curve_<task>_<model>.md/.csv`` (one row per method and step: the metric, and
-for decoder classification the balanced accuracy and each answer's share of the predictions) and
-``curve_<task>_<model>.png`` (the metric against steps, one line per method, the eval split's
-majority class as a dashed line). A curve is read, never selected on: the table says so.
+Reads the finished runs under ``runs`` that recorded a ``curve`` (``trainer.curve_at``: the eval split's metrics
+at a few steps of one run, the final evaluation its last point) and writes, per (task, model), the table
+``curve_<task>_<model>.md/.csv`` (``NOTE`` says what its columns are: a curve is read, never selected on) and
+its figure ``curve_<task>_<model>.png`` (``plot``).
 """
 
 from __future__ import annotations
@@ -38,6 +36,7 @@ class Config(ReportConfig):
 
 
 def plot(lines: dict[str, list[tuple[int, float]]], base: float | None, path: Path, title: str, ylabel: str) -> None:
+    """The metric against steps, one line per method, the eval split's majority class dashed."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
     for label, pts in lines.items():

@@ -5,30 +5,15 @@
     python -m embexp.report paper=tinyattn table=table8 select_on=heldout      # only the held-out cells (ours)
     python -m embexp.report paper=tinyattn table=table1 seeds=[1,2,3,4]        # FewGLUE CB and RTE, mean of 4 seeds
 
-Tables (the Tiny-Attention paper): table1 (FewGLUE CB and RTE, albert_xxlarge, PET cloze prompts),
-table2 (1H on MNLI and SST-2, roberta-base vs roberta-large; Fig. 4), table8 (1H on the 8 GLUE tasks,
-roberta-large; 4H on CoLA, RTE, MRPC, QNLI, elsewhere 4H = 1H as in the paper), table10 (sequential vs
-parallel, roberta-base), table11 (4H with and without parameter averaging), table12 (1H4D vs 1H), or
-all. Each cell is the mean over the seeds read of the paper's validation metric for the task
-(``METRIC``), the paper's figure in brackets. Runs (method tinyattn, tagged by setting: 1h, 4h,
-4h_noavg, 1h4d, 1h_seq, 1h_para, fewglue) are found by (task, subset, model, method, tag, seed) in
-their records.
-
-Selection protocol (``select_on``): heldout (ours: the state with the lowest loss on a carve of the
-training split), reported (the paper's: tags ``<setting>_paper``, the state with the best ``METRIC`` on
-the reported dev split itself, ``trainer.select_metric=task``) or both (the default), each a row. A
-cell any of whose records says it was selected on the reported split is marked † ("paper protocol:
-selected on the reported split"). Table 1 (FewGLUE) selects nothing and has one protocol. A
-paper-protocol record whose state was not kept by the task's ``METRIC`` (``select_metric`` in
-metrics.json: older records kept the lowest dev loss) is left out, and the table says
-how many were (``STALE_NOTE``): delete those run directories and rerun the sweep.
+The tables, the runs each cell reads (method tinyattn, tagged by setting), the selection protocols
+(``select_on``, a row each; † marks a cell selected on the reported split) and the paper-protocol records left
+out: docs/methods_tinyattn.md ("Paper tables") and docs/fidelity.md.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from embexp import EmbexpError
 from embexp.core.config import option
 from embexp.core.records import Runs, collect_runs
 from embexp.core.tables import table_dirs, write_text_table
@@ -101,7 +86,6 @@ def cells(table: str) -> list[tuple[str, str, str]]:
         return one(["cola", "rte"]) + [(t, "roberta", s) for t in ("cola", "rte") for s in ("4h", "4h_noavg")]
     if table == "table12":
         return one(["cola", "rte"]) + [(t, "roberta", "1h4d") for t in ("cola", "rte")]
-    raise EmbexpError(f"unknown table '{table}' (choose from: {', '.join(TABLES)}, all)")
 
 
 def protocols(table: str, select_on: str) -> list[str]:

@@ -6,28 +6,9 @@
     python -m embexp.report table=11 se=seeds           # ± across seeds instead of the test examples
     python -m embexp.report table=4 debug=smoke         # read outputs/smoke, write outputs/smoke/tables/tinyte
 
-Tables (the TinyTE paper): 1 (TinyTE variants vs base), 2 (vs PEFT baselines), 3 (SuperGLUE individual vs
-multitask), 4 and 10 (embedding ablation, random / variance sorting, with Figures 5 and 7 as PNG;
-Table 10 adds the NLI rows of the ablations that scored entailment), 9 and fig6 (the random-order
-ablation scored by entailment; Figure 6 as PNG), 5 (ROUGE-L by input length, Gemma-2), 6 (attack
-success rate after safety tuning, HarmBench judge), 11 (Tables 1+2 with standard errors), alpaca (our
-ROUGE table for the Alpaca runs of Fig. 3), fig3 (Figure 3: the judge's Instruct Score per method on
-Alpaca, a bar chart figure3.png + figure3.md/.csv; runs judged with ``judge.model``, docs/judge.md),
-ranking (§4.2 sorting heuristics, TinyTE-half on Gemma-2 CNN/DM), 8 (App. E low-robustness models;
-``table=table8`` works too; Est. AUC from ``analyze correlation``). Cells come from finished runs
-only; a missing cell stays empty, and several seeds are averaged. #TP is the run record's
-``n_method_params``.
-
-R-L (Tables 1, 2, 5, 11) is the cnndm task's ``rougeLsum``: summary-level ROUGE-L over sentences
-split the same way on both sides (``embexp.tasks.cnndm.split_sentences``), the variant CNN/DM
-evaluations report and the scale of the paper's numbers; sentence-level ``rougeL`` is an extra column
-(``rougeL``) of Tables 1, 2 and 11. Runs recorded before ``rougeLsum`` existed leave R-L empty.
-The Alpaca table's R-L is sentence-level ``rougeL`` (the instruction-tuning convention), with
-``rougeLsum`` as R-Lsum.
-
-Standard errors (``se``, see ``embexp.report.cells``): seeds, examples, auto or none. The default
-(``se=``) is each table's own: examples for Table 11 (the paper's test-example s.e.; a one-seed
-sweep fills every ±), seeds elsewhere. Every CSV has a ``<column> se`` column.
+The tables (``table=table8`` is ``table=8``), how each cell is computed, what R-L is and the standard errors
+(``se``, each table's default in ``TABLE_SE``; ``embexp.report.cells``): docs/reproduce_tinyte.md (Figure 3, the
+judge's Instruct Score: docs/judge.md).
 """
 
 from __future__ import annotations
@@ -75,10 +56,12 @@ TABLE_SE = {"11": "examples", "fig3": "auto"}  # each table's default standard e
 RL, BLEU, TER = ("cnndm", "rougeLsum", "R-L"), ("wmt16", "bleu", "BLEU-4"), ("wmt16", "ter", "TER")
 RL_SENT = ("cnndm", "rougeL", "rougeL")  # sentence-level ROUGE-L, an extra column
 GEN_COLS = [RL, BLEU, TER, RL_SENT]
+NLI_AXIS = "entailment vs. unablated (%)"  # the y axis of the entailment curves (Figure 6)
 RL_NOTE = "R-L: ROUGE-Lsum on CNN/DailyMail (summary-level, sentence-split); rougeL: sentence-level"
 TABLE1 = [("zero_shot", ""), ("tinyte_full", ""), ("tinyte_half", ""), ("tinyte_gated", ""), ("tinyte_hybrid", "")]
 TABLE2 = [("lora", ""), ("emb_tuning", ""), ("prompt_tuning", "tk1"), ("prompt_tuning", "tk2"), ("tinyte_gated", ""),
           ("tinyte_hybrid", "")]
+ALPACA = [("zero_shot", ""), ("tinyte_full", ""), ("tinyte_gated", ""), ("lora", ""), ("prompt_tuning", "tk1")]
 TABLE11 = [("Base Models", [("zero_shot", "")]),
            ("PEFT Baselines", [("emb_tuning", ""), ("lora", ""), ("prompt_tuning", "tk1"), ("prompt_tuning", "tk2"),
                                ("prompt_tuning", "tk20")]),
@@ -150,15 +133,18 @@ def ablation_summaries(root: Path, sorting: str, key: str = "bleu") -> list[dict
     return [s for s in load_summaries(root / "analysis" / "ablation", sortings=[sorting]) if key in s]
 
 
-def table_ablation(cfg, root: Path, out: Path, sorting: str, number: str):
+def table_ablation(cfg, root: Path, out: Path, sorting: str, number: str, key: str = "bleu"):
+    """Tables 4 and 10 (BLEU-4 of the ablated outputs against the unablated ones; figure5/7.png) and 9 (their
+    entailment by the unablated ones, ``key`` nli; figure6.png)."""
     from embexp.studies.ablation import TABLE_PS, pct, plot_curves
 
-    rows, panels = ablation_curves(cfg, root, sorting, "bleu")
-    fig = {"4": "figure5", "10": "figure7"}[number]
-    plot_curves(panels, out / f"{fig}.png")
+    rows, panels = ablation_curves(cfg, root, sorting, key)
+    fig = {"4": "figure5", "10": "figure7", "9": "figure6"}[number]
+    plot_curves(panels, out / f"{fig}.png", **({"ylabel": NLI_AXIS} if key == "nli" else {}))
     cols = ["Model", "Dataset"] + [pct(p) for p in TABLE_PS] + ["AUC"]
-    return (rows, cols, f"Table {number}: BLEU-4 of ablated vs. unablated outputs, {sorting} sorting "
-            f"(curves: {fig}.png)", False)
+    what = "entailment (%) of ablated by unablated" if key == "nli" else "BLEU-4 of ablated vs. unablated"
+    judge = f"judge: {nli_judges(root, sorting)}; " if key == "nli" else ""
+    return rows, cols, f"Table {number}: {what} outputs, {sorting} sorting ({judge}curves: {fig}.png)", False
 
 
 def table_5(cfg, root: Path):
@@ -184,8 +170,7 @@ def table_alpaca(cfg, idx, se):
     cols = [("alpaca", "rougeL", "R-L"), ("alpaca", "rougeLsum", "R-Lsum"), ("alpaca", "rouge1", "R-1"),
             ("alpaca", "rouge2", "R-2")]
     models = sorted({k[2] for k in idx.by_key if k[0] == "alpaca"}) or ["llama2"]
-    cells = [("zero_shot", ""), ("tinyte_full", ""), ("tinyte_gated", ""), ("lora", ""), ("prompt_tuning", "tk1")]
-    rows = [gen_row(idx, se, m, me, tg, cols) for m in models for me, tg in cells]
+    rows = [gen_row(idx, se, m, me, tg, cols) for m in models for me, tg in ALPACA]
     return (rows, ["Model", "Method", "#TP", "R-L", "R-Lsum", "R-1", "R-2"],
             "Alpaca held-out set (Fig. 3 runs; R-L: sentence-level rougeL; the judge's Instruct Score: "
             "table=fig3)", False)
@@ -203,10 +188,10 @@ def render(cfg: Config) -> dict[str, str]:
     done = {}
     for n in names:
         se.mode = cfg.se or TABLE_SE.get(n, "seeds")
-        if n == "4":
-            rows, cols, title, pm = table_ablation(cfg, root, out, "random", n)
-        elif n in ("9", "10", "fig6"):
-            rows, cols, title, pm = {"9": table_9, "10": table_10, "fig6": figure_6}[n](cfg, root, out)
+        if n in ("4", "9"):
+            rows, cols, title, pm = table_ablation(cfg, root, out, "random", n, "nli" if n == "9" else "bleu")
+        elif n in ("10", "fig6"):
+            rows, cols, title, pm = {"10": table_10, "fig6": figure_6}[n](cfg, root, out)
         elif n == "5":
             rows, cols, title, pm = table_5(cfg, root)
         elif n == "fig3":
@@ -229,10 +214,9 @@ def figure_3(cfg, idx, se, out: Path):
     plt = pyplot()
     col = [("alpaca", "judge_instruct", "Instruct Score"), ("alpaca", "rougeL", "R-L")]
     models = sorted({k[2] for k in idx.by_key if k[0] == "alpaca"}) or ["llama2"]
-    cells = [("zero_shot", ""), ("tinyte_full", ""), ("tinyte_gated", ""), ("lora", ""), ("prompt_tuning", "tk1")]
     rows = []
     for m in models:
-        for me, tg in cells:
+        for me, tg in ALPACA:
             row = gen_row(idx, se, m, me, tg, col)
             judges = sorted({r["metrics"].get("judge_model", "") for r in idx.get("alpaca", m, me, tg)} - {""})
             row["Judge"] = ", ".join(judges)
@@ -262,14 +246,15 @@ TABLE6 = [("Vanilla", "zero_shot"), ("TinyTE-gated", "tinyte_gated")]
 TABLE6_COLS = [("bsd", "BSD"), ("advbench", "AdvBench")]
 
 
-def asr_cell(runs: list[dict], metric: str, se: SE) -> tuple[float | None, float | None]:
-    """Mean ASR (0-100) over the runs that hold `metric`; with se=examples (or auto and one run)
-    the binomial s.e. over each run's evaluation requests, as for accuracies."""
-    have = [r for r in runs if r["metrics"].get(metric) is not None]
-    v, s = cell(have, metric, se)
-    if v is not None and s is None and (se.mode == "examples" or (se.mode == "auto" and len(have) < 2)):
-        s = pooled([binomial_se(r["metrics"][metric], r.get("n_eval_examples", 0)) for r in have])
-    return v, s
+def asr_cells(runs: list[dict], metric: str, se: SE, name: str) -> dict:
+    """Column `name`'s cells: the mean ASR (0-100) of the runs, which hold `metric`; its s.e., with se=examples
+    (or auto and one run) the binomial s.e. over each run's evaluation requests, as for accuracies; the seeds;
+    the evaluation requests."""
+    v, s = cell(runs, metric, se)
+    if v is not None and s is None and (se.mode == "examples" or (se.mode == "auto" and len(runs) < 2)):
+        s = pooled([binomial_se(r["metrics"][metric], r.get("n_eval_examples", 0)) for r in runs])
+    return {name: v, f"{name} se": s, f"{name} seeds": len(runs) or None,
+            f"{name} n": runs[0].get("n_eval_examples") if runs else None}
 
 
 def table_6(cfg, idx, se):
@@ -283,16 +268,12 @@ def table_6(cfg, idx, se):
             row = {"Model": DISPLAY.get(model, model), "Method": label}
             for task, name in TABLE6_COLS:
                 runs = [r for r in idx.get(task, model, method) if r["metrics"].get("asr") is not None]
-                row[name], row[f"{name} se"] = asr_cell(runs, "asr", se)
-                row[f"{name} seeds"] = len(runs) or None
-                row[f"{name} n"] = runs[0].get("n_eval_examples") if runs else None
+                row |= asr_cells(runs, "asr", se, name)
             rows.append(row)
     gold = [r for (task, *_), rs in sorted(idx.by_key.items()) if task == "bsd" for r in rs
             if r["metrics"].get("asr_reference") is not None]
-    row = {"Model": "Gold Labels", "Method": "BSD reference responses"}
-    row["BSD"], row["BSD se"] = asr_cell(gold, "asr_reference", se)
-    row["BSD seeds"], row["BSD n"] = len(gold) or None, gold[0].get("n_eval_examples") if gold else None
-    rows.append(row)
+    rows.append({"Model": "Gold Labels", "Method": "BSD reference responses",
+                 **asr_cells(gold, "asr_reference", se, "BSD")})
     title = (f"Table 6: attack success rate (ASR, 0-100, HarmBench judge) on BSD (the 1000-request test sample) and "
              f"AdvBench (all behaviours; TinyTE-gated trained on BSD); ± s.e. ({se.mode})")
     return rows, ["Model", "Method", "BSD", "AdvBench"], title, True
@@ -332,23 +313,12 @@ def nli_judges(root: Path, sorting: str) -> str:
             or "none yet")
 
 
-def table_9(cfg, root: Path, out: Path):
-    """Table 9 (+ figure6.png): entailment of the ablated outputs by the unablated ones, random sorting."""
-    from embexp.studies.ablation import TABLE_PS, pct, plot_curves
-
-    rows, panels = ablation_curves(cfg, root, "random", "nli")
-    plot_curves(panels, out / "figure6.png", ylabel="entailment vs. unablated (%)")
-    cols = ["Model", "Dataset"] + [pct(p) for p in TABLE_PS] + ["AUC"]
-    return (rows, cols, f"Table 9: entailment (%) of ablated by unablated outputs, random sorting "
-            f"(judge: {nli_judges(root, 'random')}; curves: figure6.png)", False)
-
-
 def figure_6(cfg, root: Path, out: Path):
     """Figure 6 (figure6.png, a panel per model, a curve per dataset) and its points at every p."""
     from embexp.studies.ablation import pct, plot_curves
 
     _, panels = ablation_curves(cfg, root, "random", "nli")
-    plot_curves(panels, out / "figure6.png", ylabel="entailment vs. unablated (%)")
+    plot_curves(panels, out / "figure6.png", ylabel=NLI_AXIS)
     ps = sorted({p for _, curves in panels for _, xs, _ in curves for p in xs})
     rows = [{"Model": model, "Dataset": dataset, **{pct(p): v for p, v in zip(xs, ys)}}
             for model, curves in panels for dataset, xs, ys in curves]

@@ -5,19 +5,11 @@
     python -m embexp.report paper=ledger table=pema out=      # one paper's section, printed only
     python -m embexp.report paper=ledger runs=/data/runs      # the GPU rows read from these finished runs
 
-For every table of the five papers, each cell one CPU can compute is computed (parameter counts on
-the ``meta`` device, tokenizer and split counts on the real data, the Textualized Tree generator,
-the K-Token P–L formula, recipe hyper-parameters), with the paper's value, embexp's, the command and
-a status (ledger/core.py); every other cell says what it needs: a GPU (with an estimate of its
-GPU-hours and peak memory, stated as arithmetic by ledger/runs.py over the table of the runs each GPU row
-names, ledger/estimates/*.csv), data (``EMBEXP_DATA``), the hub, or a method embexp does not have.
-The GPU rows that are metrics of one run set read the finished runs under ``runs`` (default outputs,
-where the table targets write) through the paper's report module (ledger/measured.py): the measured
-value and its status, the estimate beside it.
-Each paper's printed cells are data, ledger/printed/<paper>.csv (ledger/core.py: the paper's value as
-printed, the kind of check, the reason for a difference); its module, ledger/<paper>.py, holds only
-what computes embexp's values, keyed by the same ids (``computes()``). ``make reproduction`` runs this.
-The file is generated: never edit it by hand (tests/test_reproduction.py checks it is current).
+Every table cell of the five papers: computed where one CPU can, else what it needs (a GPU, with an estimate;
+data; the hub). The modules (printed/<paper>.csv joined by id with ledger/<paper>.py's ``computes()``, core.py,
+sources.py, runs.py, measured.py): docs/architecture.md ("Reports"); what the page shows and how: its own
+introduction (ledger/markdown.py). ``make reproduction`` runs this; tests/test_reproduction.py checks the
+file is current.
 """
 
 from __future__ import annotations
@@ -89,16 +81,12 @@ def all_rows() -> dict[str, list[Row]]:
     return {p: paper_rows(p) for p in PAPERS}
 
 
-def data_path(cfg) -> Optional[Path]:
-    d = str(cfg.data_dir or "")
-    return Path(d).expanduser() if d else None
-
-
 def render(cfg: Config) -> str:
     from embexp.report.ledger.markdown import document, section
     from embexp.report.ledger.measured import decide_with_runs, index
 
-    data_dir, runs = data_path(cfg), index(cfg.runs)
+    data_dir = Path(str(cfg.data_dir)).expanduser() if cfg.data_dir else None
+    runs = index(cfg.runs)
     papers = list(PAPERS) if cfg.table == "all" else [cfg.table]
     outcomes = {p: [(r, decide_with_runs(r, data_dir, runs)) for r in paper_rows(p)] for p in papers}
     if cfg.table == "all":

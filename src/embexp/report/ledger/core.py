@@ -11,20 +11,9 @@ here (``hub``, ``absent``), the runs a GPU row needs (``runs``: a set or a run o
 ledger/runs.py), and for a row whose check is the paper's formula on its own numbers, the
 printed numbers it applies it to (``inputs``, space-separated: they are printed cells too, some of no
 other row). Its code half is a ``Compute`` keyed by the same id in the paper's module, ledger/<paper>.py
-(``computes()``): a function, the data files it reads, a lookup in finished runs. Its status:
-
-- ``equal``: ours, rendered at the paper's printed precision ("176K" -> thousands, "54.9" -> one
-  decimal, "8.9M" -> 0.1M, "1e-8" -> the number itself), is the printed text;
-- ``differs``: it is not, and the row says why (``reason``) and records the value it expects
-  (``expected``, ours at the paper's precision), so a test fails if ours moves;
-- ``unexplained``: it is not, and the row gives no reason (a test fails);
-- ``unprinted``: the paper prints no value; ours is recorded (``expected``) so it cannot drift;
-- ``measured`` / ``partial``: a GPU row read from finished runs (ledger/measured.py) that differs from
-  the paper (no reason is recorded for a measurement: the row says by how much), or whose run set is
-  only partly finished; a measured row that matches is ``equal``; neither fails a test;
-- ``gpu`` / ``data`` / ``hub`` / ``absent``: needs a GPU (with an estimate, ledger/runs.py), reads
-  ``EMBEXP_DATA`` (computed when the files are there, else the missing file is named), needs a
-  tokenizer, model or data set that only the hub has, or is a method/setting embexp does not have.
+(``computes()``): a function, the data files it reads, a lookup in finished runs. Its status (``decide``) is one
+of ``LABELS``, an equal one split by ``KINDS``; what each means is docs/reproduction.md's "Statuses" paragraph
+(ledger/markdown.py ``STATUSES``).
 """
 
 from __future__ import annotations
@@ -67,22 +56,17 @@ KINDS = {
     "config": "config echo",  # embexp's config holds the paper's printed setting, read back
     "construction": "by construction",  # embexp's setting was chosen so that it gives the paper's number
 }
-COMPUTED = ("equal", "differs", "unexplained", "unprinted")
 NOT_PRINTED = ("—", "-", "")
 
 _NUM = re.compile(r"^(?P<pre>~|≈|roughly )?(?P<num>\d[\d,]*(?:\.\d+)?)(?P<suf>K|k|M|B|%| thousand| million| MB| s)?$")
 _SCI = re.compile(r"^\d+(?:\.\d+)?e-?\d+$")
-_SCALE = {
-    None: 1.0,
+_SCALE = {  # the suffixes that scale the printed digits (the others are units: 1)
     "K": 1e3,
     "k": 1e3,
     "M": 1e6,
     "B": 1e9,
-    "%": 1.0,
     " thousand": 1e3,
     " million": 1e6,
-    " MB": 1.0,
-    " s": 1.0,
 }
 
 
@@ -125,7 +109,8 @@ class Printed:
 
 
 def printed(text: str) -> Optional[Printed]:
-    """The number a printed cell holds, or None when it is not one ('Linear', '—')."""
+    """The number a printed cell holds, or None when it is not one ('Linear', '—'); its precision is the text's
+    ("176K" -> thousands, "54.9" -> one decimal, "8.9M" -> 0.1M, "1e-8" -> the number itself)."""
     t = text.strip()
     if _SCI.match(t):
         return Printed(t, float(t), 1.0, -1, "", False, "")
@@ -134,7 +119,7 @@ def printed(text: str) -> Optional[Printed]:
         return None
     num, suf = m["num"], m["suf"]
     decimals = len(num.split(".")[1]) if "." in num else 0
-    scale = _SCALE[suf]
+    scale = _SCALE.get(suf, 1.0)
     return Printed(t, float(num.replace(",", "")) * scale, scale, decimals, suf or "", "," in num, m["pre"] or "")
 
 

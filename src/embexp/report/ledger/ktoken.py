@@ -1,15 +1,13 @@
 """K-Token Merging (papers/k-token-merging.md): the ledger's rows of the paper, whose printed cells (and
-the P–L formula's printed inputs) are ledger/printed/ktoken.csv. The P–L scores of Tables 1–3 by embexp's
-Eq. 3/4 from the paper's own performance and length reduction (a check of the formula, not a re-run), the
-Textualized Tree's sizes and majority class from the project's generator (src/embexp/tasks/tree.py), the
-merging encoder's size. Accuracy, perplexity and the measured reductions of Tables 1–3 and Fig. 6 need a
-GPU: Qwen2.5-0.5B with LoRA (r=4, on every projection and lm_head), one epoch, AdamW 1e-4, bf16, three
-seeds per column (the paper reports the best of three)."""
+the P–L formula's printed inputs) are ledger/printed/ktoken.csv. The P–L scores of Tables 1–3 (``NOTES``),
+the Textualized Tree's sizes and majority class from the project's generator, the merging encoder's size.
+Accuracy, perplexity and the measured reductions of Tables 1–3 and Fig. 6 need a GPU: Qwen2.5-0.5B with LoRA
+(r=4, on every projection and lm_head), one epoch, AdamW 1e-4, bf16, three seeds per column (the best of three)."""
 
 from __future__ import annotations
 
 import random
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from embexp.report.ledger import core, measured, sources
 from embexp.report.ledger.core import Compute
@@ -127,9 +125,7 @@ def encoder_mb(k: int) -> float:
 
 
 def pl_computes() -> dict:
-    cols = ("uncompressed", "selectivecontext", "llmlingua2", "ltsc", "2-token", "3-token", "4-token")
-    ids = [f"ktoken.t{t}.{col}.pl" for t in "123" for col in cols]
-    pls = {rid: Compute(lambda _d, rid=rid: pl(rid)) for rid in ids}
+    pls = {c["id"]: Compute(lambda _d, rid=c["id"]: pl(rid)) for c in core.sheet("ktoken") if c["kind"] == "formula"}
     return {**pls, **tree_computes(), "ktoken.s31.encoder.mb": Compute(lambda _d: encoder_mb(2))}
 
 
@@ -140,5 +136,6 @@ def rate(table: str, col: str) -> float:
 
 
 def computes() -> dict:
-    runs = {f"ktoken.t{t}.{col}.run": Compute(measure=measured.ktoken(f"table{t}", col)) for t in "123" for col in COLS}
+    runs = {f"ktoken.t{t}.{col}.run": Compute(measure=partial(measured.ktoken, f"table{t}", col))
+            for t in "123" for col in COLS}
     return {**pl_computes(), **runs}

@@ -1,23 +1,13 @@
 """The ledger's GPU rows read from finished runs: ``python -m embexp.report paper=ledger runs=outputs``.
 
-A GPU row whose cells are metrics of one run set carries a lookup (``Row.measure``, built below from
-the paper's report module): given the index of the finished runs
-(``records.Runs``), a value per printed cell, None where no run holds it. Only complete run
-directories count (``records.run_dirs``: status.json says complete and metrics.json is there; a
-failed, interrupted or running directory is never read), and never a smoke run (``model.source:
-tiny``, ``model.init: random`` or ``task.source: fixture``: random weights or a fixture measure nothing of
-the paper's).
-
-Each measured cell is compared with the paper's printed number at its precision (the printed ± s.e.,
-subscript s.d. and '*' marks are left out: the mean is compared): every cell equal -> ``equal``;
-a cell differs -> ``measured`` ("measured: differs by X", no reason recorded: a measurement is not a
-test); some cells have no run yet and the rest are equal -> ``partial``. The row keeps its GPU
-estimate beside the result. A row with no run at all stays "needs a GPU".
-
-The lookups (``Row.measure``) compute their cells with the paper's report module's own functions
-(``embexp.report.<paper>``: the same run filters, metrics and means over seeds as ``python -m embexp.report
-paper=<paper>``), so the ledger and the report tables never disagree. The report modules are imported when
-a lookup runs.
+A GPU row whose cells are metrics of one run set carries a lookup (``Row.measure``: one of the functions
+below, its last argument left open with ``functools.partial``): given the index of the finished runs
+(``index``: complete run directories only, ``records.run_dirs``, and never a smoke run), a value per printed
+cell, None where no run holds it. Each computes its cells with the paper's report module's own functions
+(``embexp.report.<paper>``: the same run filters, metrics and means over seeds), so the ledger and the report
+tables never disagree. ``outcome`` compares each value with the printed number at its precision: the row is
+equal, measured (differs: no reason is recorded, a measurement is not a test) or measured in part, its GPU
+estimate beside it; a row with no run at all stays "needs a GPU".
 """
 
 from __future__ import annotations
@@ -111,79 +101,59 @@ def no_se():
     return SE("none", 0, Path(os.devnull))
 
 
-def tinyte_nlg(model: str, cell: tuple, names: tuple):
+def tinyte_nlg(model: str, cell: tuple, names: tuple, idx) -> list:
     """Tables 1, 2, 11: R-L, BLEU-4, TER (the report's column names) of one model and cell ((method, tag) of the
     runs), mean over seeds (``report.tinyte.gen_row``)."""
+    from embexp.report import tinyte as rep
 
-    def get(idx):
-        from embexp.report import tinyte as rep
-
-        cols = [c for c in (rep.RL, rep.BLEU, rep.TER) if c[2] in names]
-        row = rep.gen_row(idx, no_se(), model, *cell, cols)
-        return [row[n] for n in names]
-
-    return get
+    cols = [c for c in (rep.RL, rep.BLEU, rep.TER) if c[2] in names]
+    row = rep.gen_row(idx, no_se(), model, *cell, cols)
+    return [row[n] for n in names]
 
 
-def tinyte_superglue(model: str, label: str, which: tuple):
+def tinyte_superglue(model: str, label: str, which: tuple, idx) -> list:
     """Table 3: the row `label` of ``report.tinyte.table_3`` for one model; `which` picks its columns by
     position (BoolQ, Copa, CB, RTE, WiC, Avg.)."""
+    from embexp.report import tinyte as rep
 
-    def get(idx):
-        from embexp.report import tinyte as rep
-
-        rows, cols, *_ = rep.table_3(SimpleNamespace(models=[model]), idx, no_se())
-        row = next(r for r in rows if r["Method"] == label)
-        return [row[cols[2 + i]] for i in which]
-
-    return get
+    rows, cols, *_ = rep.table_3(SimpleNamespace(models=[model]), idx, no_se())
+    row = next(r for r in rows if r["Method"] == label)
+    return [row[cols[2 + i]] for i in which]
 
 
-def pema_t10(model: str, pema: bool):
+def pema_t10(model: str, pema: bool, idx) -> list:
     """Table 10: the ✗ (inner method) or ✓ (PEMA) row of ``report.pema.table10`` for one model over the
     nine GLUE tasks, mean over seeds, and its Mean (over the seeds that have all nine)."""
+    from embexp.report import pema as rep
 
-    def get(idx):
-        from embexp.report import pema as rep
-
-        runs = [r for rs in idx.by_key.values() for r in rs if r["task_name"] == "glue" and r["model"] == model]
-        runs.sort(key=lambda r: (rep.GLUE.index(r["subset"]) if r["subset"] in rep.GLUE else 99, r.get("seed", 0)))
-        rows, _ = rep.table10(runs, list(rep.GLUE))
-        row = next((r for r in rows if r["PEMA"] == ("✓" if pema else "✗")), {})
-        return [row.get(rep.LABELS[s]) for s in rep.GLUE] + [float(row["Mean"].split()[0]) if row.get("Mean") else None]
-
-    return get
+    runs = [r for rs in idx.by_key.values() for r in rs if r["task_name"] == "glue" and r["model"] == model]
+    runs.sort(key=lambda r: (rep.GLUE.index(r["subset"]) if r["subset"] in rep.GLUE else 99, r.get("seed", 0)))
+    rows, _ = rep.table10(runs, list(rep.GLUE))
+    row = next((r for r in rows if r["PEMA"] == ("✓" if pema else "✗")), {})
+    return [row.get(rep.LABELS[s]) for s in rep.GLUE] + [float(row["Mean"].split()[0]) if row.get("Mean") else None]
 
 
-def tinyattn(table: str, tag: str, model: str, tasks: tuple, seeds: tuple = ()):
+def tinyattn(table: str, tag: str, model: str, tasks: tuple, seeds: tuple, idx) -> list:
     """Tiny-Attention: the mean over seeds of each task's metric for one setting (``report.tinyattn.gather``,
     the held-out protocol); Table 8's 4H reads the 1H run where 4H was not trained, as the report does."""
+    from embexp.report import tinyattn as rep
+    from embexp.report.cells import mean
 
-    def get(idx):
-        from embexp.report import tinyattn as rep
-        from embexp.report.cells import mean
-
-        got = rep.gather(idx, table, list(seeds), "heldout")
-        out = []
-        for t in tasks:
-            vals = got.get((tag, model), {}).get(t, ([],))[0]
-            if not vals and table == "table8" and tag == "4h":
-                vals = got.get(("1h", model), {}).get(t, ([],))[0]
-            out.append(mean(vals))
-        return out
-
-    return get
+    got = rep.gather(idx, table, list(seeds), "heldout")
+    out = []
+    for t in tasks:
+        vals = got.get((tag, model), {}).get(t, ([],))[0]
+        if not vals and table == "table8" and tag == "4h":
+            vals = got.get(("1h", model), {}).get(t, ([],))[0]
+        out.append(mean(vals))
+    return out
 
 
-def ktoken(table: str, column: str):
+def ktoken(table: str, column: str, idx) -> list:
     """K-Token Tables 1-3: the best of N runs' accuracy (perplexity: the lowest) and the measured length
     reduction (mean over the N), ``report.ktoken.compression_table``."""
+    from embexp.report import ktoken as rep
 
-    def get(idx):
-        from embexp.report import ktoken as rep
-
-        _, rows, _ = rep.compression_table(idx, table, [], "")
-        row = next(r for r in rows if r["column"] == column)
-        return [row.get("best"), row.get("reduction")]
-
-    return get
+    _, rows, _ = rep.compression_table(idx, table, [], "")
+    row = next(r for r in rows if r["column"] == column)
+    return [row.get("best"), row.get("reduction")]

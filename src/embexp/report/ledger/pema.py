@@ -1,15 +1,11 @@
 """PEMA (papers/pema.md): the ledger's rows of the paper, whose printed cells are ledger/printed/pema.csv.
-Tables 5 and 6 (vocabulary and parameters of the registry's models, on the meta device); Table 2's BERT
-and DistilBERT cells on the GLUE tasks whose splits are in EMBEXP_DATA (the uncased WordPiece of
-all-MiniLM-L6-v2 = bert-base-uncased's; Table 2's other models need the hub's tokenizers); Table 7's
-split sizes (EMBEXP_DATA) and Table 8's hyper-parameters against conf/. Table 9's fine-tuning column
-and Table 10 need a GPU: full fine-tuning of each model on each GLUE task, 3 epochs, batch 32, fp32
-(conf/trainer/pema_paper.yaml), 5 seeds. Tables 1, 3 and 4, the §3 / Fig. 2 claims and Table 9's PEMA
-column need the hub's tokenizers: they are rows of the printed cells with nothing to compute here."""
+Tables 5 and 6 on the meta device, Table 2's BERT and DistilBERT cells and Table 7's split sizes from
+EMBEXP_DATA, Table 8's hyper-parameters against conf/, Table 10 from finished runs (a GPU each: ledger/runs.py);
+each table's note says how (``NOTES``). The rows that need the hub's tokenizers compute nothing here."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from embexp.report.ledger import measured, sources
 from embexp.report.ledger.core import Compute
@@ -93,7 +89,7 @@ def t2_computes() -> dict:
 
 
 def split_count(subset: str, names: tuple, d) -> int:
-    return sum(sources.n_rows("glue", subset, s, d) for s in names)
+    return sum(len(sources.rows("glue", subset, s, d)) for s in names)
 
 
 def t7_computes() -> dict:
@@ -126,12 +122,8 @@ T8 = {
 DROPOUT = ("attention_probs_dropout_prob", "hidden_dropout_prob")
 
 
-def composed(experiment: str):
-    return sources.composed(f"experiment={experiment}", "model=xlmr" if "xlm" in experiment else "model=bert")
-
-
 def config_value(experiment: str, read):
-    v = read(composed(experiment))
+    v = read(sources.composed(f"experiment={experiment}", "model=xlmr" if "xlm" in experiment else "model=bert"))
     return v if isinstance(v, str) else float(v)
 
 
@@ -147,6 +139,6 @@ def t8_computes() -> dict:
 def computes() -> dict:
     out = {**t5_computes(), **t2_computes(), **t7_computes(), **t8_computes()}
     for model in T5:
-        for pema in (False, True):
-            out[f"pema.t10.{model}.{'pema' if pema else 'ft'}"] = Compute(measure=measured.pema_t10(model, pema))
+        for pema, name in ((False, "ft"), (True, "pema")):
+            out[f"pema.t10.{model}.{name}"] = Compute(measure=partial(measured.pema_t10, model, pema))
     return out

@@ -27,7 +27,7 @@ from __future__ import annotations
 import csv
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from embexp.report.ledger import sources
@@ -183,13 +183,10 @@ class Estimate:
 
     def __init__(self, key: str, build, note: str = ""):
         self.key, self.build, self.note, self.ref = key, build, note, ""
-        self._runs = None
 
-    @property
+    @cached_property
     def runs(self) -> list:
-        if self._runs is None:
-            self._runs = list(self.build())
-        return self._runs
+        return list(self.build())
 
     def hours(self) -> float:
         return sum(r.hours() for r in self.runs)
@@ -200,14 +197,10 @@ class Estimate:
     def summary(self) -> str:
         if not self.runs:
             return f"{self.note} [{self.ref or self.key}]"
-        h, gb = self.hours(), self.peak()
-        hours = hrs(h)
+        gb = self.peak()
         fits = "" if gb <= GPU_GB else f"; over {GPU_GB} GB: model.dtype=bfloat16 or more GPUs"
-        return (
-            f"≈ {hours} GPU-h, ≈ {gb:.2g} GB peak{fits} [{self.ref or self.key}]"
-            if gb < 10
-            else f"≈ {hours} GPU-h, ≈ {gb:.0f} GB peak{fits} [{self.ref or self.key}]"
-        )
+        size = f"{gb:.2g}" if gb < 10 else f"{gb:.0f}"
+        return f"≈ {hrs(self.hours())} GPU-h, ≈ {size} GB peak{fits} [{self.ref or self.key}]"
 
     def text(self) -> str:
         if not self.runs:
@@ -328,16 +321,12 @@ def run(key: str) -> Run:
                works(r["decode"]), **{k: int(r[k]) for k in ("seq", "batch", "copies", "weight_bytes")}, key=key)
 
 
-_EST: dict = {}
-
-
+@lru_cache(maxsize=None)
 def estimate(key: str) -> Estimate:
     """The runs of a set of estimates/sets.csv, or the one run of estimates/runs.csv with this id: one
     Estimate per key (rows that need the same runs share it and count it once)."""
-    if key not in _EST:
-        sets, runs = table("sets"), table("runs")
-        if key not in sets and key not in runs:
-            raise ValueError(f"ledger: no run set or run {key!r} in {DIR.name}/sets.csv or {DIR.name}/runs.csv")
-        ids, note = (sets[key]["runs"].split(), sets[key]["note"]) if key in sets else ([key], "")
-        _EST[key] = Estimate(key, lambda: [run(i) for i in ids], note)
-    return _EST[key]
+    sets, runs = table("sets"), table("runs")
+    if key not in sets and key not in runs:
+        raise ValueError(f"ledger: no run set or run {key!r} in {DIR.name}/sets.csv or {DIR.name}/runs.csv")
+    ids, note = (sets[key]["runs"].split(), sets[key]["note"]) if key in sets else ([key], "")
+    return Estimate(key, lambda: [run(i) for i in ids], note)

@@ -62,20 +62,12 @@ def task(name: str, subset: str, data_dir: Path, **fields):
 
 
 @lru_cache(maxsize=None)
-def _rows(name: str, subset: str, split: str, data_dir: str) -> tuple:
+def rows(name: str, subset: str, split: str, data_dir: Path) -> tuple:
     """Every row of one split, from the file the task reads (hidden test labels are only counted)."""
     from embexp.tasks.base import read_jsonl
 
-    t = task(name, subset, Path(data_dir))
+    t = task(name, subset, data_dir)
     return tuple(read_jsonl(t.local_path(split)))
-
-
-def rows(name: str, subset: str, split: str, data_dir: Path) -> tuple:
-    return _rows(name, subset, split, str(data_dir))
-
-
-def n_rows(name: str, subset: str, split: str, data_dir: Path) -> int:
-    return len(rows(name, subset, split, data_dir))
 
 
 def glue_file(subset: str, split: str) -> str:

@@ -2,12 +2,14 @@
 ledger/printed/tinyattn.csv. Trainable-parameter counts and shares on roberta-large and roberta-base,
 the PLMs' sizes (§4.1), the GLUE training-set sizes (Table 3) and label balance (App. B.1) from the real
 data; Tables 4–7, the hyper-parameters of the paper's best runs, against the experiment configs embexp
-runs them with (conf/experiment/tinyattn_*.yaml). Every score needs a GPU: roberta-large (and -base)
-frozen with tiny-attention adapters, 20 epochs, batch 16, fp32 (conf/trainer/tinyattn_paper.yaml); the
+runs them with (conf/experiment/tinyattn_*.yaml). Every score needs a GPU (its recipe: ledger/runs.py); the
 scores of one run set are read from finished runs (ledger/measured.py)."""
 
 from __future__ import annotations
 
+from functools import partial
+
+from embexp.report import tinyattn as report
 from embexp.report.ledger import measured, sources
 from embexp.report.ledger.core import Compute
 
@@ -15,16 +17,8 @@ HEAD = "model.head=linear"  # the authors' Linear(d, n) head on <s>, every tinya
 TASKS = ("sst2", "cola", "mnli", "qqp", "rte", "mrpc", "qnli", "stsb")  # Tables 3 and 8's tasks
 # MNLI, QQP and MRPC print two metrics ("89.3/89.6"): the report keeps one (METRIC), so their rows read no runs
 TWO_METRICS = ("mnli", "qqp", "mrpc")
-# the rows of Tables 10-12 that are one setting's runs on two tasks: (row id, table, the setting's tag in
-# report/tinyattn.py, model, tasks)
-SETTINGS = (
-    ("t10.sequential", "table10", "1h_seq", "roberta_base", ("sst2", "mnli")),
-    ("t10.parallel", "table10", "1h_para", "roberta_base", ("sst2", "mnli")),
-    ("t11.4h-noavg", "table11", "4h_noavg", "roberta", ("cola", "rte")),
-    ("t11.4h", "table11", "4h", "roberta", ("cola", "rte")),
-    ("t12.1h-4d", "table12", "1h4d", "roberta", ("cola", "rte")),
-    ("t12.1h", "table12", "1h", "roberta", ("cola", "rte")),
-)
+# the rows of Tables 11 and 12 that repeat Table 8's settings on CoLA and RTE: (row id, the setting's tag)
+REPEATS = (("tinyattn.t11.4h", "4h"), ("tinyattn.t12.1h", "1h"))
 # each hyper-parameter table's experiments (conf/experiment/<name>.yaml); Table 6 prints no warm-up column
 HP_TABLES = {
     "t4": tuple(f"tinyattn_1h_{task}" for task in TASKS),
@@ -79,19 +73,16 @@ def share(subset: str, split: str, label: int, d) -> float:
 def data_computes() -> dict:
     out = {
         f"tinyattn.t3.{s}.train": Compute(
-            lambda d, s=s: sources.n_rows("glue", s, "train", d), data=(sources.glue_file(s, "train"),)
+            lambda d, s=s: len(sources.rows("glue", s, "train", d)), data=(sources.glue_file(s, "train"),)
         )
         for s in TASKS
     }
-    out["tinyattn.b1.mrpc.positive"] = Compute(
-        lambda d: share("mrpc", "train", 1, d), data=(sources.glue_file("mrpc", "train"),)
-    )
-    out["tinyattn.b1.qqp.negative"] = Compute(
-        lambda d: share("qqp", "train", 0, d), data=(sources.glue_file("qqp", "train"),)
-    )
+    for subset, label, name in (("mrpc", 1, "positive"), ("qqp", 0, "negative")):
+        out[f"tinyattn.b1.{subset}.{name}"] = Compute(lambda d, s=subset, y=label: share(s, "train", y, d),
+                                                     data=(sources.glue_file(subset, "train"),))
     for sub in ("cb", "rte"):
         out[f"tinyattn.t1.{sub}.fewglue"] = Compute(
-            lambda d, s=sub: sources.n_rows("superglue", s, "train_fewglue32", d),
+            lambda d, s=sub: len(sources.rows("superglue", s, "train_fewglue32", d)),
             data=(f"super_glue/{sub}/train_fewglue32.jsonl",),
         )
     return out
@@ -120,18 +111,19 @@ def hp_computes() -> dict:
 
 def measure_computes() -> dict:
     """The lookups of the GPU rows whose cells are one setting's metrics (Tables 1, 8, 10–13)."""
+    look = measured.tinyattn
     out = {
-        f"tinyattn.t8.{heads}.{task}": Compute(measure=measured.tinyattn("table8", heads, "roberta", (task,)))
+        f"tinyattn.t8.{heads}.{task}": Compute(measure=partial(look, "table8", heads, "roberta", (task,), ()))
         for heads in ("1h", "4h")
         for task in TASKS
         if task not in TWO_METRICS
     }
-    out["tinyattn.t1.1h"] = Compute(measure=measured.tinyattn("table1", "fewglue", "albert_xxlarge", ("cb", "rte")))
-    for rid, table, tag, model, tasks in SETTINGS:
-        out[f"tinyattn.{rid}"] = Compute(measure=measured.tinyattn(table, tag, model, tasks))
+    # the rows that are one setting's runs on two tasks: those the report prints one row for, and REPEATS
+    sets = [(rid, tag, model, tasks) for (tag, model), (rid, tasks) in report.PRINTED.items() if tasks]
+    for rid, tag, model, tasks in sets + [(rid, tag, "roberta", ("cola", "rte")) for rid, tag in REPEATS]:
+        out[rid] = Compute(measure=partial(look, "table" + rid.split(".")[1][1:], tag, model, tasks, ()))
     for i in range(1, 6):
-        look = measured.tinyattn("table8", "1h", "roberta", ("sst2", "mnli"), (i,))
-        out[f"tinyattn.t13.seed{i}"] = Compute(measure=look)
+        out[f"tinyattn.t13.seed{i}"] = Compute(measure=partial(look, "table8", "1h", "roberta", ("sst2", "mnli"), (i,)))
     return out
 
 

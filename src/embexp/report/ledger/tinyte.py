@@ -6,7 +6,9 @@ ranking study. The scores of Tables 1–3 and 11 are read from finished runs (le
 
 from __future__ import annotations
 
-from embexp.report.ledger import measured, sources
+from functools import partial
+
+from embexp.report.ledger import core, measured, sources
 from embexp.report.ledger.core import Compute
 from embexp.report.tinyte import TABLE1, TABLE2, TABLE11
 from embexp.studies.params import LORA_ALL
@@ -65,15 +67,10 @@ NOTES = {
 }
 
 
-def method_of(method: str) -> tuple:
-    """The overrides of a method (its Table 1 label)."""
-    (name, _), ov = METHODS[method]
-    return (f"method={name}", *ov)
-
-
 def tp(model: str, method: str) -> Compute:
     """The trainable parameters of a method (its Table 1 label) on a model."""
-    return Compute(lambda _d, m=model, o=method_of(method): sources.tp(m, *o))
+    (name, _), overrides = METHODS[method]
+    return Compute(lambda _d, m=model, o=(f"method={name}", *overrides): sources.tp(m, *o))
 
 
 def peft_default(model: str) -> Compute:
@@ -86,20 +83,17 @@ def slug(method: str) -> str:
 
 
 def param_computes() -> dict:
+    """Every parameter-count row of the printed cells: ``tinyte.<table>.<model>.<method>.tp`` (the method by its
+    label's slug; ``clean``: Table 8's TinyTE-full) and ``...lorar8.peft_default``."""
+    methods = {slug(m): m for m in METHODS} | {"clean": "TinyTE-full"}
     out = {}
-    for t, methods in TABLES.items():
-        out.update({f"tinyte.{t}.{model}.{slug(m)}.tp": tp(model, m) for model in MODELS for m in methods})
-    out.update({f"tinyte.t2.{model}.lorar8.peft_default": peft_default(model) for model in MODELS})
-    for model, m in (("llama2", "TinyTE-full"), ("llama2", "Repeating the question"), ("gptj", "TinyTE-full"),
-                     ("qwen25_05b", "TinyTE-full")):
-        out[f"tinyte.t8.{model}.{slug(m)}.tp"] = tp(model, m)
-    return {
-        **out,
-        "tinyte.t8.qwen25_05b.clean.tp": tp("qwen25_05b", "TinyTE-full"),
-        "tinyte.fig3.llama2.tinyte-gated.tp": tp("llama2", "TinyTE-gated"),
-        "tinyte.fig3.llama2.lorar8.tp": tp("llama2", "LoRA (r=8)"),
-        "tinyte.fig3.llama2.lorar8.peft_default": peft_default("llama2"),
-    }
+    for c in core.sheet("tinyte"):
+        _, _, model, method, col = (c["id"].split(".") + ["", ""])[:5]
+        if col == "tp":
+            out[c["id"]] = tp(model, methods[method])
+        elif col == "peft_default":
+            out[c["id"]] = peft_default(model)
+    return out
 
 
 def repeat_rl(data_dir) -> float:
@@ -113,10 +107,10 @@ def repeat_rl(data_dir) -> float:
 
 def nlg_computes(t: str, model: str, method: str, wmt: tuple) -> dict:
     """The lookups of the CNN/DM (R-L) and WMT16 (`wmt`'s metrics) runs of one cell of Table 1, 2 or 11."""
-    tag = slug(method)
+    tag, look = slug(method), partial(measured.tinyte_nlg, model, METHODS[method][0])
     return {
-        f"tinyte.{t}.{model}.{tag}.cnndm": Compute(measure=measured.tinyte_nlg(model, METHODS[method][0], ("R-L",))),
-        f"tinyte.{t}.{model}.{tag}.wmt16": Compute(measure=measured.tinyte_nlg(model, METHODS[method][0], wmt)),
+        f"tinyte.{t}.{model}.{tag}.cnndm": Compute(measure=partial(look, ("R-L",))),
+        f"tinyte.{t}.{model}.{tag}.wmt16": Compute(measure=partial(look, wmt)),
     }
 
 
@@ -135,13 +129,12 @@ def t3_computes() -> dict:
     out = {}
     for model in MODELS:
         for method, tag in T3_ROWS:
+            look = partial(measured.tinyte_superglue, model, method)
             if "Individual" in method:
                 for i, t in enumerate(T3_TASKS + ("avg",)):
-                    look = measured.tinyte_superglue(model, method, (i,))
-                    out[f"tinyte.t3.{model}.{tag}.{t}"] = Compute(measure=look)
+                    out[f"tinyte.t3.{model}.{tag}.{t}"] = Compute(measure=partial(look, (i,)))
             else:
-                look = measured.tinyte_superglue(model, method, tuple(range(6)))
-                out[f"tinyte.t3.{model}.{tag}"] = Compute(measure=look)
+                out[f"tinyte.t3.{model}.{tag}"] = Compute(measure=partial(look, tuple(range(6))))
     return out
 
 

@@ -1,23 +1,13 @@
 """Amazon Reviews sentiment (the K-Token Merging paper's Table 2): ``McAuley-Lab/Amazon-Reviews-2023``,
-config ``raw_review_Amazon_Fashion``, one hub split ``full``.
+config ``raw_review_Amazon_Fashion``, one hub split ``full``, read through the ``json`` builder.
 
-Rows use the hub schema: ``{"rating", "title", "text", "images", "asin", "parent_asin", "user_id",
-"timestamp", "helpful_vote", "verified_purchase"}``. Prompt and label verbatim from the authors'
-``scripts/amazon_reviews/run.py`` (shsjxzh/K-Token-Merging @8d29f47): ``"Review: {text}, Label:"``, target
-``positive`` when ``rating >= 3.5`` else ``negative`` (no leading space: the authors tokenise the
-answer on its own). Splits as the authors: ``full.train_test_split(test_size=50000, seed=42)`` (the
-same permutation as ``datasets``' own, :func:`authors_split`, so hub and local rows split alike),
-then a random 10% of the training part (``train_fraction``). The authors draw that sample with the
-process's unseeded ``random`` module (a spawned worker), so it is not reproducible; ours draws it with
-``random.Random(sample_seed)``.
-
-Hub loading reads the category's JSONL file through the ``json`` builder
-(``hf://datasets/McAuley-Lab/Amazon-Reviews-2023/raw/review_categories/<category>.jsonl``, the file
-the dataset's loading script reads; embexp never runs a hub script). ``task.data_dir`` reads
-``full.jsonl`` in that schema (e.g. the Alexa reviews in ../shared/data: another category, for local
-checks only, with a smaller ``task.test_size``). The fixture (ours) writes ``full`` rows in the hub
-schema whose text carries its sentiment.
-Metrics (0–100): accuracy, balanced accuracy, F1 of ``positive`` and ``majority_baseline``.
+Prompt and label verbatim from the authors' ``scripts/amazon_reviews/run.py`` (@8d29f47):
+``"Review: {text}, Label:"``, target ``positive`` when ``rating >= 3.5`` else ``negative`` (no leading
+space: the authors tokenise the answer on its own); the authors' split of ``full``
+(:func:`authors_split`), then a 10% sample of the training part drawn with ``sample_seed`` (ours: the
+authors' is unseeded). ``task.data_dir`` reads ``full.jsonl`` in the hub schema. Metrics (0–100):
+accuracy, balanced accuracy, F1 of ``positive`` and ``majority_baseline``. The splits, the hub file and
+a local check on real rows: docs/methods_ktoken.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,14 @@
 """Field domains of task rows: what each field of a task's rows may hold.
 
-Every row a run reads is checked against its task's :class:`Schema` (``Task.schema(split)``) as it
-is read, before any training and before the model loads: local JSON-lines files, hub rows and
-fixtures go through the same check (``Task.read_split``). A row outside its domain stops the run
-with one line naming where it is (``<file>:<line>``, or the hub/fixture split and row index), the
-field, the value and the valid domain, e.g. (one line, wrapped here)::
+Every row a run reads is checked against its task's :class:`Schema` (``Task.schema(split)``) as it is
+read (``Task.read_split``), before the model loads; a row outside its domain stops the run with one
+line naming where it is, the field, the value and the valid domain, e.g. (one line, wrapped here)::
 
     data/train.jsonl:3: field 'label' = 7 is out of range (valid for glue_sst2: an integer class id,
     0 (negative) or 1 (positive))
 
-Checked: a missing field, a wrong JSON type (a string where a number is expected, an array where a
-row object is expected), empty text (where the hub schema has none), NaN/inf and numbers outside
-a range (STS-B's 0–5, star ratings 1–5), class ids outside the label set, label words outside the
-verbalizers, and a key (``idx``) repeated within a split.
-
-Hidden labels: the hub marks the labels of a test split it keeps secret with a marker (GLUE and
-SuperGLUE: ``-1``; STS-B ``-1.0``), the domain's ``hidden`` value. A split read only to be counted
-(PEMA's token counts: ``method.count_splits``, ``analyze vocab splits=``) is checked with
-``RowCheck(counting=True)``, which takes the marker; a split that is trained on or scored refuses it
-with one line naming the file and row and the split.
+A missing field and a value of the wrong JSON type are refused too. The domains, and the hub's hidden
+test labels (``RowCheck(counting=True)`` takes them): docs/architecture.md ("Field domains").
 """
 
 from __future__ import annotations

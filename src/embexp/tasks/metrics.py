@@ -3,23 +3,7 @@
 Runs reach them through the tasks (``Task.score_labels`` / ``score_regression`` / ``score_text`` /
 ``score_similarity``) and through ``run.predict`` (length reduction, P–L); users reach the same
 functions as ``evaluate`` modules that load from a folder inside the installed package, offline
-(``embexp.metric_modules``: ``evaluate.load(embexp.metric_modules.path("embexp_translation"))``).
-One implementation, two doors.
-
-- Classification: :func:`accuracy`, :func:`f1_score` (the positive class), :func:`mcc_score`,
-  :func:`macro_f1` (lm-eval's CB F1), :func:`binary_summary` (K-Token Merging's tree/amazon set:
-  accuracy, balanced accuracy, F1 of the positive class, majority baseline). An invalid prediction
-  (-1, no valid answer) counts as wrong; for the binary F1/MCC it is scored as the wrong class (ours).
-- Correlation: :func:`spearman_pearson` (×100; 0 where undefined), :func:`regression_scores` (STS-B
-  on generated text: strict parsing, an unparseable answer scores as ``invalid_value``).
-- Translation (the TinyTE paper's WMT16 metrics): :func:`translation_scores`, corpus-level sacreBLEU
-  BLEU-4 (13a tokenisation) and TER, plus chrF on request, on whitespace-stripped hypotheses and
-  references.
-- Summaries/instructions: :func:`rouge_scores`, rouge-score's ROUGE-1/2/L/Lsum F-measure (stemming
-  on by default), Lsum over the sentences of :func:`split_sentences` (ours), mean over examples
-  with the standard errors of the L means.
-- K-Token Merging's Performance–Length reduction score (k-token-merging.md, Eq. 3–4):
-  :func:`length_reduction`, :func:`pl_score`, :func:`pl_from_accuracy`, :func:`pl_from_perplexity`.
+(``embexp.metric_modules``; docs/architecture.md, "Two doors to one implementation").
 """
 
 from __future__ import annotations

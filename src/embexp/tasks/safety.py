@@ -1,36 +1,11 @@
 """Safety tuning (the TinyTE paper's App. B, Table 6): ``task=bsd`` and ``task=advbench``.
 
-``task=bsd`` — the Beaver Safety Dataset (Dai et al., 2024), "unsafe requests paired with unaligned
-model responses". Our reading: hub ``PKU-Alignment/BeaverTails``, splits ``30k_train`` (training)
-and ``30k_test`` (evaluation), the rows with ``is_safe == False`` only. Hub schema:
-``{"prompt": str, "response": str, "category": {14 harm categories: bool}, "is_safe": bool}``.
-prompt = the request, target = the unaligned response, ``meta["question"]`` = the request (the
-HarmBench judge reads it as the behaviour). Evaluation: the paper's "1000 queries from the BSD test
-set" = a seeded sample (``eval_size=1000``, ``eval_seed``; ours) of the distinct unsafe test
-requests, each with its first unsafe response in split order as the reference (BeaverTails pairs a
-request with several responses).
-
-``task=advbench`` — AdvBench (Zou et al., 2023), evaluation only: hub ``walledai/AdvBench``, split
-``train`` (520 rows ``{"prompt", "target"}``). For the transfer setting of Table 6 (tuned on BSD,
-evaluated on AdvBench) the task trains on BSD's training rows (the same loader and fields as
-``task=bsd``) and evaluates on every AdvBench prompt, so one run is one Table 6 cell (ours). The
-AdvBench ``target`` ("Sure, here is ...") is the attack's target prefix, not a gold response: it
-is kept as the reference (and the evaluation loss reads it) but scores nothing. A zero-shot run
-reads no training rows.
-
-Metrics: the attack success rate ``asr`` (0–100) comes from the HarmBench judge
-(``task.judge=harmbench``, scored when ``judge.model`` is set; src/embexp/judge/). Without a judge,
-bsd reports ROUGE against the reference response (``cnndm.rouge_scores``) and advbench reports no
-quality metric (its reference is not a response); neither stands in for ASR.
-
-Prompt (ours; the paper prints none): ``prompt_format=qa`` (default) ``"Question: {request}\\nAnswer:"``
-with target ``" {response}"``, the Question/Answer frame of the other TinyTE prompts, with no chat
-template (lm-eval's default, as for the other tasks); ``prompt_format=plain`` = the bare request and
-the response, meant for ``model.chat_template=true``.
-
-Fixtures (ours): neutral placeholder text in the exact hub schema, never real harmful content; a
-BSD split holds ``fixture_size`` distinct unsafe requests mixed with safe rows (so the filter is
-exercised), some asked twice with another response, as in BeaverTails.
+``task=bsd``: the unsafe (request, unaligned response) rows of ``PKU-Alignment/BeaverTails`` (our
+reading of the paper's Beaver Safety Dataset). ``task=advbench``: ``walledai/AdvBench``, evaluation
+only; a method that trains reads BSD's training rows. The attack success rate ``asr`` comes from the
+HarmBench judge (``task.judge=harmbench``, when ``judge.model`` is set); without one, bsd reports ROUGE
+against the reference response and advbench no quality metric. Our reading of "BSD", the evaluation
+sample, the prompt formats and the fixtures (neutral placeholders, never harmful text): docs/tasks_tinyte.md.
 """
 
 from __future__ import annotations

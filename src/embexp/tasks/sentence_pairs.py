@@ -1,18 +1,11 @@
 """Sentence-pair tasks for sentence embeddings (embexp/objectives/sentence.py: pooling, the objective, scoring).
 
-``nli_pairs`` (kind ``pairs``): the PETE paper's training data, SNLI + MNLI premise/hypothesis
-pairs labelled *entailment* (label 0 in both hub schemas; ``stanfordnlp/snli`` plain_text and
-``nyu-mll/glue`` mnli), trained with symmetric InfoNCE over in-batch negatives and a learnable
-temperature (0.07 at the start). It is evaluated zero-shot on ``eval_task`` (STS-B), as the paper
-does. ``max_train_samples`` keeps the first N *entailment pairs* (datasets in the order given,
-splits in the order given; ours). ``train_split`` may join splits with ``+`` (e.g.
-``validation+test``, for the local SNLI files, which have no train split); MNLI's ``validation``
-is ``validation_matched``.
-
-``stsb_similarity`` (kind ``similarity``): STS-B (``nyu-mll/glue`` stsb), zero-shot: the cosine
-similarity of the two sentences' mean-pooled embeddings against the gold 0–5 score, Spearman (and
-Pearson) x100, as the PETE paper reports it. It has no training split of its own: train on
-``nli_pairs`` (which evaluates on it), or evaluate any encoder with ``method=zero_shot``.
+``nli_pairs`` (kind ``pairs``): the PETE paper's training data, the SNLI + MNLI pairs labelled
+*entailment*, trained contrastively and evaluated zero-shot on ``eval_task`` (STS-B).
+``max_train_samples`` keeps the first N *entailment pairs* (datasets and splits in the order given;
+ours); MNLI's ``validation`` is ``validation_matched``. ``stsb_similarity`` (kind ``similarity``): STS-B
+zero-shot, the cosine similarity of the two sentences' embeddings against the gold 0–5 score. Both
+tasks, the objective and the local files: docs/methods_pete.md.
 
 Fixtures (ours): the templated animal sentences of the GLUE fixture, in the hub schemas (SNLI and
 MNLI rows with all three labels, some SNLI rows unlabelled (-1); STS-B pairs whose score falls with

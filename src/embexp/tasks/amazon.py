@@ -20,7 +20,7 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.core.config import option
-from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.base import Example, Task, TaskConfig, load_dataset
 from embexp.tasks.domains import Number, Schema, Text
 from embexp.tasks.metrics import binary_summary
 from embexp.tasks.registry import register_task
@@ -84,15 +84,10 @@ class AmazonTask(Task):
     def hub_source(self):
         return HUB_ID, f"raw_review_{self.cfg.subset}"
 
-    def load_hub(self, split: str, cap: int) -> list[dict]:
-        import datasets
-
+    def load_hub(self, split: str, cap: int):
         url = f"hf://datasets/{HUB_ID}/raw/review_categories/{self.cfg.subset}.jsonl"
-        try:
-            ds = datasets.load_dataset("json", data_files={FULL: url}, split=FULL)
-        except Exception as e:  # the hub raises many types; keep the message, drop the traceback
-            raise EmbexpError(f"could not load {url} from the hub: {e}") from e
-        return ds  # split by read_split (Dataset.select keeps memory flat on 2.5M rows)
+        # split by read_split (Dataset.select keeps memory flat on 2.5M rows)
+        return load_dataset(url, "json", data_files={FULL: url}, split=FULL)
 
     def read_split(self, split: str, cap: int, extra: int = 0):
         """The rows of ``split`` (train or test) carved out of ``full``; a fixture's ``full`` holds
@@ -103,7 +98,7 @@ class AmazonTask(Task):
                               f"(choose from: {', '.join(SPLITS)})")
         if self.resolved_source() == "fixture":
             n = cfg.test_size + round((cfg.fixture_size + extra) / cfg.train_fraction)
-            key = f"{cfg.fixture_seed}/{self.display_name}/{FULL}"
+            key = self.fixture_key(FULL)
             if (key, n) not in _FIXTURES:  # ~50,000 rows (the authors' test_size): 0.5 s, once per process
                 _FIXTURES.clear()
                 _FIXTURES[key, n] = self.checked(self.fixture_rows(FULL, n, random.Random(key)), FULL, "fixture")
@@ -122,10 +117,7 @@ class AmazonTask(Task):
         return self.checked([dict(r) for r in full.select(ids)], FULL, "hub", index=ids)  # only the rows used
 
     def format(self, row: dict) -> Example:
-        try:
-            y = int(float(row["rating"]) >= 3.5)
-        except (TypeError, ValueError) as e:
-            raise EmbexpError(f"task {self.display_name}: rating must be a number, got {row['rating']!r}") from e
+        y = int(float(row["rating"]) >= 3.5)  # a number: the schema's domain
         text = str(row["text"])
         return Example(prompt=PROMPT.format(text=text), target=self.label_names[y], label=y,
                        choices=self.label_names, text=(text,))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from embexp import EmbexpError
 from embexp.core.config import option
 from embexp.tasks.amazon import authors_split
-from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.base import Example, Task, TaskConfig, load_dataset
 from embexp.tasks.domains import Schema, Text
 from embexp.tasks.registry import register_task
 
@@ -62,13 +62,8 @@ class CommitPackTask(Task):
         return HUB_ID, self.cfg.subset
 
     def load_hub(self, split: str, cap: int):
-        import datasets
-
         url = f"hf://datasets/{HUB_ID}/data/{self.cfg.subset}/data.jsonl"
-        try:
-            return datasets.load_dataset("json", data_files={HUB_SPLIT: url}, split=HUB_SPLIT)
-        except Exception as e:  # the hub raises many types; keep the message, drop the traceback
-            raise EmbexpError(f"could not load {url} from the hub: {e}") from e
+        return load_dataset(url, "json", data_files={HUB_SPLIT: url}, split=HUB_SPLIT)
 
     def read_split(self, split: str, cap: int, extra: int = 0):
         """The rows of ``split`` (train or test) carved out of the hub's train split; a fixture's
@@ -78,9 +73,9 @@ class CommitPackTask(Task):
             raise EmbexpError(f"split '{split}' of task {self.display_name}: the splits are carved out of the hub's "
                               f"train split (choose from: {', '.join(SPLITS)})")
         if self.resolved_source() == "fixture":
-            full = self.checked(self.fixture_rows(HUB_SPLIT, cfg.test_size + cfg.fixture_size + extra,
-                                                  random.Random(f"{cfg.fixture_seed}/{self.display_name}/{HUB_SPLIT}")),
-                                HUB_SPLIT, "fixture")
+            rng = random.Random(self.fixture_key(HUB_SPLIT))
+            full = self.checked(self.fixture_rows(HUB_SPLIT, cfg.test_size + cfg.fixture_size + extra, rng), HUB_SPLIT,
+                                "fixture")
         else:
             full = super().read_split(HUB_SPLIT, -1)  # local rows are checked as they are read, hub rows below
         train, test = authors_split(len(full), cfg.test_size, cfg.split_seed)

@@ -22,7 +22,7 @@ from typing import Sequence
 from embexp.core.config import option
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import ClassId, Integer, Number, Schema, Text
-from embexp.tasks.metrics import accuracy, binary_counts, f1_score, mcc_score, parse_score, regression_scores  # noqa: F401
+from embexp.tasks.metrics import accuracy, f1_score, mcc_score, regression_scores
 from embexp.tasks.registry import register_task
 
 # subset -> (text fields in hub order, hub ClassLabel names, prompt, decoder choices)
@@ -152,8 +152,8 @@ class GlueTask(Task):
         rows = []
         for i in range(n):
             if self.kind == "regression":
-                k = rng.randrange(5)  # content words changed: 0 -> 5.0 ... 4 -> 0.0
-                values, label = _fixture_stsb(rng, k), 5.0 * (4 - k) / 4
+                values = _fixture_stsb(rng)
+                label = values["label"]
             else:
                 label = rng.randrange(len(self._names))
                 values = FIXTURES[self.cfg.subset](rng, label)
@@ -224,13 +224,15 @@ def _fixture_qnli(rng, y):
     return {"question": f"What did the {s['a']} {s['verb'][1]}?", "sentence": _say(s, a=a)}
 
 
-def _fixture_stsb(rng, k):
+def _fixture_stsb(rng):
+    """Two sentences and their score: k = 0..4 content words changed gives 5.0 ... 0.0."""
+    k = rng.randrange(5)
     s = _scene(rng)
     t = dict(s)
     for key in rng.sample(["adj", "a", "verb", "b"], k):
         pool = {"adj": COLOURS, "a": ANIMALS, "b": ANIMALS, "verb": VERBS}[key]
         t[key] = rng.choice([x for x in pool if x not in (s[key], s["a"], s["b"])])
-    return {"sentence1": _say(s), "sentence2": _say(t)}
+    return {"sentence1": _say(s), "sentence2": _say(t), "label": 5.0 * (4 - k) / 4}
 
 
 FIXTURES = {

@@ -96,6 +96,7 @@ class BsdTask(Task):
 
     Config = BsdConfig
     kind = "generation"
+    carve_unit = "distinct unsafe requests"
 
     def hub_source(self):
         return BSD_HUB
@@ -124,19 +125,10 @@ class BsdTask(Task):
         cap = self.cfg.max_eval_samples
         return rows[:cap] if cap >= 0 else rows
 
-    def carve(self, rows: list[dict], which: str) -> list[dict]:
-        """select_split=train_holdout by request: ``select_size`` distinct requests drawn with
-        ``random.Random(select_seed).sample`` are held out with every response they have, so no
-        selection request is trained on (ours; BeaverTails pairs a request with several responses)."""
-        requests = list(dict.fromkeys(r["prompt"].strip() for r in rows))
-        k = self.cfg.select_size
-        if not 0 < k < len(requests):
-            raise EmbexpError(f"task.select_size={k} must be between 1 and {len(requests) - 1}: split "
-                              f"'{self.cfg.train_split}' of task {self.display_name} "
-                              f"has {len(requests)} distinct unsafe requests "
-                              f"(or set task.select_split to another split, or '')")
-        held = {requests[i] for i in random.Random(self.cfg.select_seed).sample(range(len(requests)), k)}
-        return [r for r in rows if (r["prompt"].strip() in held) == (which == "select")]
+    def carve_keys(self, rows: list[dict]) -> list:
+        """select_split=train_holdout by request: a request is held out with every response it has, so
+        no selection request is trained on (ours; BeaverTails pairs a request with several responses)."""
+        return [r["prompt"].strip() for r in rows]
 
     def format(self, row: dict) -> Example:
         prompt, target = fmt(self.cfg.prompt_format, row["prompt"], row["response"])

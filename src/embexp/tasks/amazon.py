@@ -28,7 +28,7 @@ from embexp.tasks.registry import register_task
 PROMPT = "Review: {text}, Label:"
 HUB_ID = "McAuley-Lab/Amazon-Reviews-2023"
 CATEGORIES = ("Amazon_Fashion",)  # the paper's category; the loader works for any raw_review_* file
-SPLITS = ("train", "test")  # carved out of 'full'
+SPLITS = ("train", "test")  # carved out of one hub split (amazon: full; commitpack: train)
 FULL = "full"
 
 

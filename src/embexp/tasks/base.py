@@ -155,13 +155,13 @@ class Task:
         """The metric ``trainer.select_metric=task`` maximises: the one the task's paper validates on ('' = none)."""
         return ""
 
-    # the class names of a classification task, in label order (a constant tuple, or a property where they vary)
+    # the class names of a classification task, in label order (a constant tuple, set per instance, or a property)
     label_names: tuple[str, ...] = ()
 
     @property
     def num_labels(self) -> int:
         """Classes for an encoder head: one per label name (a regression task: 1; generation tasks: 0)."""
-        return len(self.label_names)
+        return 1 if self.kind == "regression" else len(self.label_names)
 
     def score_labels(self, gold: Sequence[int], pred: Sequence[int]) -> dict[str, float]:
         """Classification metrics; predictions of -1 (no valid answer) count as wrong."""
@@ -300,9 +300,8 @@ class Task:
 
     def counted_splits(self, which: str) -> list[str]:
         """The splits behind a counted row set (``COUNTED``): train and eval are the splits this run
-        trains and evaluates on (whole: no carve, no cap), test the hub's test split. The authors of
-        PEMA count what their ``run_glue_pema.py`` prepares: train, eval and, under ``--do_predict``,
-        predict (utils/run_glue_pema.py L565-578 @1e9fae5)."""
+        trains and evaluates on (whole: no carve, no cap), test the hub's test split, as the authors of
+        PEMA count (docs/pema.md, "Which splits are counted")."""
         if which not in COUNTED:
             raise EmbexpError(f"unknown counted split '{which}' (choose from: {', '.join(COUNTED)})")
         return ["test"] if which == "test" else [self.cfg.train_split if which == "train" else self.split_name("eval")]
@@ -384,10 +383,8 @@ def env_data_note(data_dir: str) -> str:
 
 def read_jsonl(path: Path, limit: int = -1, check=None) -> list[dict]:
     """The rows of a JSON-lines file (the first ``limit`` when limit >= 0), each passed to
-    ``check(row, "<path>:<line>")`` when given. Lines end at \\n; a line's surrounding whitespace is
-    not part of it, so CRLF files (Windows line ends: JSON whitespace) and a UTF-8 byte-order mark
-    read exactly as their LF twins. Blank lines are skipped. A NUL byte (a binary file), bytes that
-    are not UTF-8 and a line that is not JSON stop with one line naming the file and line."""
+    ``check(row, "<path>:<line>")`` when given; blank lines are skipped. What it refuses, and why a CRLF
+    file reads as its LF twin: docs/architecture.md ("Field domains")."""
     rows = []
     with open(path, "rb") as fh:
         head = fh.read(8192)  # a binary file (gzip, parquet, an image) is named as such, not by its first odd byte

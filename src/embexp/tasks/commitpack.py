@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from embexp import EmbexpError
 from embexp.core.config import option
-from embexp.tasks.amazon import authors_split
+from embexp.tasks.amazon import SPLITS, authors_split
 from embexp.tasks.base import Example, Task, TaskConfig, load_dataset
 from embexp.tasks.domains import Schema, Text
 from embexp.tasks.registry import register_task
@@ -25,7 +25,6 @@ PROMPT = ("Update the old python code content based on the instrutions.\nOld Con
           "Instructions: {subject}\nNew Content:\n")
 HUB_SPLIT = "train"
 LANGUAGES = ("python",)  # the paper's language config
-SPLITS = ("train", "test")  # carved out of the hub's train split
 
 
 @dataclass

@@ -75,7 +75,7 @@ class GlueTask(Task):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.fields, self._names, self.template, self.choices = SPECS[cfg.subset]
+        self.fields, self.label_names, self.template, self.choices = SPECS[cfg.subset]
         self.kind = "regression" if cfg.subset == "stsb" else "classification"
 
     def hub_source(self):
@@ -85,7 +85,7 @@ class GlueTask(Task):
         """Text fields non-empty; label a class id of the sub-task (STS-B: a score from 0 to 5); idx
         (the hub's row id) unique within the split. The hub's test splits mark their hidden labels -1
         (STS-B -1.0): such a split can be counted (PEMA), never trained on or scored (tasks/domains.py)."""
-        label = Number(0.0, 5.0, hidden=-1.0) if self.kind == "regression" else ClassId(self._names)
+        label = Number(0.0, 5.0, hidden=-1.0) if self.kind == "regression" else ClassId(self.label_names)
         return Schema({**{k: Text() for k in self.fields}, "label": label}, optional={"idx": Integer()}, key="idx")
 
     def counted_splits(self, which: str) -> list[str]:
@@ -107,14 +107,6 @@ class GlueTask(Task):
         the Tiny-Attention authors keep the best state by (train_ada.py @03eee7e, ``eval`` returns
         ``list(result.values())[0]``) and the paper names (App. B: accuracy for MNLI-m, QQP and MRPC)."""
         return {"cola": "mcc", "stsb": "pearson"}.get(self.cfg.subset, "accuracy")
-
-    @property
-    def num_labels(self) -> int:
-        return 1 if self.kind == "regression" else len(self._names)
-
-    @property
-    def label_names(self) -> tuple[str, ...]:
-        return self._names
 
     def format(self, row: dict) -> Example:
         text = tuple(row[k] for k in self.fields)
@@ -141,8 +133,7 @@ class GlueTask(Task):
         return out
 
     def score_regression(self, gold: Sequence[float], pred: Sequence) -> dict[str, float]:
-        """Pearson and Spearman ×100. ``pred`` may hold numbers or generated strings (parsed strictly);
-        unparseable ones become the scale midpoint, and ``invalid`` reports their share (0–100)."""
+        """``metrics.regression_scores``: an unparseable prediction scores as the scale midpoint."""
         if self.kind != "regression":
             return super().score_regression(gold, pred)
         return regression_scores(gold, pred, STSB_INVALID)
@@ -155,7 +146,7 @@ class GlueTask(Task):
                 values = _fixture_stsb(rng)
                 label = values["label"]
             else:
-                label = rng.randrange(len(self._names))
+                label = rng.randrange(len(self.label_names))
                 values = FIXTURES[self.cfg.subset](rng, label)
             rows.append({**values, "label": -1 if split.startswith("test") else label, "idx": i})
         return rows

@@ -121,9 +121,6 @@ def translation_scores(refs: Sequence[str], hyps: Sequence[str],
 
 
 # ---- ROUGE ---------------------------------------------------------------------------------------
-# Sentence splitting for ROUGE-Lsum (ours). A boundary is sentence-final punctuation (. ! ?), any
-# closing quotes/brackets, then whitespace, unless the word before it is an abbreviation or initials
-# (U.S., J.) or the next word starts in lower case.
 _BOUNDARY = re.compile(r"""(?<=[.!?])["'\u201d\u2019)\]]*\s+""")
 _INITIALS = re.compile(r"(?:[A-Za-z]\.)*[A-Za-z]")
 ABBREVIATIONS = frozenset(
@@ -140,10 +137,10 @@ def _abbreviation_before(piece: str) -> bool:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of `text` (ours): every line is split at sentence-final punctuation followed by
-    whitespace, except after abbreviations/initials or before a lower-case word; pieces are stripped
-    and empty ones dropped. CNN/DM highlights (one sentence per line, " ." tokenised spacing) come
-    back line by line."""
+    """Sentences of `text` (ours, for ROUGE-Lsum): every line is split at sentence-final punctuation
+    (. ! ?, then any closing quotes/brackets) followed by whitespace, except after an abbreviation or
+    initials (U.S., J.) or before a lower-case word; pieces are stripped and empty ones dropped.
+    CNN/DM highlights (one sentence per line, " ." tokenised spacing) come back line by line."""
     out: list[str] = []
     for line in text.split("\n"):
         start = 0

@@ -80,10 +80,6 @@ class AdvBenchConfig(SafetyConfig):
                                       "has one, train: all 520 behaviours).")
 
 
-def is_unsafe(row: dict) -> bool:
-    return row["is_safe"] is False
-
-
 def fmt(prompt_format: str, request: str, response: str) -> tuple[str, str]:
     if prompt_format == "qa":
         return f"Question: {request.strip()}\nAnswer:", " " + response.strip()
@@ -109,7 +105,7 @@ class BsdTask(Task):
     def read_split(self, split: str, cap: int, extra: int = 0) -> list[dict]:
         """The unsafe rows of `split` (is_safe == False), in split order; the first `cap` when cap >= 0."""
         raw = super().read_split(split, -1, extra)
-        rows = [r for r in raw if is_unsafe(r)]
+        rows = [r for r in raw if r["is_safe"] is False]
         return rows[:cap] if cap is not None and cap >= 0 else rows
 
     def load(self, which: str) -> list[dict]:

@@ -127,9 +127,6 @@ class NliPairsTask(Task):
     def fixture_key(self, split: str) -> str:
         return f"{self.cfg.fixture_seed}/{self.cfg.name}/{self._dataset}/{split}"
 
-    def split_of(self, dataset: str, split: str) -> str:
-        return "validation_matched" if dataset == "mnli" and split == "validation" else split
-
     def load(self, which: str) -> list[dict]:
         if which != "train":
             return self.eval_task.load(which)
@@ -137,7 +134,9 @@ class NliPairsTask(Task):
         for dataset in self.cfg.datasets:
             self._dataset = dataset
             for split in self.cfg.train_split.split("+"):
-                part = self.read_split(self.split_of(dataset, split), -1)
+                if dataset == "mnli" and split == "validation":
+                    split = "validation_matched"
+                part = self.read_split(split, -1)
                 rows += [r for r in part if int(r["label"]) == ENTAILMENT]
         cap = self.cfg.max_train_samples
         rows = rows[:cap] if cap is not None and cap >= 0 else rows

@@ -95,11 +95,6 @@ class SuperGlueConfig(TaskConfig):
            "[MASK]' (one segment; CB: true, false or neither?).", choices=CLOZE_PATTERNS)
 
 
-def copa_choice(choice: str) -> str:
-    """lm-eval's convert_choice: lowercase the first character."""
-    return choice[0].lower() + choice[1:]
-
-
 @register_task("superglue")
 class SuperGlueTask(Task):
     """SuperGLUE on ``aps/super_glue``; rows keep the hub fields (plus ``subset`` for ``subset=all``)."""
@@ -181,7 +176,8 @@ class SuperGlueTask(Task):
             raise EmbexpError(f"task superglue_{subset}: row lacks field(s) {', '.join(missing)}")
         if subset == "copa":
             prompt = row["premise"].strip()[:-1] + " " + COPA_CONNECTOR[row["question"]]
-            conts = tuple(" " + " " + copa_choice(row[k]) for k in ("choice1", "choice2"))
+            # lm-eval's convert_choice lowercases the first character; its target delimiter adds a space
+            conts = tuple(" " + " " + row[k][0].lower() + row[k][1:] for k in ("choice1", "choice2"))
             text = (prompt, row["choice1"] + " " + row["choice2"])  # encoder text pair (ours)
         else:
             values = {k: row[k] for k in fields}

@@ -1,10 +1,11 @@
 """embexp's metrics as Hugging Face ``evaluate`` modules that load from this folder, offline.
 
 ``evaluate.load(<a local folder>)`` imports the script in that folder, with no network
-(``HF_HUB_OFFLINE=1`` and ``HF_EVALUATE_OFFLINE=1`` are fine). Each module of ``NAMES`` (its docstring
-says what it computes, on the 0–100 scales the runs record) is a thin door onto the functions the runs
-score with (``embexp.tasks.metrics``), so a user's own ``evaluate`` pipeline gets the numbers a run's
-metrics.json holds for the same predictions::
+(``HF_HUB_OFFLINE=1`` and ``HF_EVALUATE_OFFLINE=1`` are fine); each folder here is a package (its
+``__init__.py`` empty, so that it installs) holding one script of its name. Each module of ``NAMES``
+(its docstring says what it computes, on the 0–100 scales the runs record) is a thin door onto the
+functions the runs score with (``embexp.tasks.metrics``), so a user's own ``evaluate`` pipeline gets
+the numbers a run's metrics.json holds for the same predictions::
 
     import evaluate
     from embexp import metric_modules

@@ -82,10 +82,8 @@ class AlpacaTask(Task):
             return super().load(which)
         split, k = self.cfg.train_split, self.cfg.heldout_size
         source = self.resolved_source()
-        if source == "fixture":  # fixture_size training rows + the held-out rows (+ the selection rows)
-            rows = self.read_split(split, -1, extra=k + (self.fixture_holdout() if self.holdout else 0))
-        else:
-            rows = self.read_split(split, -1)
+        # a fixture makes fixture_size training rows + the held-out rows (+ the selection rows)
+        rows = self.read_split(split, -1, extra=k + (self.fixture_holdout() if self.holdout else 0))
         if not 0 < k < len(rows):
             raise EmbexpError(f"task.heldout_size={k} must be between 1 and {len(rows) - 1}: split '{split}' "
                               f"has {len(rows)} rows (source={source})")

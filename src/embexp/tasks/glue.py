@@ -6,11 +6,9 @@ question1/question2). Each choice is a continuation with one leading space (" po
 STS-B has no lm-eval prompt; ours (labelled as such) mirrors the MRPC one and asks for the score,
 with the target formatted ``" {:.1f}"``; ``score_regression`` parses generated text strictly.
 
-Metrics (0–100): CoLA MCC (+ accuracy), MRPC/QQP accuracy and F1 of the positive class,
-STS-B Pearson and Spearman, accuracy otherwise. An invalid prediction (-1) counts as wrong; for the
-binary metrics (MCC, F1) that means it is scored as the wrong class (our convention).
-Evaluation split: ``eval_split=auto`` resolves to ``validation_matched`` for MNLI (set
-``validation_mismatched`` for MNLI-mm) and ``validation`` otherwise. GLUE test splits have label -1.
+Metrics (0–100): CoLA MCC (+ accuracy), MRPC/QQP accuracy and F1 of the positive class, STS-B
+Pearson and Spearman, accuracy otherwise (an invalid prediction, -1: ``metrics.binary_counts``).
+MNLI-mm: set ``eval_split=validation_mismatched`` (``auto`` is ``validation_matched``).
 """
 
 from __future__ import annotations

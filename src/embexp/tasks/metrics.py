@@ -24,7 +24,7 @@ def accuracy(gold, pred) -> float:
 
 
 def binary_counts(gold, pred, positive=1):
-    """tp, fp, fn, tn; an invalid prediction (not 0/1) is scored as the wrong class."""
+    """tp, fp, fn, tn; an invalid prediction (not 0/1) is scored as the wrong class (ours)."""
     gold, pred = np.asarray(gold), np.asarray(pred)
     pred = np.where(np.isin(pred, (0, 1)), pred, 1 - gold)
     g, p = gold == positive, pred == positive

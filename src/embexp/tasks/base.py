@@ -284,8 +284,8 @@ class Task:
         if source == "fixture":
             rng = random.Random(self.fixture_key(split))
             return self.checked(self.fixture_rows(split, self.cfg.fixture_size + extra, rng), split, "fixture")
-        if source == "local":
-            return self.read_local(split, cap)
+        if source == "local":  # errors name the file and line
+            return read_jsonl(self.local_path(split), limit=cap, check=self.row_check(split))
         rows = self.load_hub(split, cap)
         # a whole hub Dataset (amazon, commitpack: millions of rows, split by the task) is checked by
         # the task on the rows it selects; a list of rows here
@@ -316,10 +316,6 @@ class Task:
                     for r in self.read_split(split, cap)[:cap if cap >= 0 else None]]
         finally:
             self._counting = False
-
-    def read_local(self, split: str, cap: int = -1) -> list[dict]:
-        """The rows of ``<data_dir>/.../<split>.jsonl``, each checked (errors name the file and line)."""
-        return read_jsonl(self.local_path(split), limit=cap, check=self.row_check(split))
 
     def checked(self, rows, split: str, source: str, index=None):
         """`rows` (a list, or hub rows read with ``dict``) checked against :meth:`schema`; errors name

@@ -137,8 +137,7 @@ class SuperGlueTask(Task):
     def schema(self, split: str) -> Schema:
         """The sub-task's text fields non-empty (WiC: start/end integers that select a non-empty span
         of each sentence; COPA: question 'cause' or 'effect'), label a class id of the sub-task (the
-        hub's test splits, label -1, are refused), idx unique within the split. ``subset=all`` reads
-        every sub-task with its own schema."""
+        hub's test splits, label -1, are refused), idx unique within the split."""
         if self.multitask:  # read through one child task per sub-task (load), each with its own schema
             return required("subset", "label")
         subset = self.cfg.subset

@@ -1,10 +1,11 @@
 """embexp's metrics as Hugging Face ``evaluate`` modules that load from this folder, offline.
 
-``evaluate.load("<name>")`` fetches a metric script from the hub; ``evaluate.load(<a local
-folder>)`` imports the script in that folder instead, with no network (``HF_HUB_OFFLINE=1`` and
-``HF_EVALUATE_OFFLINE=1`` are fine). Each module here is a thin door onto the functions the runs
-score with (``embexp.tasks.metrics``), so a user's own ``evaluate`` pipeline gets the numbers a
-run's metrics.json holds for the same predictions::
+``evaluate.load(<a local folder>)`` imports the script in that folder, with no network
+(``HF_HUB_OFFLINE=1`` and ``HF_EVALUATE_OFFLINE=1`` are fine); each folder here is a package (its
+``__init__.py`` empty, so that it installs) holding one script of its name. Each module of ``NAMES``
+(its docstring says what it computes, on the 0–100 scales the runs record) is a thin door onto the
+functions the runs score with (``embexp.tasks.metrics``), so a user's own ``evaluate`` pipeline gets
+the numbers a run's metrics.json holds for the same predictions::
 
     import evaluate
     from embexp import metric_modules
@@ -12,18 +13,6 @@ run's metrics.json holds for the same predictions::
     mt = evaluate.load(metric_modules.path("embexp_translation"))
     mt.compute(predictions=["The cat sees the dog."], references=["The cat sees a dog."])
     # {'bleu': ..., 'ter': ..., 'chrf': ...}
-
-Modules (0–100 scales, as the runs record them):
-
-- ``embexp_translation``: corpus BLEU-4, TER, chrF (sacreBLEU defaults, stripped text; wmt16).
-- ``embexp_rouge``: ROUGE-1/2/L/Lsum F-measure with the L standard errors (rouge-score, stemming;
-  Lsum over embexp's sentence split; cnndm, alpaca, bsd).
-- ``embexp_classification``: accuracy, f1, mcc, macro_f1, balanced_accuracy, majority_baseline
-  (``metrics=[...]``; class ids, -1 = no valid answer, counted wrong).
-- ``embexp_correlation``: Spearman and Pearson ×100 of numbers or generated strings (strictly
-  parsed; an unparseable answer scores as ``invalid_value``, 2.5 for STS-B) and the invalid share.
-- ``embexp_pl_score``: K-Token Merging's P–L score (0–1) from class predictions and a length
-  reduction (given, or from per-example prompt tokens and positions read).
 """
 
 from __future__ import annotations

@@ -1,39 +1,11 @@
 """Alpaca instruction following (the TinyTE paper's instruction-tuning task), ``tatsu-lab/alpaca``.
 
-Rows: ``{"instruction", "input", "output", "text"}`` (hub schema; ``text`` is the full training
-string in the Alpaca format). Two prompt formats (``task.prompt_format``):
-
-- ``alpaca`` (default): the Stanford Alpaca template, so that ``prompt + target == row["text"]``:
-
-      "Below is an instruction that describes a task[, paired with an input that provides further
-      context]. Write a response that appropriately completes the request.\\n\\n### Instruction:\\n{instruction}
-      [\\n\\n### Input:\\n{input}]\\n\\n### Response:\\n"          target "{output}"
-
-- ``llama2_inst``: the Llama-2 chat turn without a system prompt (the paper's App. C notes the tuned
-  model answers in this format): ``"[INST] {instruction}[\\n\\n{input}] [/INST]"``, target ``" {output}"``
-  (the tokenizer adds BOS, the trainer EOS).
-
-Held-out evaluation (the paper: "a held-out test set of 2500 instructions"; the hub has only
-``train``): with ``eval_split=heldout`` (default) a seeded random ``heldout_size`` rows of
-``train_split`` are the evaluation set and the rest the training set, so the two never overlap; the
-same seed and split give the same carve on every machine (ours: which 2,500 the authors held out is
-not published). Model selection (``select_split=train_holdout``, default) carves another
-``select_size`` rows out of the training rows that remain, so train, selection and evaluation rows
-are three disjoint sets. Set ``task.heldout_size=200`` with the 2,000-row local sample
-(``task.data_dir=$EMBEXP_DATA task.train_split=train_sample2000``). Any other ``eval_split``
-is read as an ordinary split and training uses all of ``train_split``.
-Metrics (0–100): ROUGE-1/2/L/Lsum F-measure against the reference output (``cnndm.rouge_scores``:
-rouge-score, stemming on by default, mean over examples, + standard errors). The paper's Alpaca R-L
-(Table 8, Fig. 3) is read as sentence-level ``rougeL`` (ours): the instruction-tuning convention
-(Self-Instruct, Super-NaturalInstructions score whole responses with rouge-score's rougeL); most
-responses are one paragraph, and the paper's "repeating the question" baseline (18.58) does not tell
-the variants apart (docs/tasks_tinyte.md). ``rougeLsum`` is recorded too. The paper's Fig. 3 "Instruct
-Score" (a GPT-4 judge) is ``task.judge=instruct``: with ``judge.model=...`` set, a judge rates each
-response 1-10 given ``Example.meta["question"]`` (the instruction, + "\n\n" + the input when present)
-and the run records ``judge_instruct`` (src/embexp/judge/, docs/judge.md).
-
-Generation (ours): greedy, up to 512 new tokens (= max_target_tokens), stopping only at the model's
-end-of-sequence ids (the paper's Table 8 notes a model that "fails to terminate", i.e. no newline stop).
+Two prompt formats (``task.prompt_format``): the Stanford Alpaca template (``prompt + target`` is the
+hub's ``text``) and ``llama2_inst`` (``"[INST] ... [/INST]"``). ``eval_split=heldout`` evaluates on a
+seeded carve of ``train_split`` that is never trained on (ours: the paper holds out 2,500 instructions
+without saying which). Metrics: ROUGE (the paper's R-L read as sentence-level ``rougeL``, ours) and,
+with ``judge.model`` set, the Instruct Score (``task.judge=instruct``). The formats, the carves, the
+metrics and the generation budget: docs/tasks_tinyte.md.
 """
 
 from __future__ import annotations
@@ -110,10 +82,8 @@ class AlpacaTask(Task):
             return super().load(which)
         split, k = self.cfg.train_split, self.cfg.heldout_size
         source = self.resolved_source()
-        if source == "fixture":  # fixture_size training rows + the held-out rows (+ the selection rows)
-            rows = self.read_split(split, -1, extra=k + (self.fixture_holdout() if self.holdout else 0))
-        else:
-            rows = self.read_split(split, -1)
+        # a fixture makes fixture_size training rows + the held-out rows (+ the selection rows)
+        rows = self.read_split(split, -1, extra=k + (self.fixture_holdout() if self.holdout else 0))
         if not 0 < k < len(rows):
             raise EmbexpError(f"task.heldout_size={k} must be between 1 and {len(rows) - 1}: split '{split}' "
                               f"has {len(rows)} rows (source={source})")

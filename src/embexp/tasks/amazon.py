@@ -1,23 +1,13 @@
 """Amazon Reviews sentiment (the K-Token Merging paper's Table 2): ``McAuley-Lab/Amazon-Reviews-2023``,
-config ``raw_review_Amazon_Fashion``, one hub split ``full``.
+config ``raw_review_Amazon_Fashion``, one hub split ``full``, read through the ``json`` builder.
 
-Rows use the hub schema: ``{"rating", "title", "text", "images", "asin", "parent_asin", "user_id",
-"timestamp", "helpful_vote", "verified_purchase"}``. Prompt and label verbatim from the authors'
-``scripts/amazon_reviews/run.py`` (shsjxzh/K-Token-Merging @8d29f47): ``"Review: {text}, Label:"``, target
-``positive`` when ``rating >= 3.5`` else ``negative`` (no leading space: the authors tokenise the
-answer on its own). Splits as the authors: ``full.train_test_split(test_size=50000, seed=42)`` (the
-same permutation as ``datasets``' own, :func:`authors_split`, so hub and local rows split alike),
-then a random 10% of the training part (``train_fraction``). The authors draw that sample with the
-process's unseeded ``random`` module (a spawned worker), so it is not reproducible; ours draws it with
-``random.Random(sample_seed)``.
-
-Hub loading reads the category's JSONL file through the ``json`` builder
-(``hf://datasets/McAuley-Lab/Amazon-Reviews-2023/raw/review_categories/<category>.jsonl``, the file
-the dataset's loading script reads; embexp never runs a hub script). ``task.data_dir`` reads
-``full.jsonl`` in that schema (e.g. the Alexa reviews in ../shared/data: another category, for local
-checks only, with a smaller ``task.test_size``). The fixture (ours) writes ``full`` rows in the hub
-schema whose text carries its sentiment.
-Metrics (0–100): accuracy, balanced accuracy, F1 of ``positive`` and ``majority_baseline``.
+Prompt and label verbatim from the authors' ``scripts/amazon_reviews/run.py`` (@8d29f47):
+``"Review: {text}, Label:"``, target ``positive`` when ``rating >= 3.5`` else ``negative`` (no leading
+space: the authors tokenise the answer on its own); the authors' split of ``full``
+(:func:`authors_split`), then a 10% sample of the training part drawn with ``sample_seed`` (ours: the
+authors' is unseeded). ``task.data_dir`` reads ``full.jsonl`` in the hub schema. Metrics (0–100):
+accuracy, balanced accuracy, F1 of ``positive`` and ``majority_baseline``. The splits, the hub file and
+a local check on real rows: docs/methods_ktoken.md.
 """
 
 from __future__ import annotations
@@ -30,7 +20,7 @@ import numpy as np
 
 from embexp import EmbexpError
 from embexp.core.config import option
-from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.base import Example, Task, TaskConfig, load_dataset
 from embexp.tasks.domains import Number, Schema, Text
 from embexp.tasks.metrics import binary_summary
 from embexp.tasks.registry import register_task
@@ -38,7 +28,7 @@ from embexp.tasks.registry import register_task
 PROMPT = "Review: {text}, Label:"
 HUB_ID = "McAuley-Lab/Amazon-Reviews-2023"
 CATEGORIES = ("Amazon_Fashion",)  # the paper's category; the loader works for any raw_review_* file
-SPLITS = ("train", "test")  # carved out of 'full'
+SPLITS = ("train", "test")  # carved out of one hub split (amazon: full; commitpack: train)
 FULL = "full"
 
 
@@ -94,15 +84,10 @@ class AmazonTask(Task):
     def hub_source(self):
         return HUB_ID, f"raw_review_{self.cfg.subset}"
 
-    def load_hub(self, split: str, cap: int) -> list[dict]:
-        import datasets
-
+    def load_hub(self, split: str, cap: int):
         url = f"hf://datasets/{HUB_ID}/raw/review_categories/{self.cfg.subset}.jsonl"
-        try:
-            ds = datasets.load_dataset("json", data_files={FULL: url}, split=FULL)
-        except Exception as e:  # the hub raises many types; keep the message, drop the traceback
-            raise EmbexpError(f"could not load {url} from the hub: {e}") from e
-        return ds  # split by read_split (Dataset.select keeps memory flat on 2.5M rows)
+        # split by read_split (Dataset.select keeps memory flat on 2.5M rows)
+        return load_dataset(url, "json", data_files={FULL: url}, split=FULL)
 
     def read_split(self, split: str, cap: int, extra: int = 0):
         """The rows of ``split`` (train or test) carved out of ``full``; a fixture's ``full`` holds
@@ -113,7 +98,7 @@ class AmazonTask(Task):
                               f"(choose from: {', '.join(SPLITS)})")
         if self.resolved_source() == "fixture":
             n = cfg.test_size + round((cfg.fixture_size + extra) / cfg.train_fraction)
-            key = f"{cfg.fixture_seed}/{self.display_name}/{FULL}"
+            key = self.fixture_key(FULL)
             if (key, n) not in _FIXTURES:  # ~50,000 rows (the authors' test_size): 0.5 s, once per process
                 _FIXTURES.clear()
                 _FIXTURES[key, n] = self.checked(self.fixture_rows(FULL, n, random.Random(key)), FULL, "fixture")
@@ -132,10 +117,7 @@ class AmazonTask(Task):
         return self.checked([dict(r) for r in full.select(ids)], FULL, "hub", index=ids)  # only the rows used
 
     def format(self, row: dict) -> Example:
-        try:
-            y = int(float(row["rating"]) >= 3.5)
-        except (TypeError, ValueError) as e:
-            raise EmbexpError(f"task {self.display_name}: rating must be a number, got {row['rating']!r}") from e
+        y = int(float(row["rating"]) >= 3.5)  # a number: the schema's domain
         text = str(row["text"])
         return Example(prompt=PROMPT.format(text=text), target=self.label_names[y], label=y,
                        choices=self.label_names, text=(text,))

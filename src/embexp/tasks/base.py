@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
-import numpy as np
 from omegaconf import OmegaConf
 
 from embexp import EmbexpError
 from embexp.core.config import option
 from embexp.tasks.domains import RowCheck, Schema
+from embexp.tasks.metrics import accuracy
 
 TRAIN_HOLDOUT = "train_holdout"
 WHICH = ("train", "eval", "select")
@@ -113,6 +113,8 @@ class Task:
     pl_score: ClassVar[bool] = False
     # its examples are PET cloze examples (superglue's task.cloze=true): scored by the masked-LM head at the mask
     cloze: bool = False
+    # what :meth:`carve` holds out: ``carve_keys`` gives each row's unit, the error names them ``carve_unit``
+    carve_unit: ClassVar[str] = "rows"
 
     def __init__(self, cfg):
         # its fields' domains (subset, source, loss_on, ...) are checked when it is composed (core.config.validate)
@@ -153,18 +155,17 @@ class Task:
         """The metric ``trainer.select_metric=task`` maximises: the one the task's paper validates on ('' = none)."""
         return ""
 
-    # the class names of a classification task, in label order (a constant tuple, or a property where they vary)
+    # the class names of a classification task, in label order (a constant tuple, set per instance, or a property)
     label_names: tuple[str, ...] = ()
 
     @property
     def num_labels(self) -> int:
         """Classes for an encoder head: one per label name (a regression task: 1; generation tasks: 0)."""
-        return len(self.label_names)
+        return 1 if self.kind == "regression" else len(self.label_names)
 
     def score_labels(self, gold: Sequence[int], pred: Sequence[int]) -> dict[str, float]:
         """Classification metrics; predictions of -1 (no valid answer) count as wrong."""
-        gold, pred = np.asarray(gold), np.asarray(pred)
-        return {"accuracy": float((gold == pred).mean()) * 100 if len(gold) else 0.0}
+        return {"accuracy": accuracy(gold, pred)}
 
     def score_regression(self, gold: Sequence[float], pred: Sequence[float]) -> dict[str, float]:
         raise EmbexpError(f"task {self.cfg.name} is not a regression task")
@@ -202,14 +203,21 @@ class Task:
     def carve(self, rows: list[dict], which: str) -> list[dict]:
         """The training rows (which=train) or the selection rows (which=select) of the whole training
         split: ``select_size`` row indices drawn with ``random.Random(select_seed).sample`` are held out;
-        both parts keep the split's order. The same rows and config give the same carve everywhere."""
+        both parts keep the split's order. The same rows and config give the same carve everywhere. Where
+        rows share a unit (``carve_keys``), ``select_size`` units are held out with all their rows."""
+        keys = self.carve_keys(rows)
+        units = list(dict.fromkeys(keys))
         k = self.cfg.select_size
-        if not 0 < k < len(rows):
-            raise EmbexpError(f"task.select_size={k} must be between 1 and {len(rows) - 1}: split "
-                              f"'{self.cfg.train_split}' of task {self.display_name} has {len(rows)} rows "
-                              f"(or set task.select_split to another split, or '')")
-        held = set(random.Random(self.cfg.select_seed).sample(range(len(rows)), k))
-        return [r for i, r in enumerate(rows) if (i in held) == (which == "select")]
+        if not 0 < k < len(units):
+            raise EmbexpError(f"task.select_size={k} must be between 1 and {len(units) - 1}: split "
+                              f"'{self.cfg.train_split}' of task {self.display_name} has {len(units)} "
+                              f"{self.carve_unit} (or set task.select_split to another split, or '')")
+        held = {units[i] for i in random.Random(self.cfg.select_seed).sample(range(len(units)), k)}
+        return [r for key, r in zip(keys, rows) if (key in held) == (which == "select")]
+
+    def carve_keys(self, rows: list[dict]) -> list:
+        """The unit of each row that :meth:`carve` holds out whole (its index: every row on its own)."""
+        return list(range(len(rows)))
 
     def fixture_holdout(self) -> int:
         """The rows a train_holdout carve holds out (select_size), checked where a fixture makes them: a fixture
@@ -274,23 +282,26 @@ class Task:
         rows a carve will hold out)."""
         source = self.resolved_source()
         if source == "fixture":
-            rng = random.Random(f"{self.cfg.fixture_seed}/{self.display_name}/{split}")
+            rng = random.Random(self.fixture_key(split))
             return self.checked(self.fixture_rows(split, self.cfg.fixture_size + extra, rng), split, "fixture")
-        if source == "local":
-            return self.read_local(split, cap)
+        if source == "local":  # errors name the file and line
+            return read_jsonl(self.local_path(split), limit=cap, check=self.row_check(split))
         rows = self.load_hub(split, cap)
         # a whole hub Dataset (amazon, commitpack: millions of rows, split by the task) is checked by
         # the task on the rows it selects; a list of rows here
         return self.checked(rows, split, "hub") if isinstance(rows, list) else rows
+
+    def fixture_key(self, split: str) -> str:
+        """The seed of `split`'s fixture rows."""
+        return f"{self.cfg.fixture_seed}/{self.display_name}/{split}"
 
     def row_check(self, split: str) -> RowCheck:
         return RowCheck(self.schema(split), self.display_name, split, counting=self._counting)
 
     def counted_splits(self, which: str) -> list[str]:
         """The splits behind a counted row set (``COUNTED``): train and eval are the splits this run
-        trains and evaluates on (whole: no carve, no cap), test the hub's test split. The authors of
-        PEMA count what their ``run_glue_pema.py`` prepares: train, eval and, under ``--do_predict``,
-        predict (utils/run_glue_pema.py L565-578 @1e9fae5)."""
+        trains and evaluates on (whole: no carve, no cap), test the hub's test split, as the authors of
+        PEMA count (docs/pema.md, "Which splits are counted")."""
         if which not in COUNTED:
             raise EmbexpError(f"unknown counted split '{which}' (choose from: {', '.join(COUNTED)})")
         return ["test"] if which == "test" else [self.cfg.train_split if which == "train" else self.split_name("eval")]
@@ -306,10 +317,6 @@ class Task:
         finally:
             self._counting = False
 
-    def read_local(self, split: str, cap: int = -1) -> list[dict]:
-        """The rows of ``<data_dir>/.../<split>.jsonl``, each checked (errors name the file and line)."""
-        return read_jsonl(self.local_path(split), limit=cap, check=self.row_check(split))
-
     def checked(self, rows, split: str, source: str, index=None):
         """`rows` (a list, or hub rows read with ``dict``) checked against :meth:`schema`; errors name
         the source, split and row index (``index[i]``: the row's index in the split, when `rows` is a
@@ -324,13 +331,8 @@ class Task:
         return rows
 
     def load_hub(self, split: str, cap: int) -> list[dict]:
-        import datasets
-
         path, name = self.hub_source()
-        try:
-            ds = datasets.load_dataset(path, name, split=split)
-        except Exception as e:  # the hub raises many types; keep the message, drop the traceback
-            raise EmbexpError(f"could not load {path}/{name} split '{split}' from the hub: {e}") from e
+        ds = load_dataset(f"{path}/{name} split '{split}'", path, name, split=split)
         if cap is not None and cap >= 0:
             ds = ds.select(range(min(cap, len(ds))))
         return [dict(r) for r in ds]
@@ -356,6 +358,16 @@ class Task:
         return [self.format(r) for r in self.load(which)]
 
 
+def load_dataset(what: str, *args, **kwargs):
+    """``datasets.load_dataset(*args, **kwargs)``; a failure is one line naming ``what``."""
+    import datasets
+
+    try:
+        return datasets.load_dataset(*args, **kwargs)
+    except Exception as e:  # the hub raises many types; keep the message, drop the traceback
+        raise EmbexpError(f"could not load {what} from the hub: {e}") from e
+
+
 def env_data_note(data_dir: str) -> str:
     """What a missing local file's error adds when ``task.data_dir`` is the EMBEXP_DATA default."""
     import os
@@ -367,10 +379,8 @@ def env_data_note(data_dir: str) -> str:
 
 def read_jsonl(path: Path, limit: int = -1, check=None) -> list[dict]:
     """The rows of a JSON-lines file (the first ``limit`` when limit >= 0), each passed to
-    ``check(row, "<path>:<line>")`` when given. Lines end at \\n; a line's surrounding whitespace is
-    not part of it, so CRLF files (Windows line ends: JSON whitespace) and a UTF-8 byte-order mark
-    read exactly as their LF twins. Blank lines are skipped. A NUL byte (a binary file), bytes that
-    are not UTF-8 and a line that is not JSON stop with one line naming the file and line."""
+    ``check(row, "<path>:<line>")`` when given; blank lines are skipped. What it refuses, and why a CRLF
+    file reads as its LF twin: docs/architecture.md ("Field domains")."""
     rows = []
     with open(path, "rb") as fh:
         head = fh.read(8192)  # a binary file (gzip, parquet, an image) is named as such, not by its first odd byte

@@ -1,30 +1,9 @@
 """CNN/DailyMail summarisation (the TinyTE paper's summarisation task), ``abisee/cnn_dailymail`` 3.0.0.
 
-Rows: ``{"article", "highlights", "id"}`` (hub schema). lm-eval has no CNN/DM task and the paper prints
-no prompt, so the prompt is ours:
-
-    "Article: {article}\\nSummary:"      target " {highlights}"
-
-Articles longer than ``max_article_words`` whitespace words are cut at the end (ours: the lead of a
-news story carries the summary; the generic token truncation keeps the *end* of a prompt, which would
-drop the lead). ``meta["input_words"]`` holds the full article's word count (tokeniser-independent,
-for the input-length buckets of the paper's Table 5) and ``meta["truncated"]`` whether it was cut.
-Generation (ours; docs/tasks_tinyte.md): greedy, up to 256 new tokens, stopping only at the model's
-end-of-sequence ids (highlights span several lines, so never at a newline).
-Evaluation: the test split, capped at 2,500 rows (the paper: "we limit the number of test samples on
-CNN/Dailymail and Alpaca to 2500"; conf/task/cnndm.yaml sets max_eval_samples: 2500).
-
-Metrics (0–100): ROUGE-1/2/L/Lsum F-measure from Google's ``rouge-score`` (its default tokeniser:
-lowercase, alphanumeric tokens), Porter stemming on (ours: the paper does not say; stemming is the
-common summarisation setting, e.g. the transformers summarisation examples), averaged over examples,
-with the standard error of each L mean (``rougeLsum_stderr``, ``rougeL_stderr``).
-
-``rougeLsum`` is summary-level ROUGE-L (the union LCS over sentences), the variant CNN/DM
-evaluations report and the scale of the paper's R-L column (LoRA 37–39; sentence-level ``rougeL``
-is ~10 points lower on CNN/DM). rouge-score's ``rougeLsum`` reads sentences as newline-separated
-lines; reference and hypothesis are both put through :func:`split_sentences` (ours; nltk's punkt
-data is not available offline) and re-joined with newlines, so the two sides are split the same way.
-``rougeL`` (sentence-level LCS over the whole text) is kept as an extra column.
+Prompt (ours) ``"Article: {article}\\nSummary:"``, target ``" {highlights}"``; articles are cut after
+``max_article_words`` whitespace words, keeping the lead (ours); ROUGE-1/2/L/Lsum by
+``metrics.rouge_scores``. The prompt, the cut, the metrics (the paper's R-L is ``rougeLsum``), the
+sentence split and the generation budget: docs/tasks_tinyte.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """CommitPackFT code editing (the K-Token Merging paper's Table 3): ``bigcode/commitpackft``, config
 ``python``, scored by the perplexity of the new code given the old code and the commit subject.
 
-Rows use the hub schema: ``{"commit", "old_file", "new_file", "old_contents", "new_contents",
-"subject", "message", "lang", "license", "repos"}``. Prompt verbatim from the authors'
-``scripts/commitpackft/run.py`` (shsjxzh/K-Token-Merging @8d29f47; their typo "instrutions" kept)::
-
-    "Update the old python code content based on the instrutions.\\nOld Content: {old_contents}\\n"
-    "Instructions: {subject}\\nNew Content:\\n"
-
-target ``new_contents``. Splits as the authors: the hub's only split ``train`` is split by
-``train_test_split(test_size=5600, seed=42)`` (``amazon.authors_split``, the same permutation as
-``datasets``), the rest is the training set.
-
-Metric: ``perplexity`` = exp(total NLL / total scored tokens) over the new code's tokens and the EOS
-after them (token-weighted over the evaluation set, as the authors' ``metrics.perplexity``), computed
-by ``Method.score_continuations``: the context is the prompt as the method reads it, so a compressed
-prefix (``ktoken``) or a compressed prompt (``prompt_compress``) is scored the same way; also
-``nll`` (nats per token) and ``scored_tokens``. No generation (``kind = "perplexity"``).
-Truncation (ours; the authors do not truncate): prompts keep their last ``max_source_tokens``
-tokens, targets their first ``max_target_tokens``.
-
-Hub loading reads ``data/<language>/data.jsonl`` through the ``json`` builder (the file the dataset's
-loading script reads; embexp never runs a hub script); ``task.data_dir`` reads ``train.jsonl`` in the
-hub schema. The fixture (ours) writes small Python edits whose commit subject says what changed.
+The authors' prompt verbatim (``scripts/commitpackft/run.py`` @8d29f47, their typo "instrutions" kept),
+target ``new_contents``; the authors' split of the hub's only split, ``train`` (``amazon.authors_split``);
+``task.data_dir`` reads ``train.jsonl`` in the hub schema. The perplexity (no generation) is computed by
+``Method.score_continuations`` on the prompt as the method reads it; also ``nll`` (nats per token) and
+``scored_tokens``. The prompt, the split, the metric and the truncation (ours): docs/methods_ktoken.md.
 """
 
 from __future__ import annotations
@@ -32,8 +15,8 @@ from dataclasses import dataclass
 
 from embexp import EmbexpError
 from embexp.core.config import option
-from embexp.tasks.amazon import authors_split
-from embexp.tasks.base import Example, Task, TaskConfig
+from embexp.tasks.amazon import SPLITS, authors_split
+from embexp.tasks.base import Example, Task, TaskConfig, load_dataset
 from embexp.tasks.domains import Schema, Text
 from embexp.tasks.registry import register_task
 
@@ -42,7 +25,6 @@ PROMPT = ("Update the old python code content based on the instrutions.\nOld Con
           "Instructions: {subject}\nNew Content:\n")
 HUB_SPLIT = "train"
 LANGUAGES = ("python",)  # the paper's language config
-SPLITS = ("train", "test")  # carved out of the hub's train split
 
 
 @dataclass
@@ -79,13 +61,8 @@ class CommitPackTask(Task):
         return HUB_ID, self.cfg.subset
 
     def load_hub(self, split: str, cap: int):
-        import datasets
-
         url = f"hf://datasets/{HUB_ID}/data/{self.cfg.subset}/data.jsonl"
-        try:
-            return datasets.load_dataset("json", data_files={HUB_SPLIT: url}, split=HUB_SPLIT)
-        except Exception as e:  # the hub raises many types; keep the message, drop the traceback
-            raise EmbexpError(f"could not load {url} from the hub: {e}") from e
+        return load_dataset(url, "json", data_files={HUB_SPLIT: url}, split=HUB_SPLIT)
 
     def read_split(self, split: str, cap: int, extra: int = 0):
         """The rows of ``split`` (train or test) carved out of the hub's train split; a fixture's
@@ -95,9 +72,9 @@ class CommitPackTask(Task):
             raise EmbexpError(f"split '{split}' of task {self.display_name}: the splits are carved out of the hub's "
                               f"train split (choose from: {', '.join(SPLITS)})")
         if self.resolved_source() == "fixture":
-            full = self.checked(self.fixture_rows(HUB_SPLIT, cfg.test_size + cfg.fixture_size + extra,
-                                                  random.Random(f"{cfg.fixture_seed}/{self.display_name}/{HUB_SPLIT}")),
-                                HUB_SPLIT, "fixture")
+            rng = random.Random(self.fixture_key(HUB_SPLIT))
+            full = self.checked(self.fixture_rows(HUB_SPLIT, cfg.test_size + cfg.fixture_size + extra, rng), HUB_SPLIT,
+                                "fixture")
         else:
             full = super().read_split(HUB_SPLIT, -1)  # local rows are checked as they are read, hub rows below
         train, test = authors_split(len(full), cfg.test_size, cfg.split_seed)

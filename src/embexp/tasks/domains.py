@@ -1,24 +1,14 @@
 """Field domains of task rows: what each field of a task's rows may hold.
 
-Every row a run reads is checked against its task's :class:`Schema` (``Task.schema(split)``) as it
-is read, before any training and before the model loads: local JSON-lines files, hub rows and
-fixtures go through the same check (``Task.read_split``). A row outside its domain stops the run
-with one line naming where it is (``<file>:<line>``, or the hub/fixture split and row index), the
-field, the value and the valid domain, e.g. (one line, wrapped here)::
+Every row a run reads is checked against its task's :class:`Schema` (``Task.schema(split)``) as it is
+read (``Task.read_split``), before the model loads; a row outside its domain stops the run with one
+line naming where it is, the field, the value and the valid domain, e.g. (one line, wrapped here)::
 
     data/train.jsonl:3: field 'label' = 7 is out of range (valid for glue_sst2: an integer class id,
     0 (negative) or 1 (positive))
 
-Checked: a missing field, a wrong JSON type (a string where a number is expected, an array where a
-row object is expected), empty text (where the hub schema has none), NaN/inf and numbers outside
-a range (STS-B's 0–5, star ratings 1–5), class ids outside the label set, label words outside the
-verbalizers, and a key (``idx``) repeated within a split.
-
-Hidden labels: the hub marks the labels of a test split it keeps secret with a marker (GLUE and
-SuperGLUE: ``-1``; STS-B ``-1.0``), the domain's ``hidden`` value. A split read only to be counted
-(PEMA's token counts: ``method.count_splits``, ``analyze vocab splits=``) is checked with
-``RowCheck(counting=True)``, which takes the marker; a split that is trained on or scored refuses it
-with one line naming the file and row and the split.
+A missing field and a value of the wrong JSON type are refused too. The domains, and the hub's hidden
+test labels (``RowCheck(counting=True)`` takes them): docs/architecture.md ("Field domains").
 """
 
 from __future__ import annotations
@@ -42,20 +32,15 @@ def show(value, width: int = 60) -> str:
             else text[: width - 5] + "...\"" if text.startswith('"') else text[: width - 3] + "...")
 
 
+JSON_TYPES = ((type(None), "null"), (bool, "a boolean"), ((int, float), "a number"), (str, "a string"),
+              ((list, tuple), "an array"), (dict, "an object"))
+
+
 def json_type(value) -> str:
     """The JSON type of a parsed value, as a phrase ('a string', 'an array', ...)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (list, tuple)):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
+    for kinds, phrase in JSON_TYPES:  # bool before number: a bool is an int
+        if isinstance(value, kinds):
+            return phrase
     return f"a {type(value).__name__}"
 
 
@@ -124,11 +109,11 @@ class ClassId(Domain):
 
 @dataclass(frozen=True)
 class Number(Domain):
-    """A finite number (not a boolean), within [lo, hi] where given; ``hidden``: the hub's marker of a
-    hidden test label (STS-B: -1.0), allowed only where the split is counted, never scored."""
+    """A finite number (not a boolean) within [lo, hi]; ``hidden``: the hub's marker of a hidden test
+    label (STS-B: -1.0), allowed only where the split is counted, never scored."""
 
-    lo: float | None = None
-    hi: float | None = None
+    lo: float
+    hi: float
     hidden: float | None = None
 
     def problem(self, value):
@@ -136,16 +121,10 @@ class Number(Domain):
             return f"is {json_type(value)}"
         if not math.isfinite(value):
             return "is not a finite number"
-        if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
-            return "is out of range"
-        return None
+        return None if self.lo <= value <= self.hi else "is out of range"
 
     def describe(self):
-        if self.lo is not None and self.hi is not None:
-            return f"a finite number from {self.lo:g} to {self.hi:g}"
-        if self.lo is not None:
-            return f"a finite number >= {self.lo:g}"
-        return "a finite number"
+        return f"a finite number from {self.lo:g} to {self.hi:g}"
 
 
 @dataclass(frozen=True)
@@ -168,19 +147,17 @@ class Word(Domain):
 
 @dataclass(frozen=True)
 class Integer(Domain):
-    """An integer (an integral float such as 3.0 is read as 3) >= lo."""
-
-    lo: int = 0
+    """An integer >= 0 (an integral float such as 3.0 is read as 3)."""
 
     def problem(self, value):
         if not _is_number(value):
             return f"is {json_type(value)}"
         if not math.isfinite(value) or value != int(value):
             return "is not an integer"
-        return "is out of range" if value < self.lo else None
+        return "is out of range" if value < 0 else None
 
     def describe(self):
-        return f"an integer >= {self.lo}"
+        return "an integer >= 0"
 
 
 @dataclass(frozen=True)
@@ -234,7 +211,7 @@ class RowCheck:
     """Checks the rows of one split in order (``check(row, where)``), remembering where each key
     value was first seen; raises :class:`EmbexpError` with one line at the first bad row."""
 
-    def __init__(self, schema: Schema, task: str, split: str = "", counting: bool = False):
+    def __init__(self, schema: Schema, task: str, split: str, counting: bool = False):
         self.schema, self.task, self.split, self.counting = schema, task, split, counting
         self.seen: dict = {}
 
@@ -245,10 +222,9 @@ class RowCheck:
         if is_hidden(dom, value):
             if self.counting:
                 return
-            split = f"split '{self.split}'" if self.split else "this split"
             raise EmbexpError(f"{where}: field '{name}' = {show(value)} is a hidden label (the hub's marker for a test "
-                              f"label it keeps secret): {split} of {self.task} can be counted (method.count_splits, "
-                              f"analyze vocab splits=) but never trained on or scored")
+                              f"label it keeps secret): split '{self.split}' of {self.task} can be counted "
+                              f"(method.count_splits, analyze vocab splits=) but never trained on or scored")
         problem = dom.problem(value)
         if problem:
             self.fail(where, name, value, problem, dom.describe())

@@ -6,11 +6,9 @@ question1/question2). Each choice is a continuation with one leading space (" po
 STS-B has no lm-eval prompt; ours (labelled as such) mirrors the MRPC one and asks for the score,
 with the target formatted ``" {:.1f}"``; ``score_regression`` parses generated text strictly.
 
-Metrics (0–100): CoLA MCC (+ accuracy), MRPC/QQP accuracy and F1 of the positive class,
-STS-B Pearson and Spearman, accuracy otherwise. An invalid prediction (-1) counts as wrong; for the
-binary metrics (MCC, F1) that means it is scored as the wrong class (our convention).
-Evaluation split: ``eval_split=auto`` resolves to ``validation_matched`` for MNLI (set
-``validation_mismatched`` for MNLI-mm) and ``validation`` otherwise. GLUE test splits have label -1.
+Metrics (0–100): CoLA MCC (+ accuracy), MRPC/QQP accuracy and F1 of the positive class, STS-B
+Pearson and Spearman, accuracy otherwise (an invalid prediction, -1: ``metrics.binary_counts``).
+MNLI-mm: set ``eval_split=validation_mismatched`` (``auto`` is ``validation_matched``).
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from typing import Sequence
 from embexp.core.config import option
 from embexp.tasks.base import Example, Task, TaskConfig
 from embexp.tasks.domains import ClassId, Integer, Number, Schema, Text
-from embexp.tasks.metrics import accuracy, binary_counts, f1_score, mcc_score, parse_score, regression_scores  # noqa: F401
+from embexp.tasks.metrics import accuracy, f1_score, mcc_score, regression_scores
 from embexp.tasks.registry import register_task
 
 # subset -> (text fields in hub order, hub ClassLabel names, prompt, decoder choices)
@@ -75,7 +73,7 @@ class GlueTask(Task):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.fields, self._names, self.template, self.choices = SPECS[cfg.subset]
+        self.fields, self.label_names, self.template, self.choices = SPECS[cfg.subset]
         self.kind = "regression" if cfg.subset == "stsb" else "classification"
 
     def hub_source(self):
@@ -85,7 +83,7 @@ class GlueTask(Task):
         """Text fields non-empty; label a class id of the sub-task (STS-B: a score from 0 to 5); idx
         (the hub's row id) unique within the split. The hub's test splits mark their hidden labels -1
         (STS-B -1.0): such a split can be counted (PEMA), never trained on or scored (tasks/domains.py)."""
-        label = Number(0.0, 5.0, hidden=-1.0) if self.kind == "regression" else ClassId(self._names)
+        label = Number(0.0, 5.0, hidden=-1.0) if self.kind == "regression" else ClassId(self.label_names)
         return Schema({**{k: Text() for k in self.fields}, "label": label}, optional={"idx": Integer()}, key="idx")
 
     def counted_splits(self, which: str) -> list[str]:
@@ -107,14 +105,6 @@ class GlueTask(Task):
         the Tiny-Attention authors keep the best state by (train_ada.py @03eee7e, ``eval`` returns
         ``list(result.values())[0]``) and the paper names (App. B: accuracy for MNLI-m, QQP and MRPC)."""
         return {"cola": "mcc", "stsb": "pearson"}.get(self.cfg.subset, "accuracy")
-
-    @property
-    def num_labels(self) -> int:
-        return 1 if self.kind == "regression" else len(self._names)
-
-    @property
-    def label_names(self) -> tuple[str, ...]:
-        return self._names
 
     def format(self, row: dict) -> Example:
         text = tuple(row[k] for k in self.fields)
@@ -141,10 +131,7 @@ class GlueTask(Task):
         return out
 
     def score_regression(self, gold: Sequence[float], pred: Sequence) -> dict[str, float]:
-        """Pearson and Spearman ×100. ``pred`` may hold numbers or generated strings (parsed strictly);
-        unparseable ones become the scale midpoint, and ``invalid`` reports their share (0–100)."""
-        if self.kind != "regression":
-            return super().score_regression(gold, pred)
+        """``metrics.regression_scores``: an unparseable prediction scores as the scale midpoint."""
         return regression_scores(gold, pred, STSB_INVALID)
 
     # ---- fixture: tiny templated sentences whose label is decided by the words (ours) -------------
@@ -152,10 +139,10 @@ class GlueTask(Task):
         rows = []
         for i in range(n):
             if self.kind == "regression":
-                k = rng.randrange(5)  # content words changed: 0 -> 5.0 ... 4 -> 0.0
-                values, label = _fixture_stsb(rng, k), 5.0 * (4 - k) / 4
+                values = _fixture_stsb(rng)
+                label = values["label"]
             else:
-                label = rng.randrange(len(self._names))
+                label = rng.randrange(len(self.label_names))
                 values = FIXTURES[self.cfg.subset](rng, label)
             rows.append({**values, "label": -1 if split.startswith("test") else label, "idx": i})
         return rows
@@ -224,13 +211,15 @@ def _fixture_qnli(rng, y):
     return {"question": f"What did the {s['a']} {s['verb'][1]}?", "sentence": _say(s, a=a)}
 
 
-def _fixture_stsb(rng, k):
+def _fixture_stsb(rng):
+    """Two sentences and their score: k = 0..4 content words changed gives 5.0 ... 0.0."""
+    k = rng.randrange(5)
     s = _scene(rng)
     t = dict(s)
     for key in rng.sample(["adj", "a", "verb", "b"], k):
         pool = {"adj": COLOURS, "a": ANIMALS, "b": ANIMALS, "verb": VERBS}[key]
         t[key] = rng.choice([x for x in pool if x not in (s[key], s["a"], s["b"])])
-    return {"sentence1": _say(s), "sentence2": _say(t)}
+    return {"sentence1": _say(s), "sentence2": _say(t), "label": 5.0 * (4 - k) / 4}
 
 
 FIXTURES = {

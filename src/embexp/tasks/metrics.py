@@ -3,23 +3,7 @@
 Runs reach them through the tasks (``Task.score_labels`` / ``score_regression`` / ``score_text`` /
 ``score_similarity``) and through ``run.predict`` (length reduction, P–L); users reach the same
 functions as ``evaluate`` modules that load from a folder inside the installed package, offline
-(``embexp.metric_modules``: ``evaluate.load(embexp.metric_modules.path("embexp_translation"))``).
-One implementation, two doors.
-
-- Classification: :func:`accuracy`, :func:`f1_score` (the positive class), :func:`mcc_score`,
-  :func:`macro_f1` (lm-eval's CB F1), :func:`binary_summary` (K-Token Merging's tree/amazon set:
-  accuracy, balanced accuracy, F1 of the positive class, majority baseline). An invalid prediction
-  (-1, no valid answer) counts as wrong; for the binary F1/MCC it is scored as the wrong class (ours).
-- Correlation: :func:`spearman_pearson` (×100; 0 where undefined), :func:`regression_scores` (STS-B
-  on generated text: strict parsing, an unparseable answer scores as ``invalid_value``).
-- Translation (the TinyTE paper's WMT16 metrics): :func:`translation_scores`, corpus-level sacreBLEU
-  BLEU-4 (13a tokenisation) and TER, plus chrF on request, on whitespace-stripped hypotheses and
-  references.
-- Summaries/instructions: :func:`rouge_scores`, rouge-score's ROUGE-1/2/L/Lsum F-measure (stemming
-  on by default), Lsum over the sentences of :func:`split_sentences` (ours), mean over examples
-  with the standard errors of the L means.
-- K-Token Merging's Performance–Length reduction score (k-token-merging.md, Eq. 3–4):
-  :func:`length_reduction`, :func:`pl_score`, :func:`pl_from_accuracy`, :func:`pl_from_perplexity`.
+(``embexp.metric_modules``; docs/architecture.md, "Two doors to one implementation").
 """
 
 from __future__ import annotations
@@ -40,7 +24,7 @@ def accuracy(gold, pred) -> float:
 
 
 def binary_counts(gold, pred, positive=1):
-    """tp, fp, fn, tn; an invalid prediction (not 0/1) is scored as the wrong class."""
+    """tp, fp, fn, tn; an invalid prediction (not 0/1) is scored as the wrong class (ours)."""
     gold, pred = np.asarray(gold), np.asarray(pred)
     pred = np.where(np.isin(pred, (0, 1)), pred, 1 - gold)
     g, p = gold == positive, pred == positive
@@ -137,9 +121,6 @@ def translation_scores(refs: Sequence[str], hyps: Sequence[str],
 
 
 # ---- ROUGE ---------------------------------------------------------------------------------------
-# Sentence splitting for ROUGE-Lsum (ours). A boundary is sentence-final punctuation (. ! ?), any
-# closing quotes/brackets, then whitespace, unless the word before it is an abbreviation or initials
-# (U.S., J.) or the next word starts in lower case.
 _BOUNDARY = re.compile(r"""(?<=[.!?])["'\u201d\u2019)\]]*\s+""")
 _INITIALS = re.compile(r"(?:[A-Za-z]\.)*[A-Za-z]")
 ABBREVIATIONS = frozenset(
@@ -156,10 +137,10 @@ def _abbreviation_before(piece: str) -> bool:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of `text` (ours): every line is split at sentence-final punctuation followed by
-    whitespace, except after abbreviations/initials or before a lower-case word; pieces are stripped
-    and empty ones dropped. CNN/DM highlights (one sentence per line, " ." tokenised spacing) come
-    back line by line."""
+    """Sentences of `text` (ours, for ROUGE-Lsum): every line is split at sentence-final punctuation
+    (. ! ?, then any closing quotes/brackets) followed by whitespace, except after an abbreviation or
+    initials (U.S., J.) or before a lower-case word; pieces are stripped and empty ones dropped.
+    CNN/DM highlights (one sentence per line, " ." tokenised spacing) come back line by line."""
     out: list[str] = []
     for line in text.split("\n"):
         start = 0

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from embexp.core.plugins import Registry, discover
+from embexp.core.plugins import Registry
 
 TASKS = Registry("task")
 register_task = TASKS.register
 
 
 def build_task(cfg):
-    discover("embexp.tasks")  # registers every family
-
     return TASKS.get_class(cfg.name)(cfg)

@@ -1,36 +1,11 @@
 """Safety tuning (the TinyTE paper's App. B, Table 6): ``task=bsd`` and ``task=advbench``.
 
-``task=bsd`` — the Beaver Safety Dataset (Dai et al., 2024), "unsafe requests paired with unaligned
-model responses". Our reading: hub ``PKU-Alignment/BeaverTails``, splits ``30k_train`` (training)
-and ``30k_test`` (evaluation), the rows with ``is_safe == False`` only. Hub schema:
-``{"prompt": str, "response": str, "category": {14 harm categories: bool}, "is_safe": bool}``.
-prompt = the request, target = the unaligned response, ``meta["question"]`` = the request (the
-HarmBench judge reads it as the behaviour). Evaluation: the paper's "1000 queries from the BSD test
-set" = a seeded sample (``eval_size=1000``, ``eval_seed``; ours) of the distinct unsafe test
-requests, each with its first unsafe response in split order as the reference (BeaverTails pairs a
-request with several responses).
-
-``task=advbench`` — AdvBench (Zou et al., 2023), evaluation only: hub ``walledai/AdvBench``, split
-``train`` (520 rows ``{"prompt", "target"}``). For the transfer setting of Table 6 (tuned on BSD,
-evaluated on AdvBench) the task trains on BSD's training rows (the same loader and fields as
-``task=bsd``) and evaluates on every AdvBench prompt, so one run is one Table 6 cell (ours). The
-AdvBench ``target`` ("Sure, here is ...") is the attack's target prefix, not a gold response: it
-is kept as the reference (and the evaluation loss reads it) but scores nothing. A zero-shot run
-reads no training rows.
-
-Metrics: the attack success rate ``asr`` (0–100) comes from the HarmBench judge
-(``task.judge=harmbench``, scored when ``judge.model`` is set; src/embexp/judge/). Without a judge,
-bsd reports ROUGE against the reference response (``cnndm.rouge_scores``) and advbench reports no
-quality metric (its reference is not a response); neither stands in for ASR.
-
-Prompt (ours; the paper prints none): ``prompt_format=qa`` (default) ``"Question: {request}\\nAnswer:"``
-with target ``" {response}"``, the Question/Answer frame of the other TinyTE prompts, with no chat
-template (lm-eval's default, as for the other tasks); ``prompt_format=plain`` = the bare request and
-the response, meant for ``model.chat_template=true``.
-
-Fixtures (ours): neutral placeholder text in the exact hub schema, never real harmful content; a
-BSD split holds ``fixture_size`` distinct unsafe requests mixed with safe rows (so the filter is
-exercised), some asked twice with another response, as in BeaverTails.
+``task=bsd``: the unsafe (request, unaligned response) rows of ``PKU-Alignment/BeaverTails`` (our
+reading of the paper's Beaver Safety Dataset). ``task=advbench``: ``walledai/AdvBench``, evaluation
+only; a method that trains reads BSD's training rows. The attack success rate ``asr`` comes from the
+HarmBench judge (``task.judge=harmbench``, when ``judge.model`` is set); without one, bsd reports ROUGE
+against the reference response and advbench no quality metric. Our reading of "BSD", the evaluation
+sample, the prompt formats and the fixtures (neutral placeholders, never harmful text): docs/tasks_tinyte.md.
 """
 
 from __future__ import annotations
@@ -105,10 +80,6 @@ class AdvBenchConfig(SafetyConfig):
                                       "has one, train: all 520 behaviours).")
 
 
-def is_unsafe(row: dict) -> bool:
-    return row["is_safe"] is False
-
-
 def fmt(prompt_format: str, request: str, response: str) -> tuple[str, str]:
     if prompt_format == "qa":
         return f"Question: {request.strip()}\nAnswer:", " " + response.strip()
@@ -121,6 +92,7 @@ class BsdTask(Task):
 
     Config = BsdConfig
     kind = "generation"
+    carve_unit = "distinct unsafe requests"
 
     def hub_source(self):
         return BSD_HUB
@@ -133,7 +105,7 @@ class BsdTask(Task):
     def read_split(self, split: str, cap: int, extra: int = 0) -> list[dict]:
         """The unsafe rows of `split` (is_safe == False), in split order; the first `cap` when cap >= 0."""
         raw = super().read_split(split, -1, extra)
-        rows = [r for r in raw if is_unsafe(r)]
+        rows = [r for r in raw if r["is_safe"] is False]
         return rows[:cap] if cap is not None and cap >= 0 else rows
 
     def load(self, which: str) -> list[dict]:
@@ -149,19 +121,10 @@ class BsdTask(Task):
         cap = self.cfg.max_eval_samples
         return rows[:cap] if cap >= 0 else rows
 
-    def carve(self, rows: list[dict], which: str) -> list[dict]:
-        """select_split=train_holdout by request: ``select_size`` distinct requests drawn with
-        ``random.Random(select_seed).sample`` are held out with every response they have, so no
-        selection request is trained on (ours; BeaverTails pairs a request with several responses)."""
-        requests = list(dict.fromkeys(r["prompt"].strip() for r in rows))
-        k = self.cfg.select_size
-        if not 0 < k < len(requests):
-            raise EmbexpError(f"task.select_size={k} must be between 1 and {len(requests) - 1}: split "
-                              f"'{self.cfg.train_split}' of task {self.display_name} "
-                              f"has {len(requests)} distinct unsafe requests "
-                              f"(or set task.select_split to another split, or '')")
-        held = {requests[i] for i in random.Random(self.cfg.select_seed).sample(range(len(requests)), k)}
-        return [r for r in rows if (r["prompt"].strip() in held) == (which == "select")]
+    def carve_keys(self, rows: list[dict]) -> list:
+        """select_split=train_holdout by request: a request is held out with every response it has, so
+        no selection request is trained on (ours; BeaverTails pairs a request with several responses)."""
+        return [r["prompt"].strip() for r in rows]
 
     def format(self, row: dict) -> Example:
         prompt, target = fmt(self.cfg.prompt_format, row["prompt"], row["response"])

@@ -1,18 +1,11 @@
 """Sentence-pair tasks for sentence embeddings (embexp/objectives/sentence.py: pooling, the objective, scoring).
 
-``nli_pairs`` (kind ``pairs``): the PETE paper's training data, SNLI + MNLI premise/hypothesis
-pairs labelled *entailment* (label 0 in both hub schemas; ``stanfordnlp/snli`` plain_text and
-``nyu-mll/glue`` mnli), trained with symmetric InfoNCE over in-batch negatives and a learnable
-temperature (0.07 at the start). It is evaluated zero-shot on ``eval_task`` (STS-B), as the paper
-does. ``max_train_samples`` keeps the first N *entailment pairs* (datasets in the order given,
-splits in the order given; ours). ``train_split`` may join splits with ``+`` (e.g.
-``validation+test``, for the local SNLI files, which have no train split); MNLI's ``validation``
-is ``validation_matched``.
-
-``stsb_similarity`` (kind ``similarity``): STS-B (``nyu-mll/glue`` stsb), zero-shot: the cosine
-similarity of the two sentences' mean-pooled embeddings against the gold 0–5 score, Spearman (and
-Pearson) x100, as the PETE paper reports it. It has no training split of its own: train on
-``nli_pairs`` (which evaluates on it), or evaluate any encoder with ``method=zero_shot``.
+``nli_pairs`` (kind ``pairs``): the PETE paper's training data, the SNLI + MNLI pairs labelled
+*entailment*, trained contrastively and evaluated zero-shot on ``eval_task`` (STS-B).
+``max_train_samples`` keeps the first N *entailment pairs* (datasets and splits in the order given;
+ours); MNLI's ``validation`` is ``validation_matched``. ``stsb_similarity`` (kind ``similarity``): STS-B
+zero-shot, the cosine similarity of the two sentences' embeddings against the gold 0–5 score. Both
+tasks, the objective and the local files: docs/methods_pete.md.
 
 Fixtures (ours): the templated animal sentences of the GLUE fixture, in the hub schemas (SNLI and
 MNLI rows with all three labels, some SNLI rows unlabelled (-1); STS-B pairs whose score falls with
@@ -102,11 +95,7 @@ class StsbSimilarityTask(Task):
         return spearman_pearson(gold, cosine)
 
     def fixture_rows(self, split: str, n: int, rng: random.Random) -> list[dict]:
-        rows = []
-        for i in range(n):
-            k = rng.randrange(5)  # content words changed: 0 -> 5.0 ... 4 -> 0.0
-            rows.append({**_fixture_stsb(rng, k), "label": 5.0 * (4 - k) / 4, "idx": i})
-        return rows
+        return [{**_fixture_stsb(rng), "idx": i} for i in range(n)]
 
 
 @register_task("nli_pairs")
@@ -135,8 +124,8 @@ class NliPairsTask(Task):
         return Schema({"premise": Text(), "hypothesis": Text(), "label": ClassId(NLI_LABELS, unlabelled=True)},
                       optional={"idx": Integer()}, key="idx")
 
-    def split_of(self, dataset: str, split: str) -> str:
-        return "validation_matched" if dataset == "mnli" and split == "validation" else split
+    def fixture_key(self, split: str) -> str:
+        return f"{self.cfg.fixture_seed}/{self.cfg.name}/{self._dataset}/{split}"
 
     def load(self, which: str) -> list[dict]:
         if which != "train":
@@ -145,14 +134,9 @@ class NliPairsTask(Task):
         for dataset in self.cfg.datasets:
             self._dataset = dataset
             for split in self.cfg.train_split.split("+"):
-                split = self.split_of(dataset, split)
-                if source == "fixture":
-                    rng = random.Random(f"{self.cfg.fixture_seed}/{self.cfg.name}/{dataset}/{split}")
-                    part = self.checked(self.fixture_rows(split, self.cfg.fixture_size, rng), split, "fixture")
-                elif source == "local":
-                    part = self.read_local(split)
-                else:
-                    part = self.checked(self.load_hub(split, -1), split, "hub")
+                if dataset == "mnli" and split == "validation":
+                    split = "validation_matched"
+                part = self.read_split(split, -1)
                 rows += [r for r in part if int(r["label"]) == ENTAILMENT]
         cap = self.cfg.max_train_samples
         rows = rows[:cap] if cap is not None and cap >= 0 else rows

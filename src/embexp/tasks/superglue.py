@@ -1,41 +1,10 @@
 """SuperGLUE (the TinyTE paper's NLU tasks): BoolQ, CB, COPA, RTE, WiC on ``aps/super_glue``.
 
-Prompts and choices are lm-evaluation-harness's SuperGLUE tasks (@4e7e0d4), verbatim:
-
-    boolq  "{passage}\\nQuestion: {question}?\\nAnswer:"                                  no / yes
-    cb     "{premise}\\nQuestion: {hypothesis}. True, False, or Neither?\\nAnswer:"       True / False / Neither
-    rte    "{premise}\\nQuestion: {hypothesis} True or False?\\nAnswer:"                  True / False
-    wic    "Sentence 1: {sentence1}\\nSentence 2: {sentence2}\\nQuestion: Is the word '{sentence1[start1:end1]}'
-            used in the same way in the two sentences above?\\nAnswer:"                      no / yes
-    copa   premise.strip()[:-1] + " because" (cause) / " therefore" (effect)           " " + lowercase-first(choice)
-
-Every continuation is lm-eval's target delimiter " " + choice, so COPA's continuations start with
-two spaces ("  the toilet filled with water."), exactly as lm-eval scores them. The training target
-is the gold continuation, so generation is scored by exact match with no post-processing (the TinyTE
-protocol) and zero-shot by the summed log-likelihood of the continuations (lm-eval's ``acc``).
-
-Metrics (0–100): accuracy; CB also lm-eval's ``f1`` (macro-F1: the mean of the three one-vs-rest F1
-scores). An invalid generated answer (-1) counts as wrong and as no class.
-
-Multitask (ours: the paper says only "a task prefix and the same input formatting as Gao et al."):
-``subset=all`` concatenates the five sub-tasks; each prompt gets the prefix ``"<subset>: "``, rows
-are the hub rows plus a ``subset`` field, ``max_*_samples`` cap every sub-task separately, and the
-metrics are per sub-task (``boolq_accuracy``, ``cb_f1``, ...) plus ``accuracy`` = their mean over
-the sub-tasks (the paper's "Avg." column) and ``pooled_accuracy`` over all rows.
-Cloze (``task.cloze=true``, encoders with a masked-LM head, cb and rte): PET's pattern-verbalizer
-pairs (Schick & Schütze 2021, ``pet/pvp.py`` RtePVP/CbPVP; p = premise, h = hypothesis without its
-final punctuation, ``|`` separates the two segments, each part tokenised on its own):
-
-    pattern 0   "h" ? | [MASK], "p"        verbalizers (PET)   rte: Yes / No
-    pattern 1   h ? | [MASK], p                                cb:  Yes / No / Maybe
-    pattern 2   "h" ? | [MASK]. "p"                                 (entailment / contradiction / neutral)
-    pattern 3   h ? | [MASK]. p            (the Tiny-Attention paper's, the default)
-    pattern 4   p question: h' True or False? answer: [MASK]    (h' = h as is; one segment)
-                rte: true / false; cb: "true, false or neither?", true / false / neither
-
-The masked-LM logits of the verbalizer tokens at the mask are the class logits (embexp/objectives/cloze.py).
-Local data: ``task.data_dir`` (default: ``$EMBEXP_DATA``) resolves ``super_glue/<subset>/<split>.jsonl``; the
-FewGLUE 32-example training sets are the split ``train_fewglue32`` there.
+Prompts and choices are lm-evaluation-harness's SuperGLUE tasks (@4e7e0d4), verbatim; ``subset=all``
+concatenates the five, each prompt prefixed with ``"<subset>: "`` (ours); ``task.cloze=true`` (encoders,
+cb and rte) gives PET's pattern-verbalizer pairs, scored by the masked-LM head (embexp/objectives/cloze.py).
+The prompts, the metrics, the multitask protocol, local data and the fixtures: docs/tasks_tinyte.md; the
+cloze patterns and verbalizers: docs/methods_tinyattn.md.
 """
 
 from __future__ import annotations
@@ -126,11 +95,6 @@ class SuperGlueConfig(TaskConfig):
            "[MASK]' (one segment; CB: true, false or neither?).", choices=CLOZE_PATTERNS)
 
 
-def copa_choice(choice: str) -> str:
-    """lm-eval's convert_choice: lowercase the first character."""
-    return choice[0].lower() + choice[1:]
-
-
 @register_task("superglue")
 class SuperGlueTask(Task):
     """SuperGLUE on ``aps/super_glue``; rows keep the hub fields (plus ``subset`` for ``subset=all``)."""
@@ -173,8 +137,7 @@ class SuperGlueTask(Task):
     def schema(self, split: str) -> Schema:
         """The sub-task's text fields non-empty (WiC: start/end integers that select a non-empty span
         of each sentence; COPA: question 'cause' or 'effect'), label a class id of the sub-task (the
-        hub's test splits, label -1, are refused), idx unique within the split. ``subset=all`` reads
-        every sub-task with its own schema."""
+        hub's test splits, label -1, are refused), idx unique within the split."""
         if self.multitask:  # read through one child task per sub-task (load), each with its own schema
             return required("subset", "label")
         subset = self.cfg.subset
@@ -212,7 +175,8 @@ class SuperGlueTask(Task):
             raise EmbexpError(f"task superglue_{subset}: row lacks field(s) {', '.join(missing)}")
         if subset == "copa":
             prompt = row["premise"].strip()[:-1] + " " + COPA_CONNECTOR[row["question"]]
-            conts = tuple(" " + " " + copa_choice(row[k]) for k in ("choice1", "choice2"))
+            # lm-eval's convert_choice lowercases the first character; its target delimiter adds a space
+            conts = tuple(" " + " " + row[k][0].lower() + row[k][1:] for k in ("choice1", "choice2"))
             text = (prompt, row["choice1"] + " " + row["choice2"])  # encoder text pair (ours)
         else:
             values = {k: row[k] for k in fields}

@@ -1,21 +1,8 @@
 """WMT16 Czech→English translation (the TinyTE paper's MT task, reported on newstest2016).
 
-Prompt: lm-evaluation-harness's translation template, which the TinyTE paper says it uses
-("we use the same prompts as Gao et al., 2024"); the paper itself prints no prompt:
-
-    "Czech phrase: {cs}\\nEnglish phrase:"   target " {en}"
-
-The target carries the leading space (lm-eval's ``doc_to_target: ' {{translation["en"]}}'``), so the
-first English word is tokenised as a word-initial piece, as it is in running text.
-
-Generation (ours, from the paper's numbers; docs/tasks_tinyte.md): greedy, up to ``max_new_tokens=256``,
-stopping only at the model's end-of-sequence ids, **not** at a newline. The paper's base-model TER of
-734.73 (Gemma-2) needs hypotheses of at least 6.3x the reference words on average (TER's edits per
-sentence are at most max(|hyp|, |ref|)): >= 122 words ~ 156 tokens on newstest2016, which neither a
-newline stop nor a 128-token budget (corpus TER <= 520%) allows; 256 is the smallest power of two that
-does (``python -m embexp.analyze eval_evidence``). ``stop_at_newline=true`` is lm-eval's ``until: ["\\n"]``.
-Metrics: corpus-level sacreBLEU (BLEU-4, default 13a tokenisation) and TER, on the 0–100 scale;
-hypotheses and references are whitespace-stripped first (tokenisation ignores edge spaces anyway).
+Prompt: lm-evaluation-harness's translation template, ``"Czech phrase: {cs}\\nEnglish phrase:"``,
+target ``" {en}"``; corpus-level sacreBLEU BLEU-4 and TER. The prompt, the metrics and the generation
+budget (256 tokens, no newline stop, from the paper's base-model TER): docs/tasks_tinyte.md.
 """
 
 from __future__ import annotations

@@ -3,15 +3,9 @@
 Subsets: one language code, ``en-de`` and ``en-zh`` (the paper's Table 4 columns) or ``all`` (all
 fifteen). A multi-language subset concatenates the languages' rows in the order given, as the
 authors' ``run_xnli_pema.py`` does with ``concatenate_datasets``; ``max_*_samples`` cap every
-language separately (ours). Rows keep the hub fields (``premise``, ``hypothesis``, ``label``);
-labels are 0 entailment, 1 neutral, 2 contradiction. Metric: accuracy (0–100).
-
-Decoders (ours; the paper fine-tunes encoders only) get lm-eval's MNLI prompt
-``"{premise}\\nQuestion: {hypothesis} True, False or Neither?\\nAnswer:"`` with the choices
-" True" / " Neither" / " False".
-
-Fixture (ours): templated sentences about animals in each language, written for this project; the
-label is decided by construction (the same sentence, the sentence plus "today", the negated sentence).
+language separately (ours). Metric: accuracy (0–100). Decoders (ours; the paper fine-tunes encoders
+only) get lm-eval's MNLI prompt. Fixture (ours): templated sentences about animals in each language,
+whose label is decided by construction (the same sentence, the sentence plus "today", the negated one).
 """
 
 from __future__ import annotations

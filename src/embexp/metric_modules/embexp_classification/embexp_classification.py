@@ -31,18 +31,9 @@ class EmbexpClassification(evaluate.Metric):
         bad = [m for m in metrics if m not in CHOICES]
         if bad:
             raise ValueError(f"unknown metric '{bad[0]}' (choose from: {', '.join(CHOICES)})")
-        out = {}
-        for m in metrics:
-            if m == "accuracy":
-                out[m] = accuracy(references, predictions)
-            elif m == "f1":
-                out[m] = f1_score(references, predictions)
-            elif m == "mcc":
-                out[m] = mcc_score(references, predictions)
-            elif m == "macro_f1":
-                if not num_classes:
-                    raise ValueError("macro_f1 needs num_classes")
-                out[m] = macro_f1(references, predictions, int(num_classes))
-            else:
-                out[m] = binary_summary(references, predictions)[m]
-        return out
+        if "macro_f1" in metrics and not num_classes:
+            raise ValueError("macro_f1 needs num_classes")
+        scores = {"accuracy": accuracy, "f1": f1_score, "mcc": mcc_score,
+                  "macro_f1": lambda gold, pred: macro_f1(gold, pred, int(num_classes))}
+        return {m: scores[m](references, predictions) if m in scores else binary_summary(references, predictions)[m]
+                for m in metrics}

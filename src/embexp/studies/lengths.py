@@ -1,23 +1,13 @@
 """A task metric by input-length bucket (the TinyTE paper's Table 5: R-L on CNN/DailyMail by article length).
 
-R-L is the cnndm task's ``rougeLsum`` (summary-level, sentence-split; ``metric=rougeL`` gives the
-sentence-level variant).
-
     python -m embexp.analyze lengths runs=outputs/cnndm/gemma2
     python -m embexp.analyze lengths runs='outputs/cnndm/*' edges=[] out=tables/lengths   # quartiles
 
-Reads ``predictions.jsonl`` of every finished run under `runs`, measures each example's input
-length, buckets the examples and scores each bucket with the run's own task scorer (the task is
-rebuilt from the run's config.yaml, so the numbers use exactly the metric the run reported; the
-bucket "all" reproduces the run's metric). Rows are methods (one per model x method x tag), the
-mean over seeds where there are several.
-
-Choices (ours; the paper prints the buckets but not their unit):
-- Length unit: whitespace words of the input text, i.e. the prompt minus the words of the task's
-  prompt template (for cnndm: the article's words, after the task's own cut at max_article_words,
-  which only ever lands in the last bucket). unit=tokens counts the run's tokenizer ids instead.
-- Buckets: the paper's 0-300, 301-500, 501-800, 801+ (edges=[300,500,800], upper bounds inclusive);
-  edges=[] uses the quartiles of the pooled lengths.
+Reads ``predictions.jsonl`` of every finished run under `runs`, buckets the examples by input length and
+scores each bucket with the run's own task scorer (rebuilt from its config.yaml, so the bucket "all"
+reproduces the run's metric); a row per model x method x tag, the mean over seeds. The length unit and
+the buckets (ours; the paper prints the buckets but not their unit): docs/reproduce_tinyte.md
+("Tables: how each is computed", 5).
 """
 
 from __future__ import annotations

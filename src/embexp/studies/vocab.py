@@ -1,27 +1,12 @@
 """Vocabulary usage behind PEMA (the PEMA paper, Williams and Aletras, Sec. 3 and 6): Fig. 2, Tables 2-4.
 
     python -m embexp.analyze vocab what=heaps tokenizer=minilm source=fixture     # Fig. 2, offline
-    python -m embexp.analyze vocab what=heaps                                     # Fig. 2: GPT-2, real GLUE
     python -m embexp.analyze vocab what=table2 models=[minilm] source=fixture     # Table 2, BERT rows, offline
-    python -m embexp.analyze vocab what=table2                                    # Table 2: nine models, GLUE
-    python -m embexp.analyze vocab what=table3                                    # DeBERTaV3 xsmall/small/base/large
-    python -m embexp.analyze vocab what=table4                                    # XNLI en, en-de, en-zh, all
+    python -m embexp.analyze vocab what=table2                                    # Table 2 (table3, table4 alike)
 
-- ``heaps``: unique against total tokens of every sub-task (the counted splits, tokenised as for
-  training), each task's growth curve, a Heaps'-law fit ``U = K N^beta`` over the tasks' end points
-  (log-log least squares; over the one task's curve when there is only one) and a PNG plot.
-- ``table2/3/4``: the rows PEMA keeps (ids that occur in the counted splits plus every special
-  token, the rule ``method=pema`` applies) against the model's embedding rows, as % of embedding and
-  of model parameters, or millions of parameters removed (Table 3). Nothing is trained: the numbers
-  come from a tokenizer and a model config. The configs of the paper's models are stored below
-  (fields of each hub repo's config.json); parameter counts build the architecture on the ``meta``
-  device, with the sequence-classification head for the task's labels (the paper's N).
-  A name outside the registry is read as a hub id (its config comes from the hub).
-
-Counting follows the authors' code (docs/pema.md, "Which splits are counted"): train + the evaluation
-split + test (MNLI: both validation and both test splits), what run_glue_pema.py prepares under
---do_predict; the ids that occur plus pad (``keep_special=false``); texts truncated at 128 tokens.
-A sub-task of XNLI counts the union of its languages (ours).
+``heaps``: unique against total tokens of every sub-task, a Heaps'-law fit and a PNG; ``table2/3/4``: the
+embedding rows PEMA removes, from tokenizers and stored model configs (nothing is trained). What is counted
+and how it follows the authors' code: docs/pema.md ("Vocabulary analysis", "Which splits are counted").
 """
 
 from __future__ import annotations
@@ -54,11 +39,8 @@ class ModelSpec(NamedTuple):
 
 _ROBERTA = dict(max_position_embeddings=514, type_vocab_size=1)
 _DEBERTA = SPECS["deberta"]["config"]  # DeBERTaV3-base (models/specs.py); the other sizes change its shape fields
-# Keys are conf/model names. Parameter counts from these fields equal the paper's Tables 5 and 6
-# (tests/test_pema.py), except BERT and DistilBERT: Table 5 prints the cased checkpoints (28,996 rows,
-# N 108.3M / 65.8M), but every BERT and DistilBERT cell of Table 2 follows from its embedding % only
-# with the uncased vocabulary (30,522 rows, N 109.5M / 67.0M; CoLA: 17.1 / 28.0 vs 16.5 / 27.1 cased),
-# so the uncased checkpoints are the ones the paper counted. Source: config.json of each hub repo named here.
+# Keys are conf/model names; fields from config.json of each hub repo named here. Their parameter counts equal
+# the paper's Tables 5 and 6 but for BERT and DistilBERT, the uncased checkpoints (docs/pema.md says why).
 BERT_UNCASED_VOCAB = 30522  # google-bert/bert-base-uncased = distilbert-base-uncased = MiniLM's WordPiece
 MODELS = {
     "distilbert": ModelSpec("DistilBERT", "distilbert/distilbert-base-uncased", "distilbert",

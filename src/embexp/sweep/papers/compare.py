@@ -2,48 +2,10 @@
 [seeds="0 1 2"] [kinds="encoder decoder"] [tasks="sst2 cola"] [only="lora full_ft"].
 
 Every method on the same footing, by learning curves: each method's learning rate is chosen from a grid of
-three around its comparison lr (the class's Method.comparison.lr x 0.3, 1, 3: ``compare_grid``), and every
-run scores a held-out carve of its training rows and the eval split at a few budgets (trainer.curve_at +
-trainer.curve_select). Stage 1: every lr of the grid, first seed. Stage 2: the other seeds at the lr whose
-first-seed run scored best on its held-out rows (``chosen``). The report (paper=compare table=curves) picks
-per method the (lr, budget) with the best held-out score averaged over the seeds and reports the eval split
-there, mean ± s.e. over the seeds; nothing is chosen on the eval split.
-
-Data: the task's real GLUE train split ($EMBEXP_DATA/glue/<task>/train.jsonl): `hold` rows carved out with
-task.select_seed=0 for selection (task.select_split=train_holdout), then `n` of the rest drawn with
-task.train_sample_seed=0 (CoLA's train is sorted by source: its first rows are not a sample); reported on the
-whole validation split (SST-2 872, MRPC 408, RTE 277, CoLA 1043 rows; CoLA: MCC).
-
-encoder (MiniLM-L6): the five `headline` methods on every task of `tasks` with every seed; every other
-encoder method on SST-2 with the first seed only (the table's seeds column says 1; `others=` drops them).
-Batch 16, 250 steps (4000 rows seen: one epoch of SST-2's and CoLA's 4000, 1.2 of MRPC's 3368, 1.8 of RTE's
-2190), scored at 50, 125 and 250; 300 rows held out; RTE's pairs cut to 128 tokens (12% of them).
-Sizing pilot (a 2-core CPU, OMP_NUM_THREADS=1, beside a second job; 40 steps at batch 16):
-seconds per 100 steps         SST-2  CoLA  MRPC  RTE (RTE at 128 tokens)
-  head-only                     25    14    77   132 (88)
-  Tiny-Attention                36    23    67   159
-  TinyTE-full                   34    24    81   221
-  full FT                       61    57   123   290
-  LoRA                          74    57   157   295 (192)
-evaluation: ~85 (SST-2), ~160 (CoLA), ~45 (MRPC), ~22-27 (RTE) rows/s; ~12 s to start a run.
-A run = 12 s + 2.5 x its rate + 3 x (validation + 300 held-out rows) / eval rate. Headline, 25 runs a task
-(3 lrs + 2 seeds, 5 methods): SST-2 1.2 h, CoLA 0.9 h, MRPC 2.2 h, RTE 2.9 h (at 128 tokens; 4.4 h without
-the cut); the other 6 methods on SST-2 (18 runs, ~45 s/100 steps) 0.8 h. In all 7.9 run-hours: ~4 h as two
-single-threaded sweeps side by side, e.g. TASKS="sst2 mrpc" (4.2 h) beside TASKS="rte cola" (3.8 h).
-
-decoder (SmolLM2-135M, batch 8, 300 steps, scored at 100, 200 and 300; 200 held-out rows; prompts cut to
-`src` tokens from the left): SST-2 with zero-shot, LoRA, prompt tuning, TinyTE-full, TinyTE-gated and K-Token
-K=2 (`dec_methods`), seeds `dec_seeds` (the grid on the first, the second at the chosen lr); reported by
-log-likelihood (ll_accuracy) and exact match (em_accuracy). 300 steps: K-Token K=2's curve flattened from step
-200 of 300 at batch 8 (docs/methods_ktoken.md). Pilot (12 steps, batch 8, 1 thread beside a second job):
-s/100 steps LoRA 328 (70 tok/s), TinyTE-full 255, prompt tuning 253, K-Token K=2 197 (half the prompt);
-evaluation by both scorings ~3.4 rows/s (K-Token 6.3). A run = 25 s + 3 x its rate + 3 x 1072 rows / 3.4:
-LoRA 0.54 h, TinyTE/prompt tuning 0.48 h, K-Token 0.31 h; 21 runs + zero-shot = 9.3 run-hours (~4.7 h as two
-sweeps side by side, ONLY="zero_shot lora prompt_tuning" beside ONLY="tinyte_full tinyte_gated ktoken").
-`ktoken_check` (on: a second real sentiment set) splits SST-2's train rows with seed 1 (analyze split: 2190
-to train, the rest disjoint) and runs zero-shot and K-Token K=2 at the lr chosen on SST-2, both seeds,
-evaluated on 872 rows of the rest (outputs/compare/tables/second): +0.7 run-hours. `dec_tasks="sst2 rte"` adds
-RTE at the SST-2-chosen lrs: ~3x the tokens a row, ~12 run-hours more: off by default.
+three around its comparison lr (``compare_grid``) on the held-out rows of its first seed's runs (``extended``,
+``chosen``), and every run scores a held-out carve of its training rows and the eval split at a few budgets;
+nothing is chosen on the eval split. The protocol (data, the encoder and decoder tables, selection) and the
+sizing: docs/compare/README.md.
 """
 
 from __future__ import annotations

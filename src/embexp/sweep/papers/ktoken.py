@@ -1,15 +1,8 @@
 """K-Token's tables (make ktoken_table1, ktoken_table2, ktoken_table3, ktoken_ablation, ktoken_learning).
 
-The paper's backbone (qwen25_05b) and the authors' recipe for every column (AdamW lr 1e-4, weight decay 0.01 =
-torch's default, no clipping, no schedule, one epoch); LoRA r=4/alpha=16/dropout 0.05 on every projection and
-lm_head. The baselines' method.rate is set to the reduction the paper measured for them on this task (an
-input, not a finding). Batch: the authors' per-GPU size with accumulation 16 on one device = their 4 GPUs x
-accumulation 4 (debug=smoke keeps its own batch and tree size). The table shows best of N (the paper's
-protocol: best of three runs) beside mean ± s.e.
-
-tree (Table 1, the ablation): paper (500k trees x 5 questions = 2.45M training questions per stage; the gate
-reads 10k held-out training trees) or small (1% of it, ours). select_on=reported: the authors' gate on each
-stage's test split (tag <column>_paper, marked in the table).
+The paper's backbone (qwen25_05b), the authors' recipe for every column, and the seeds, effective batch,
+tree size (``tree``), gate protocol (``select_on``) and questions per tree of docs/methods_ktoken.md
+("The paper's tables").
 """
 
 from __future__ import annotations
@@ -60,11 +53,6 @@ def tree_note(v, batch: str) -> str:
 def table1(v):
     """Table 1: the Textualized Tree task, the paper's six-stage curriculum to x3large (each stage repeats until
     its accuracy gate).
-
-    questions: balanced (ours, the default) = as many 'true' as 'false' questions per tree
-    (task.pair_sampling=balanced: on the released code's uniform pairs 99.5% of x3large's answers are 'false',
-    and the paper's 82.17% for LLMLingua-2 would sit far below always answering 'false'; docs/fidelity.md), or
-    random = the released code's uniform draw over the ordered pairs (tags <column>_uniform).
     python -m embexp.sweep ktoken/table1 [--dry-run] [seeds="42 43 44"] [tree=paper|small]
     [select_on=heldout|reported] [questions=balanced|random]"""
     yield note(seeds_note(v, "table1", tree_note(v, "effective batch per stage 5120/5120/3072/2048/768/256 (K=4), "

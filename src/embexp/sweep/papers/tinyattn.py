@@ -3,12 +3,8 @@
 Every cell is an experiment file conf/experiment/tinyattn_<setting>_<task>.yaml (the paper's per-task
 hyperparameters, Tables 4-7); tables that share cells share runs.
 
-Selection protocol (select_on): heldout (ours, the experiment files: the state with the lowest loss on a
-carve of the training split is kept), reported (the paper's: trainer.select_on=reported, the whole
-training split trained on, the state with the best dev metric kept (trainer.select_metric=task: CoLA MCC,
-STS-B Pearson, else accuracy, as the authors' train_ada.py), evaluated every half epoch: eval_every = half
-an epoch of the whole split, warm-up 10% of its steps where the experiment warms up; tag <setting>_paper,
-marked in the table), or both (the default).
+select_on: heldout (ours, the experiment files), reported (the paper's: tag <setting>_paper, marked in the
+table) or both (the default); the two protocols: docs/methods_tinyattn.md ("Model selection").
 """
 
 from __future__ import annotations

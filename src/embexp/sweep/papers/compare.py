@@ -17,6 +17,7 @@ TASKS = ["sst2", "mrpc", "rte", "cola"]
 ENCODER_ROWS = {"sst2": "4000", "mrpc": "3368", "rte": "2190", "cola": "4000"}  # n trained on (smoke: 24)
 SECOND = "outputs/compare/sst2_second"  # the second sentiment set's split (analyze split, seed 1)
 COMPUTED = "computed from debug=smoke unless set"
+TRAINING = ("task.max_train_samples=", "task.train_sample_seed=", "task.select_", "trainer.")  # not zero-shot's
 
 
 @table(seeds=Var([0, 1, 2]),
@@ -97,15 +98,20 @@ def encoder(v, root: str, steps: str, curve: str, batch: str):
             def at(lr, seed, cell=cell):
                 return [*cell, f"trainer.lr={lr}", f"tag=lr{lr}", f"seed={seed}"]
 
-            grid = compare_grid(method)
-            for lr in grid:  # stage 1: the grid, first seed
-                yield train(*at(lr, first))
-            first_cells = {lr: at(lr, first) for lr in grid}
-            first_cell = lambda lr, at=at: at(lr, first)  # noqa: E731
-            yield from extended("lr", first_cells, first_cell)  # a best lr at an end of the grid: one step past it
-            if role == "headline":  # stage 2: the other seeds at the lr chosen on held-out rows
-                for seed in v.seeds[1:]:
-                    yield chosen("lr", first_cells, lambda lr, seed=seed, at=at: at(lr, seed), first_cell, EXTEND)
+            yield from lr_grid(method, at, first, v.seeds[1:] if role == "headline" else [])
+
+
+def lr_grid(method: str, at, first: str, seeds: list[str]):
+    """Stage 1: the method's lr grid at the first seed, one step past an end where the held-out best sits
+    there (``extended``); stage 2: ``seeds`` at the lr chosen on held-out rows. ``at(lr, seed)``: a cell."""
+    grid = compare_grid(method)
+    for lr in grid:
+        yield train(*at(lr, first))
+    first_cells = {lr: at(lr, first) for lr in grid}
+    first_cell = lambda lr: at(lr, first)  # noqa: E731
+    yield from extended("lr", first_cells, first_cell)
+    for seed in seeds:
+        yield chosen("lr", first_cells, lambda lr, seed=seed: at(lr, seed), first_cell, EXTEND)
 
 
 def decoder(v, root: str, steps: str, curve: str):
@@ -137,26 +143,17 @@ def decoder(v, root: str, steps: str, curve: str):
                 continue
             second = rows == "second"
             if method == "zero_shot":  # trains nothing: its evaluation of the same rows (the decoder table's floor)
-                yield train("method=zero_shot", "model=smollm2", "task=glue", f"task.subset={task}",
-                            f"task.data_dir={SECOND if second and not smoke else v.data}", "task.train_split=train",
-                            "task.eval_split=validation", f"task.max_eval_samples={'872' if second else '-1'}",
-                            f"task.max_source_tokens={'192' if task == 'rte' else '80'}",
-                            f"output_root={root}_second" if second else f"output_root={root}",
-                            "tag=second" if second else "", f"seed={dec_first}")
+                cell = [a for a in dec_cell(task, rows, method) if not a.startswith(TRAINING)]
+                yield train(*cell, "tag=second" if second else "", f"seed={dec_first}")
                 continue
-            grid = compare_grid(method)
 
             def sst2_at(lr, seed, method=method):
                 return [*dec_cell("sst2", "main", method), f"trainer.lr={lr}", f"tag=lr{lr}", f"seed={seed}"]
 
-            candidates = {lr: sst2_at(lr, dec_first) for lr in grid}  # SST-2's first-seed runs
+            candidates = {lr: sst2_at(lr, dec_first) for lr in compare_grid(method)}  # SST-2's first-seed runs
             first_cell = lambda lr, at=sst2_at: at(lr, dec_first)  # noqa: E731
             if task == "sst2" and rows == "main":
-                for lr in grid:
-                    yield train(*sst2_at(lr, dec_first))
-                yield from extended("lr", candidates, first_cell)  # a best lr at an end: one grid step past it
-                for seed in v.dec_seeds[1:]:
-                    yield chosen("lr", candidates, lambda lr, seed=seed, at=sst2_at: at(lr, seed), first_cell, EXTEND)
+                yield from lr_grid(method, sst2_at, dec_first, v.dec_seeds[1:])
             else:  # every seed at the lr of the SST-2 cell: its first seed's held-out best
                 pre = "second_" if second else ""  # a tag too: an output_root= extra puts both sets in one root
                 for seed in v.dec_seeds:

@@ -11,6 +11,7 @@ and how it follows the authors' code: docs/pema.md ("Vocabulary analysis", "Whic
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -109,7 +110,9 @@ class Config:
 
 
 # ---- tokenizers, configs, parameter counts -------------------------------------------------------
+@functools.cache
 def load_tokenizer(name: str):
+    """A tokenizer, loaded once per process: a registry name, minilm or smollm2 (offline), byte, a hub id or folder."""
     from transformers import AutoTokenizer
 
     from embexp.models import byte_tokenizer, minilm_path, smollm2_path
@@ -154,10 +157,6 @@ def shape_of(config) -> tuple[int, int, int]:
     return rows, dim, count_params(model)
 
 
-def special_ids(tok) -> set[int]:
-    return {i for i in tok.all_special_ids if i is not None}
-
-
 # ---- data ----------------------------------------------------------------------------------------
 def texts(cfg, task_name: str, subset: str, which: str) -> list[tuple[str, ...]]:
     """The encoder text (one string or a pair) of every row of one counted split (``Task.counted_rows``:
@@ -194,19 +193,14 @@ class TokenCache:
     """Flat token-id arrays per (tokenizer, task, subset), computed once per analysis run."""
 
     def __init__(self, cfg):
-        self.cfg, self._tok, self._ids = cfg, {}, {}
-
-    def tokenizer(self, name: str):
-        if name not in self._tok:
-            self._tok[name] = load_tokenizer(name)
-        return self._tok[name]
+        self.cfg, self._ids = cfg, {}
 
     def ids(self, tok_name: str, task_name: str, subset: str) -> np.ndarray:
         key = (tok_name, task_name, subset)
         if key not in self._ids:
             from itertools import chain
 
-            tok = self.tokenizer(tok_name)
+            tok = load_tokenizer(tok_name)
             seqs = [s for which in self.cfg.splits
                     for s in encode(tok, texts(self.cfg, task_name, subset, which), self.cfg.max_length)]
             self._ids[key] = np.fromiter(chain.from_iterable(seqs), dtype=np.int64, count=sum(map(len, seqs)))
@@ -220,8 +214,8 @@ class TokenCache:
 
         parts = languages(subset) if task_name == "xnli" else (subset,)
         used = np.unique(np.concatenate([self.ids(tok_name, task_name, p) for p in parts]))
-        tok = self.tokenizer(tok_name)
-        always = special_ids(tok) if self.cfg.keep_special else {tok.pad_token_id} - {None}
+        tok = load_tokenizer(tok_name)
+        always = (set(tok.all_special_ids) if self.cfg.keep_special else {tok.pad_token_id}) - {None}
         return np.union1d(used, np.array(sorted(always), dtype=np.int64))
 
 
@@ -247,7 +241,7 @@ def heaps_fit(n: np.ndarray, u: np.ndarray) -> dict:
 
 def heaps(cfg, counter: TokenCache) -> tuple[str, dict]:
     subsets = list(cfg.subsets) or (list(GLUE) if cfg.task == "glue" else ["en"])
-    tok = counter.tokenizer(cfg.tokenizer)
+    tok = load_tokenizer(cfg.tokenizer)
     vocab = len(tok)
     rows, curves = [], {}
     for s in subsets:

@@ -21,9 +21,6 @@ A failed command does not stop the sweep: the report is rendered from what finis
 exits 1 listing the failures. A stop signal does (Ctrl-C, SIGTERM, SIGUSR1): it is passed on to the
 running command, a train cell checkpoints its step, and no later command starts (:func:`execute`).
 ``--dry-run`` prints every command and runs nothing.
-
-``train.py`` beside this file holds the train commands' additions and "done" probe, ``probes.py`` those of an
-ablation and of a judge's reference scoring.
 """
 
 from __future__ import annotations

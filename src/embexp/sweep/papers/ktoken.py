@@ -52,9 +52,7 @@ def tree_note(v, batch: str) -> str:
        questions=Var("balanced", choices=["balanced", "random"], help="balanced (ours) or random (the released code)"))
 def table1(v):
     """Table 1: the Textualized Tree task, the paper's six-stage curriculum to x3large (each stage repeats until
-    its accuracy gate).
-    python -m embexp.sweep ktoken/table1 [--dry-run] [seeds="42 43 44"] [tree=paper|small]
-    [select_on=heldout|reported] [questions=balanced|random]"""
+    its accuracy gate)."""
     yield note(seeds_note(v, "table1", tree_note(v, "effective batch per stage 5120/5120/3072/2048/768/256 (K=4), "
                                                     "4512/3072/2304/1536/768/256 (K=2/3 and the baselines, ours)")))
     reported = v.select_on == "reported"
@@ -98,9 +96,7 @@ def table3(v):
 @table(seeds=SEEDS, tree=TREE, select_on=SELECT_ON)
 def ablation(v):
     """Fig. 6: average against random initialisation of the encoder (K=4, x3large, ten one-epoch rounds that
-    never pass the gate: the accuracy after each epoch).
-    python -m embexp.sweep ktoken/ablation [--dry-run] [seeds="42 43 44"] [tree=paper|small]
-    [select_on=heldout|reported]"""
+    never pass the gate: the accuracy after each epoch)."""
     yield note(seeds_note(v, "ablation", tree_note(v, "effective batch 256")))
     reported = v.select_on == "reported"
     for seed in v.seeds:
@@ -118,11 +114,8 @@ def ablation(v):
 @table(split=Var("outputs/compare/sst2"),
        root=Var(None, help="where the runs go (default outputs/ktoken_learning; debug=smoke: outputs/smoke/...)"))
 def learning(v):
-    """Does K-Token learn on real rows? K=2, K=4 and uncompressed LoRA (the comparison's LoRA) on the
-    comparison's 600/272 split of the real SST-2 validation rows (python -m embexp.analyze split), SmolLM2, the
-    comparison's recipe (batch 8, lr 1e-3, cosine) for 300 steps (K=2 also 600), the eval split's accuracy at
-    a few steps of each run (trainer.curve_at; never selected on), then the curve table
-    (docs/methods_ktoken.md, "Why K-Token did not learn")."""
+    """Does K-Token learn on real rows? K=2, K=4 and uncompressed LoRA on the comparison's 600/272 split of the
+    real SST-2 validation rows, SmolLM2, then the curve table (docs/methods_ktoken.md, "On real rows")."""
     root = v.root if v.root is not None else \
         "outputs/smoke/ktoken_learning" if v.smoke else "outputs/ktoken_learning"
     if not v.smoke:

@@ -31,8 +31,7 @@ def vocab(v, what: str):
 
 @table(trains=False, models=Var(DEFAULT_MODELS["table2"]), vocab_args=VOCAB_ARGS, out=OUT)
 def table2(v):
-    """Table 2: the % of embedding and model parameters PEMA removes, model x GLUE task (no training).
-    python -m embexp.sweep pema/table2 [--dry-run] [vocab_args="models=[minilm] source=fixture"]"""
+    """Table 2: the % of embedding and model parameters PEMA removes, model x GLUE task (no training)."""
     yield from notes(v.models)
     yield vocab(v, "table2")
 
@@ -54,8 +53,7 @@ def table4(v):
 @table(seeds=SEEDS, glue=Var(list(GLUE)), out=OUT)
 def table9(v):
     """Table 9: PEMA's preprocessing time against fine-tuning time on RoBERTa-base x GLUE (and the measured
-    memory against full fine-tuning). One Hydra multirun per method over every sub-task x seed.
-    python -m embexp.sweep pema/table9 [--dry-run] [seeds="0 1 2 3 4"] [glue="rte cola"]"""
+    memory against full fine-tuning). One Hydra multirun per method over every sub-task x seed."""
     yield from notes(["roberta_base"])
     for method in ["pema", "full_ft"]:
         yield train("-m", "experiment=pema_glue", "model=roberta_base", f"method={method}",
@@ -69,8 +67,7 @@ def table9(v):
 def table10(v):
     """Table 10: GLUE validation results with and without PEMA (full fine-tuning), every model, 5 seeds. One
     Hydra multirun per (experiment, method) over the models x sub-tasks x seeds; XLM-R and XLM-V use their
-    own experiment file (pema_glue_xlm: the paper's settings for them).
-    python -m embexp.sweep pema/table10 [--dry-run] [seeds="0 1 2 3 4"] [glue="rte cola"] [models="bert xlmr"]"""
+    own experiment file (pema_glue_xlm: the paper's settings for them)."""
     yield from notes(v.models)
     for exp, models in [("pema_glue", [m for m in v.models if m not in XLM]),
                         ("pema_glue_xlm", [m for m in v.models if m in XLM])]:

@@ -42,8 +42,7 @@ def table2(v):
     """PETE's Table 2: PETE against the standard 2-layer/2-head d=512 encoder (model=scratch_encoder), both
     trained from scratch on NLI pairs and scored on STS-B: parameters, Spearman, seconds per step and epoch.
     Each encoder runs with dropout 0 (PETE's cell) and with `dropout` on every ModernBERT dropout, for the
-    from-scratch model and its debug=smoke twin (model.tiny). The recipes: docs/methods_pete.md (make pete_table).
-    python -m embexp.sweep pete/table2 [--dry-run] [recipe=paper|cpu] [steps=N] [dropout=0.1] [data_args=...]"""
+    from-scratch model and its debug=smoke twin (model.tiny). The recipes: docs/methods_pete.md (make pete_table)."""
     trainer = f"pete_{v.recipe}"
     text = f"PETE_RECIPE={v.recipe}, trainer={trainer}: {settings('trainer', trainer, RECIPE_FIELDS[v.recipe])}"
     if switched_on(v.steps):

@@ -119,11 +119,8 @@ def table5(v):
        judge=Var("cais/HarmBench-Llama-2-13b-cls",
                  help="judge.model: a hub id, a local folder or a conf/model name (tiny_llama)"))
 def table6(v):
-    """Table 6: attack success rate after safety tuning on BSD and its transfer to AdvBench: the vanilla
-    model (zero-shot, first seed only), TinyTE-gated, and TinyTE-gated trained on BSD scored on AdvBench.
-    Every run scores its generations with the HarmBench classifier (judge.model); the Gold Labels row
-    judges BSD's reference responses once (the first model's vanilla run: the 1000 requests do not
-    depend on the model)."""
+    """Table 6: attack success rate after safety tuning on BSD and its transfer to AdvBench (the vanilla model,
+    TinyTE-gated, TinyTE-gated trained on BSD scored on AdvBench), then the Gold Labels row (reproduce_tinyte.md)."""
     for model in v.models:
         for cell, task in [("base", "bsd"), ("gated", "bsd"), ("gated", "advbench")]:
             for seed in seeds_of(v, cell):

@@ -12,6 +12,7 @@ and how it follows the authors' code: docs/pema.md ("Vocabulary analysis", "Whic
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import time
 from dataclasses import dataclass
@@ -177,15 +178,11 @@ def texts(cfg, task_name: str, subset: str, which: str) -> list[tuple[str, ...]]
 def encode(tok, rows: list[tuple[str, ...]], max_length: int, chunk: int = 4096) -> list[list[int]]:
     """Token ids exactly as training tokenises encoder inputs (text or text pair, truncated), in batches."""
     out: list[list[int]] = []
-    i = 0
-    while i < len(rows):
-        width = len(rows[i])
-        j = i
-        while j < len(rows) and j - i < chunk and len(rows[j]) == width:
-            j += 1
-        cols = [list(c) for c in zip(*rows[i:j])]
-        out += tok(*cols, truncation=True, max_length=max_length)["input_ids"]
-        i = j
+    for _, same_width in itertools.groupby(rows, key=len):
+        same_width = list(same_width)
+        for i in range(0, len(same_width), chunk):
+            cols = [list(c) for c in zip(*same_width[i:i + chunk])]
+            out += tok(*cols, truncation=True, max_length=max_length)["input_ids"]
     return out
 
 
@@ -198,12 +195,10 @@ class TokenCache:
     def ids(self, tok_name: str, task_name: str, subset: str) -> np.ndarray:
         key = (tok_name, task_name, subset)
         if key not in self._ids:
-            from itertools import chain
-
             tok = load_tokenizer(tok_name)
             seqs = [s for which in self.cfg.splits
                     for s in encode(tok, texts(self.cfg, task_name, subset, which), self.cfg.max_length)]
-            self._ids[key] = np.fromiter(chain.from_iterable(seqs), dtype=np.int64, count=sum(map(len, seqs)))
+            self._ids[key] = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=sum(map(len, seqs)))
         return self._ids[key]
 
     def kept(self, tok_name: str, task_name: str, subset: str) -> np.ndarray:

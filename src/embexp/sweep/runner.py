@@ -337,7 +337,6 @@ def execute(cmd: list[str]) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The runner's command line."""
     ap = argparse.ArgumentParser(prog="python -m embexp.sweep", description=__doc__.split("\n\n")[0])
     ap.add_argument("args", nargs="*", metavar="table | name=value",
                     help="a paper table (e.g. tinyte/table1; --list names them) and name=value: one of its "

@@ -29,8 +29,6 @@ PARTS = ["pema", "pete", "ktoken", "amazon"]
        root=Var("outputs/claims", help="where the runs go (an output_root= extra wins)"),
        render=Var("1", help="render docs/claims.md after the runs ('' = no)"))
 def runs(v):
-    """PEMA paired with full FT, PETE beside the standard encoder, K-Token's gap against training rows and
-    on its own sentiment task."""
     root = v.output_root or v.root
     for part, cells in {"pema": pema, "pete": pete, "ktoken": ktoken, "amazon": amazon}.items():  # in PARTS' order
         if part in v.parts:

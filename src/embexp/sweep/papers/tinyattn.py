@@ -52,13 +52,7 @@ def selection_table(v, name: str, cells: list[Cell]):
                                  "('' = task.data_dir's default, $EMBEXP_DATA)"))
 def table1(v):
     """Table 1: FewGLUE CB and RTE (32 training rows), ALBERT-xxlarge, PET cloze pattern 3 scored by the
-    masked-LM head. One protocol: FewGLUE selects nothing.
-
-    Seeds: the paper (App. B.1) picked its hyperparameters with one fixed seed, then "ran over 4 additional
-    random seeds and report[s] the average performance and the standard variation", naming none; the
-    authors' FewGLUE grid (grid_search_few_shot.py @03eee7e) uses seed 1. Four seeds by default (1-4, ours:
-    embexp's seeds do not replay the authors' RNG streams, and no embexp seed chose these hyperparameters,
-    which are the paper's)."""
+    masked-LM head. One protocol: FewGLUE selects nothing. The seeds: docs/methods_tinyattn.md (FewGLUE)."""
     data = [f"task.data_dir={v.fewglue_data}"] if switched_on(v.fewglue_data) else []
     for seed in v.seeds:
         for exp in ["tinyattn_fewglue_cb", "tinyattn_fewglue_rte"]:

@@ -156,11 +156,8 @@ def plot_curves(panels: list[tuple[str, list[tuple[str, list[float], list[float]
 # ---- the model side -------------------------------------------------------------------------
 @contextmanager
 def ablated_embedding(model: nn.Module, dims, in_place: bool = False):
-    """Within the block the model's input embedding has `dims` ablated (Eq. 6); restored on exit.
-
-    Default: the input module's weight is swapped for an ablated copy, so an output head tied to it
-    keeps the original rows. in_place=True edits the (shared) matrix and writes the columns back.
-    """
+    """Within the block the model's input embedding has `dims` ablated (Eq. 6): an ablated copy swapped in (a tied
+    head keeps its rows), or with in_place=True the shared matrix edited; restored on exit."""
     emb = model.get_input_embeddings()
     orig = emb.weight
     dims = torch.as_tensor(dims, dtype=torch.long, device=orig.device)
@@ -182,10 +179,8 @@ def ablated_embedding(model: nn.Module, dims, in_place: bool = False):
 
 
 def nli_scores(judge, reference: list[str], runs: list[list[str]]) -> tuple[list[float], int]:
-    """Entailment (0-100) of each run's outputs by the reference outputs on the same prompts:
-    premise = reference[i], hypothesis = run[i] (ours); identical pairs count as entailed without
-    the judge (ours). All pairs go to the judge in one call (batched, cached). Returns the scores
-    and the number of pairs the judge was asked about."""
+    """Entailment (0-100) of each run's outputs by the reference outputs on the same prompts (premise: the
+    reference), all pairs in one judge call, and the number of pairs the judge was asked about."""
     from embexp.judge import aggregate
 
     items, where = [], []

@@ -202,9 +202,8 @@ class TokenCache:
         return self._ids[key]
 
     def kept(self, tok_name: str, task_name: str, subset: str) -> np.ndarray:
-        """Sorted ids PEMA keeps (XNLI: union over the languages): those that occur plus pad (the
-        authors' inputs are padded to max_length, so pad occurs), and with ``keep_special`` every special
-        token (method=pema's default; the authors keep only what occurs)."""
+        """Sorted ids PEMA keeps (XNLI: union over the languages): those that occur plus pad, and with
+        ``keep_special`` every special token (docs/pema.md)."""
         from embexp.tasks.xnli import languages
 
         parts = languages(subset) if task_name == "xnli" else (subset,)

@@ -273,9 +273,7 @@ def check_cells(tab: Table, cmds: list[Command], extra: list[str]) -> None:
 
 
 def with_extra(cmd: Command, extra: list[str], paper: str) -> list[str]:
-    """The arguments the runner adds (module doc): a train command resumed and the extra appended, an analyze
-    command the extra appended, a report the extra's ``debug=`` and, with ``output_root=X``, ``runs=X
-    out=X/tables/<paper>``; a judge command (and a note's text) as written."""
+    """A command's arguments with what the runner adds (module doc); a judge command and a note as written."""
     extra = list(extra) if cmd.extra else []
     out = list(cmd.args)
     if cmd.kind == "train":

@@ -322,10 +322,8 @@ def resolve(cmd: Command, extra: list[str], dry: bool = False) -> None:
 
 
 def execute(cmd: list[str]) -> int:
-    """Run one command; its exit status (tests run the commands in-process instead). A stop signal that
-    reaches the sweep (Ctrl-C, SIGTERM, SIGUSR1) is passed on to the command, which stops after its step
-    with a checkpoint (``run.stops.passing_on``); the runner waits for it, then raises :class:`SweepStopped`
-    instead of starting the next command."""
+    """Run one command; its exit status (tests run the commands in-process instead). A stop signal is passed on
+    to it (``run.stops.passing_on``, module doc); once it ends, :class:`SweepStopped` instead of the next."""
     proc = subprocess.Popen(cmd)
     with passing_on(proc) as got:
         rc = proc.wait()

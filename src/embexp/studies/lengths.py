@@ -13,6 +13,7 @@ the buckets (ours; the paper prints the buckets but not their unit): docs/reprod
 from __future__ import annotations
 
 import string
+from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,16 +63,12 @@ def bucket_labels(edges: list[int]) -> list[str]:
     return [f"{lo}-{hi}" for lo, hi in zip(lows, edges)] + [f"{lows[-1]}+"]
 
 
-def bucket_of(length: int, edges: list[int]) -> int:
-    return next((i for i, e in enumerate(edges) if length <= e), len(edges))
-
-
 def score_by_bucket(lengths: list[int], refs: list[str], hyps: list[str], edges: list[int], scorer) -> dict[str, dict]:
     """{bucket label: {"score": scorer(refs, hyps) on the bucket, "n": size}} plus "all"."""
     labels = bucket_labels(edges)
     out = {}
     for b, label in enumerate(labels):
-        idx = [i for i, n in enumerate(lengths) if bucket_of(n, edges) == b]
+        idx = [i for i, n in enumerate(lengths) if bisect_left(edges, n) == b]  # edges: sorted upper bounds
         out[label] = {"score": scorer([refs[i] for i in idx], [hyps[i] for i in idx]) if idx else None, "n": len(idx)}
     out["all"] = {"score": scorer(refs, hyps), "n": len(lengths)}
     return out

@@ -1,8 +1,6 @@
-"""Analyses behind the papers' tables that compute with models or data, run with
-``python -m embexp.analyze <name> key=value ...``; each module exposes a ``Config`` dataclass (help
-text on every field) and ``run(cfg)`` (models/specs.py holds the papers' architectures).
-They compose the real train config through ``core.cli.compose_train``, as the CLI does, and write
-their tables through ``core.tables``. The papers' numbers they print beside theirs come from the
+"""Analyses behind the papers' tables that compute with models or data (``python -m embexp.analyze``: its module
+doc says what an analysis module holds). They compose the real train config through ``core.cli.compose_train``
+and write their tables through ``core.tables``; the papers' numbers they print beside theirs come from the
 reproduction ledger's data files (``printed_cell``).
 """
 

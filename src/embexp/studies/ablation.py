@@ -3,24 +3,12 @@
     python -m embexp.analyze ablation model=gemma2 task=wmt16 sorting=random
     python -m embexp.analyze ablation model=tiny_llama task=wmt16 debug=smoke     # offline, seconds
 
-Tables 4, 9 and 10, Figures 5-7. For each portion p of the d embedding dims, the first
-k = floor(p * d) dims of one ordering (nested, so the curve follows one ranking) of the *input*
-embedding matrix are replaced by their mean over every row (Eq. 6); the model generates greedily
-for the first n_samples evaluation prompts (the paper: "a sample of 250"), and the outputs are
-scored against the unablated model's. p = 0 takes the same path and must score 100.
-
-Ours where the paper is silent (also in the Config help and docs/reproduce_tinyte.md):
-- sorting=variance ablates the lowest-variance dims first: the paper calls them the least
-  important for TinyTE, and only that order keeps Gemma-2/Qwen-2.5 above random in Table 10.
-- Only the input side is ablated (the paper: "input embeddings"); a tied head keeps its rows.
-- BLEU is corpus BLEU-4 (sacreBLEU, 13a); identical corpora score 100 even where sacreBLEU gives 0.
-- The AUC is the trapezoid over p in [0, 0.9], not normalised (an unchanged model scores 90): the
-  scale of Tables 4/10 (Qwen-2.5 WMT'16 integrates to about 56 against the printed 57.8).
-- Entailment (metric=nli; App. F, after Honovich et al. 2022): the share of ablated outputs that
-  the judge finds entailed by the unablated output (the premise) on the same prompt; an output
-  identical to its reference is entailed without asking. Verdicts are cached.
-- Generations are reused when <out>/summary.json has the same settings, so Table 9 on the
-  folders Table 4 wrote only scores entailment.
+Tables 4, 9 and 10, Figures 5-7: for each portion p of the d embedding dims, the first k = floor(p * d)
+dims of one ordering of the *input* embedding matrix are replaced by their mean over every row (Eq. 6),
+the model generates greedily for the first n_samples evaluation prompts, and the outputs are scored
+(BLEU-4 or entailment) against the unablated model's; p = 0 takes the same path and must score 100.
+Design choices and how they differ from the paper: docs/reproduce_tinyte.md ("Tables: how each
+is computed", 4, 9 and 10).
 """
 
 from __future__ import annotations
@@ -168,11 +156,8 @@ def plot_curves(panels: list[tuple[str, list[tuple[str, list[float], list[float]
 # ---- the model side -------------------------------------------------------------------------
 @contextmanager
 def ablated_embedding(model: nn.Module, dims, in_place: bool = False):
-    """Within the block the model's input embedding has `dims` ablated (Eq. 6); restored on exit.
-
-    Default: the input module's weight is swapped for an ablated copy, so an output head tied to it
-    keeps the original rows. in_place=True edits the (shared) matrix and writes the columns back.
-    """
+    """Within the block the model's input embedding has `dims` ablated (Eq. 6): an ablated copy swapped in (a tied
+    head keeps its rows), or with in_place=True the shared matrix edited; restored on exit."""
     emb = model.get_input_embeddings()
     orig = emb.weight
     dims = torch.as_tensor(dims, dtype=torch.long, device=orig.device)
@@ -194,10 +179,8 @@ def ablated_embedding(model: nn.Module, dims, in_place: bool = False):
 
 
 def nli_scores(judge, reference: list[str], runs: list[list[str]]) -> tuple[list[float], int]:
-    """Entailment (0-100) of each run's outputs by the reference outputs on the same prompts:
-    premise = reference[i], hypothesis = run[i] (ours); identical pairs count as entailed without
-    the judge (ours). All pairs go to the judge in one call (batched, cached). Returns the scores
-    and the number of pairs the judge was asked about."""
+    """Entailment (0-100) of each run's outputs by the reference outputs on the same prompts (premise: the
+    reference), all pairs in one judge call, and the number of pairs the judge was asked about."""
     from embexp.judge import aggregate
 
     items, where = [], []

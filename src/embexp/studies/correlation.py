@@ -4,26 +4,12 @@
     python -m embexp.analyze correlation debug=smoke                         # outputs/smoke/analysis/ablation
     python -m embexp.analyze correlation tasks=[wmt16,cnndm] alpha=0.05      # what `make tinyte_fig4` runs
 
-Reads every ``summary.json`` an ablation wrote under ``runs`` (any model x dataset x sorting x seed:
-one curve each) and, for each metric the summaries carry (``bleu`` with its AUC in ``auc``; any other
-metric ``m`` with ``auc_<m>``, e.g. ``nli``/``auc_nli``) and each ablated portion p, the Pearson r
-(``scipy.stats.pearsonr``) between the curves' values at p and their AUC, with its two-sided p-value.
-
-- Figure 4 (``figure4.png``): heatmap of r, rows metric, columns p; cells with p-value < ``alpha``
-  have a black outline (the paper: "Black outline indicates statistical significance").
-- Figure 8 (``figure8.png``): per metric, the curves' value at the most correlated p (highest r;
-  the smaller p on a tie) against their AUC, with the least-squares line AUC = slope * value + intercept.
-- ``correlation.json``: r, p-values, significance and the least-squares fit of every (metric, p);
-  :func:`predict_auc` reads it (TinyTE Table 8's "Est. AUC" from the value at p = 30%).
-  ``correlation.md``: r per metric (rows) and p (columns), ``*`` = significant; ``correlation.csv``:
-  one line per (metric, p) with r, p-value, significance and the fit.
-
-Choices (ours; the paper gives the population but not these rules):
-- A curve is a summary with at least ``min_points`` portions (p = 0 included): the two-point runs
-  of Table 8 (``ps=[0,0.3]``) are listed as skipped, not correlated.
-- The columns are the portions every kept curve of that metric has, p = 0 excluded (it is the
-  reference and scores 100 on every curve). A column whose values (or AUCs) are all equal has no r.
-- Curves are not averaged over seeds: each seed's curve is one point (so is each sorting).
+Reads every ``summary.json`` an ablation wrote under ``runs`` (one curve each) and, for each metric and
+each ablated portion p, correlates the curves' values at p with their AUC (``scipy.stats.pearsonr``):
+``figure4.png`` (the heatmap of r), ``figure8.png`` (the most correlated p against the AUC, with the
+least-squares line; the smaller p on a tie) and ``correlation.{md,csv,json}`` (:func:`predict_auc` reads
+the json). What is correlated, the choices and how they differ from the paper: docs/reproduce_tinyte.md
+(Figures 4 and 8).
 """
 
 from __future__ import annotations

@@ -3,19 +3,11 @@
     python -m embexp.analyze eval_evidence                              # data_dir=$EMBEXP_DATA, SmolLM2's tokenizer
     python -m embexp.analyze eval_evidence data_dir=DIR tokenizer=minilm
 
-Reads real rows in the hub schema under ``data_dir`` (``wmt16/cs-en/test.jsonl``: newstest2016;
-``cnn_dailymail/3.0.0/test.jsonl``; ``tatsu-lab/alpaca/train_sample2000.jsonl``) and prints:
-
-1. WMT16: reference lengths in TER's words (sacreBLEU's TER: whitespace split) and in tokens; the
-   mean hypothesis length the paper's base-model TERs require, and the largest corpus TER a
-   generation budget of M new tokens allows. Per sentence TER's edits are at most max(|h|, |r|)
-   (substitute the shorter, insert or delete the rest), so corpus TER <= sum max(|h|,|r|) / sum |r|:
-   a TER of T% needs hypotheses of at least (T/100 - 1) x the reference words on average.
-2. CNN/DM: highlight (reference) lengths in words and tokens, and the share longer than each budget;
-   lead-3 (the article's first three sentences) scored with sentence-level rougeL and summary-level
-   rougeLsum, to show the scale of the two variants on real rows.
-3. Alpaca: output lengths in tokens; the paper's "repeating the question" baseline (R-L 18.58, its
-   Table 8) scored with both variants, and how many reference outputs span several lines.
+Reads real rows in the hub schema under ``data_dir`` (``FILES``) and prints the WMT16 (newstest2016)
+reference lengths in TER's words and in tokens, the hypothesis lengths the paper's base-model TERs
+require and the largest corpus TER each generation budget allows; CNN/DM highlight lengths and lead-3
+scored by rougeL and rougeLsum; Alpaca output lengths and the "repeating the question" baseline (its
+Table 8) scored by both variants. The argument from these numbers to the budgets: docs/tasks_tinyte.md.
 """
 
 from __future__ import annotations

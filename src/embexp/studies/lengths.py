@@ -1,28 +1,19 @@
 """A task metric by input-length bucket (the TinyTE paper's Table 5: R-L on CNN/DailyMail by article length).
 
-R-L is the cnndm task's ``rougeLsum`` (summary-level, sentence-split; ``metric=rougeL`` gives the
-sentence-level variant).
-
     python -m embexp.analyze lengths runs=outputs/cnndm/gemma2
     python -m embexp.analyze lengths runs='outputs/cnndm/*' edges=[] out=tables/lengths   # quartiles
 
-Reads ``predictions.jsonl`` of every finished run under `runs`, measures each example's input
-length, buckets the examples and scores each bucket with the run's own task scorer (the task is
-rebuilt from the run's config.yaml, so the numbers use exactly the metric the run reported; the
-bucket "all" reproduces the run's metric). Rows are methods (one per model x method x tag), the
-mean over seeds where there are several.
-
-Choices (ours; the paper prints the buckets but not their unit):
-- Length unit: whitespace words of the input text, i.e. the prompt minus the words of the task's
-  prompt template (for cnndm: the article's words, after the task's own cut at max_article_words,
-  which only ever lands in the last bucket). unit=tokens counts the run's tokenizer ids instead.
-- Buckets: the paper's 0-300, 301-500, 501-800, 801+ (edges=[300,500,800], upper bounds inclusive);
-  edges=[] uses the quartiles of the pooled lengths.
+Reads ``predictions.jsonl`` of every finished run under `runs`, buckets the examples by input length and
+scores each bucket with the run's own task scorer (rebuilt from its config.yaml, so the bucket "all"
+reproduces the run's metric); a row per model x method x tag, the mean over seeds. The length unit and
+the buckets (ours; the paper prints the buckets but not their unit): docs/reproduce_tinyte.md
+("Tables: how each is computed", 5).
 """
 
 from __future__ import annotations
 
 import string
+from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,16 +63,12 @@ def bucket_labels(edges: list[int]) -> list[str]:
     return [f"{lo}-{hi}" for lo, hi in zip(lows, edges)] + [f"{lows[-1]}+"]
 
 
-def bucket_of(length: int, edges: list[int]) -> int:
-    return next((i for i, e in enumerate(edges) if length <= e), len(edges))
-
-
 def score_by_bucket(lengths: list[int], refs: list[str], hyps: list[str], edges: list[int], scorer) -> dict[str, dict]:
     """{bucket label: {"score": scorer(refs, hyps) on the bucket, "n": size}} plus "all"."""
     labels = bucket_labels(edges)
     out = {}
     for b, label in enumerate(labels):
-        idx = [i for i, n in enumerate(lengths) if bucket_of(n, edges) == b]
+        idx = [i for i, n in enumerate(lengths) if bisect_left(edges, n) == b]  # edges: sorted upper bounds
         out[label] = {"score": scorer([refs[i] for i in idx], [hyps[i] for i in idx]) if idx else None, "n": len(idx)}
     out["all"] = {"score": scorer(refs, hyps), "n": len(lengths)}
     return out

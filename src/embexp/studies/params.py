@@ -14,6 +14,7 @@ one-line reason. The papers' #TP are printed alongside (the TinyTE paper's Table
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -188,12 +189,10 @@ def count(model_name: str, overrides: list[str], num_labels: int = 2, rank_rando
 def module_groups(model: torch.nn.Module) -> dict[str, int]:
     """Parameters per module, by the first two levels of the module path (``layers.0``,
     ``embeddings.tok_embeddings``); shared tensors counted once, where first met."""
-    out: dict[str, int] = {}
+    out: Counter[str] = Counter()
     for name, p in model.named_parameters():  # named_parameters already skips repeats of a shared tensor
-        parts = name.split(".")[:-1] or [name]
-        key = ".".join(parts[:2])
-        out[key] = out.get(key, 0) + p.numel()
-    return out
+        out[".".join((name.split(".")[:-1] or [name])[:2])] += p.numel()
+    return dict(out)
 
 
 def rows_to_count(cfg: Config) -> list[tuple[str, list[str]]]:

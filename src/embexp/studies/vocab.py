@@ -1,31 +1,18 @@
 """Vocabulary usage behind PEMA (the PEMA paper, Williams and Aletras, Sec. 3 and 6): Fig. 2, Tables 2-4.
 
     python -m embexp.analyze vocab what=heaps tokenizer=minilm source=fixture     # Fig. 2, offline
-    python -m embexp.analyze vocab what=heaps                                     # Fig. 2: GPT-2, real GLUE
     python -m embexp.analyze vocab what=table2 models=[minilm] source=fixture     # Table 2, BERT rows, offline
-    python -m embexp.analyze vocab what=table2                                    # Table 2: nine models, GLUE
-    python -m embexp.analyze vocab what=table3                                    # DeBERTaV3 xsmall/small/base/large
-    python -m embexp.analyze vocab what=table4                                    # XNLI en, en-de, en-zh, all
+    python -m embexp.analyze vocab what=table2                                    # Table 2 (table3, table4 alike)
 
-- ``heaps``: unique against total tokens of every sub-task (the counted splits, tokenised as for
-  training), each task's growth curve, a Heaps'-law fit ``U = K N^beta`` over the tasks' end points
-  (log-log least squares; over the one task's curve when there is only one) and a PNG plot.
-- ``table2/3/4``: the rows PEMA keeps (ids that occur in the counted splits plus every special
-  token, the rule ``method=pema`` applies) against the model's embedding rows, as % of embedding and
-  of model parameters, or millions of parameters removed (Table 3). Nothing is trained: the numbers
-  come from a tokenizer and a model config. The configs of the paper's models are stored below
-  (fields of each hub repo's config.json); parameter counts build the architecture on the ``meta``
-  device, with the sequence-classification head for the task's labels (the paper's N).
-  A name outside the registry is read as a hub id (its config comes from the hub).
-
-Counting follows the authors' code (docs/pema.md, "Which splits are counted"): train + the evaluation
-split + test (MNLI: both validation and both test splits), what run_glue_pema.py prepares under
---do_predict; the ids that occur plus pad (``keep_special=false``); texts truncated at 128 tokens.
-A sub-task of XNLI counts the union of its languages (ours).
+``heaps``: unique against total tokens of every sub-task, a Heaps'-law fit and a PNG; ``table2/3/4``: the
+embedding rows PEMA removes, from tokenizers and stored model configs (nothing is trained). What is counted
+and how it follows the authors' code: docs/pema.md ("Vocabulary analysis", "Which splits are counted").
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import time
 from dataclasses import dataclass
@@ -54,11 +41,8 @@ class ModelSpec(NamedTuple):
 
 _ROBERTA = dict(max_position_embeddings=514, type_vocab_size=1)
 _DEBERTA = SPECS["deberta"]["config"]  # DeBERTaV3-base (models/specs.py); the other sizes change its shape fields
-# Keys are conf/model names. Parameter counts from these fields equal the paper's Tables 5 and 6
-# (tests/test_pema.py), except BERT and DistilBERT: Table 5 prints the cased checkpoints (28,996 rows,
-# N 108.3M / 65.8M), but every BERT and DistilBERT cell of Table 2 follows from its embedding % only
-# with the uncased vocabulary (30,522 rows, N 109.5M / 67.0M; CoLA: 17.1 / 28.0 vs 16.5 / 27.1 cased),
-# so the uncased checkpoints are the ones the paper counted. Source: config.json of each hub repo named here.
+# Keys are conf/model names; fields from config.json of each hub repo named here. Their parameter counts equal
+# the paper's Tables 5 and 6 but for BERT and DistilBERT, the uncased checkpoints (docs/pema.md says why).
 BERT_UNCASED_VOCAB = 30522  # google-bert/bert-base-uncased = distilbert-base-uncased = MiniLM's WordPiece
 MODELS = {
     "distilbert": ModelSpec("DistilBERT", "distilbert/distilbert-base-uncased", "distilbert",
@@ -127,7 +111,9 @@ class Config:
 
 
 # ---- tokenizers, configs, parameter counts -------------------------------------------------------
+@functools.cache
 def load_tokenizer(name: str):
+    """A tokenizer, loaded once per process: a registry name, minilm or smollm2 (offline), byte, a hub id or folder."""
     from transformers import AutoTokenizer
 
     from embexp.models import byte_tokenizer, minilm_path, smollm2_path
@@ -172,10 +158,6 @@ def shape_of(config) -> tuple[int, int, int]:
     return rows, dim, count_params(model)
 
 
-def special_ids(tok) -> set[int]:
-    return {i for i in tok.all_special_ids if i is not None}
-
-
 # ---- data ----------------------------------------------------------------------------------------
 def texts(cfg, task_name: str, subset: str, which: str) -> list[tuple[str, ...]]:
     """The encoder text (one string or a pair) of every row of one counted split (``Task.counted_rows``:
@@ -196,15 +178,11 @@ def texts(cfg, task_name: str, subset: str, which: str) -> list[tuple[str, ...]]
 def encode(tok, rows: list[tuple[str, ...]], max_length: int, chunk: int = 4096) -> list[list[int]]:
     """Token ids exactly as training tokenises encoder inputs (text or text pair, truncated), in batches."""
     out: list[list[int]] = []
-    i = 0
-    while i < len(rows):
-        width = len(rows[i])
-        j = i
-        while j < len(rows) and j - i < chunk and len(rows[j]) == width:
-            j += 1
-        cols = [list(c) for c in zip(*rows[i:j])]
-        out += tok(*cols, truncation=True, max_length=max_length)["input_ids"]
-        i = j
+    for _, same_width in itertools.groupby(rows, key=len):
+        same_width = list(same_width)
+        for i in range(0, len(same_width), chunk):
+            cols = [list(c) for c in zip(*same_width[i:i + chunk])]
+            out += tok(*cols, truncation=True, max_length=max_length)["input_ids"]
     return out
 
 
@@ -212,34 +190,26 @@ class TokenCache:
     """Flat token-id arrays per (tokenizer, task, subset), computed once per analysis run."""
 
     def __init__(self, cfg):
-        self.cfg, self._tok, self._ids = cfg, {}, {}
-
-    def tokenizer(self, name: str):
-        if name not in self._tok:
-            self._tok[name] = load_tokenizer(name)
-        return self._tok[name]
+        self.cfg, self._ids = cfg, {}
 
     def ids(self, tok_name: str, task_name: str, subset: str) -> np.ndarray:
         key = (tok_name, task_name, subset)
         if key not in self._ids:
-            from itertools import chain
-
-            tok = self.tokenizer(tok_name)
+            tok = load_tokenizer(tok_name)
             seqs = [s for which in self.cfg.splits
                     for s in encode(tok, texts(self.cfg, task_name, subset, which), self.cfg.max_length)]
-            self._ids[key] = np.fromiter(chain.from_iterable(seqs), dtype=np.int64, count=sum(map(len, seqs)))
+            self._ids[key] = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=sum(map(len, seqs)))
         return self._ids[key]
 
     def kept(self, tok_name: str, task_name: str, subset: str) -> np.ndarray:
-        """Sorted ids PEMA keeps (XNLI: union over the languages): those that occur plus pad (the
-        authors' inputs are padded to max_length, so pad occurs), and with ``keep_special`` every special
-        token (method=pema's default; the authors keep only what occurs)."""
+        """Sorted ids PEMA keeps (XNLI: union over the languages): those that occur plus pad, and with
+        ``keep_special`` every special token (docs/pema.md)."""
         from embexp.tasks.xnli import languages
 
         parts = languages(subset) if task_name == "xnli" else (subset,)
         used = np.unique(np.concatenate([self.ids(tok_name, task_name, p) for p in parts]))
-        tok = self.tokenizer(tok_name)
-        always = special_ids(tok) if self.cfg.keep_special else {tok.pad_token_id} - {None}
+        tok = load_tokenizer(tok_name)
+        always = (set(tok.all_special_ids) if self.cfg.keep_special else {tok.pad_token_id}) - {None}
         return np.union1d(used, np.array(sorted(always), dtype=np.int64))
 
 
@@ -265,7 +235,7 @@ def heaps_fit(n: np.ndarray, u: np.ndarray) -> dict:
 
 def heaps(cfg, counter: TokenCache) -> tuple[str, dict]:
     subsets = list(cfg.subsets) or (list(GLUE) if cfg.task == "glue" else ["en"])
-    tok = counter.tokenizer(cfg.tokenizer)
+    tok = load_tokenizer(cfg.tokenizer)
     vocab = len(tok)
     rows, curves = [], {}
     for s in subsets:

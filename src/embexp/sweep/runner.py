@@ -21,9 +21,6 @@ A failed command does not stop the sweep: the report is rendered from what finis
 exits 1 listing the failures. A stop signal does (Ctrl-C, SIGTERM, SIGUSR1): it is passed on to the
 running command, a train cell checkpoints its step, and no later command starts (:func:`execute`).
 ``--dry-run`` prints every command and runs nothing.
-
-``train.py`` beside this file holds the train commands' additions and "done" probe, ``probes.py`` those of an
-ablation and of a judge's reference scoring.
 """
 
 from __future__ import annotations
@@ -276,9 +273,7 @@ def check_cells(tab: Table, cmds: list[Command], extra: list[str]) -> None:
 
 
 def with_extra(cmd: Command, extra: list[str], paper: str) -> list[str]:
-    """The arguments the runner adds (module doc): a train command resumed and the extra appended, an analyze
-    command the extra appended, a report the extra's ``debug=`` and, with ``output_root=X``, ``runs=X
-    out=X/tables/<paper>``; a judge command (and a note's text) as written."""
+    """A command's arguments with what the runner adds (module doc); a judge command and a note as written."""
     extra = list(extra) if cmd.extra else []
     out = list(cmd.args)
     if cmd.kind == "train":
@@ -327,10 +322,8 @@ def resolve(cmd: Command, extra: list[str], dry: bool = False) -> None:
 
 
 def execute(cmd: list[str]) -> int:
-    """Run one command; its exit status (tests run the commands in-process instead). A stop signal that
-    reaches the sweep (Ctrl-C, SIGTERM, SIGUSR1) is passed on to the command, which stops after its step
-    with a checkpoint (``run.stops.passing_on``); the runner waits for it, then raises :class:`SweepStopped`
-    instead of starting the next command."""
+    """Run one command; its exit status (tests run the commands in-process instead). A stop signal is passed on
+    to it (``run.stops.passing_on``, module doc); once it ends, :class:`SweepStopped` instead of the next."""
     proc = subprocess.Popen(cmd)
     with passing_on(proc) as got:
         rc = proc.wait()
@@ -340,7 +333,6 @@ def execute(cmd: list[str]) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The runner's command line."""
     ap = argparse.ArgumentParser(prog="python -m embexp.sweep", description=__doc__.split("\n\n")[0])
     ap.add_argument("args", nargs="*", metavar="table | name=value",
                     help="a paper table (e.g. tinyte/table1; --list names them) and name=value: one of its "

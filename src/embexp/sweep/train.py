@@ -94,10 +94,8 @@ def cell(cmd_args: list[str]):
 
 
 def done(cmd_args: list[str]) -> str:
-    """The run directory of a cell that already finished, else '' (a multirun, -m, is never skipped). A
-    status.json that cannot be read is named in one warning line, and the cell runs again (resumed). A
-    complete run of another config (its fingerprint, run.ownership) is not this cell's: the cell runs, and
-    stops in one line naming the fields that differ."""
+    """The run directory of a cell that already finished, else '' (a multirun, -m, is never skipped; an unreadable
+    status.json: one warning line; a complete run of another config: docs/running.md)."""
     from embexp.core.fingerprint import differences, result_fields
     from embexp.run.ownership import recorded_fields
 
@@ -118,9 +116,8 @@ def done(cmd_args: list[str]) -> str:
 
 
 def running(cmd_args: list[str]) -> str:
-    """'<run dir> running (host h, pid p, ...)' for a cell whose directory a live process owns (another
-    sweep, a launch of the same cell), else ''. A cell left ``running`` by a dead process reads
-    ``interrupted`` (``run.lock.state``) and is resumed."""
+    """'<run dir> running (host h, pid p, ...)' for a cell whose directory a live process owns, else '' (a dead
+    owner's cell reads ``interrupted``, ``run.lock.state``, and is resumed)."""
     found = cell(cmd_args)
     owner = lock.live_owner(found[0]) if found else None
     return f"{found[0]} running ({lock.describe(owner)})" if owner is not None else ""

@@ -2,26 +2,16 @@
 [parts="pema pete ktoken amazon"] [seeds="0 1"] [sizes="2000 8000 32000"].
 
 The checks of docs/claims.md that the comparison's tables cannot answer (src/embexp/report/claims.yaml),
-on real rows ($EMBEXP_DATA), each run resumable (trainer.resume=true) so the sweep can span sessions:
+on real rows ($EMBEXP_DATA), each run resumable (trainer.resume=true) so the sweep can span sessions.
 
-- pema: PEMA against full fine-tuning at identical settings (the same lr, seed, rows, weight decay 0) on
-  MiniLM, SST-2 (4,000 train rows) and MRPC (3,368), 250 steps at batch 16, the comparison's protocol;
-  lrs 2e-5 and 1e-4 (full FT's and PEMA's comparison lrs), every seed (8 runs a seed). Measured on one
-  thread beside a second run: 5-7 min a run (MRPC); the SST-2 runs took 11-29 min on a more loaded CPU.
-- pete: PETE against the standard encoder, docs/methods_pete.md's recipe (4,800 SNLI pairs, 150 steps at
-  batch 32, lr 5e-4), trained and untrained; ~15 min a trained run.
-- ktoken: K-Token K=2 against uncompressed LoRA on SmolLM2 at each training-set size of `sizes` (SST-2 train
-  rows; 200 held out), each trained until its held-out curve is flat (trainer.curve_patience=3 over curve
-  points every ~1/4 epoch, capped at 3 epochs, 2 at 32,000), the point chosen on the held-out rows; K=4 and
-  a second seed at the largest size; K=2 also at lr 1e-4, one step below the comparison's choice (3e-4, the
-  low end of its grid). Measured on one thread beside a second run, curve points included: K=2 ~2.5 s,
-  LoRA ~3.8 s, K=4 ~1.6 s a step at batch 8; at the caps the study is ~39 run-hours (2,000 rows: 2.2;
-  8,000: 5.3; 32,000: 5 runs of 8,000 steps, 31.6), less where the held-out curve flattens first.
-- amazon: K-Token K=2 against uncompressed LoRA on K-Token's own sentiment task (its prompt and label rule,
-  rating >= 3.5 is positive) over the 3,150 Amazon Alexa reviews in $EMBEXP_DATA (not the paper's Fashion
-  category; 87% positive, so balanced accuracy decides): 1,000 test rows split as the authors split, the
-  other 2,150 all trained on but 200 held out for the choice; prompts cut to 128 tokens (97% of the reviews
-  fit), 2 epochs at batch 8, the SST-2-chosen lrs; zero-shot beside them. ~1.5 run-hours.
+pema (PEMA paired with full FT on MiniLM, SST-2 and MRPC, at their comparison lrs), pete (PETE beside the
+standard encoder, trained and untrained), ktoken (K-Token K=2 against LoRA on SmolLM2 at each of `sizes` SST-2
+train rows) and amazon (the same on K-Token's own sentiment task); their settings: docs/claims.md. Measured
+on one thread beside a second run: pema 5-7 min a run (MRPC; SST-2 11-29 min on a more loaded CPU), pete
+~15 min a trained run; ktoken K=2 ~2.5 s, LoRA ~3.8 s, K=4 ~1.6 s a step at batch 8 (curve points included),
+~39 run-hours at the caps (2,000 rows: 2.2; 8,000: 5.3; 32,000: 5 runs of 8,000 steps, 31.6), less where the
+held-out curve flattens first; amazon ~1.5 run-hours. ktoken's K=2 also runs at lr 1e-4, one grid step below
+the comparison's choice (3e-4, the low end of its grid); amazon's 128-token prompts fit 97% of the reviews.
 """
 
 from __future__ import annotations
@@ -39,8 +29,6 @@ PARTS = ["pema", "pete", "ktoken", "amazon"]
        root=Var("outputs/claims", help="where the runs go (an output_root= extra wins)"),
        render=Var("1", help="render docs/claims.md after the runs ('' = no)"))
 def runs(v):
-    """PEMA paired with full FT, PETE beside the standard encoder, K-Token's gap against training rows and
-    on its own sentiment task."""
     root = v.output_root or v.root
     for part, cells in {"pema": pema, "pete": pete, "ktoken": ktoken, "amazon": amazon}.items():  # in PARTS' order
         if part in v.parts:

@@ -2,48 +2,10 @@
 [seeds="0 1 2"] [kinds="encoder decoder"] [tasks="sst2 cola"] [only="lora full_ft"].
 
 Every method on the same footing, by learning curves: each method's learning rate is chosen from a grid of
-three around its comparison lr (the class's Method.comparison.lr x 0.3, 1, 3: ``compare_grid``), and every
-run scores a held-out carve of its training rows and the eval split at a few budgets (trainer.curve_at +
-trainer.curve_select). Stage 1: every lr of the grid, first seed. Stage 2: the other seeds at the lr whose
-first-seed run scored best on its held-out rows (``chosen``). The report (paper=compare table=curves) picks
-per method the (lr, budget) with the best held-out score averaged over the seeds and reports the eval split
-there, mean ± s.e. over the seeds; nothing is chosen on the eval split.
-
-Data: the task's real GLUE train split ($EMBEXP_DATA/glue/<task>/train.jsonl): `hold` rows carved out with
-task.select_seed=0 for selection (task.select_split=train_holdout), then `n` of the rest drawn with
-task.train_sample_seed=0 (CoLA's train is sorted by source: its first rows are not a sample); reported on the
-whole validation split (SST-2 872, MRPC 408, RTE 277, CoLA 1043 rows; CoLA: MCC).
-
-encoder (MiniLM-L6): the five `headline` methods on every task of `tasks` with every seed; every other
-encoder method on SST-2 with the first seed only (the table's seeds column says 1; `others=` drops them).
-Batch 16, 250 steps (4000 rows seen: one epoch of SST-2's and CoLA's 4000, 1.2 of MRPC's 3368, 1.8 of RTE's
-2190), scored at 50, 125 and 250; 300 rows held out; RTE's pairs cut to 128 tokens (12% of them).
-Sizing pilot (a 2-core CPU, OMP_NUM_THREADS=1, beside a second job; 40 steps at batch 16):
-seconds per 100 steps         SST-2  CoLA  MRPC  RTE (RTE at 128 tokens)
-  head-only                     25    14    77   132 (88)
-  Tiny-Attention                36    23    67   159
-  TinyTE-full                   34    24    81   221
-  full FT                       61    57   123   290
-  LoRA                          74    57   157   295 (192)
-evaluation: ~85 (SST-2), ~160 (CoLA), ~45 (MRPC), ~22-27 (RTE) rows/s; ~12 s to start a run.
-A run = 12 s + 2.5 x its rate + 3 x (validation + 300 held-out rows) / eval rate. Headline, 25 runs a task
-(3 lrs + 2 seeds, 5 methods): SST-2 1.2 h, CoLA 0.9 h, MRPC 2.2 h, RTE 2.9 h (at 128 tokens; 4.4 h without
-the cut); the other 6 methods on SST-2 (18 runs, ~45 s/100 steps) 0.8 h. In all 7.9 run-hours: ~4 h as two
-single-threaded sweeps side by side, e.g. TASKS="sst2 mrpc" (4.2 h) beside TASKS="rte cola" (3.8 h).
-
-decoder (SmolLM2-135M, batch 8, 300 steps, scored at 100, 200 and 300; 200 held-out rows; prompts cut to
-`src` tokens from the left): SST-2 with zero-shot, LoRA, prompt tuning, TinyTE-full, TinyTE-gated and K-Token
-K=2 (`dec_methods`), seeds `dec_seeds` (the grid on the first, the second at the chosen lr); reported by
-log-likelihood (ll_accuracy) and exact match (em_accuracy). 300 steps: K-Token K=2's curve flattened from step
-200 of 300 at batch 8 (docs/methods_ktoken.md). Pilot (12 steps, batch 8, 1 thread beside a second job):
-s/100 steps LoRA 328 (70 tok/s), TinyTE-full 255, prompt tuning 253, K-Token K=2 197 (half the prompt);
-evaluation by both scorings ~3.4 rows/s (K-Token 6.3). A run = 25 s + 3 x its rate + 3 x 1072 rows / 3.4:
-LoRA 0.54 h, TinyTE/prompt tuning 0.48 h, K-Token 0.31 h; 21 runs + zero-shot = 9.3 run-hours (~4.7 h as two
-sweeps side by side, ONLY="zero_shot lora prompt_tuning" beside ONLY="tinyte_full tinyte_gated ktoken").
-`ktoken_check` (on: a second real sentiment set) splits SST-2's train rows with seed 1 (analyze split: 2190
-to train, the rest disjoint) and runs zero-shot and K-Token K=2 at the lr chosen on SST-2, both seeds,
-evaluated on 872 rows of the rest (outputs/compare/tables/second): +0.7 run-hours. `dec_tasks="sst2 rte"` adds
-RTE at the SST-2-chosen lrs: ~3x the tokens a row, ~12 run-hours more: off by default.
+three around its comparison lr (``compare_grid``) on the held-out rows of its first seed's runs (``extended``,
+``chosen``), and every run scores a held-out carve of its training rows and the eval split at a few budgets;
+nothing is chosen on the eval split. The protocol (data, the encoder and decoder tables, selection) and the
+sizing: docs/compare/README.md.
 """
 
 from __future__ import annotations
@@ -55,6 +17,7 @@ TASKS = ["sst2", "mrpc", "rte", "cola"]
 ENCODER_ROWS = {"sst2": "4000", "mrpc": "3368", "rte": "2190", "cola": "4000"}  # n trained on (smoke: 24)
 SECOND = "outputs/compare/sst2_second"  # the second sentiment set's split (analyze split, seed 1)
 COMPUTED = "computed from debug=smoke unless set"
+TRAINING = ("task.max_train_samples=", "task.train_sample_seed=", "task.select_", "trainer.")  # not zero-shot's
 
 
 @table(seeds=Var([0, 1, 2]),
@@ -135,15 +98,20 @@ def encoder(v, root: str, steps: str, curve: str, batch: str):
             def at(lr, seed, cell=cell):
                 return [*cell, f"trainer.lr={lr}", f"tag=lr{lr}", f"seed={seed}"]
 
-            grid = compare_grid(method)
-            for lr in grid:  # stage 1: the grid, first seed
-                yield train(*at(lr, first))
-            first_cells = {lr: at(lr, first) for lr in grid}
-            first_cell = lambda lr, at=at: at(lr, first)  # noqa: E731
-            yield from extended("lr", first_cells, first_cell)  # a best lr at an end of the grid: one step past it
-            if role == "headline":  # stage 2: the other seeds at the lr chosen on held-out rows
-                for seed in v.seeds[1:]:
-                    yield chosen("lr", first_cells, lambda lr, seed=seed, at=at: at(lr, seed), first_cell, EXTEND)
+            yield from lr_grid(method, at, first, v.seeds[1:] if role == "headline" else [])
+
+
+def lr_grid(method: str, at, first: str, seeds: list[str]):
+    """Stage 1: the method's lr grid at the first seed, one step past an end where the held-out best sits
+    there (``extended``); stage 2: ``seeds`` at the lr chosen on held-out rows. ``at(lr, seed)``: a cell."""
+    grid = compare_grid(method)
+    for lr in grid:
+        yield train(*at(lr, first))
+    first_cells = {lr: at(lr, first) for lr in grid}
+    first_cell = lambda lr: at(lr, first)  # noqa: E731
+    yield from extended("lr", first_cells, first_cell)
+    for seed in seeds:
+        yield chosen("lr", first_cells, lambda lr, seed=seed: at(lr, seed), first_cell, EXTEND)
 
 
 def decoder(v, root: str, steps: str, curve: str):
@@ -175,26 +143,17 @@ def decoder(v, root: str, steps: str, curve: str):
                 continue
             second = rows == "second"
             if method == "zero_shot":  # trains nothing: its evaluation of the same rows (the decoder table's floor)
-                yield train("method=zero_shot", "model=smollm2", "task=glue", f"task.subset={task}",
-                            f"task.data_dir={SECOND if second and not smoke else v.data}", "task.train_split=train",
-                            "task.eval_split=validation", f"task.max_eval_samples={'872' if second else '-1'}",
-                            f"task.max_source_tokens={'192' if task == 'rte' else '80'}",
-                            f"output_root={root}_second" if second else f"output_root={root}",
-                            "tag=second" if second else "", f"seed={dec_first}")
+                cell = [a for a in dec_cell(task, rows, method) if not a.startswith(TRAINING)]
+                yield train(*cell, "tag=second" if second else "", f"seed={dec_first}")
                 continue
-            grid = compare_grid(method)
 
             def sst2_at(lr, seed, method=method):
                 return [*dec_cell("sst2", "main", method), f"trainer.lr={lr}", f"tag=lr{lr}", f"seed={seed}"]
 
-            candidates = {lr: sst2_at(lr, dec_first) for lr in grid}  # SST-2's first-seed runs
+            candidates = {lr: sst2_at(lr, dec_first) for lr in compare_grid(method)}  # SST-2's first-seed runs
             first_cell = lambda lr, at=sst2_at: at(lr, dec_first)  # noqa: E731
             if task == "sst2" and rows == "main":
-                for lr in grid:
-                    yield train(*sst2_at(lr, dec_first))
-                yield from extended("lr", candidates, first_cell)  # a best lr at an end: one grid step past it
-                for seed in v.dec_seeds[1:]:
-                    yield chosen("lr", candidates, lambda lr, seed=seed, at=sst2_at: at(lr, seed), first_cell, EXTEND)
+                yield from lr_grid(method, sst2_at, dec_first, v.dec_seeds[1:])
             else:  # every seed at the lr of the SST-2 cell: its first seed's held-out best
                 pre = "second_" if second else ""  # a tag too: an output_root= extra puts both sets in one root
                 for seed in v.dec_seeds:

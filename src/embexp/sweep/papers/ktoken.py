@@ -1,15 +1,8 @@
 """K-Token's tables (make ktoken_table1, ktoken_table2, ktoken_table3, ktoken_ablation, ktoken_learning).
 
-The paper's backbone (qwen25_05b) and the authors' recipe for every column (AdamW lr 1e-4, weight decay 0.01 =
-torch's default, no clipping, no schedule, one epoch); LoRA r=4/alpha=16/dropout 0.05 on every projection and
-lm_head. The baselines' method.rate is set to the reduction the paper measured for them on this task (an
-input, not a finding). Batch: the authors' per-GPU size with accumulation 16 on one device = their 4 GPUs x
-accumulation 4 (debug=smoke keeps its own batch and tree size). The table shows best of N (the paper's
-protocol: best of three runs) beside mean ± s.e.
-
-tree (Table 1, the ablation): paper (500k trees x 5 questions = 2.45M training questions per stage; the gate
-reads 10k held-out training trees) or small (1% of it, ours). select_on=reported: the authors' gate on each
-stage's test split (tag <column>_paper, marked in the table).
+The paper's backbone (qwen25_05b), the authors' recipe for every column, and the seeds, effective batch,
+tree size (``tree``), gate protocol (``select_on``) and questions per tree of docs/methods_ktoken.md
+("The paper's tables").
 """
 
 from __future__ import annotations
@@ -59,14 +52,7 @@ def tree_note(v, batch: str) -> str:
        questions=Var("balanced", choices=["balanced", "random"], help="balanced (ours) or random (the released code)"))
 def table1(v):
     """Table 1: the Textualized Tree task, the paper's six-stage curriculum to x3large (each stage repeats until
-    its accuracy gate).
-
-    questions: balanced (ours, the default) = as many 'true' as 'false' questions per tree
-    (task.pair_sampling=balanced: on the released code's uniform pairs 99.5% of x3large's answers are 'false',
-    and the paper's 82.17% for LLMLingua-2 would sit far below always answering 'false'; docs/fidelity.md), or
-    random = the released code's uniform draw over the ordered pairs (tags <column>_uniform).
-    python -m embexp.sweep ktoken/table1 [--dry-run] [seeds="42 43 44"] [tree=paper|small]
-    [select_on=heldout|reported] [questions=balanced|random]"""
+    its accuracy gate)."""
     yield note(seeds_note(v, "table1", tree_note(v, "effective batch per stage 5120/5120/3072/2048/768/256 (K=4), "
                                                     "4512/3072/2304/1536/768/256 (K=2/3 and the baselines, ours)")))
     reported = v.select_on == "reported"
@@ -110,9 +96,7 @@ def table3(v):
 @table(seeds=SEEDS, tree=TREE, select_on=SELECT_ON)
 def ablation(v):
     """Fig. 6: average against random initialisation of the encoder (K=4, x3large, ten one-epoch rounds that
-    never pass the gate: the accuracy after each epoch).
-    python -m embexp.sweep ktoken/ablation [--dry-run] [seeds="42 43 44"] [tree=paper|small]
-    [select_on=heldout|reported]"""
+    never pass the gate: the accuracy after each epoch)."""
     yield note(seeds_note(v, "ablation", tree_note(v, "effective batch 256")))
     reported = v.select_on == "reported"
     for seed in v.seeds:
@@ -130,11 +114,8 @@ def ablation(v):
 @table(split=Var("outputs/compare/sst2"),
        root=Var(None, help="where the runs go (default outputs/ktoken_learning; debug=smoke: outputs/smoke/...)"))
 def learning(v):
-    """Does K-Token learn on real rows? K=2, K=4 and uncompressed LoRA (the comparison's LoRA) on the
-    comparison's 600/272 split of the real SST-2 validation rows (python -m embexp.analyze split), SmolLM2, the
-    comparison's recipe (batch 8, lr 1e-3, cosine) for 300 steps (K=2 also 600), the eval split's accuracy at
-    a few steps of each run (trainer.curve_at; never selected on), then the curve table
-    (docs/methods_ktoken.md, "Why K-Token did not learn")."""
+    """Does K-Token learn on real rows? K=2, K=4 and uncompressed LoRA on the comparison's 600/272 split of the
+    real SST-2 validation rows, SmolLM2, then the curve table (docs/methods_ktoken.md, "On real rows")."""
     root = v.root if v.root is not None else \
         "outputs/smoke/ktoken_learning" if v.smoke else "outputs/ktoken_learning"
     if not v.smoke:

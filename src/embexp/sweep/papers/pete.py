@@ -41,15 +41,8 @@ def _as_written(value) -> str:
 def table2(v):
     """PETE's Table 2: PETE against the standard 2-layer/2-head d=512 encoder (model=scratch_encoder), both
     trained from scratch on NLI pairs and scored on STS-B: parameters, Spearman, seconds per step and epoch.
-    Each encoder runs with dropout 0 (PETE's cell) and with `dropout` (0.1: the paper's baseline) on every
-    ModernBERT dropout, for the from-scratch model and its debug=smoke twin (model.tiny).
-
-    recipe (a trainer preset, conf/trainer/pete_<recipe>.yaml): paper (batch 128, 122,700 steps, AdamW lr
-    2e-5, 1,000 warm-up steps, linear decay, fp16: sized for a GPU) or cpu (ours: one epoch, lr 5e-4, cosine;
-    with `data_args` and `steps` small enough for a CPU; not the paper's cells). steps=N overrides the
-    recipe's step count; debug=smoke replaces the budget (steps, batch, warm-up) with its own. Default data:
-    SNLI + MNLI train from the hub (the paper); `data_args` adds task overrides.
-    python -m embexp.sweep pete/table2 [--dry-run] [recipe=paper|cpu] [steps=N] [dropout=0.1] [data_args=...]"""
+    Each encoder runs with dropout 0 (PETE's cell) and with `dropout` on every ModernBERT dropout, for the
+    from-scratch model and its debug=smoke twin (model.tiny). The recipes: docs/methods_pete.md (make pete_table)."""
     trainer = f"pete_{v.recipe}"
     text = f"PETE_RECIPE={v.recipe}, trainer={trainer}: {settings('trainer', trainer, RECIPE_FIELDS[v.recipe])}"
     if switched_on(v.steps):

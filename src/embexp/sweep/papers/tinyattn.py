@@ -3,12 +3,8 @@
 Every cell is an experiment file conf/experiment/tinyattn_<setting>_<task>.yaml (the paper's per-task
 hyperparameters, Tables 4-7); tables that share cells share runs.
 
-Selection protocol (select_on): heldout (ours, the experiment files: the state with the lowest loss on a
-carve of the training split is kept), reported (the paper's: trainer.select_on=reported, the whole
-training split trained on, the state with the best dev metric kept (trainer.select_metric=task: CoLA MCC,
-STS-B Pearson, else accuracy, as the authors' train_ada.py), evaluated every half epoch: eval_every = half
-an epoch of the whole split, warm-up 10% of its steps where the experiment warms up; tag <setting>_paper,
-marked in the table), or both (the default).
+select_on: heldout (ours, the experiment files), reported (the paper's: tag <setting>_paper, marked in the
+table) or both (the default); the two protocols: docs/methods_tinyattn.md ("Model selection").
 """
 
 from __future__ import annotations
@@ -56,13 +52,7 @@ def selection_table(v, name: str, cells: list[Cell]):
                                  "('' = task.data_dir's default, $EMBEXP_DATA)"))
 def table1(v):
     """Table 1: FewGLUE CB and RTE (32 training rows), ALBERT-xxlarge, PET cloze pattern 3 scored by the
-    masked-LM head. One protocol: FewGLUE selects nothing.
-
-    Seeds: the paper (App. B.1) picked its hyperparameters with one fixed seed, then "ran over 4 additional
-    random seeds and report[s] the average performance and the standard variation", naming none; the
-    authors' FewGLUE grid (grid_search_few_shot.py @03eee7e) uses seed 1. Four seeds by default (1-4, ours:
-    embexp's seeds do not replay the authors' RNG streams, and no embexp seed chose these hyperparameters,
-    which are the paper's)."""
+    masked-LM head. One protocol: FewGLUE selects nothing. The seeds: docs/methods_tinyattn.md (FewGLUE)."""
     data = [f"task.data_dir={v.fewglue_data}"] if switched_on(v.fewglue_data) else []
     for seed in v.seeds:
         for exp in ["tinyattn_fewglue_cb", "tinyattn_fewglue_rte"]:

@@ -14,19 +14,31 @@ SEEDS = Var([0])
 MODELS = Var(["gemma2", "qwen25", "llama31"])
 
 
+def seeds_of(v, cell: str) -> list[str]:
+    """A cell's seeds: zero-shot (base) is deterministic, the first seed only."""
+    return v.seeds[:1] if cell == "base" else v.seeds
+
+
 def _cells(v, tasks, cells):
-    """The cells of Tables 1, 2 and 11: task x model x cell x seed (base: the first seed only)."""
+    """The cells of Tables 1, 2 and 11: task x model x cell x seed."""
     for task in tasks:
         for model in v.models:
             for cell in cells:
-                for seed in v.seeds[:1] if cell == "base" else v.seeds:
+                for seed in seeds_of(v, cell):
                     yield train(f"experiment=tinyte_{cell}_{task}", f"model={model}", f"seed={seed}")
+
+
+def ablations(v, sorting: str, seeds, *args: str):
+    """The embedding ablations of Tables 4, 9 and 10: model x task (WMT16, CNN/DM) x seed."""
+    for model in v.models:
+        for task in ["wmt16", "cnndm"]:
+            for seed in seeds:
+                yield analyze("ablation", f"model={model}", f"task={task}", f"sorting={sorting}", f"seed={seed}", *args)
 
 
 @table(seeds=SEEDS, models=MODELS)
 def table1(v):
-    """Table 1: the TinyTE variants x 3 models on CNN/DM and WMT16.
-    python -m embexp.sweep tinyte/table1 [--dry-run] [seeds="0 1 2"] [models="gemma2 qwen25 llama31"]"""
+    """Table 1: the TinyTE variants x 3 models on CNN/DM and WMT16."""
     yield from _cells(v, ["cnndm", "wmt16"], ["base", "full", "half", "gated", "hybrid"])
     yield report("table=1")
 
@@ -70,10 +82,7 @@ def table3(v):
 def table4(v):
     """Table 4 + Fig. 5: the embedding ablation in a random dimension order (one permutation per seed),
     BLEU-4 against the unablated outputs."""
-    for model in v.models:
-        for task in ["wmt16", "cnndm"]:
-            for seed in v.seeds:
-                yield analyze("ablation", f"model={model}", f"task={task}", "sorting=random", f"seed={seed}")
+    yield from ablations(v, "random", v.seeds)
     yield report("table=4")
 
 
@@ -82,11 +91,7 @@ def table4(v):
 def table9(v):
     """Table 9 + Fig. 6: the random-order ablation scored by entailment (the share of ablated outputs the
     unablated one entails, judged by nli_judge)."""
-    for model in v.models:
-        for task in ["wmt16", "cnndm"]:
-            for seed in v.seeds:
-                yield analyze("ablation", f"model={model}", f"task={task}", "sorting=random", f"seed={seed}",
-                              "metric=nli", f"judge.model={v.nli_judge}")
+    yield from ablations(v, "random", v.seeds, "metric=nli", f"judge.model={v.nli_judge}")
     yield report("table=9")
 
 
@@ -96,10 +101,7 @@ def table10(v):
     """Table 10 + Fig. 7: the ablation in order of lowest vocabulary variance first (deterministic: first
     seed only); with nli_judge set also its NLI rows."""
     nli = ["metric=both", f"judge.model={v.nli_judge}"] if switched_on(v.nli_judge) else []
-    for model in v.models:
-        for task in ["wmt16", "cnndm"]:
-            yield analyze("ablation", f"model={model}", f"task={task}", "sorting=variance", f"seed={v.first_seed}",
-                          *nli)
+    yield from ablations(v, "variance", [v.first_seed], *nli)
     yield report("table=10")
 
 
@@ -117,14 +119,11 @@ def table5(v):
        judge=Var("cais/HarmBench-Llama-2-13b-cls",
                  help="judge.model: a hub id, a local folder or a conf/model name (tiny_llama)"))
 def table6(v):
-    """Table 6: attack success rate after safety tuning on BSD and its transfer to AdvBench: the vanilla
-    model (zero-shot, first seed only), TinyTE-gated, and TinyTE-gated trained on BSD scored on AdvBench.
-    Every run scores its generations with the HarmBench classifier (judge.model); the Gold Labels row
-    judges BSD's reference responses once (the first model's vanilla run: the 1000 requests do not
-    depend on the model)."""
+    """Table 6: attack success rate after safety tuning on BSD and its transfer to AdvBench (the vanilla model,
+    TinyTE-gated, TinyTE-gated trained on BSD scored on AdvBench), then the Gold Labels row (reproduce_tinyte.md)."""
     for model in v.models:
         for cell, task in [("base", "bsd"), ("gated", "bsd"), ("gated", "advbench")]:
-            for seed in v.seeds[:1] if cell == "base" else v.seeds:
+            for seed in seeds_of(v, cell):
                 yield train(f"experiment=tinyte_{cell}_{task}", f"model={model}", f"judge.model={v.judge}",
                             f"seed={seed}")
     first_model = v.models[0] if v.models else ""
@@ -134,13 +133,17 @@ def table6(v):
     yield report("table=6")
 
 
+def alpaca(v, when_complete: list[str] | None = None):
+    """The Alpaca cells of Fig. 3 on Llama-2-7b."""
+    for cell in ["base", "full", "gated", "lora", "pt1"]:
+        for seed in seeds_of(v, cell):
+            yield train(f"experiment=tinyte_{cell}_alpaca", "model=llama2", f"seed={seed}", when_complete=when_complete)
+
+
 @table(seeds=SEEDS)
 def tinyte_alpaca(v):
-    """Fig. 3's runs: Alpaca on Llama-2-7b (ROUGE; zero-shot first seed only). The judged figure:
-    tinyte/fig3."""
-    for cell in ["base", "full", "gated", "lora", "pt1"]:
-        for seed in v.seeds[:1] if cell == "base" else v.seeds:
-            yield train(f"experiment=tinyte_{cell}_alpaca", "model=llama2", f"seed={seed}")
+    """Fig. 3's runs: Alpaca on Llama-2-7b (ROUGE). The judged figure: tinyte/fig3."""
+    yield from alpaca(v)
     yield report("table=alpaca")
 
 
@@ -149,10 +152,7 @@ def fig3(v):
     """Fig. 3: the Alpaca runs judged (Instruct Score): --extra 'judge.model=... judge.backend=...' reaches
     every run; a run that is already complete is judged instead (python -m embexp.judge run_dir=...;
     cached verdicts cost nothing)."""
-    for cell in ["base", "full", "gated", "lora", "pt1"]:
-        for seed in v.seeds[:1] if cell == "base" else v.seeds:
-            yield train(f"experiment=tinyte_{cell}_alpaca", "model=llama2", f"seed={seed}",
-                        when_complete=[])  # the judge gets the judge.* overrides of --extra
+    yield from alpaca(v, when_complete=[])  # the judge gets the judge.* overrides of --extra
     yield report("table=fig3")
 
 

@@ -171,6 +171,7 @@ def toy_method(tmp_path, monkeypatch):
     """``toy_scale`` as a user adds a method: its file in a folder on the methods package's path and
     its YAML in a copy of the config tree; removed again afterwards."""
     import embexp.methods
+    from embexp.core.plugins import discover
     from embexp.methods.registry import METHODS
 
     pkg, conf = tmp_path / "methods", tmp_path / "conf"
@@ -181,7 +182,7 @@ def toy_method(tmp_path, monkeypatch):
     monkeypatch.setenv("EMBEXP_CONF", str(conf))
     embexp.methods.__path__.append(str(pkg))
     try:
-        embexp.methods.discover()
+        discover("embexp.methods")
         yield "toy_scale"
     finally:
         embexp.methods.__path__.remove(str(pkg))

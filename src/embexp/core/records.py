@@ -152,15 +152,20 @@ class RunRecord:
 CHECKPOINT_STEP = "checkpoint_step"  # status.json: the step of the last checkpoint the run wrote
 
 
+def read_json(path: Path) -> dict | None:
+    """A small JSON record (owner.json, status.json) as a dict; None where it is missing or unreadable."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def checkpoint_note(run_dir: Path) -> dict:
     """``{"checkpoint_step": N}`` where the run's status.json records the last checkpoint it wrote, else {}:
     carried into each status the run writes after it, so a resume whose checkpoint is gone is told from a
     run that never wrote one (``run.ownership``)."""
-    try:
-        status = json.loads((Path(run_dir) / STATUS).read_text())
-        step = status.get(CHECKPOINT_STEP) if isinstance(status, dict) else None
-    except (OSError, ValueError):
-        return {}
+    step = (read_json(Path(run_dir) / STATUS) or {}).get(CHECKPOINT_STEP)
     return {CHECKPOINT_STEP: step} if isinstance(step, int) and not isinstance(step, bool) else {}
 
 
@@ -178,11 +183,8 @@ def note_checkpoint(run_dir: Path, step: int) -> None:
 
 # ---- find and load -------------------------------------------------------------------------------------
 def is_complete(run_dir: Path) -> bool:
-    try:
-        status = json.loads((Path(run_dir) / STATUS).read_text())["status"]
-        return status == "complete" and (Path(run_dir) / METRICS).is_file()
-    except (OSError, ValueError, KeyError):
-        return False
+    status = read_json(Path(run_dir) / STATUS) or {}
+    return status.get("status") == "complete" and (Path(run_dir) / METRICS).is_file()
 
 
 def check_finished(run_dir: Path) -> None:

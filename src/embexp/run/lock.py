@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from embexp import EmbexpError, RunBusy
-from embexp.core.records import STATUS, atomic_write, checkpoint_note, write_json
+from embexp.core.records import STATUS, atomic_write, checkpoint_note, read_json, write_json
 
 LOCK, OWNER = "run.lock", "owner.json"
 UNSUPPORTED = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
@@ -35,15 +35,6 @@ def describe(owner: dict | None) -> str:
     if not owner:
         return "owner unknown: no readable owner.json"
     return f"host {owner.get('host', '?')}, pid {owner.get('pid', '?')}, started {owner.get('started', '?')}"
-
-
-def read(path: Path) -> dict | None:
-    """A small JSON record (owner.json, status.json) as a dict; None where it is missing or unreadable."""
-    try:
-        record = json.loads(path.read_text())
-        return record if isinstance(record, dict) else None
-    except (OSError, ValueError):
-        return None
 
 
 def live_owner(run_dir: Path) -> dict | None:
@@ -58,7 +49,7 @@ def live_owner(run_dir: Path) -> dict | None:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError as e:
         if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return read(path.with_name(OWNER)) or {}
+            return read_json(path.with_name(OWNER)) or {}
         return None  # flock unsupported here: nothing can be said
     finally:
         os.close(fd)  # closing releases a shared lock it took
@@ -71,7 +62,7 @@ def state(run_dir: Path) -> tuple[str, dict | None]:
     ``unreadable`` where status.json exists but cannot be parsed; '' where there is no status."""
     run_dir = Path(run_dir)
     owner = live_owner(run_dir)
-    status = read(run_dir / STATUS)
+    status = read_json(run_dir / STATUS)
     if status is None:
         return ("unreadable" if (run_dir / STATUS).exists() else ""), owner
     s = str(status.get("status", ""))
@@ -102,10 +93,10 @@ def _acquire(path: Path, wait: float) -> int | None:
 def _take_over(run_dir: Path) -> dict | None:
     """Under the lock: a ``running`` status left by a dead owner becomes ``interrupted`` (with a note naming
     that owner); returns the note, or None where the previous run ended by itself."""
-    status = read(run_dir / STATUS)
+    status = read_json(run_dir / STATUS)
     if not status or status.get("status") != "running":
         return None
-    prev = read(run_dir / OWNER) or {}
+    prev = read_json(run_dir / OWNER) or {}
     note = {"status": "interrupted",
             "reason": f"its process ({describe(prev)}) stopped without updating the status (killed?)",
             "previous_owner": prev, "at": time.strftime("%Y-%m-%dT%H:%M:%S"), **checkpoint_note(run_dir)}
@@ -134,9 +125,9 @@ def owning(run_dir: Path, is_main: bool = True, wait: float = 2.0):
         yield None
         return
     if fd is None:
-        raise RunBusy(f"run directory {run_dir} is in use by another run ({describe(read(run_dir / OWNER))}): wait "
-                      f"for it to finish, or stop that process and rerun with trainer.resume=true; a second run of "
-                      f"the same config needs another seed, tag or hydra.run.dir")
+        raise RunBusy(f"run directory {run_dir} is in use by another run ({describe(read_json(run_dir / OWNER))}): "
+                      f"wait for it to finish, or stop that process and rerun with trainer.resume=true; a second run "
+                      f"of the same config needs another seed, tag or hydra.run.dir")
     try:
         previous = _take_over(run_dir)
         atomic_write(run_dir / OWNER, json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
